@@ -1,0 +1,1 @@
+"""Experiments: Python modules whose Click `main` returns the terminal artifact steps."""

@@ -1,0 +1,3 @@
+from rlaunch.cli.admin import main
+
+main()

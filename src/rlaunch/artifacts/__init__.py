@@ -1,0 +1,40 @@
+"""The versioned artifact graph: steps, identity, fingerprints, storage, records and the runner."""
+
+from rlaunch.artifacts.artifact import Artifact, ArtifactTypeMismatchError, Directory
+from rlaunch.artifacts.context import FingerprintTimeError, StepContext, UndeclaredDependencyError
+from rlaunch.artifacts.fingerprint import CanonicalizationError, canonical_json
+from rlaunch.artifacts.identity import InvalidIdentityError, is_mutable, validate_name, validate_version
+from rlaunch.artifacts.plan import PlannedStep, plan_graph
+from rlaunch.artifacts.runner import FingerprintDriftError, Runner, RunFailedError, StepOutcome
+from rlaunch.artifacts.step import ArtifactStep, FingerprintMismatchError, GraphError, graph_handles
+from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context, current_build_context, resolve_version
+
+__all__ = [
+    "Artifact",
+    "ArtifactStep",
+    "ArtifactTypeMismatchError",
+    "BuildContext",
+    "CanonicalizationError",
+    "Directory",
+    "FingerprintDriftError",
+    "FingerprintMismatchError",
+    "FingerprintTimeError",
+    "GraphError",
+    "InvalidIdentityError",
+    "PlannedStep",
+    "RunFailedError",
+    "Runner",
+    "StepContext",
+    "StepOutcome",
+    "UndeclaredDependencyError",
+    "VersionCodex",
+    "build_context",
+    "canonical_json",
+    "current_build_context",
+    "graph_handles",
+    "is_mutable",
+    "plan_graph",
+    "resolve_version",
+    "validate_name",
+    "validate_version",
+]

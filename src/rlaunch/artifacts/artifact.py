@@ -1,0 +1,52 @@
+"""Typed artifact values: the `path` of an output plus the value fields its record carries."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from rlaunch.artifacts import records
+
+A = TypeVar("A", bound="Artifact")
+
+
+class ArtifactTypeMismatchError(TypeError):
+    """The stored output was produced as another artifact type than the step now declares."""
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """Base class for what a step produces. Subclasses are frozen dataclasses adding value fields.
+
+    The value fields (everything except `path`) are stored in the record and restored by `load`,
+    so a downstream step can read a result without re-running anything.
+    """
+
+    path: str
+
+    @classmethod
+    def type_name(cls) -> str:
+        return f"{cls.__module__}.{cls.__qualname__}"
+
+    def values(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "path"}
+
+    @classmethod
+    def load(cls: type[A], path: str) -> A:
+        """Read the record at `path`; raise if it was written for another artifact type."""
+        record = records.read_record(path)
+        if record is None:
+            return cls(path=path)  # type: ignore[call-arg]
+        stored = record.get("result_type")
+        if stored != cls.type_name():
+            raise ArtifactTypeMismatchError(
+                f"{record.get('name')}@{record.get('version')} at {path} holds a {stored}, but the step "
+                f"now declares {cls.type_name()}; bump the version to build the new type"
+            )
+        return cls(path=path, **(record.get("result") or {}))  # type: ignore[call-arg]
+
+
+@dataclass(frozen=True)
+class Directory(Artifact):
+    """An output that is just files under its path (no value fields)."""

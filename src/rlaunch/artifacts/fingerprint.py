@@ -1,0 +1,106 @@
+"""Canonical JSON and fingerprints: the content half of identity.
+
+A fingerprint is the sha256 of the canonical JSON of a step's config built under a placeholder
+context. Anything that would not encode identically in every process (callables, objects whose
+repr is a memory address, unknown types) is refused with the path to the offending value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import enum
+import hashlib
+import json
+import math
+import pathlib
+from collections.abc import Mapping
+from typing import Any
+
+SHORT_LENGTH = 12
+
+
+class CanonicalizationError(TypeError):
+    """A config value that cannot be encoded deterministically."""
+
+
+def canonical_value(value: Any, path: str = "config") -> Any:
+    """Convert `value` to plain JSON data with a deterministic form, or raise naming `path`."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise CanonicalizationError(f"{path}: {value!r} has no canonical JSON form; use a string or None")
+        return value
+    if isinstance(value, enum.Enum):
+        return canonical_value(value.value, path)
+    if isinstance(value, pathlib.PurePath):
+        return str(value)
+    if isinstance(value, _dt.timedelta):
+        return {"__timedelta__": [value.days, value.seconds, value.microseconds]}
+    if isinstance(value, (_dt.datetime, _dt.date)):
+        return value.isoformat()
+    step_identity = getattr(value, "__artifact_identity__", None)
+    if callable(step_identity):
+        return step_identity()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: canonical_value(getattr(value, f.name), f"{path}.{f.name}")
+            for f in dataclasses.fields(value)
+            if f.compare
+        }
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise CanonicalizationError(f"{path}: mapping key {key!r} is not a string; use string keys")
+            out[key] = canonical_value(item, f"{path}.{key}")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [canonical_value(item, f"{path}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, (set, frozenset)):
+        members = [canonical_value(item, f"{path}{{}}") for item in value]
+        return {"__set__": sorted(members, key=lambda m: json.dumps(m, sort_keys=True))}
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}"
+    if callable(value):
+        raise CanonicalizationError(
+            f"{path}: {value!r} is a callable; a config must hold data, not functions "
+            "(refer to registered names instead)"
+        )
+    raise CanonicalizationError(
+        f"{path}: cannot canonicalise {type(value).__qualname__} value {value!r}; "
+        "convert it to plain data (str, int, float, bool, list, dict or a dataclass)"
+    )
+
+
+def canonical_json(value: Any) -> str:
+    """The one text form of `value` that every process agrees on."""
+    return json.dumps(canonical_value(value), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def fingerprint_hash(payload: str) -> str:
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def short(fingerprint: str) -> str:
+    return fingerprint[:SHORT_LENGTH]
+
+
+def diff_paths(old: Any, new: Any, path: str = "") -> list[str]:
+    """Dotted paths at which two canonical values differ (for drift warnings)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for key in sorted(set(old) | set(new)):
+            sub = f"{path}.{key}" if path else key
+            if key not in old or key not in new:
+                out.append(sub)
+            else:
+                out.extend(diff_paths(old[key], new[key], sub))
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        out = []
+        for i, (a, b) in enumerate(zip(old, new)):
+            out.extend(diff_paths(a, b, f"{path}[{i}]"))
+        return out
+    return [] if old == new else [path or "<root>"]

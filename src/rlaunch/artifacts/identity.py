@@ -1,0 +1,64 @@
+"""Artifact names and versions: the explicit half of identity (`name@version`).
+
+An artifact lives at `{prefix}/{name}/{version}`, so both parts are validated as path segments
+when a step is constructed, long before anything is written.
+"""
+
+from __future__ import annotations
+
+import re
+
+VERSION_GRAMMAR = (
+    "YYYY.MM.DD or YYYY.MM.DD.N (immutable, e.g. 2026.11.30 or 2026.11.30.2), "
+    "or dev / <label>-dev (mutable, rebuilt every run, e.g. alice-dev)"
+)
+
+_CALENDAR = re.compile(r"^\d{4}\.\d{2}\.\d{2}(\.\d+)?$")
+_MUTABLE = re.compile(r"^(dev|[a-z0-9][a-z0-9_.-]*-dev)$")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_NAME_CHARS = re.compile(r"^[A-Za-z0-9_./-]+$")
+
+
+class InvalidIdentityError(ValueError):
+    """A malformed artifact name or version."""
+
+
+def is_mutable(version: str) -> bool:
+    """True for `dev` / `<label>-dev`: such outputs are rebuilt on every run."""
+    return bool(_MUTABLE.match(version))
+
+
+def validate_version(version: object, *, field: str = "version") -> str:
+    """Return `version` if it follows the version grammar, else raise naming the grammar."""
+    if not isinstance(version, str) or not version:
+        raise InvalidIdentityError(f"{field} must be a non-empty string; got {version!r}. Use {VERSION_GRAMMAR}.")
+    _check_path_safe(version, field)
+    if _CALENDAR.match(version) or _MUTABLE.match(version):
+        return version
+    raise InvalidIdentityError(f"{field}={version!r} is not a valid version. Use {VERSION_GRAMMAR}.")
+
+
+def validate_name(name: object, *, field: str = "name") -> str:
+    """Return `name` if it is a safe relative path such as `models/tiny-qwen3`."""
+    if not isinstance(name, str) or not name:
+        raise InvalidIdentityError(f"{field} must be a non-empty string; got {name!r}")
+    _check_path_safe(name, field)
+    if not _NAME_CHARS.match(name):
+        raise InvalidIdentityError(
+            f"{field}={name!r} may contain only letters, digits, '_', '.', '-' and '/'; rename it"
+        )
+    if "//" in name:
+        raise InvalidIdentityError(f"{field}={name!r} has an empty path segment ('//'); remove it")
+    return name
+
+
+def _check_path_safe(value: str, field: str) -> None:
+    if "://" in value or _SCHEME.match(value):
+        raise InvalidIdentityError(
+            f"{field}={value!r} contains a URL scheme; names and versions are relative to the "
+            "storage prefix (set RLAUNCH_PREFIX for the location)"
+        )
+    if ".." in value:
+        raise InvalidIdentityError(f"{field}={value!r} contains '..'; artifacts cannot escape their prefix")
+    if value.startswith("/") or value.endswith("/"):
+        raise InvalidIdentityError(f"{field}={value!r} must not start or end with '/'; strip the slashes")

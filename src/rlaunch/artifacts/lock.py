@@ -1,0 +1,94 @@
+"""A per-output lock with a heartbeat, so two runners never build the same output at once.
+
+The lock is a small file beside the output, created exclusively. Its holder rewrites it every
+few seconds; a lock whose heartbeat is older than the stale limit (or whose holder process on
+this host is gone) is taken over.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+
+from rlaunch.artifacts import storage
+
+LOCK_FILE = ".lock.json"
+HEARTBEAT_ENV = "RLAUNCH_LOCK_HEARTBEAT_SECONDS"
+STALE_ENV = "RLAUNCH_LOCK_STALE_SECONDS"
+
+
+class StepLock:
+    def __init__(self, output_path: str, *, heartbeat_seconds: float | None = None, stale_seconds: float | None = None):
+        self.url = storage.join(output_path, LOCK_FILE)
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.heartbeat_seconds = heartbeat_seconds or float(os.environ.get(HEARTBEAT_ENV, "5"))
+        self.stale_seconds = stale_seconds or float(os.environ.get(STALE_ENV, "60"))
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _payload(self) -> bytes:
+        return storage.dumps(
+            {"owner": self.owner, "host": socket.gethostname(), "pid": os.getpid(), "heartbeat_at": time.time()}
+        )
+
+    def holder(self) -> dict | None:
+        try:
+            return storage.read_json(self.url)
+        except ValueError:  # a lock being rewritten by a store without atomic puts
+            return None
+
+    def is_stale(self, holder: dict) -> bool:
+        if time.time() - float(holder.get("heartbeat_at", 0)) > self.stale_seconds:
+            return True
+        if holder.get("host") == socket.gethostname():
+            return not _pid_alive(int(holder.get("pid", -1)))
+        return False
+
+    def try_acquire(self) -> bool:
+        if storage.create_exclusive(self.url, self._payload()):
+            self._start_heartbeat()
+            return True
+        holder = self.holder()
+        if holder is not None and self.is_stale(holder):
+            moved = f"{self.url}.stale-{uuid.uuid4().hex[:8]}"
+            if storage.rename(self.url, moved):
+                storage.remove(moved)
+            if storage.create_exclusive(self.url, self._payload()):
+                self._start_heartbeat()
+                return True
+        return False
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.heartbeat_seconds + 1)
+        holder = self.holder()
+        if holder is not None and holder.get("owner") == self.owner:
+            storage.remove(self.url)
+
+    def _start_heartbeat(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._beat, name=f"lock-heartbeat {self.url}", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.heartbeat_seconds):
+            holder = self.holder()
+            if holder is None or holder.get("owner") != self.owner:
+                return  # taken over; the new holder owns the output now
+            storage.write_bytes_atomic(self.url, self._payload())
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

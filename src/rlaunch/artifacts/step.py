@@ -1,0 +1,137 @@
+"""ArtifactStep: a frozen handle on one versioned output. Constructing one runs nothing."""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from rlaunch.artifacts import storage
+from rlaunch.artifacts.artifact import Artifact
+from rlaunch.artifacts.context import StepContext
+from rlaunch.artifacts.fingerprint import canonical_json, canonical_value, fingerprint_hash
+from rlaunch.artifacts.identity import is_mutable, validate_name, validate_version
+
+A = TypeVar("A", bound=Artifact)
+
+
+class FingerprintMismatchError(ValueError):
+    """A step's fingerprint differs from the `expected_fingerprint` it pins."""
+
+
+@dataclass(frozen=True, eq=False)
+class ArtifactStep(Generic[A]):
+    """One node of the artifact graph.
+
+    `build_config(ctx)` is pure and turns the context into the config `run(config)` consumes.
+    Handles compare by identity (two handles are equal only if they are the same object) and
+    every dependency the config reads must be listed in `deps`.
+    """
+
+    name: str
+    version: str
+    artifact_type: type[A]
+    run: Callable[[Any], A | None]
+    build_config: Callable[[StepContext], Any]
+    deps: tuple["ArtifactStep[Any]", ...] = ()
+    runtime_args: Mapping[str, Any] = field(default_factory=dict)
+    expected_fingerprint: str | None = None
+    describe: Callable[[Any], list[str]] | None = None
+
+    def __post_init__(self) -> None:
+        validate_name(self.name)
+        validate_version(self.version, field=f"version of {self.name}")
+        if not (isinstance(self.artifact_type, type) and issubclass(self.artifact_type, Artifact)):
+            raise TypeError(f"{self.name}: artifact_type must be an Artifact subclass; got {self.artifact_type!r}")
+        deps = tuple(self.deps)
+        for dep in deps:
+            if not isinstance(dep, ArtifactStep):
+                raise TypeError(f"{self.name}: deps must be ArtifactStep handles; got {dep!r}")
+        object.__setattr__(self, "deps", deps)
+        object.__setattr__(self, "runtime_args", types.MappingProxyType(dict(self.runtime_args)))
+
+    @property
+    def identity(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    def __artifact_identity__(self) -> str:
+        return self.identity
+
+    @property
+    def mutable(self) -> bool:
+        return is_mutable(self.version)
+
+    def path(self, prefix: str | None = None) -> str:
+        return storage.join(prefix or storage.default_prefix(), self.name, self.version)
+
+    @functools.cached_property
+    def fingerprint_config(self) -> Any:
+        """The config built under placeholders: what identity is computed from."""
+        return self.build_config(StepContext.for_fingerprint(self))
+
+    @functools.cached_property
+    def fingerprint_payload(self) -> str:
+        return canonical_json(
+            {"type": self.artifact_type.type_name(), "config": canonical_value(self.fingerprint_config)}
+        )
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        value = fingerprint_hash(self.fingerprint_payload)
+        if self.expected_fingerprint is not None and not value.startswith(self.expected_fingerprint):
+            raise FingerprintMismatchError(
+                f"{self.identity}: fingerprint {value} does not match expected_fingerprint "
+                f"{self.expected_fingerprint}; the recipe changed, so bump the version (or update the pin)"
+            )
+        return value
+
+    def __repr__(self) -> str:
+        return f"ArtifactStep({self.identity})"
+
+
+class GraphError(ValueError):
+    """A graph that cannot be built: conflicting handles or a fixed version on a mutable one."""
+
+
+def graph_handles(roots: Iterable[ArtifactStep[Any]]) -> list[ArtifactStep[Any]]:
+    """Every handle reachable from `roots`, dependencies first, each once (by object identity)."""
+    order: list[ArtifactStep[Any]] = []
+    seen: set[int] = set()
+    by_identity: dict[str, ArtifactStep[Any]] = {}
+
+    def visit(step: ArtifactStep[Any]) -> None:
+        if id(step) in seen:
+            return
+        seen.add(id(step))
+        for dep in step.deps:
+            visit(dep)
+        other = by_identity.get(step.identity)
+        if other is not None:
+            if other.fingerprint != step.fingerprint:
+                raise GraphError(
+                    f"two different steps are both {step.identity} (fingerprints {other.fingerprint[:12]} and "
+                    f"{step.fingerprint[:12]}); give one of them another name or version"
+                )
+            return
+        by_identity[step.identity] = step
+        order.append(step)
+
+    for root in roots:
+        visit(root)
+    return order
+
+
+def check_immutability(steps: Iterable[ArtifactStep[Any]]) -> None:
+    """A fixed (calendar) version may not depend on a mutable (dev) one."""
+    problems = [
+        f"{step.identity} is a fixed version but depends on mutable {dep.identity}; "
+        "make the dependent a -dev version too, or give the dependency a calendar version"
+        for step in steps
+        if not step.mutable
+        for dep in step.deps
+        if dep.mutable
+    ]
+    if problems:
+        raise GraphError("\n".join(problems))

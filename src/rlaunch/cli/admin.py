@@ -1,0 +1,37 @@
+"""The `rlaunch` command: the launch host, cluster jobs, and read-only views of runs.
+
+Subcommands are imported only when invoked, so `rlaunch --help` stays fast and never loads a
+backend or a trainer.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import click
+
+# subcommand name -> "module:attribute" of a click command
+SUBCOMMANDS: dict[str, str] = {
+    "launch": "rlaunch.host.cli:launch",
+    "jobs": "rlaunch.cli.jobs:jobs",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(SUBCOMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = SUBCOMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, _, attr = target.partition(":")
+        command: Any = getattr(importlib.import_module(module_name), attr)
+        return command
+
+
+@click.group(cls=LazyGroup)
+@click.version_option(package_name="rlaunch")
+def main() -> None:
+    """Launch RL post-training runs and inspect what they recorded."""

@@ -1,0 +1,220 @@
+"""`build_options`: turn an experiment's Click `main` into "print the plan" or "run it".
+
+The decorated main builds the graph inside a build context (so `--version` and `--override`
+reach builders) and returns its terminal handles. Without `--run` the plan is printed; with
+`--run` an executor takes the handles: the local runner here, cluster submission for RL mains.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import click
+
+from rlaunch.artifacts import storage
+from rlaunch.artifacts.identity import InvalidIdentityError, validate_version
+from rlaunch.artifacts.plan import PlannedStep, plan_graph
+from rlaunch.artifacts.step import ArtifactStep
+from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
+from rlaunch.cli import plan_view
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """Everything an executor needs to know about how the experiment was called."""
+
+    module: str
+    argv: tuple[str, ...]
+    version: str
+    max_concurrent: int
+    prefix: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Executor(Protocol):
+    """What `--run` does with the built graph. Returns the process exit code."""
+
+    option_names: tuple[str, ...]
+
+    def options(self) -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]: ...
+
+    def check(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> None: ...
+
+    def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> int: ...
+
+
+class LocalRunExecutor:
+    """Execute the graph in this process with the artifact runner."""
+
+    option_names: tuple[str, ...] = ()
+
+    def options(self) -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
+        return []
+
+    def check(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> None:
+        return None
+
+    def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
+        from rlaunch.artifacts.runner import Runner, RunFailedError
+
+        click.echo(f"Running {len(handles)} terminal step(s) with at most {invocation.max_concurrent} at a time")
+        runner = Runner(invocation.prefix, max_concurrent=invocation.max_concurrent, report=click.echo)
+        try:
+            runner.run(handles)
+        except RunFailedError as exc:
+            click.echo(f"error: {exc}", err=True)
+            for outcome in exc.failed:
+                click.echo(f"  {outcome.identity}: {outcome.error}", err=True)
+            return 1
+        click.echo("All steps succeeded.")
+        return 0
+
+
+def parse_overrides(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    overrides: dict[str, str] = {}
+    for raw in values:
+        name, sep, version = raw.partition("=")
+        name, version = name.strip(), version.strip()
+        if not sep or not name:
+            raise click.BadParameter(f"{raw!r} is not NAME=VERSION (e.g. --override data/toy=2026.11.29)")
+        if name in overrides:
+            raise click.BadParameter(f"{name!r} is overridden twice; keep one --override {name}=...")
+        try:
+            overrides[name] = validate_version(version, field=f"--override {name}")
+        except InvalidIdentityError as exc:
+            raise click.BadParameter(str(exc)) from exc
+    return overrides
+
+
+def _parse_version(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    try:
+        return validate_version(value, field="--version")
+    except InvalidIdentityError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+def normalise_handles(returned: Any) -> list[ArtifactStep[Any]]:
+    """Accept one handle, a list/tuple of handles, or a name -> handle mapping."""
+    if isinstance(returned, ArtifactStep):
+        items: list[Any] = [returned]
+    elif isinstance(returned, (list, tuple)):
+        items = list(returned)
+    elif isinstance(returned, Mapping):
+        items = list(returned.values())
+    else:
+        raise TypeError(
+            f"an experiment main must return an ArtifactStep, a list/tuple of them, or a name -> step "
+            f"mapping; got {type(returned).__qualname__}"
+        )
+    if not items:
+        raise TypeError("the experiment main returned no steps; return the terminal step(s) to plan or run")
+    for item in items:
+        if not isinstance(item, ArtifactStep):
+            raise TypeError(f"the experiment main returned {item!r}, which is not an ArtifactStep")
+    return items
+
+
+def experiment_module(fn: Callable[..., Any]) -> str:
+    module = fn.__module__
+    if module == "__main__":
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        if spec is None or not spec.name:
+            raise click.UsageError(
+                "the experiment main must live in an importable module; run it as "
+                "`python -m experiments.<module>` from the repository root"
+            )
+        module = spec.name
+    return module
+
+
+def make_build_options(executor: Executor) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(
+            *args: Any,
+            default_version: str,
+            overrides: dict[str, str],
+            do_run: bool,
+            max_concurrent: int,
+            plan_format: str,
+            **kwargs: Any,
+        ) -> None:
+            executor_options = {k: kwargs.pop(k) for k in executor.option_names if k in kwargs}
+            codex = VersionCodex(default_version, overrides)
+            try:
+                with build_context(BuildContext(codex)):
+                    handles = normalise_handles(fn(*args, **kwargs))
+                unused = codex.unused_overrides()
+                if unused:
+                    raise click.BadParameter(
+                        f"never applied to any artifact: {unused}. The name is a typo, or that artifact "
+                        "hardcodes its version (an explicit version wins over an override)",
+                        param_hint="--override",
+                    )
+                invocation = Invocation(
+                    module=experiment_module(fn),
+                    argv=tuple(sys.argv[1:]),
+                    version=default_version,
+                    max_concurrent=max_concurrent,
+                    prefix=storage.default_prefix(),
+                    options=executor_options,
+                )
+                planned = plan_graph(handles, invocation.prefix)
+                executor.check(handles, invocation)
+            except (ValueError, TypeError) as exc:
+                if isinstance(exc, click.ClickException):
+                    raise
+                raise click.ClickException(str(exc)) from exc
+            if not do_run:
+                _print_plan(planned, invocation, plan_format)
+                return
+            sys.exit(executor.run(handles, invocation))
+
+        decorators = [
+            click.option(
+                "--version",
+                "default_version",
+                required=True,
+                callback=_parse_version,
+                help="Run-wide artifact version: YYYY.MM.DD[.N] (immutable) or dev / <label>-dev (mutable).",
+            ),
+            click.option(
+                "--override",
+                "overrides",
+                multiple=True,
+                callback=parse_overrides,
+                metavar="NAME=VERSION",
+                help="Version for one artifact by its base name; repeatable.",
+            ),
+            click.option("--run", "do_run", is_flag=True, help="Execute the graph instead of printing the plan."),
+            click.option(
+                "--max-concurrent", type=click.IntRange(min=1), default=8, show_default=True, help="Steps built at once."
+            ),
+            click.option(
+                "--plan-format",
+                type=click.Choice(["text", "json"]),
+                default="text",
+                show_default=True,
+                help="How the plan is printed without --run.",
+            ),
+            *executor.options(),
+        ]
+        for decorator in reversed(decorators):
+            wrapper = decorator(wrapper)
+        return wrapper
+
+    return decorate
+
+
+def _print_plan(planned: list[PlannedStep], invocation: Invocation, plan_format: str) -> None:
+    if plan_format == "json":
+        click.echo(plan_view.plan_json(planned, invocation.prefix))
+    else:
+        click.echo(plan_view.plan_text(planned, invocation.prefix))
+
+
+build_options = make_build_options(LocalRunExecutor())

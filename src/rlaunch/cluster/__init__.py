@@ -1,0 +1,29 @@
+"""Cluster backends behind one protocol: `local` (embedded default), `ray`, `iris`.
+
+Each backend is imported only when chosen, so its optional dependency is never loaded by
+`import rlaunch` or a dry run.
+"""
+
+from rlaunch.cluster.protocol import (
+    Backend,
+    JobSpec,
+    JobState,
+    JobStatus,
+    ReplicaStatus,
+    Resources,
+    backend_from_env,
+    get_backend,
+    sanitize_job_name,
+)
+
+__all__ = [
+    "Backend",
+    "JobSpec",
+    "JobState",
+    "JobStatus",
+    "ReplicaStatus",
+    "Resources",
+    "backend_from_env",
+    "get_backend",
+    "sanitize_job_name",
+]

@@ -1,0 +1,162 @@
+"""The runtime profile registry and the source digest.
+
+A profile directory holds `profile.yaml` (strategy, entrypoints, capabilities, environment) and
+`lock.txt` (exact package versions). The profile names a base config in `base_configs/` (the
+recipe keys it accepts, with defaults, on SkyRL 0.4.0 key paths) and an adapter in `adapters/`
+(the code rlaunch ships to run inside that environment). The source digest hashes the lock, the
+profile, the base config and every adapter file, so it changes exactly when what will run
+changes.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PLUGINS_ENV = "RLAUNCH_RUNTIME_PLUGINS"
+_PROFILE_DIRS = {"trl-cpu": "trl_cpu", "fsdp": "fsdp", "megatron": "megatron"}
+_HERE = Path(__file__).parent
+_IGNORED = {"__pycache__", ".pytest_cache"}
+
+
+class UnknownRuntimeError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """Which geometries a runtime honours; the preflight refuses the rest."""
+
+    accelerator: str  # "cpu" (device slots are processes) or "gpu"
+    colocated: bool = True
+    disaggregated: bool = True
+    max_inference_tensor_parallel: int | None = None
+    max_inference_pipeline_parallel: int | None = None
+    max_nodes: int | None = None
+    honoured_keys: tuple[str, ...] | None = None  # None: every base-config key is honoured
+
+    def honours(self, key: str) -> bool:
+        if self.honoured_keys is None:
+            return True
+        return any(key == k or (k.endswith(".*") and key.startswith(k[:-1])) for k in self.honoured_keys)
+
+
+@dataclass(frozen=True)
+class RuntimeProfile:
+    name: str
+    directory: Path
+    base_config_file: Path
+    adapter_dir: Path
+    strategy: str
+    strategy_aliases: Mapping[str, str]
+    entrypoints: Mapping[str, str]
+    launcher: str  # "python" (one process per replica) or "torchrun" (one process per device slot)
+    environment: str  # "venv" (built from lock.txt) or "host" (the interpreter running rlaunch)
+    python: str
+    capabilities: Capabilities
+    description: str = ""
+
+    @property
+    def lock_file(self) -> Path:
+        return self.directory / "lock.txt"
+
+    def base_config(self) -> dict[str, Any]:
+        with open(self.base_config_file, encoding="utf-8") as handle:
+            return yaml.safe_load(handle) or {}
+
+    def lock_requirements(self) -> list[str]:
+        if not self.lock_file.exists():
+            return []
+        lines = self.lock_file.read_text(encoding="utf-8").splitlines()
+        return [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("#")]
+
+    def canonical_strategy(self, strategy: str) -> str:
+        return self.strategy_aliases.get(strategy, strategy)
+
+    def entrypoint_module(self, name: str) -> str:
+        if name not in self.entrypoints:
+            raise KeyError(
+                f"entrypoint {name!r} is not registered for runtime {self.name!r}; registered: {sorted(self.entrypoints)}"
+            )
+        return self.entrypoints[name]
+
+    @functools.cached_property
+    def source_digest(self) -> str:
+        """sha256 over the lock, the profile, its base config and every adapter file."""
+        h = hashlib.sha256()
+        for label, root in (("profile", self.directory), ("adapter", self.adapter_dir)):
+            for path in sorted(_files(root)):
+                h.update(f"{label}/{path.relative_to(root).as_posix()}".encode() + b"\0" + path.read_bytes() + b"\0")
+        h.update(b"base_config\0" + self.base_config_file.read_bytes())
+        return h.hexdigest()
+
+
+def _files(directory: Path) -> list[Path]:
+    out = []
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = [d for d in dirs if d not in _IGNORED]
+        out.extend(Path(root) / f for f in files if not f.endswith((".pyc", ".pyo")))
+    return out
+
+
+def load_profile(name: str, directory: Path) -> RuntimeProfile:
+    with open(directory / "profile.yaml", encoding="utf-8") as handle:
+        raw = yaml.safe_load(handle)
+    caps = dict(raw.get("capabilities") or {})
+    if "honoured_keys" in caps and caps["honoured_keys"] is not None:
+        caps["honoured_keys"] = tuple(caps["honoured_keys"])
+    return RuntimeProfile(
+        name=name,
+        directory=directory,
+        base_config_file=_HERE / "base_configs" / f"{raw['base_config']}.yaml",
+        adapter_dir=(directory / raw["adapter"]).resolve() if "adapter" in raw else directory / "adapter",
+        strategy=raw["strategy"],
+        strategy_aliases=dict(raw.get("strategy_aliases") or {}),
+        entrypoints=dict(raw["entrypoints"]),
+        launcher=raw.get("launcher", "python"),
+        environment=raw.get("environment", "venv"),
+        python=str(raw.get("python", "3.11")),
+        capabilities=Capabilities(**caps),
+        description=raw.get("description", ""),
+    )
+
+
+_registry: dict[str, RuntimeProfile] = {}
+_plugins_loaded: list[str] = []
+
+
+def register_profile(profile: RuntimeProfile) -> None:
+    _registry[profile.name] = profile
+
+
+def _ensure_loaded() -> None:
+    for name, dirname in _PROFILE_DIRS.items():
+        if name not in _registry:
+            register_profile(load_profile(name, _HERE / dirname))
+    for module in (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",")):
+        if module and module not in _plugins_loaded:
+            importlib.import_module(module)
+            _plugins_loaded.append(module)
+
+
+def get_profile(name: str) -> RuntimeProfile:
+    _ensure_loaded()
+    if name not in _registry:
+        raise UnknownRuntimeError(
+            f"runtime profile {name!r} is not registered; choose one of {sorted(_registry)} "
+            f"(plugins load from ${PLUGINS_ENV})"
+        )
+    return _registry[name]
+
+
+def profile_names() -> list[str]:
+    _ensure_loaded()
+    return sorted(_registry)
