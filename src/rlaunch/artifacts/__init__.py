@@ -1,7 +1,12 @@
 """The versioned artifact graph: steps, identity, fingerprints, storage, records and the runner."""
 
 from rlaunch.artifacts.artifact import Artifact, ArtifactTypeMismatchError, Directory
-from rlaunch.artifacts.context import FingerprintTimeError, StepContext, UndeclaredDependencyError
+from rlaunch.artifacts.context import (
+    FingerprintTimeError,
+    StepContext,
+    UndeclaredDependencyError,
+    UndeclaredRuntimeArgError,
+)
 from rlaunch.artifacts.fingerprint import CanonicalizationError, canonical_json
 from rlaunch.artifacts.identity import InvalidIdentityError, is_mutable, validate_name, validate_version
 from rlaunch.artifacts.plan import PlannedStep, plan_graph
@@ -27,6 +32,7 @@ __all__ = [
     "StepContext",
     "StepOutcome",
     "UndeclaredDependencyError",
+    "UndeclaredRuntimeArgError",
     "VersionCodex",
     "build_context",
     "canonical_json",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from rlaunch.artifacts import records
+from rlaunch.artifacts.fingerprint import qualified_name
 
 A = TypeVar("A", bound="Artifact")
 
@@ -27,7 +28,7 @@ class Artifact:
 
     @classmethod
     def type_name(cls) -> str:
-        return f"{cls.__module__}.{cls.__qualname__}"
+        return qualified_name(cls)
 
     def values(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "path"}
@@ -44,7 +45,14 @@ class Artifact:
                 f"{record.get('name')}@{record.get('version')} at {path} holds a {stored}, but the step "
                 f"now declares {cls.type_name()}; bump the version to build the new type"
             )
-        return cls(path=path, **(record.get("result") or {}))  # type: ignore[call-arg]
+        try:
+            return cls(path=path, **(record.get("result") or {}))  # type: ignore[call-arg]
+        except TypeError as exc:
+            raise ArtifactTypeMismatchError(
+                f"{record.get('name')}@{record.get('version')} at {path} holds a {stored} whose stored fields "
+                f"{sorted(record.get('result') or {})} no longer fit the class ({exc}); bump the version to "
+                "build the new type"
+            ) from exc
 
 
 @dataclass(frozen=True)

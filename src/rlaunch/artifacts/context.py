@@ -23,6 +23,17 @@ class UndeclaredDependencyError(ValueError):
     """A builder read a step it did not list in `deps`."""
 
 
+class UndeclaredRuntimeArgError(KeyError, ValueError):
+    """A builder read a runtime arg it did not list in `runtime_args`.
+
+    A KeyError for callers that look keys up, and a ValueError so the command line reports it as a
+    recipe error like every other construction-time mistake.
+    """
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
 class FingerprintTimeError(RuntimeError):
     """A builder asked for a loaded value while the fingerprint was being computed."""
 
@@ -102,7 +113,7 @@ class StepContext:
     def runtime_arg(self, key: str) -> Any:
         args = self._step.runtime_args
         if key not in args:
-            raise KeyError(
+            raise UndeclaredRuntimeArgError(
                 f"{self._step.identity}: runtime arg {key!r} is not declared; declared: {sorted(args)}. "
                 "Add it to runtime_args=... of the step"
             )

@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import pathlib
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,21 @@ SHORT_LENGTH = 12
 
 class CanonicalizationError(TypeError):
     """A config value that cannot be encoded deterministically."""
+
+
+def qualified_name(cls: type) -> str:
+    """`module.QualName` of a class, naming the module as it is imported, not as `__main__`.
+
+    `python -m experiments.hello` runs that module as `__main__`; the same class imported from
+    another process (a test, a coordinator replaying the module) lives in `experiments.hello`.
+    Both must give one name, or the fingerprint and the stored result type would differ.
+    """
+    module = cls.__module__
+    if module == "__main__":
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        if spec is not None and spec.name:
+            module = spec.name
+    return f"{module}.{cls.__qualname__}"
 
 
 def canonical_value(value: Any, path: str = "config") -> Any:
@@ -40,6 +56,8 @@ def canonical_value(value: Any, path: str = "config") -> Any:
         return {"__timedelta__": [value.days, value.seconds, value.microseconds]}
     if isinstance(value, (_dt.datetime, _dt.date)):
         return value.isoformat()
+    if isinstance(value, type):
+        return qualified_name(value)
     step_identity = getattr(value, "__artifact_identity__", None)
     if callable(step_identity):
         return step_identity()
@@ -61,8 +79,6 @@ def canonical_value(value: Any, path: str = "config") -> Any:
     if isinstance(value, (set, frozenset)):
         members = [canonical_value(item, f"{path}{{}}") for item in value]
         return {"__set__": sorted(members, key=lambda m: json.dumps(m, sort_keys=True))}
-    if isinstance(value, type):
-        return f"{value.__module__}.{value.__qualname__}"
     if callable(value):
         raise CanonicalizationError(
             f"{path}: {value!r} is a callable; a config must hold data, not functions "

@@ -6,6 +6,7 @@ when a step is constructed, long before anything is written.
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 
 VERSION_GRAMMAR = (
@@ -13,10 +14,12 @@ VERSION_GRAMMAR = (
     "or dev / <label>-dev (mutable, rebuilt every run, e.g. alice-dev)"
 )
 
-_CALENDAR = re.compile(r"^\d{4}\.\d{2}\.\d{2}(\.\d+)?$")
-_MUTABLE = re.compile(r"^(dev|[a-z0-9][a-z0-9_.-]*-dev)$")
+# Patterns are applied with fullmatch and spell digits as [0-9]: `$` would accept a trailing
+# newline and `\d` would accept non-ASCII digits, neither of which belongs in a storage path.
+_CALENDAR = re.compile(r"([0-9]{4})\.([0-9]{2})\.([0-9]{2})(\.[0-9]+)?")
+_MUTABLE = re.compile(r"dev|[a-z0-9][a-z0-9_.-]*-dev")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-_NAME_CHARS = re.compile(r"^[A-Za-z0-9_./-]+$")
+_NAME_CHARS = re.compile(r"[A-Za-z0-9_./-]+")
 
 
 class InvalidIdentityError(ValueError):
@@ -25,7 +28,18 @@ class InvalidIdentityError(ValueError):
 
 def is_mutable(version: str) -> bool:
     """True for `dev` / `<label>-dev`: such outputs are rebuilt on every run."""
-    return bool(_MUTABLE.match(version))
+    return isinstance(version, str) and bool(_MUTABLE.fullmatch(version))
+
+
+def _is_calendar(version: str) -> bool:
+    match = _CALENDAR.fullmatch(version)
+    if match is None:
+        return False
+    try:
+        _dt.date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
+    except ValueError:
+        return False
+    return True
 
 
 def validate_version(version: object, *, field: str = "version") -> str:
@@ -33,7 +47,7 @@ def validate_version(version: object, *, field: str = "version") -> str:
     if not isinstance(version, str) or not version:
         raise InvalidIdentityError(f"{field} must be a non-empty string; got {version!r}. Use {VERSION_GRAMMAR}.")
     _check_path_safe(version, field)
-    if _CALENDAR.match(version) or _MUTABLE.match(version):
+    if _is_calendar(version) or _MUTABLE.fullmatch(version):
         return version
     raise InvalidIdentityError(f"{field}={version!r} is not a valid version. Use {VERSION_GRAMMAR}.")
 
@@ -43,12 +57,14 @@ def validate_name(name: object, *, field: str = "name") -> str:
     if not isinstance(name, str) or not name:
         raise InvalidIdentityError(f"{field} must be a non-empty string; got {name!r}")
     _check_path_safe(name, field)
-    if not _NAME_CHARS.match(name):
+    if not _NAME_CHARS.fullmatch(name):
         raise InvalidIdentityError(
             f"{field}={name!r} may contain only letters, digits, '_', '.', '-' and '/'; rename it"
         )
     if "//" in name:
         raise InvalidIdentityError(f"{field}={name!r} has an empty path segment ('//'); remove it")
+    if any(segment == "." for segment in name.split("/")):
+        raise InvalidIdentityError(f"{field}={name!r} has a '.' path segment (an alias of its parent); remove it")
     return name
 
 

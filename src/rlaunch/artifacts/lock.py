@@ -7,6 +7,7 @@ this host is gone) is taken over.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -24,8 +25,10 @@ class StepLock:
     def __init__(self, output_path: str, *, heartbeat_seconds: float | None = None, stale_seconds: float | None = None):
         self.url = storage.join(output_path, LOCK_FILE)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.heartbeat_seconds = heartbeat_seconds or float(os.environ.get(HEARTBEAT_ENV, "5"))
         self.stale_seconds = stale_seconds or float(os.environ.get(STALE_ENV, "60"))
+        # Beat several times per stale period, or a live holder on another host looks dead.
+        default_beat = min(5.0, self.stale_seconds / 4)
+        self.heartbeat_seconds = heartbeat_seconds or float(os.environ.get(HEARTBEAT_ENV, default_beat))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -52,13 +55,25 @@ class StepLock:
             self._start_heartbeat()
             return True
         holder = self.holder()
-        if holder is not None and self.is_stale(holder):
-            moved = f"{self.url}.stale-{uuid.uuid4().hex[:8]}"
-            if storage.rename(self.url, moved):
+        if holder is None or not self.is_stale(holder):
+            return False
+        moved = f"{self.url}.stale-{uuid.uuid4().hex[:8]}"
+        if storage.rename(self.url, moved):
+            taken = storage.read_bytes(moved)
+            try:
+                still_stale = json.loads(taken) == holder
+            except ValueError:
+                still_stale = False
+            if not still_stale:
+                # Between reading the stale holder and moving it, another runner took the lock over
+                # (or the holder beat again): what was moved is a live lock, so put it back.
+                storage.create_exclusive(self.url, taken)
                 storage.remove(moved)
-            if storage.create_exclusive(self.url, self._payload()):
-                self._start_heartbeat()
-                return True
+                return False
+            storage.remove(moved)
+        if storage.create_exclusive(self.url, self._payload()):
+            self._start_heartbeat()
+            return True
         return False
 
     def release(self) -> None:
@@ -77,6 +92,12 @@ class StepLock:
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat_seconds):
             holder = self.holder()
+            if holder is None:
+                # Moved away for a moment by a runner checking a takeover; re-assert exclusively
+                # (if that runner already created its own lock, this fails and it owns the output).
+                if storage.create_exclusive(self.url, self._payload()):
+                    continue
+                holder = self.holder()
             if holder is None or holder.get("owner") != self.owner:
                 return  # taken over; the new holder owns the output now
             storage.write_bytes_atomic(self.url, self._payload())

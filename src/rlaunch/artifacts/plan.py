@@ -46,20 +46,19 @@ def plan_graph(roots: Iterable[ArtifactStep[Any]], prefix: str) -> list[PlannedS
     action: dict[str, Action] = {}
     needed: set[str] = set()
 
-    def visit(step: ArtifactStep[Any]) -> None:
+    pending = list(reversed(roots))
+    while pending:
+        step = pending.pop()
         if step.identity in needed:
-            return
+            continue
         needed.add(step.identity)
         if step.mutable:
             action[step.identity] = "rebuild"
         elif records.is_succeeded(step.path(prefix)):
-            action[step.identity] = "serve"
-            return
+            action[step.identity] = "serve"  # its dependencies are not needed for it
+            continue
         else:
             action[step.identity] = "run"
-        for dep in step.deps:
-            visit(dep)
+        pending.extend(reversed(step.deps))
 
-    for root in roots:
-        visit(root)
     return [PlannedStep(s, action.get(s.identity, "unneeded"), s.path(prefix)) for s in steps]

@@ -52,9 +52,26 @@ def write_record(output_path: str, record: dict[str, Any]) -> None:
     storage.write_json_atomic(record_url(output_path), record)
 
 
-def write_status(output_path: str, state: str, *, error: str | None = None, owner: str | None = None) -> None:
+def write_status(
+    output_path: str,
+    state: str,
+    *,
+    error: str | None = None,
+    owner: str | None = None,
+    identity: str | None = None,
+    fingerprint: str | None = None,
+) -> None:
+    """The step's state; identity and fingerprint let readers name a run that has no record yet."""
     storage.write_json_atomic(
-        status_url(output_path), {"state": state, "updated_at": utc_now(), "error": error, "owner": owner}
+        status_url(output_path),
+        {
+            "state": state,
+            "updated_at": utc_now(),
+            "error": error,
+            "owner": owner,
+            "identity": identity,
+            "fingerprint": fingerprint,
+        },
     )
 
 

@@ -116,7 +116,7 @@ class Runner:
                 outcome = self._serve(step, path)
             else:
                 outcome = self._build(step, path, planned.action)
-        except Exception as exc:  # noqa: BLE001 - a failing step fails its dependents, not the runner
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a failing step fails its dependents, not the runner
             message = f"{type(exc).__name__}: {exc}"
             outcome = StepOutcome(step.identity, "failed", path, error=message)
             self._say(f"  FAILED {step.identity}: {message}")
@@ -166,18 +166,25 @@ class Runner:
             if not step.mutable and records.is_succeeded(path):
                 return self._serve(step, path)
             self._say(f"  {'rebuilding' if step.mutable else 'building'} {step.identity}")
-            records.write_status(path, records.RUNNING, owner=lock.owner)
+            records.write_status(path, records.RUNNING, owner=lock.owner, identity=step.identity, fingerprint=step.fingerprint)
             try:
                 ctx = StepContext.for_run(step, self.prefix, load=lambda dep: dep.artifact_type.load(dep.path(self.prefix)))
                 config = step.build_config(ctx)
                 value = _as_artifact(step, step.run(config), path)
                 records.write_record(path, self._record(step, path, config, value))
             except BaseException as exc:
-                records.write_status(path, records.FAILED, error=f"{type(exc).__name__}: {exc}", owner=lock.owner)
+                records.write_status(
+                    path,
+                    records.FAILED,
+                    error=f"{type(exc).__name__}: {exc}",
+                    owner=lock.owner,
+                    identity=step.identity,
+                    fingerprint=step.fingerprint,
+                )
                 if isinstance(exc, Exception):
                     self._say(traceback.format_exc().rstrip())
                 raise
-            records.write_status(path, records.SUCCEEDED, owner=lock.owner)
+            records.write_status(path, records.SUCCEEDED, owner=lock.owner, identity=step.identity, fingerprint=step.fingerprint)
             return StepOutcome(step.identity, "rebuilt" if action == "rebuild" else "built", path, value=value)
         finally:
             lock.release()

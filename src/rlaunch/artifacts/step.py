@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -73,8 +73,14 @@ class ArtifactStep(Generic[A]):
 
     @functools.cached_property
     def fingerprint_payload(self) -> str:
+        # The dependencies' identities enter too, so bumping a dependency's version changes the
+        # fingerprint even when the config never reads that dependency's path.
         return canonical_json(
-            {"type": self.artifact_type.type_name(), "config": canonical_value(self.fingerprint_config)}
+            {
+                "type": self.artifact_type.type_name(),
+                "config": canonical_value(self.fingerprint_config),
+                "deps": sorted({dep.identity for dep in self.deps}),
+            }
         )
 
     @functools.cached_property
@@ -96,17 +102,15 @@ class GraphError(ValueError):
 
 
 def graph_handles(roots: Iterable[ArtifactStep[Any]]) -> list[ArtifactStep[Any]]:
-    """Every handle reachable from `roots`, dependencies first, each once (by object identity)."""
+    """Every handle reachable from `roots`, dependencies first, each once (by object identity).
+
+    Iterative, so a chain of thousands of steps does not hit Python's recursion limit.
+    """
     order: list[ArtifactStep[Any]] = []
     seen: set[int] = set()
     by_identity: dict[str, ArtifactStep[Any]] = {}
 
-    def visit(step: ArtifactStep[Any]) -> None:
-        if id(step) in seen:
-            return
-        seen.add(id(step))
-        for dep in step.deps:
-            visit(dep)
+    def finish(step: ArtifactStep[Any]) -> None:
         other = by_identity.get(step.identity)
         if other is not None:
             if other.fingerprint != step.fingerprint:
@@ -119,7 +123,20 @@ def graph_handles(roots: Iterable[ArtifactStep[Any]]) -> list[ArtifactStep[Any]]
         order.append(step)
 
     for root in roots:
-        visit(root)
+        if id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack: list[tuple[ArtifactStep[Any], Iterator[ArtifactStep[Any]]]] = [(root, iter(root.deps))]
+        while stack:
+            step, pending = stack[-1]
+            for dep in pending:
+                if id(dep) not in seen:
+                    seen.add(id(dep))
+                    stack.append((dep, iter(dep.deps)))
+                    break
+            else:
+                stack.pop()
+                finish(step)
     return order
 
 

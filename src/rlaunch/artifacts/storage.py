@@ -132,6 +132,16 @@ def create_exclusive(url: str, data: bytes) -> bool:
             return True
         except FileExistsError:
             return False
+        except OSError:
+            # No hard links on this filesystem: an exclusive open is still exclusive, though a
+            # reader may briefly see the file before its bytes (lock readers tolerate that).
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                return False
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            return True
         finally:
             os.unlink(tmp)
     if fs.exists(path):

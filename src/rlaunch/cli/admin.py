@@ -15,6 +15,12 @@ import click
 SUBCOMMANDS: dict[str, str] = {
     "launch": "rlaunch.host.cli:launch",
     "jobs": "rlaunch.cli.jobs:jobs",
+    "runs": "rlaunch.observe.cli:runs",
+    "status": "rlaunch.observe.cli:status",
+    "verify-smoke": "rlaunch.observe.cli:verify_smoke",
+    "logs": "rlaunch.observe.cli:logs",
+    "cancel": "rlaunch.observe.cli:cancel",
+    "plot": "rlaunch.observe.cli:plot",
 }
 
 

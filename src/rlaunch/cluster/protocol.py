@@ -148,6 +148,10 @@ class CapacityError(ValueError):
     """A job that can never fit the cluster (refused before submission)."""
 
 
+class JobNotFoundError(LookupError):
+    """A job id the backend has no record of (a CLI turns this into a clear error, not a traceback)."""
+
+
 @runtime_checkable
 class Backend(Protocol):
     name: str

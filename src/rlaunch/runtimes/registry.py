@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import yaml
@@ -33,7 +34,12 @@ class UnknownRuntimeError(ValueError):
 
 @dataclass(frozen=True)
 class Capabilities:
-    """Which geometries a runtime honours; the preflight refuses the rest."""
+    """Which geometries and recipe settings a runtime honours; the preflight refuses the rest.
+
+    `honoured_keys`: dotted base-config keys (`prefix.*` wildcards allowed) the runtime acts on;
+    None means every key. A key outside it must keep its base-config default.
+    `allowed_values`: dotted key -> the only values accepted for that (honoured) key.
+    """
 
     accelerator: str  # "cpu" (device slots are processes) or "gpu"
     colocated: bool = True
@@ -42,11 +48,27 @@ class Capabilities:
     max_inference_pipeline_parallel: int | None = None
     max_nodes: int | None = None
     honoured_keys: tuple[str, ...] | None = None  # None: every base-config key is honoured
+    allowed_values: Mapping[str, tuple[Any, ...]] | None = None  # None: any value of an honoured key
+
+    def __post_init__(self) -> None:
+        if self.honoured_keys is not None and not isinstance(self.honoured_keys, tuple):
+            object.__setattr__(self, "honoured_keys", tuple(self.honoured_keys))
+        if self.allowed_values is not None:
+            normalised = {
+                str(k): tuple(v) if isinstance(v, (list, tuple)) else (v,) for k, v in dict(self.allowed_values).items()
+            }
+            object.__setattr__(self, "allowed_values", MappingProxyType(normalised))
 
     def honours(self, key: str) -> bool:
         if self.honoured_keys is None:
             return True
         return any(key == k or (k.endswith(".*") and key.startswith(k[:-1])) for k in self.honoured_keys)
+
+    def accepts(self, key: str, value: Any) -> bool:
+        """Whether `value` is an accepted value for the honoured `key` (True when unrestricted)."""
+        if not self.allowed_values or key not in self.allowed_values:
+            return True
+        return any(_same_value(value, allowed) for allowed in self.allowed_values[key])
 
 
 @dataclass(frozen=True)
@@ -116,7 +138,7 @@ def load_profile(name: str, directory: Path) -> RuntimeProfile:
     return RuntimeProfile(
         name=name,
         directory=directory,
-        base_config_file=_HERE / "base_configs" / f"{raw['base_config']}.yaml",
+        base_config_file=_base_config_file(directory, raw["base_config"]),
         adapter_dir=(directory / raw["adapter"]).resolve() if "adapter" in raw else directory / "adapter",
         strategy=raw["strategy"],
         strategy_aliases=dict(raw.get("strategy_aliases") or {}),
@@ -127,6 +149,11 @@ def load_profile(name: str, directory: Path) -> RuntimeProfile:
         capabilities=Capabilities(**caps),
         description=raw.get("description", ""),
     )
+
+
+def _base_config_file(directory: Path, name: str) -> Path:
+    """A shared base config by name (`skyrl-0.4.0`), or a `.yaml` path relative to the profile."""
+    return directory / name if name.endswith(".yaml") else _HERE / "base_configs" / f"{name}.yaml"
 
 
 _registry: dict[str, RuntimeProfile] = {}
@@ -160,3 +187,51 @@ def get_profile(name: str) -> RuntimeProfile:
 def profile_names() -> list[str]:
     _ensure_loaded()
     return sorted(_registry)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Equality that keeps booleans apart from the integers 0 and 1."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    return a == b
+
+
+def _leaves(tree: Any, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if isinstance(tree, Mapping):
+        for key, value in tree.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(value, Mapping) and value:
+                out.update(_leaves(value, path))
+            else:
+                out[path] = value
+    return out
+
+
+def unsupported_settings(profile: RuntimeProfile, recipe: Mapping[str, Any]) -> list[tuple[str, object, str]]:
+    """Every setting of a composed `recipe` that `profile` cannot honour, as (key, value, reason).
+
+    Pure: compares the recipe's leaves with the profile's base config and capabilities. A key
+    outside `capabilities.honoured_keys` must equal its base-config default; an honoured key
+    listed in `capabilities.allowed_values` must take one of those values; a key the base config
+    does not have is reported too. Sorted by key; empty when the recipe is fine.
+    """
+    caps = profile.capabilities
+    base = _leaves(profile.base_config())
+    given = _leaves(recipe)
+    out: list[tuple[str, object, str]] = []
+    for key in sorted(set(given) - set(base)):
+        out.append((key, given[key], f"not a key of the {profile.base_config_file.stem} base config"))
+    for key in sorted(base):
+        default = base[key]
+        value = given.get(key, default)
+        if not caps.honours(key):
+            if not _same_value(value, default):
+                out.append(
+                    (key, value, f"runtime {profile.name!r} does not honour this key; only the base-config default {default!r} is accepted")
+                )
+        elif not caps.accepts(key, value):
+            allowed = list(caps.allowed_values[key]) if caps.allowed_values else []
+            out.append((key, value, f"runtime {profile.name!r} accepts only {allowed!r}"))
+    return sorted(out, key=lambda item: item[0])
+

@@ -1,0 +1,153 @@
+"""A realistic 64-GPU GRPO plan (8 nodes x 8 H100): validate it before anything is allocated.
+
+    python -m experiments.rl_plan_example --version 2026.11.30 --stage rl
+    python -m experiments.rl_plan_example --version 2026.11.30 --stage evaluation
+    python -m experiments.rl_plan_example --version 2026.11.30 --broken   # every violation, at once
+
+Policy: 4 nodes x 8 GPUs (FSDP). Rollout: 4 node-sized engines (TP1 x DP8), disaggregated, so
+32 + 32 = 64 GPUs. The broken variant leaves rollout DP at 1 (36 GPUs for a 64-GPU allocation)
+and picks batch sizes SkyRL would only refuse after the GPUs were allocated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import click
+
+from rlaunch.artifacts import Artifact, ArtifactStep, resolve_version
+from rlaunch.cli import rl_build_options
+from rlaunch.skyrl import (
+    ArtifactDataSource,
+    ArtifactHfModel,
+    HfModel,
+    IrisSkyRLExecution,
+    SkyRLRetentionPolicy,
+    SkyRLRolePlan,
+    SkyRLRun,
+    SkyRLRuntime,
+    SkyRLSpec,
+    SkyRLTopology,
+    skyrl_step,
+)
+
+RECIPE = """
+trainer:
+  algorithm: {advantage_estimator: grpo, use_kl_loss: true, kl_loss_coef: 0.001}
+  policy:
+    optimizer_config: {lr: 1.0e-6, weight_decay: 0.01}
+  max_prompt_length: 1024
+  ckpt_interval: 20
+  hf_save_interval: -1
+  resume_mode: latest
+  logger: wandb
+  project_name: gsm8k-grpo
+generator:
+  sampling_params: {max_generate_length: 3072, temperature: 1.0}
+environment:
+  env_class: gsm8k
+"""
+
+
+@dataclass(frozen=True)
+class EvalReport(Artifact):
+    reward_mean: float = 0.0
+
+
+def pretrained_model() -> ArtifactStep[HfModel]:
+    """The SFT checkpoint the run starts from, pinned as an artifact (not an ambient path)."""
+
+    def build(ctx):  # noqa: ANN001, ANN202 - a builder is a plain function of the context
+        return {"source": "hf://Qwen/Qwen3-8B", "revision": "9c925d64d72725edaf899c6cb9c377fd0709d9c5", "out": ctx.output_path}
+
+    return ArtifactStep(
+        name="models/qwen3-8b",
+        version=resolve_version("models/qwen3-8b", None),
+        artifact_type=HfModel,
+        run=_needs_cluster,
+        build_config=build,
+    )
+
+
+def gsm8k() -> ArtifactStep[Artifact]:
+    return ArtifactStep(
+        name="data/gsm8k",
+        version=resolve_version("data/gsm8k", None),
+        artifact_type=Artifact,
+        run=_needs_cluster,
+        build_config=lambda ctx: {"source": "hf://openai/gsm8k@e53f048856ff4f594e959d75785d2c2d37b678ee", "splits": ["train", "test"]},
+    )
+
+
+def _needs_cluster(config: dict) -> None:
+    raise RuntimeError("this example is for planning; run it where the model hub and GPUs are reachable")
+
+
+def role_plan(broken: bool) -> SkyRLRolePlan:
+    return SkyRLRolePlan(
+        colocate_all=False,
+        policy_num_nodes=4,
+        policy_num_gpus_per_node=8,
+        num_inference_engines=4,
+        inference_engine_tensor_parallel_size=1,
+        inference_engine_pipeline_parallel_size=1,
+        inference_engine_data_parallel_size=1 if broken else 8,
+        inference_engine_expert_parallel_size=1,
+        train_batch_size=250 if broken else 256,
+        policy_mini_batch_size=64,
+        micro_train_batch_size_per_gpu=3 if broken else 2,
+        n_samples_per_prompt=8,
+    )
+
+
+def rl_step(broken: bool) -> ArtifactStep[SkyRLRun]:
+    model, data = pretrained_model(), gsm8k()
+    spec = SkyRLSpec(
+        name="checkpoints/gsm8k-grpo-qwen3-8b",
+        version=resolve_version("checkpoints/gsm8k-grpo-qwen3-8b", None),
+        config_yaml=RECIPE,
+        runtime=SkyRLRuntime("fsdp"),
+        model=ArtifactHfModel(model, tokenizer_revision="9c925d64d72725edaf899c6cb9c377fd0709d9c5"),
+        train_data=(ArtifactDataSource(data, "train.parquet"),),
+        validation_data=(ArtifactDataSource(data, "test.parquet"),),
+        topology=SkyRLTopology(num_nodes=8, gpus_per_node=8, gpu_variant="H100", role_plan=role_plan(broken)),
+        retention=SkyRLRetentionPolicy(resume_checkpoint_count=2),
+        seed=17,
+    )
+    execution = IrisSkyRLExecution(
+        cluster="cw-example",
+        cluster_config="lib/iris/config/cw-example.yaml",
+        cpu=96,
+        memory="1600GB",
+        disk="4TB",
+        priority="interactive",
+        max_retries=2,
+        coordinator_timeout_hours=48,
+        job_timeout_seconds=36 * 3600,
+        wandb_entity="my-lab",
+    )
+    return skyrl_step(spec, execution, export_hf=True)
+
+
+def evaluation(rl: ArtifactStep[SkyRLRun]) -> ArtifactStep[EvalReport]:
+    return ArtifactStep(
+        name="evals/gsm8k-grpo-qwen3-8b/gsm8k-test",
+        version=resolve_version("evals/gsm8k-grpo-qwen3-8b", None),
+        artifact_type=EvalReport,
+        run=_needs_cluster,
+        build_config=lambda ctx: {"policy": ctx.artifact_path(rl), "suite": "gsm8k-test", "samples": 1},
+        deps=(rl,),
+    )
+
+
+@click.command()
+@click.option("--stage", type=click.Choice(["rl", "evaluation"]), default="evaluation", show_default=True, help="Terminal stage to plan or run; its dependencies are included automatically.")
+@click.option("--broken", is_flag=True, help="Plan the broken variant to see every violation at once.")
+@rl_build_options
+def main(stage: str, broken: bool) -> ArtifactStep:
+    rl = rl_step(broken)
+    return rl if stage == "rl" else evaluation(rl)
+
+
+if __name__ == "__main__":
+    main()

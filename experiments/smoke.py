@@ -1,0 +1,252 @@
+"""The CPU smoke: a real RL launch, end to end, on this machine.
+
+    python -m experiments.smoke --version 2026.11.30 --run                  # train + evaluate
+    python -m experiments.smoke --version 2026.11.30 --stage rl --run       # train only
+    python -m experiments.smoke --version 2026.11.30 --slots 2              # plan a 2-process run
+
+Steps: a byte-level BPE tokenizer trained here, a tiny random-init Qwen3 (records its heads and
+context length), a synthetic arithmetic dataset with ground truth, the RL step (TRL GRPO through
+the `trl-cpu` runtime, colocated, 1 node, 1 or 2 device slots) and an evaluation of the export on
+the validation split. Tokenizer, model and evaluation run inside the trl-cpu runtime environment
+(built once from its lock, then reused); rlaunch itself never imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from rlaunch.artifacts import Artifact, ArtifactStep, Directory, StepContext, resolve_version, storage
+from rlaunch.cli import rl_build_options
+from rlaunch.skyrl import (
+    ArtifactDataSource,
+    ArtifactHfModel,
+    HfModel,
+    LocalSkyRLExecution,
+    SkyRLRetentionPolicy,
+    SkyRLRolePlan,
+    SkyRLRun,
+    SkyRLRuntime,
+    SkyRLSpec,
+    SkyRLTopology,
+    skyrl_step,
+)
+
+RUNTIME = "trl-cpu"
+TOKENIZER_REVISION = "smoke-bpe-512-seed0"
+RECIPE = """
+trainer:
+  algorithm: {advantage_estimator: grpo, use_kl_loss: true, kl_loss_coef: 0.04}
+  policy:
+    optimizer_config: {lr: 1.0e-3}
+  max_training_steps: %(steps)d
+  max_prompt_length: 64
+  ckpt_interval: 2
+  hf_save_interval: -1
+  resume_mode: latest
+  logger: console
+generator:
+  sampling_params: {max_generate_length: 16, temperature: 1.0}
+environment:
+  env_class: arithmetic
+"""
+
+
+@dataclass(frozen=True)
+class Tokenizer(Artifact):
+    vocab_size: int = 0
+    files: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class EvalReport(Artifact):
+    reward_mean: float = 0.0
+    reward_std: float = 0.0
+    n: int = 0
+
+
+def runtime_tool(module: str, *args: str) -> dict[str, Any]:
+    """Run a module of the trl-cpu adapter in its environment; returns the JSON line it prints."""
+    from rlaunch.runtimes.environment import ensure_environment
+    from rlaunch.runtimes.registry import get_profile
+
+    env = ensure_environment(get_profile(RUNTIME), progress=lambda line: print(line, file=sys.stderr, flush=True))
+    done = subprocess.run(env.command(module, list(args)), env=env.process_env({}, inherit=True), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{module} {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def publish(local_dir: str, output_path: str) -> None:
+    """Copy a locally built directory to the artifact's output path (any fsspec URL)."""
+    fs, root = storage.filesystem(output_path)
+    for name in sorted(os.listdir(local_dir)):
+        fs.put_file(os.path.join(local_dir, name), f"{root}/{name}")
+
+
+def build_tokenizer(config: dict[str, Any]) -> Tokenizer:
+    with tempfile.TemporaryDirectory() as tmp:
+        info = runtime_tool("rlaunch_trl_cpu.tiny", "tokenizer", "--out", tmp, "--seed", str(config["seed"]), "--vocab-size", str(config["vocab_size"]))
+        publish(tmp, config["output_path"])
+    return Tokenizer(path=config["output_path"], vocab_size=config["vocab_size"], files=info.get("files"))
+
+
+def build_model(config: dict[str, Any]) -> HfModel:
+    with tempfile.TemporaryDirectory() as tmp:
+        tok, out = os.path.join(tmp, "tokenizer"), os.path.join(tmp, "model")
+        fs, root = storage.filesystem(config["tokenizer_path"])
+        fs.get(root, tok, recursive=True)
+        arch = config["architecture"]
+        info = runtime_tool(
+            "rlaunch_trl_cpu.tiny", "model", "--tokenizer", tok, "--out", out, "--seed", str(config["seed"]),
+            "--hidden-size", str(arch["hidden_size"]), "--layers", str(arch["layers"]), "--heads", str(arch["heads"]),
+            "--kv-heads", str(arch["kv_heads"]), "--context-length", str(arch["context_length"]),
+        )  # fmt: skip
+        publish(out, config["output_path"])
+    return HfModel(
+        path=config["output_path"],
+        num_attention_heads=info["num_attention_heads"],
+        context_length=info["max_position_embeddings"],
+        files=info["files"],
+    )
+
+
+def build_dataset(config: dict[str, Any]) -> Directory:
+    rng = random.Random(config["seed"])
+    for split, rows in config["splits"].items():
+        lines = []
+        for _ in range(rows):
+            a, b = rng.randint(0, config["max_operand"]), rng.randint(0, config["max_operand"])
+            lines.append(json.dumps({
+                "prompt": [{"role": "user", "content": f"What is {a} + {b}?"}],
+                "env_class": "arithmetic",
+                "reward_spec": {"method": "rule", "ground_truth": str(a + b)},
+            }))  # fmt: skip
+        storage.write_text_atomic(storage.join(config["output_path"], f"{split}.jsonl"), "\n".join(lines) + "\n")
+    return Directory(path=config["output_path"])
+
+
+def evaluate(config: dict[str, Any]) -> EvalReport:
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "model")
+        fs, root = storage.filesystem(config["model_uri"])
+        fs.get(root, model, recursive=True)
+        data = os.path.join(tmp, "validation.jsonl")
+        storage.filesystem(config["data_uri"])[0].get_file(storage.filesystem(config["data_uri"])[1], data)
+        info = runtime_tool(
+            "rlaunch_trl_cpu.evaluate", "--model", model, "--data", data, "--env-class", "arithmetic",
+            "--max-new-tokens", str(config["max_new_tokens"]), "--seed", str(config["seed"]),
+        )  # fmt: skip
+    storage.write_json_atomic(storage.join(config["output_path"], "report.json"), info)
+    return EvalReport(path=config["output_path"], reward_mean=info["reward_mean"], reward_std=info.get("reward_std", 0.0), n=info["n"])
+
+
+def tokenizer_step() -> ArtifactStep[Tokenizer]:
+    return ArtifactStep(
+        name="smoke/tokenizer",
+        version=resolve_version("smoke/tokenizer", None),
+        artifact_type=Tokenizer,
+        run=build_tokenizer,
+        build_config=lambda ctx: {"output_path": ctx.output_path, "seed": 0, "vocab_size": 512},
+    )
+
+
+def model_step(tokenizer: ArtifactStep[Tokenizer]) -> ArtifactStep[HfModel]:
+    architecture = {"hidden_size": 64, "layers": 2, "heads": 4, "kv_heads": 2, "context_length": 512}
+    return ArtifactStep(
+        name="smoke/model",
+        version=resolve_version("smoke/model", None),
+        artifact_type=HfModel,
+        run=build_model,
+        build_config=lambda ctx: {
+            "output_path": ctx.output_path,
+            "tokenizer_path": ctx.artifact_path(tokenizer),
+            "seed": 0,
+            "architecture": architecture,
+        },
+        deps=(tokenizer,),
+    )
+
+
+def dataset_step() -> ArtifactStep[Directory]:
+    return ArtifactStep(
+        name="smoke/arithmetic",
+        version=resolve_version("smoke/arithmetic", None),
+        artifact_type=Directory,
+        run=build_dataset,
+        build_config=lambda ctx: {"output_path": ctx.output_path, "seed": 0, "max_operand": 9, "splits": {"train": 64, "validation": 16}},
+    )
+
+
+def role_plan(slots: int) -> SkyRLRolePlan:
+    """Colocated on one node: one engine per device slot, four prompts x four samples per step."""
+    return SkyRLRolePlan(
+        colocate_all=True,
+        policy_num_nodes=1,
+        policy_num_gpus_per_node=slots,
+        num_inference_engines=slots,
+        inference_engine_tensor_parallel_size=1,
+        inference_engine_pipeline_parallel_size=1,
+        inference_engine_data_parallel_size=1,
+        inference_engine_expert_parallel_size=1,
+        train_batch_size=4,
+        policy_mini_batch_size=4,
+        micro_train_batch_size_per_gpu=4,
+        n_samples_per_prompt=4,
+    )
+
+
+def rl_step(model: ArtifactStep[HfModel], data: ArtifactStep[Directory], slots: int, steps: int) -> ArtifactStep[SkyRLRun]:
+    spec = SkyRLSpec(
+        name="smoke/rl",
+        version=resolve_version("smoke/rl", None),
+        config_yaml=RECIPE % {"steps": steps},
+        runtime=SkyRLRuntime(RUNTIME),
+        model=ArtifactHfModel(model, tokenizer_revision=TOKENIZER_REVISION),
+        train_data=(ArtifactDataSource(data, "train.jsonl"),),
+        validation_data=(ArtifactDataSource(data, "validation.jsonl"),),
+        topology=SkyRLTopology(num_nodes=1, gpus_per_node=slots, gpu_variant="cpu", role_plan=role_plan(slots)),
+        retention=SkyRLRetentionPolicy(resume_checkpoint_count=2, temporary_storage_ttl_days=7),
+        seed=0,
+    )
+    return skyrl_step(spec, LocalSkyRLExecution(cpu=float(slots), memory="4GB", disk="10GB"), export_hf=True)
+
+
+def evaluation_step(rl: ArtifactStep[SkyRLRun], data: ArtifactStep[Directory]) -> ArtifactStep[EvalReport]:
+    def build(ctx: StepContext) -> dict[str, Any]:
+        config = {"output_path": ctx.output_path, "policy": ctx.artifact_path(rl), "data_uri": storage.join(ctx.artifact_path(data), "validation.jsonl"), "max_new_tokens": 16, "seed": 0}
+        if not ctx.is_fingerprint:
+            config["model_uri"] = ctx.resolved(rl).hf_model_uri
+        return config
+
+    return ArtifactStep(
+        name="smoke/eval",
+        version=resolve_version("smoke/eval", None),
+        artifact_type=EvalReport,
+        run=evaluate,
+        build_config=build,
+        deps=(rl, data),
+    )
+
+
+@click.command()
+@click.option("--stage", type=click.Choice(["rl", "evaluation"]), default="evaluation", show_default=True, help="Terminal stage; its dependencies are included automatically.")
+@click.option("--slots", type=click.IntRange(1, 2), default=1, show_default=True, help="CPU device slots (training processes) on the one node.")
+@click.option("--steps", type=click.IntRange(min=1), default=4, show_default=True, help="Optimizer steps (trainer.max_training_steps).")
+@rl_build_options
+def main(stage: str, slots: int, steps: int) -> ArtifactStep[Any]:
+    data = dataset_step()
+    rl = rl_step(model_step(tokenizer_step()), data, slots, steps)
+    return rl if stage == "rl" else evaluation_step(rl, data)
+
+
+if __name__ == "__main__":
+    main()

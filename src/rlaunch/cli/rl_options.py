@@ -1,0 +1,125 @@
+"""`rl_build_options`: `build_options` for RL mains, where `--run` submits a coordinator job.
+
+Outside a cluster job, `--run` builds and validates the graph here (the dry run's code path),
+then submits a small coordinator job that replays the same module and argv on the cluster.
+Inside that coordinator (`$RLAUNCH_JOB_ID` is set) the same main rebuilds and revalidates the
+graph and executes it with the runner; each SkyRL step hands its launch document to the host.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from rlaunch.artifacts.step import ArtifactStep, graph_handles
+from rlaunch.cli.experiment import Invocation, LocalRunExecutor, make_build_options
+from rlaunch.cluster.protocol import JOB_ID_ENV, JobSpec, Resources, get_backend, sanitize_job_name
+from rlaunch.units import parse_size
+
+
+def skyrl_steps(handles: list[ArtifactStep[Any]]) -> list[Any]:
+    from rlaunch.skyrl.step import SkyRLArtifactStep
+
+    return [s for s in graph_handles(handles) if isinstance(s, SkyRLArtifactStep)]
+
+
+class CoordinatorExecutor:
+    option_names = ("detach",)
+
+    def options(self) -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
+        return [click.option("--detach", is_flag=True, help="Return right after submitting the coordinator.")]
+
+    def check(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> None:
+        steps = skyrl_steps(handles)
+        if not steps:
+            raise ValueError("RL experiment did not construct a SkyRL artifact step; build one with skyrl_step(...)")
+        executions = [s.execution for s in steps]
+        routes = {e.route() for e in executions}
+        if len(routes) != 1:
+            raise ValueError(f"one RL main cannot submit through multiple cluster routes: {sorted(map(str, routes))}")
+        priorities = {e.priority for e in executions}
+        if len(priorities) != 1:
+            raise ValueError(f"one RL main cannot submit with multiple coordinator priorities: {sorted(map(str, priorities))}")
+
+    def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
+        if os.environ.get(JOB_ID_ENV):
+            return LocalRunExecutor().run(handles, invocation)
+        return submit_coordinator(handles, invocation)
+
+
+def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
+    from rlaunch.cluster.environment import job_environment
+    from rlaunch.skyrl.submission import submission_problems
+
+    steps = skyrl_steps(handles)
+    problems = [p for s in steps for p in submission_problems(s.spec, invocation.prefix)]
+    if problems:
+        for problem in problems:
+            click.echo(f"error: {problem}", err=True)
+        click.echo("Nothing was submitted.", err=True)
+        return 2
+    from rlaunch.artifacts.plan import plan_graph
+
+    pending = [p for p in plan_graph(handles, invocation.prefix) if p.action in ("run", "rebuild")]
+    if not pending:
+        for handle in handles:
+            click.echo(f"  served from storage {handle.identity} -> {handle.path(invocation.prefix)}")
+        click.echo("Every step is served from storage; nothing to submit.")
+        return 0
+    executions = [s.execution for s in steps]
+    execution = executions[0]
+    terminal = graph_handles(handles)[-1]
+    name = sanitize_job_name(f"{terminal.name}-{terminal.version}-coordinator-{uuid.uuid4().hex[:8]}")
+    argv = [sys.executable, "-m", invocation.module, *_without_max_concurrent(invocation.argv), "--max-concurrent", str(invocation.max_concurrent)]
+    spec = JobSpec(
+        name=name,
+        argv=tuple(argv),
+        env=job_environment() | {"RLAUNCH_PREFIX": invocation.prefix},
+        working_dir=os.getcwd(),
+        resources=Resources(
+            cpu=float(execution.coordinator_cpu),
+            memory_bytes=parse_size(execution.coordinator_memory),
+            disk_bytes=parse_size(execution.coordinator_disk),
+        ),
+        timeout_seconds=max(e.coordinator_timeout_hours for e in executions) * 3600,
+        labels={"rlaunch.kind": "coordinator", "rlaunch.artifact": terminal.identity, "rlaunch.module": invocation.module},
+    )
+    backend = get_backend(execution.backend, **execution.placement())
+    job_id = backend.submit(spec)
+    click.echo(f"submitted RL coordinator {job_id} ({spec.name}) via {backend.name}")
+    if invocation.options.get("detach"):
+        click.echo(f"detached; follow with: rlaunch jobs logs {job_id} --follow")
+        return 0
+    try:
+        for line in backend.logs(job_id, follow=True):
+            click.echo(line)
+    except KeyboardInterrupt:
+        click.echo(f"\nstopped following; the coordinator keeps running (rlaunch jobs cancel {job_id} to stop it)", err=True)
+        return 130
+    status = backend.wait(job_id)
+    click.echo(f"RL coordinator {job_id} {status.state.value}" + (f": {status.message}" if status.message else ""))
+    return 0 if status.state.value == "succeeded" else 1
+
+
+def _without_max_concurrent(argv: tuple[str, ...]) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg == "--max-concurrent":
+            skip = True
+            continue
+        if arg.startswith("--max-concurrent="):
+            continue
+        out.append(arg)
+    return out
+
+
+rl_build_options = make_build_options(CoordinatorExecutor())

@@ -1,0 +1,365 @@
+"""`LocalBackend`: jobs as process groups on this machine, with all state on disk.
+
+`submit` checks capacity, writes the job's directory and starts a detached supervisor, then
+returns: from then on any process that can read the root (another shell, the job itself, a
+later `rlaunch jobs ...`) can inspect, follow or cancel the job. Nothing here keeps state in
+memory, so every method works the same from the submitter and from anywhere else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import rlaunch
+from rlaunch.cluster.local.capacity import Machine, check_fits, env_number
+from rlaunch.cluster.local.environment import base_environment, check_spec_env, replica_environment
+from rlaunch.cluster.local.logs import read_log
+from rlaunch.cluster.local.procs import process_alive, stop_groups
+from rlaunch.cluster.local.state import (
+    JobDir,
+    actor,
+    cancel_message,
+    existing_job,
+    job_ids,
+    new_job,
+    now_iso,
+    read_json,
+    write_json_atomic,
+)
+from rlaunch.cluster.protocol import (
+    BACKEND_ENV,
+    JOB_ID_ENV,
+    WORLD_SIZE_ENV,
+    JobNotFoundError,
+    JobSpec,
+    JobState,
+    JobStatus,
+    ReplicaStatus,
+)
+from rlaunch.secrets import scrub
+
+ROOT_ENV = "RLAUNCH_LOCAL_ROOT"
+KILL_GRACE_ENV = "RLAUNCH_LOCAL_KILL_GRACE"
+DEFAULT_KILL_GRACE = 5.0
+SUPERVISOR_START_TIMEOUT = 60.0
+# A job with no supervisor record this long after submission was abandoned mid-submit.
+SUPERVISOR_MISSING_AFTER = 2 * SUPERVISOR_START_TIMEOUT
+MAX_POLL = 1.0
+
+
+def default_root() -> Path:
+    """`$RLAUNCH_LOCAL_ROOT`, else `<prefix>/.jobs` for a local prefix, else `~/.cache/rlaunch/jobs`."""
+    configured = os.environ.get(ROOT_ENV)
+    if configured:
+        return Path(os.path.abspath(os.path.expanduser(configured)))
+    from rlaunch.artifacts.storage import default_prefix  # imports fsspec: paid only when no root is set
+
+    prefix = default_prefix()
+    if "://" not in prefix:
+        return Path(prefix) / ".jobs"
+    if prefix.startswith("file://"):
+        return Path(prefix.removeprefix("file://")) / ".jobs"
+    return Path.home() / ".cache" / "rlaunch" / "jobs"
+
+
+def _check_executable(program: str, path: str | None, working_dir: str) -> None:
+    """Refuse at submit, not on every retry, an argv[0] the job could never start."""
+    if os.sep in program:
+        found = os.path.join(working_dir, program)
+        if not (os.path.isfile(found) and os.access(found, os.X_OK)):
+            raise ValueError(f"JobSpec.argv[0] {program!r} is not an executable file (relative to {working_dir})")
+    elif shutil.which(program, path=path or os.defpath) is None:
+        raise ValueError(
+            f"JobSpec.argv[0] {program!r} is not on the job's PATH ({path}); give a full path or set PATH in spec.env"
+        )
+
+
+def _pending_replica(rank: int) -> dict[str, Any]:
+    keys = ("exit_code", "pid", "started_at", "finished_at")
+    return {"rank": rank, "state": JobState.PENDING.value, "attempts": 0, "exit_codes": [], **dict.fromkeys(keys)}
+
+
+def _age_seconds(timestamp: str) -> float:
+    return (datetime.now().astimezone() - datetime.fromisoformat(timestamp)).total_seconds()
+
+
+class LocalBackend:
+    """The embedded backend. Arguments override `RLAUNCH_LOCAL_*`, which override what the OS reports."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        cpus: float | None = None,
+        accelerators: int | None = None,
+        memory: int | str | None = None,
+        kill_grace: float | None = None,
+    ) -> None:
+        self.root = Path(os.path.abspath(os.path.expanduser(root))) if root is not None else default_root()
+        self.machine = Machine.declared(cpus, accelerators, memory)
+        if kill_grace is None:
+            configured = env_number(os.environ, KILL_GRACE_ENV, float)
+            kill_grace = DEFAULT_KILL_GRACE if configured is None else configured
+        if kill_grace < 0:
+            raise ValueError(f"kill_grace={kill_grace} cannot be negative")
+        self.kill_grace = kill_grace
+
+    @classmethod
+    def from_env(cls) -> LocalBackend:
+        """Inside a job: the same root and declared machine as the backend that started it."""
+        return cls()
+
+    def environment(self) -> dict[str, str]:
+        return {
+            BACKEND_ENV: self.name,
+            ROOT_ENV: str(self.root),
+            KILL_GRACE_ENV: f"{self.kill_grace:g}",
+            **self.machine.environment(),
+        }
+
+    # -- submitting ----------------------------------------------------------------------------
+
+    def submit(self, spec: JobSpec, *, parent: str | None = None) -> str:
+        check_fits(spec, self.machine)
+        check_spec_env(spec.env, [*self.environment(), JOB_ID_ENV, WORLD_SIZE_ENV])
+        working_dir = os.path.abspath(spec.working_dir or os.getcwd())
+        if not os.path.isdir(working_dir):
+            raise ValueError(f"JobSpec.working_dir {working_dir!r} is not a directory")
+        _check_executable(spec.argv[0], {**base_environment(), **spec.env}.get("PATH"), working_dir)
+        parent_job = self._live_parent(parent) if parent is not None else None
+
+        job = new_job(self.root, spec.name)
+        variables = {**self.environment(), JOB_ID_ENV: job.job_id, WORLD_SIZE_ENV: str(spec.replicas)}
+        env = replica_environment(spec.env, variables)
+        visible = {**os.environ, **spec.env}
+        job.write_state({
+            "state": JobState.PENDING.value,
+            "message": None,
+            "started_at": None,
+            "finished_at": None,
+            "rendezvous": None,
+            "cancel": None,
+            "replicas": [_pending_replica(rank) for rank in range(spec.replicas)],
+        })  # fmt: skip
+        write_json_atomic(job.job_file, {
+            "job_id": job.job_id,
+            "name": spec.name,
+            "argv": [scrub(a, visible) for a in spec.argv],
+            "env_keys": sorted(spec.env),
+            "working_dir": working_dir,
+            "resources": dict(vars(spec.resources)),
+            "replicas": spec.replicas,
+            "timeout_seconds": spec.timeout_seconds,
+            "max_retries": spec.max_retries,
+            "labels": dict(spec.labels),
+            "parent": parent,
+            "submitted_at": now_iso(),
+            "submitted_by": actor(),
+            "kill_grace": self.kill_grace,
+        })  # fmt: skip
+        if parent_job is not None:
+            parent_job.add_child(job.job_id)
+        self._start_supervisor(job, list(spec.argv), env)
+        return job.job_id
+
+    def submit_child(self, spec: JobSpec) -> str:
+        parent = os.environ.get(JOB_ID_ENV)
+        if not parent:
+            raise RuntimeError(f"submit_child needs ${JOB_ID_ENV}: call it from inside a running job, or use submit()")
+        return self.submit(spec, parent=parent)
+
+    def _live_parent(self, parent: str) -> JobDir:
+        try:
+            status = self.status(parent)
+        except JobNotFoundError as exc:
+            raise JobNotFoundError(f"parent job: {exc}") from None
+        if status.state.terminal:
+            raise ValueError(f"parent job {parent} already ended ({status.state.value}); a child cannot outlive it")
+        return existing_job(self.root, parent)
+
+    def _start_supervisor(self, job: JobDir, argv: list[str], env: dict[str, str]) -> None:
+        """Start the detached supervisor; its own environment is the allow-list plus how to import rlaunch."""
+        package_parent = str(Path(rlaunch.__file__).resolve().parents[1])
+        with open(job.supervisor_log, "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "rlaunch.cluster.local.supervisor", str(job.path)],
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=job.path,
+                env={**base_environment(), "PYTHONPATH": package_parent},
+                start_new_session=True,
+            )
+        try:
+            proc.communicate(json.dumps({"argv": argv, "env": env}).encode(), timeout=SUPERVISOR_START_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.returncode != 0:
+            message = f"supervisor failed to start (exit {proc.returncode}); see {job.supervisor_log}"
+            job.write_state(
+                {**job.read_state(), "state": JobState.FAILED.value, "message": message, "finished_at": now_iso()}
+            )
+            raise RuntimeError(f"job {job.job_id}: {message}")
+
+    # -- inspecting ----------------------------------------------------------------------------
+
+    def status(self, job_id: str) -> JobStatus:
+        job = existing_job(self.root, job_id)
+        record = job.read_job()
+        state = job.read_state()
+        if not JobState(state["state"]).terminal and self._supervisor_gone(job, record):
+            state = job.read_state()  # it writes the terminal state before exiting: re-read before taking over
+            if not JobState(state["state"]).terminal:
+                state = self._take_over(job, state)
+        return JobStatus(
+            job_id=job_id,
+            name=record["name"],
+            backend=self.name,
+            state=JobState(state["state"]),
+            replicas=tuple(
+                ReplicaStatus(
+                    rank=r["rank"],
+                    state=JobState(r["state"]),
+                    attempts=r["attempts"],
+                    exit_code=r["exit_code"],
+                    started_at=r["started_at"],
+                    finished_at=r["finished_at"],
+                )
+                for r in state["replicas"]
+            ),
+            parent=record["parent"],
+            children=tuple(job.children()),
+            submitted_at=record["submitted_at"],
+            started_at=state["started_at"],
+            finished_at=state["finished_at"],
+            message=state["message"],
+            labels=record["labels"],
+        )
+
+    def wait(self, job_id: str, timeout: float | None = None) -> JobStatus:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.05
+        while True:
+            status = self.status(job_id)
+            if status.state.terminal or (deadline is not None and time.monotonic() >= deadline):
+                return status
+            pause = delay if deadline is None else min(delay, max(deadline - time.monotonic(), 0.0))
+            time.sleep(pause)
+            delay = min(delay * 1.5, MAX_POLL)
+
+    def logs(
+        self, job_id: str, *, replica: int | None = None, follow: bool = False, tail: int | None = None
+    ) -> Iterator[str]:
+        job = existing_job(self.root, job_id)
+        replicas = job.read_job()["replicas"]
+        if replica is not None and not 0 <= replica < replicas:
+            raise ValueError(f"job {job_id} has replicas 0..{replicas - 1}; there is no replica {replica}")
+        if tail is not None and tail < 0:
+            raise ValueError(f"tail={tail} cannot be negative")
+        return read_log(
+            job.combined_log,
+            rank=replica,
+            follow=follow,
+            tail=tail,
+            finished=lambda: self.status(job_id).state.terminal,
+        )
+
+    def list_jobs(self) -> list[JobStatus]:
+        statuses = []
+        for job_id in job_ids(self.root):
+            try:
+                statuses.append(self.status(job_id))
+            except JobNotFoundError:
+                continue  # removed while listing
+        return sorted(statuses, key=lambda s: (s.submitted_at or "", s.job_id))
+
+    # -- stopping ------------------------------------------------------------------------------
+
+    def cancel(self, job_id: str, *, reason: str | None = None) -> JobStatus:
+        """Request cancellation of the job and every descendant, then wait until they have stopped."""
+        self.status(job_id)
+        descendants = self._descendants(job_id)
+        because = f"parent job {job_id} was cancelled" + (f": {reason}" if reason else "")
+        self._request_cancel([job_id], reason)
+        self._request_cancel(descendants, because)
+        self._await_terminal([job_id, *descendants])
+        return self.status(job_id)
+
+    def cancel_children(self, job_id: str, *, reason: str, wait: bool = True) -> None:
+        """Cancel the job's unfinished children (their supervisors cascade further down).
+
+        A supervisor calls this when its job ends, so children never outlive their parent.
+        """
+        children = existing_job(self.root, job_id).children()
+        self._request_cancel(children, reason)
+        if wait:
+            self._await_terminal(children)
+
+    def _request_cancel(self, job_ids: list[str], reason: str | None) -> None:
+        for job_id in job_ids:
+            if not self.status(job_id).state.terminal:
+                existing_job(self.root, job_id).request_cancel(reason)
+
+    def _await_terminal(self, job_ids: list[str]) -> None:
+        deadline = time.monotonic() + self.kill_grace + 15.0
+        pending, delay = list(job_ids), 0.05
+        while pending and time.monotonic() < deadline:
+            pending = [j for j in pending if not self.status(j).state.terminal]
+            if pending:
+                time.sleep(delay)
+                delay = min(delay * 1.5, MAX_POLL)
+
+    def _descendants(self, job_id: str) -> list[str]:
+        found: list[str] = []
+        frontier = [job_id]
+        while frontier:
+            children = [c for j in frontier for c in existing_job(self.root, j).children() if c not in found]
+            found.extend(children)
+            frontier = children
+        return found
+
+    # -- a supervisor that is gone -------------------------------------------------------------
+
+    def _supervisor_gone(self, job: JobDir, record: dict[str, Any]) -> bool:
+        supervisor = read_json(job.supervisor_file)
+        if supervisor is None:
+            return _age_seconds(record["submitted_at"]) > SUPERVISOR_MISSING_AFTER
+        if supervisor["host"] != socket.gethostname():
+            return False  # a root shared with another machine: only that machine can tell
+        return not process_alive(supervisor["pid"], supervisor["identity"])
+
+    def _take_over(self, job: JobDir, state: dict[str, Any]) -> dict[str, Any]:
+        """Record the outcome a dead supervisor could not: stop what it left running, cancel its children."""
+        cancel = job.read_cancel()
+        if cancel:
+            ended, message = (
+                JobState.CANCELLED,
+                cancel_message(cancel) + " (its supervisor was gone; stopped the replicas directly)",
+            )
+        else:
+            ended = JobState.FAILED
+            message = (
+                f"supervisor lost: it exited without recording an outcome (see {job.supervisor_log}); "
+                "stopped the replicas it left"
+            )
+        unfinished = [r for r in state["replicas"] if not JobState(r["state"]).terminal]
+        stop_groups([r["pid"] for r in unfinished if r["pid"]], self.kill_grace)
+        for replica in unfinished:
+            replica.update(state=ended.value, finished_at=now_iso())
+        state.update(state=ended.value, message=message, finished_at=now_iso(), cancel=cancel)
+        job.write_state(state)
+        self.cancel_children(job.job_id, reason=f"parent job {job.job_id} ended ({ended.value})", wait=False)
+        return state

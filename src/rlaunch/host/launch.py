@@ -1,0 +1,153 @@
+"""The host lifecycle: document in, one result out.
+
+load -> refuse if the terminal manifest exists -> compose -> validate -> refuse a foreign resume
+-> write the resolved document -> submit the child gang (prepare: build it only; detach: submit
+and return; wait: supervise, streaming its logs) -> export -> manifests and run record.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TextIO
+
+from rlaunch.artifacts import storage
+from rlaunch.cluster.protocol import JOB_ID_ENV, Backend, JobState, backend_from_env, get_backend
+from rlaunch.host.allocate import child_job_spec
+from rlaunch.host.compose import compose_document
+from rlaunch.host.export import ExportError, terminal_export
+from rlaunch.host.manifests import FAILED, PREPARED, SUBMITTED, SUCCEEDED, LaunchResult, write_manifests
+from rlaunch.launch_config.run_record import update_attempt
+from rlaunch.host.validate import validate_resolved
+from rlaunch.launch_config import schema
+from rlaunch.launch_config.layout import attempt_dir
+from rlaunch.launch_config.recipe import get_path
+from rlaunch.launch_config.resume import foreign_checkpoint, refusal
+from rlaunch.launch_config.typed import DocumentError
+
+RESOLVED_FILE = "resolved-launch.yaml"
+
+
+def host_backend(doc: schema.SkyRLLaunchConfig) -> Backend:
+    """Inside a job, the backend that runs it (the child becomes its child); else the document's."""
+    ambient = backend_from_env()
+    if ambient is not None and ambient.name == doc.cluster.backend:
+        return ambient
+    return get_backend(doc.cluster.backend, **dict(doc.cluster.placement))
+
+
+def execute_launch(url: str, log: TextIO = sys.stderr) -> LaunchResult:
+    doc = schema.load(url)
+    result = LaunchResult(
+        run_id=doc.run.id,
+        attempt_id=doc.run.attempt_id,
+        state=FAILED,
+        backend=doc.cluster.backend,
+        runtime_profile=doc.runtime.profile,
+        runtime_digest=doc.runtime.source_digest,
+        coordinator_job_id=os.environ.get(JOB_ID_ENV),
+    )
+    if storage.exists(doc.artifacts.terminal_manifest_uri):
+        result.failure = f"terminal manifest is immutable and already exists: {doc.artifacts.terminal_manifest_uri}"
+        return result
+    resolved_doc = doc
+    try:
+        resolved_doc = compose_document(doc)
+        validate_resolved(resolved_doc)
+        _check_resume(resolved_doc)
+        return _submit(resolved_doc, result, log)
+    except (DocumentError, ResumeRefusedError) as exc:
+        result.failure = str(exc)
+        _finish(resolved_doc, result)
+        return result
+
+
+class ResumeRefusedError(RuntimeError):
+    pass
+
+
+class HostInterrupted(BaseException):
+    """SIGTERM reached the host (its coordinator was cancelled): stop the child, record, exit."""
+
+
+def _check_resume(doc: schema.SkyRLLaunchConfig) -> None:
+    if get_path(doc.skyrl, "trainer.resume_mode") != "latest":
+        return
+    info = foreign_checkpoint(doc.artifacts.checkpoint_root, doc.runtime.source_digest, doc.runtime.compatible_checkpoint_digests)
+    if info is not None:
+        raise ResumeRefusedError(refusal(info, doc.runtime.source_digest))
+
+
+def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) -> LaunchResult:
+    resolved_url = storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), RESOLVED_FILE)
+    storage.write_text_atomic(resolved_url, schema.dumps(doc))
+    result.resolved_config_uri = resolved_url
+    spec = child_job_spec(doc, resolved_url, working_dir=os.getcwd())
+    backend = host_backend(doc)
+    if doc.run.submission == "prepare":
+        log.write(f"prepared child job {spec.name}: {spec.replicas} replica(s), {spec.resources}\n")
+        result.state = PREPARED
+        return result
+    result.child_job_id = backend.submit_child(spec) if os.environ.get(JOB_ID_ENV) else backend.submit(spec)
+    log.write(f"submitted child job {result.child_job_id} ({spec.replicas} replica(s)) via {backend.name}\n")
+    log.flush()
+    _record(doc, result, "running")
+    if doc.run.submission == "detach":
+        result.state = SUBMITTED
+        return result
+    try:
+        for line in backend.logs(result.child_job_id, follow=True):
+            log.write(line if line.endswith("\n") else line + "\n")
+            log.flush()
+        status = backend.wait(result.child_job_id)
+    except (KeyboardInterrupt, HostInterrupted):
+        backend.cancel(result.child_job_id, reason="launch host interrupted")
+        result.child_job_state = JobState.CANCELLED.value
+        result.failure = f"the launch host was interrupted; child job {result.child_job_id} was cancelled"
+        _finish(doc, result)
+        raise
+    result.child_job_state = status.state.value
+    if status.state is not JobState.SUCCEEDED:
+        result.failure = f"child job {result.child_job_id} reached {status.state.value}" + (f": {status.message}" if status.message else "")
+    else:
+        _succeed(doc, result)
+    _finish(doc, result)
+    return result
+
+
+def _succeed(doc: schema.SkyRLLaunchConfig, result: LaunchResult) -> None:
+    if doc.run.export_hf:
+        try:
+            exported = terminal_export(doc)
+        except ExportError as exc:
+            result.failure = f"terminal export failed: {exc}"
+            return
+        result.model = exported.__dict__.copy()
+    storage.write_text_atomic(doc.artifacts.resolved_config_uri, schema.dumps(doc))
+    result.state = SUCCEEDED
+
+
+def _finish(doc: schema.SkyRLLaunchConfig, result: LaunchResult) -> None:
+    from rlaunch.artifacts.records import utc_now
+
+    result.finished_at = utc_now()
+    write_manifests(doc, doc.to_dict(), result)
+    _record(doc, result, result.state)
+
+
+def _record(doc: schema.SkyRLLaunchConfig, result: LaunchResult, state: str) -> None:
+    alloc = doc.cluster.allocation
+    update_attempt(doc.artifacts.output_path, doc.run.id, doc.run.attempt_id, {
+        "state": state,
+        "coordinator_job_id": result.coordinator_job_id,
+        "child_job_id": result.child_job_id,
+        "backend": doc.cluster.backend,
+        "placement": dict(doc.cluster.placement),
+        "runtime_profile": doc.runtime.profile,
+        "runtime_digest": doc.runtime.source_digest,
+        "allocation": alloc.__dict__.copy(),
+        "host_started_at": result.started_at,
+        "finished_at": result.finished_at,
+        "failure": result.failure,
+        "resolved_config_uri": result.resolved_config_uri,
+    })  # fmt: skip

@@ -1,0 +1,93 @@
+"""Where a run's files live: the one layout the trainer writes and every reader relies on.
+
+Durable (under the RL artifact path): exports, the resolved launch document, the terminal
+manifest and the run record. Temporary (under a TTL root derived from name and version):
+checkpoints and attempts (per-attempt manifests, launch documents, trainer records).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from rlaunch.artifacts import storage
+
+TEMP_PREFIX_ENV = "RLAUNCH_TEMP_PREFIX"
+LATEST_MARKER = "latest"
+CHECKPOINT_META = "rlaunch_checkpoint.json"
+METRICS = "metrics.jsonl"
+MODEL_LOAD = "model_load.json"
+JOINED = "joined"
+RUN_RECORD = "run_record.json"
+_STEP_DIR = re.compile(r"^global_step_(\d+)$")
+
+
+def temporary_root(prefix: str, name: str, version: str, ttl_days: int) -> str:
+    """`{temp prefix}/ttl={N}d/{name}/{version}`; the temp prefix defaults to `{prefix}/.tmp`."""
+    base = os.environ.get(TEMP_PREFIX_ENV) or storage.join(prefix, ".tmp")
+    return storage.join(base, f"ttl={ttl_days}d", name, version)
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    output_path: str
+    checkpoint_root: str
+    export_root: str
+    attempts_root: str
+    resolved_config_uri: str
+    terminal_manifest_uri: str
+
+    @classmethod
+    def derive(cls, output_path: str, temp_root: str) -> "RunPaths":
+        return cls(
+            output_path=output_path,
+            checkpoint_root=storage.join(temp_root, "checkpoints"),
+            export_root=storage.join(output_path, "exports"),
+            attempts_root=storage.join(temp_root, "attempts"),
+            resolved_config_uri=storage.join(output_path, "resolved-launch.yaml"),
+            terminal_manifest_uri=storage.join(output_path, "terminal.json"),
+        )
+
+
+def attempt_dir(attempts_root: str, attempt_id: str) -> str:
+    return storage.join(attempts_root, attempt_id)
+
+
+def attempt_manifest(attempts_root: str, attempt_id: str) -> str:
+    return storage.join(attempts_root, f"{attempt_id}.json")
+
+
+def checkpoint_dir(checkpoint_root: str, step: int) -> str:
+    return storage.join(checkpoint_root, f"global_step_{step}")
+
+
+def export_policy_dir(export_root: str, step: int) -> str:
+    return storage.join(export_root, f"global_step_{step}", "policy")
+
+
+def run_record(output_path: str) -> str:
+    return storage.join(output_path, RUN_RECORD)
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    step: int
+    path: str
+    runtime_digest: str | None
+
+
+def checkpoint_steps(checkpoint_root: str) -> list[int]:
+    steps = [int(m.group(1)) for name in storage.list_names(checkpoint_root) if (m := _STEP_DIR.match(name))]
+    return sorted(steps)
+
+
+def latest_checkpoint(checkpoint_root: str) -> CheckpointInfo | None:
+    """The checkpoint the `latest` marker names (None when no checkpoint was committed)."""
+    marker = storage.join(checkpoint_root, LATEST_MARKER)
+    if not storage.exists(marker):
+        return None
+    step = int(storage.read_text(marker).strip())
+    path = checkpoint_dir(checkpoint_root, step)
+    meta = storage.read_json(storage.join(path, CHECKPOINT_META)) or {}
+    return CheckpointInfo(step=step, path=path, runtime_digest=meta.get("runtime_digest"))

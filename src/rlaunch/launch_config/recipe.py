@@ -1,0 +1,122 @@
+"""Dotted key paths over a nested recipe, and composing a recipe onto a runtime's base config.
+
+Composition is strict: a key the base config does not know, or a value of another type than the
+base default, is a problem naming the path (and the closest known key), never silently kept.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class RecipeProblem:
+    code: str
+    path: str
+    value: Any
+    message: str
+    fix: str
+
+
+def get_path(tree: Mapping[str, Any], dotted: str, default: Any = _MISSING) -> Any:
+    node: Any = tree
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            if default is _MISSING:
+                raise KeyError(dotted)
+            return default
+        node = node[part]
+    return node
+
+
+def has_path(tree: Mapping[str, Any], dotted: str) -> bool:
+    absent = object()
+    return get_path(tree, dotted, absent) is not absent
+
+
+def set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set `dotted` in `tree`, creating intermediate mappings; a non-mapping on the way is an error."""
+    parts = dotted.split(".")
+    node = tree
+    for i, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise ValueError(f"{'.'.join(parts[: i + 1])} must be a mapping to hold {dotted}; got {child!r}")
+        node = child
+    node[parts[-1]] = value
+
+
+def leaves(tree: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Every (dotted path, value) whose value is not a mapping (lists are leaves)."""
+    for key, value in tree.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, Mapping) and value:
+            yield from leaves(value, path)
+        else:
+            yield path, value
+
+
+def compose(base: Mapping[str, Any], recipe: Mapping[str, Any]) -> tuple[dict[str, Any], list[RecipeProblem]]:
+    """`recipe` laid over a deep copy of `base`; problems for unknown keys and type mismatches."""
+    composed = copy.deepcopy(dict(base))
+    problems: list[RecipeProblem] = []
+    _merge(composed, recipe, "", problems)
+    return composed, problems
+
+
+def _merge(target: dict[str, Any], overlay: Mapping[str, Any], prefix: str, problems: list[RecipeProblem]) -> None:
+    for key, value in overlay.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if key not in target:
+            close = difflib.get_close_matches(str(key), [str(k) for k in target], n=1)
+            known = sorted(str(k) for k in target)
+            hint = f"did you mean {prefix + '.' if prefix else ''}{close[0]}?" if close else f"remove {path}; keys known at this level: {', '.join(known[:12])}{', ...' if len(known) > 12 else ''}"
+            problems.append(
+                RecipeProblem("recipe.unknown_key", path, value, f"{path} is not a key of the runtime's base config", hint)
+            )
+            continue
+        default = target[key]
+        if isinstance(default, Mapping):
+            if not isinstance(value, Mapping):
+                problems.append(
+                    RecipeProblem("recipe.type_mismatch", path, value, f"{path} must be a mapping, got {value!r}", f"write {path} as a mapping of keys")
+                )
+                continue
+            _merge(target[key], value, path, problems)
+            continue
+        problem = type_problem(path, default, value)
+        if problem is not None:
+            problems.append(problem)
+            continue
+        target[key] = copy.deepcopy(value)
+
+
+def type_problem(path: str, default: Any, value: Any) -> RecipeProblem | None:
+    """A problem when `value` does not have the type of the base default (None default: any)."""
+    if default is None:
+        return None
+    expected: str | None = None
+    if isinstance(default, bool):
+        expected = None if isinstance(value, bool) else "true or false"
+    elif isinstance(default, int):
+        expected = None if isinstance(value, int) and not isinstance(value, bool) else "an integer"
+    elif isinstance(default, float):
+        expected = None if isinstance(value, (int, float)) and not isinstance(value, bool) else "a number"
+    elif isinstance(default, str):
+        expected = None if isinstance(value, str) else "a string"
+    elif isinstance(default, list):
+        expected = None if isinstance(value, list) else "a list"
+    if expected is None:
+        return None
+    fix = f"write {path} as {expected}"
+    if expected == "a number" and isinstance(value, str):
+        fix += " (YAML reads 1e-3 as a string; write 1.0e-3)"
+    return RecipeProblem("recipe.type_mismatch", path, value, f"{path}={value!r} must be {expected}", fix)

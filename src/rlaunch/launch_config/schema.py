@@ -1,0 +1,170 @@
+"""`SkyRLLaunchConfig`: the one document that crosses from the experiment side to the host.
+
+Everything the host, the task bootstrap and the trainer need is a typed field here; nothing
+crosses as per-field command-line flags. Loading rejects unknown keys and wrong types, naming the
+path. The `skyrl` section is the trainer recipe (SkyRL 0.4.0 key paths) with the role plan
+rendered in; the host composes it onto the runtime's base config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import yaml
+
+from rlaunch.artifacts import storage
+from rlaunch.launch_config.typed import decode, encode
+from rlaunch.units import parse_size
+
+SCHEMA_VERSION = 1
+Submission = Literal["prepare", "detach", "wait"]
+BackendName = Literal["local", "ray", "iris"]
+
+
+@dataclass(frozen=True)
+class RunSection:
+    id: str
+    attempt_id: str
+    seed: int
+    mode: Literal["train"] = "train"
+    submission: Submission = "wait"
+    export_hf: bool = False
+
+
+@dataclass(frozen=True)
+class RuntimeSection:
+    profile: str
+    source_digest: str
+    entrypoint: str = "standard"
+    compatible_checkpoint_digests: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The physical gang: `num_nodes` replicas, each a whole node of `gpus_per_node` devices."""
+
+    num_nodes: int
+    gpus_per_node: int
+    gpu_variant: str
+    cpu: float
+    memory: str
+    disk: str
+
+    def __post_init__(self) -> None:
+        if self.num_nodes < 1 or self.gpus_per_node < 1:
+            raise ValueError(f"allocation needs at least one node and one device; got {self.num_nodes}x{self.gpus_per_node}")
+        if self.cpu <= 0:
+            raise ValueError(f"allocation.cpu={self.cpu} must be positive")
+        parse_size(self.memory, field="cluster.allocation.memory")
+        parse_size(self.disk, field="cluster.allocation.disk")
+
+
+@dataclass(frozen=True)
+class ClusterSection:
+    backend: BackendName
+    job_name: str
+    allocation: Allocation
+    placement: Mapping[str, Any] = field(default_factory=dict)
+    priority: str | None = None
+    max_retries: int = 0
+    timeout_seconds: int = 0
+    wandb_entity: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise ValueError(f"cluster.max_retries={self.max_retries} cannot be negative")
+        if self.timeout_seconds < 0:
+            raise ValueError(f"cluster.timeout_seconds={self.timeout_seconds} cannot be negative (0 = no limit)")
+
+
+@dataclass(frozen=True)
+class RaySection:
+    """How the gang bootstraps Ray inside its allocation (GPU runtimes)."""
+
+    port: int = 6379
+    rendezvous_timeout_seconds: int = 1800
+    cluster_join_timeout_seconds: int = 1800
+
+
+@dataclass(frozen=True)
+class ArtifactsSection:
+    output_path: str
+    checkpoint_root: str
+    export_root: str
+    attempts_root: str
+    resolved_config_uri: str
+    terminal_manifest_uri: str
+    resume_checkpoint_count: int = 2
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.resume_checkpoint_count <= 5:
+            raise ValueError(f"artifacts.resume_checkpoint_count={self.resume_checkpoint_count} must be between 1 and 5")
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    uri: str
+    identity: str
+    local_path: str
+    tokenizer_revision: str
+    num_attention_heads: int | None = None
+    context_length: int | None = None
+
+
+@dataclass(frozen=True)
+class DataInput:
+    uri: str
+    identity: str
+    local_path: str
+    relative_path: str = ""
+    kind: Literal["directory"] = "directory"
+
+
+@dataclass(frozen=True)
+class InputsSection:
+    model: ModelInput
+    train_data: tuple[DataInput, ...] = ()
+    validation_data: tuple[DataInput, ...] = ()
+
+
+@dataclass(frozen=True)
+class SkyRLLaunchConfig:
+    schema_version: int
+    run: RunSection
+    runtime: RuntimeSection
+    cluster: ClusterSection
+    artifacts: ArtifactsSection
+    inputs: InputsSection
+    skyrl: Mapping[str, Any]
+    ray: RaySection = field(default_factory=RaySection)
+
+    def __post_init__(self) -> None:
+        if self.schema_version != SCHEMA_VERSION:
+            raise ValueError(f"schema_version={self.schema_version} is not supported; this rlaunch reads {SCHEMA_VERSION}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return encode(self)
+
+    def replace_skyrl(self, skyrl: Mapping[str, Any]) -> "SkyRLLaunchConfig":
+        from dataclasses import replace
+
+        return replace(self, skyrl=skyrl)
+
+
+def from_dict(data: Any) -> SkyRLLaunchConfig:
+    return decode(SkyRLLaunchConfig, data, what="SkyRLLaunchConfig")
+
+
+def loads(text: str) -> SkyRLLaunchConfig:
+    return from_dict(yaml.safe_load(text))
+
+
+def load(url: str) -> SkyRLLaunchConfig:
+    return loads(storage.read_text(url))
+
+
+def dumps(config: SkyRLLaunchConfig | Mapping[str, Any]) -> str:
+    data = config.to_dict() if isinstance(config, SkyRLLaunchConfig) else encode(config)
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)

@@ -1,0 +1,184 @@
+"""A run reference -> the RL artifact's output path and the attempt to show.
+
+A reference is one of:
+
+* `name@version`   the RL artifact under the prefix (`--prefix`, else `$RLAUNCH_PREFIX`)
+* an artifact path a local path or URL of the RL artifact's output directory
+* a job id         a coordinator or child job id, found in the run records under the prefix
+                   (or, before a run record exists, through the job's labels)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from rlaunch.artifacts import storage
+from rlaunch.artifacts.records import RECORD_FILE, STATUS_FILE
+from rlaunch.launch_config.layout import RUN_RECORD
+from rlaunch.observe.records import read_json
+
+_IDENTITY = re.compile(r"^(?P<name>[^@\s:]+)@(?P<version>[^@/\s]+)$")
+_SCAN_DEPTH = 8  # directory levels below the prefix searched for run records
+_MARKERS = (RUN_RECORD, RECORD_FILE, STATUS_FILE)
+
+
+class RunNotFoundError(LookupError):
+    """A reference that names no run (the CLI prints it as a one-line error)."""
+
+
+@dataclass(frozen=True)
+class RunRef:
+    output_path: str
+    prefix: str | None  # the storage prefix the artifact lives under, when it can be told
+    artifact: str | None  # name@version, when known
+    record: dict[str, Any] | None  # the run record (None before the RL step recorded an attempt)
+    attempt_id: str | None = None  # the attempt to show; None: the latest
+    job_id: str | None = None  # the job id the reference named, if any
+
+    def attempt(self) -> dict[str, Any] | None:
+        """The selected attempt's entry of the run record (the latest when none was chosen)."""
+        attempts = (self.record or {}).get("attempts") or []
+        if self.attempt_id is None:
+            return attempts[-1] if attempts else None
+        for entry in attempts:
+            if entry.get("attempt_id") == self.attempt_id:
+                return entry
+        return None
+
+
+def split_identity(reference: str) -> tuple[str, str] | None:
+    match = _IDENTITY.match(reference)
+    return (match["name"], match["version"]) if match else None
+
+
+def default_prefix(prefix: str | None) -> str:
+    return prefix if prefix else storage.default_prefix()
+
+
+def _normalise(path: str) -> str:
+    if "://" in path:
+        return path.rstrip("/")
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def _looks_like_path(reference: str) -> bool:
+    return "://" in reference or reference.startswith(("/", ".", "~")) or os.path.exists(reference)
+
+
+def prefix_of(output_path: str, artifact: str | None) -> str | None:
+    """The prefix `output_path` = `{prefix}/{name}/{version}` lives under, when `artifact` says."""
+    parts = split_identity(artifact or "")
+    if parts is None:
+        return None
+    suffix = "/" + "/".join(parts)
+    return output_path[: -len(suffix)] if output_path.endswith(suffix) else None
+
+
+def _artifact_name(output_path: str, record: dict[str, Any] | None) -> str | None:
+    for entry in reversed((record or {}).get("attempts") or []):
+        if entry.get("artifact"):
+            return str(entry["artifact"])
+    status = read_json(storage.join(output_path, STATUS_FILE)) or {}
+    return status.get("identity")
+
+
+def at_path(output_path: str, *, prefix: str | None = None, attempt_id: str | None = None, job_id: str | None = None) -> RunRef:
+    output_path = _normalise(output_path)
+    record = read_json(storage.join(output_path, RUN_RECORD))
+    if record is None and not any(storage.exists(storage.join(output_path, m)) for m in (RECORD_FILE, STATUS_FILE)):
+        raise RunNotFoundError(f"no RL run at {output_path}: it holds no {RUN_RECORD} and no artifact record")
+    artifact = _artifact_name(output_path, record)
+    ref = RunRef(
+        output_path=output_path,
+        prefix=prefix or prefix_of(output_path, artifact),
+        artifact=artifact,
+        record=record,
+        attempt_id=attempt_id,
+        job_id=job_id,
+    )
+    if attempt_id is not None and ref.attempt() is None:
+        known = [a.get("attempt_id") for a in (record or {}).get("attempts") or []]
+        raise RunNotFoundError(f"{artifact or output_path} has no attempt {attempt_id!r}; its attempts: {known or 'none yet'}")
+    return ref
+
+
+def run_records(prefix: str) -> list[tuple[str, dict[str, Any]]]:
+    """(output path, run record) of every run under `prefix` (dot-directories are skipped)."""
+    fs, root = storage.filesystem(prefix)
+    found: list[tuple[str, dict[str, Any]]] = []
+    frontier = [(root.rstrip("/") or "/", 0)]
+    while frontier:
+        path, depth = frontier.pop()
+        try:
+            entries = fs.ls(path, detail=True)
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue
+        names = {os.path.basename(str(e["name"]).rstrip("/")): e for e in entries}
+        if RUN_RECORD in names:
+            url = _url_for(prefix, root, path)
+            record = read_json(storage.join(url, RUN_RECORD))
+            if isinstance(record, dict):
+                found.append((url, record))
+        if any(m in names for m in _MARKERS) or depth >= _SCAN_DEPTH:
+            continue  # an artifact's own directory: its exports and files hold no further runs
+        for name, entry in names.items():
+            if entry.get("type") == "directory" and not name.startswith("."):
+                frontier.append((str(entry["name"]).rstrip("/"), depth + 1))
+    return found
+
+
+def _url_for(prefix: str, root: str, path: str) -> str:
+    """Map a filesystem path found under `root` back to a URL in `prefix`'s form."""
+    rel = path[len(root.rstrip("/")) :].strip("/")
+    return storage.join(prefix, rel) if rel else prefix
+
+
+def by_job_id(job_id: str, prefix: str, attempt_id: str | None = None) -> RunRef:
+    for output_path, record in run_records(prefix):
+        for entry in reversed(record.get("attempts") or []):
+            if job_id in (entry.get("coordinator_job_id"), entry.get("child_job_id")):
+                return at_path(output_path, prefix=prefix, attempt_id=attempt_id or entry.get("attempt_id"), job_id=job_id)
+    ref = _by_job_labels(job_id, prefix)
+    if ref is not None:
+        return ref
+    raise RunNotFoundError(
+        f"{job_id!r} is not an RL artifact (name@version), an artifact path, or a job id recorded by a run under {prefix}"
+    )
+
+
+def _by_job_labels(job_id: str, prefix: str) -> RunRef | None:
+    """A job whose run has no record yet: a coordinator still building the RL step's inputs."""
+    from rlaunch.observe.jobs import find_job
+
+    found = find_job(job_id, prefix)
+    if found is None:
+        return None
+    _, status = found
+    labels = dict(status.labels)
+    parts = split_identity(labels.get("rlaunch.artifact", ""))
+    if parts is None:
+        return None
+    output_path = storage.join(prefix, *parts)
+    record = read_json(storage.join(output_path, RUN_RECORD))
+    return RunRef(output_path=output_path, prefix=prefix, artifact=labels["rlaunch.artifact"], record=record, job_id=job_id)
+
+
+def resolve(reference: str, prefix: str | None = None, attempt_id: str | None = None) -> RunRef:
+    """The run `reference` names; RunNotFoundError saying why when it names none."""
+    reference = reference.strip()
+    if not reference:
+        raise RunNotFoundError("empty run reference; give name@version, an artifact path, or a job id")
+    parts = split_identity(reference)
+    if parts is not None and "://" not in reference:
+        base = default_prefix(prefix)
+        output_path = storage.join(base, *parts)
+        try:
+            return at_path(output_path, prefix=base, attempt_id=attempt_id)
+        except RunNotFoundError:
+            raise RunNotFoundError(f"no RL run {reference} under {base} (set --prefix or RLAUNCH_PREFIX)") from None
+    if _looks_like_path(reference):
+        return at_path(reference, prefix=prefix, attempt_id=attempt_id)
+    return by_job_id(reference, default_prefix(prefix), attempt_id)

@@ -1,0 +1,103 @@
+"""Checkpoints under `trainer.ckpt_path` (a local path or an fsspec URL).
+
+Layout::
+
+    {ckpt_path}/global_step_<N>/            a complete TRL/HF Trainer checkpoint (model, tokenizer,
+                                            optimizer.pt, scheduler.pt, rng_state*.pth,
+                                            trainer_state.json) plus
+    {ckpt_path}/global_step_<N>/rlaunch_checkpoint.json   {global_step, runtime_digest, written_at, ...}
+    {ckpt_path}/latest                      text: N (written atomically, only once global_step_<N> is complete)
+
+`rlaunch_checkpoint.json` is written last inside a checkpoint, and `latest` after it. Retention
+keeps the newest `max_ckpts_to_keep` checkpoints (all when <= 0) and never removes the one
+`latest` names.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from . import storage
+
+INFO_FILE = "rlaunch_checkpoint.json"
+LATEST_FILE = "latest"
+_STEP_DIR = re.compile(r"^global_step_(\d+)$")
+
+
+class ResumeRefused(RuntimeError):
+    """A checkpoint exists but may not be resumed by this runtime (digest mismatch, damaged)."""
+
+
+@dataclass(frozen=True)
+class CheckpointStore:
+    root: str
+
+    def step_dir(self, step: int) -> str:
+        return storage.join(self.root, f"global_step_{step}")
+
+    def steps(self) -> list[int]:
+        """Steps of complete checkpoints (those with their info file), ascending."""
+        out = []
+        for name in storage.list_names(self.root):
+            match = _STEP_DIR.match(name)
+            if match and storage.exists(storage.join(self.root, name, INFO_FILE)):
+                out.append(int(match.group(1)))
+        return sorted(out)
+
+    def latest(self) -> int | None:
+        marker = storage.join(self.root, LATEST_FILE)
+        if not storage.exists(marker):
+            return None
+        text = storage.read_text(marker).strip()
+        try:
+            return int(text)
+        except ValueError as exc:
+            raise ResumeRefused(f"checkpoint marker {marker} holds {text!r}, not a step number") from exc
+
+    def info(self, step: int) -> dict[str, Any]:
+        location = storage.join(self.step_dir(step), INFO_FILE)
+        if not storage.exists(location):
+            raise ResumeRefused(
+                f"{self.root}/latest names step {step} but {location} is missing: the checkpoint is incomplete"
+            )
+        return storage.read_json(location)
+
+    def publish(self, local_dir: str, step: int, info: dict[str, Any]) -> str:
+        """Copy a finished local Trainer checkpoint to `global_step_<step>/`, then move `latest`."""
+        import os
+
+        storage.write_json_atomic(os.path.join(local_dir, INFO_FILE), {"global_step": step, "written_at": time.time(), **info})
+        destination = self.step_dir(step)
+        storage.publish_dir(local_dir, destination, last=[INFO_FILE])
+        storage.write_bytes_atomic(storage.join(self.root, LATEST_FILE), f"{step}\n".encode())
+        return destination
+
+    def prune(self, keep: int) -> list[int]:
+        if keep <= 0:
+            return []
+        steps = self.steps()
+        latest = self.latest()
+        doomed = [s for s in steps[:-keep] if s != latest]
+        for step in doomed:
+            storage.remove_tree(self.step_dir(step))
+        return doomed
+
+
+def check_digest(
+    store: CheckpointStore, step: int, info: dict[str, Any], current: str, compatible: list[str]
+) -> None:
+    """Refuse a checkpoint written by another runtime source, unless declared compatible."""
+    written = info.get("runtime_digest")
+    if not current:
+        return
+    if written == current or written in compatible:
+        return
+    raise ResumeRefused(
+        f"refusing to resume checkpoint {store.step_dir(step)}: it was written by runtime digest {written!r}, "
+        f"but this runtime's digest is {current!r} (compatible digests: {compatible or 'none declared'}). "
+        "Use a fresh RL artifact version (its checkpoint root is new), or declare the checkpoint compatible "
+        f"in the spec: compatible_checkpoint_digests=[{written!r}]."
+    )

@@ -1,0 +1,138 @@
+"""Score a saved HF model on prompt rows with a registered reward.
+
+    python -m rlaunch_trl_cpu.evaluate --model DIR --data FILE --env-class arithmetic \\
+        --max-new-tokens N --seed S [--limit K] [--temperature T] [--samples M] [--batch-size B]
+
+Loads the model and its tokenizer with transformers (`AutoModelForCausalLM` + `AutoTokenizer`),
+generates M completions per prompt (greedy when T = 0, the default; sampled with the seed
+otherwise), scores each with the reward registered for the row's env class (`--env-class` for
+rows without one) and prints one JSON line::
+
+    {"reward_mean", "reward_std", "accuracy" (share of rewards >= 1), "n" (completions scored),
+     "prompts", "model", "data", "env_class", "max_new_tokens", "seed", "temperature",
+     "samples", "weights_sha256", "seconds", "example": {"prompt", "completion", "reward"}}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+
+def evaluate(
+    model_dir: str,
+    data_file: str,
+    env_class: str,
+    max_new_tokens: int,
+    seed: int,
+    *,
+    limit: int | None = None,
+    temperature: float = 0.0,
+    samples: int = 1,
+    batch_size: int = 16,
+) -> dict:
+    from . import data, rewards
+    from .storage import sha256_file
+    from .trainer import _quiet_libraries, weight_files
+
+    started = time.time()
+    rewards.get(env_class)
+    _quiet_libraries()
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(seed)
+    rows = data.load_rows([data_file], env_class)
+    if limit is not None:
+        rows = rows[:limit]
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.eval()
+    scores: list[float] = []
+    example = None
+    do_sample = temperature > 0
+    for start in range(0, len(rows), batch_size):
+        batch = rows[start : start + batch_size]
+        texts = [tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) for r in batch]
+        encoded = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        kwargs = {"max_new_tokens": max_new_tokens, "do_sample": do_sample, "pad_token_id": tokenizer.pad_token_id}
+        if do_sample:
+            kwargs.update(temperature=temperature, top_p=1.0, top_k=0, num_return_sequences=samples)
+        elif samples > 1:
+            raise SystemExit("--samples > 1 needs --temperature > 0")
+        with torch.no_grad():
+            output = model.generate(**encoded, **kwargs)
+        completions = tokenizer.batch_decode(output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
+        per_row = samples if do_sample else 1
+        for index, completion in enumerate(completions):
+            row = batch[index // per_row]
+            score = float(rewards.get(row["env_class"])(completion, row["ground_truth"]))
+            scores.append(score)
+            if example is None:
+                example = {"prompt": row["prompt"][-1]["content"], "completion": completion, "reward": score}
+    n = len(scores)
+    mean = sum(scores) / n if n else 0.0
+    std = math.sqrt(sum((s - mean) ** 2 for s in scores) / n) if n else 0.0
+    weights = {name: sha256_file(os.path.join(model_dir, name)) for name in weight_files(model_dir)}
+    return {
+        "reward_mean": mean,
+        "reward_std": std,
+        "accuracy": sum(1 for s in scores if s >= 1.0) / n if n else 0.0,
+        "n": n,
+        "prompts": len(rows),
+        "model": os.path.abspath(model_dir),
+        "data": os.path.abspath(data_file),
+        "env_class": env_class,
+        "max_new_tokens": max_new_tokens,
+        "seed": seed,
+        "temperature": temperature,
+        "samples": samples,
+        "weights_sha256": next(iter(weights.values())) if len(weights) == 1 else weights,
+        "seconds": round(time.time() - started, 2),
+        "example": example,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rlaunch_trl_cpu.evaluate", description="score a model with a reward")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--env-class", required=True)
+    parser.add_argument("--max-new-tokens", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--samples", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=16)
+    args = parser.parse_args(argv)
+    from .data import DataError
+    from .rewards import UnknownRewardError
+
+    try:
+        result = evaluate(
+            args.model,
+            args.data,
+            args.env_class,
+            args.max_new_tokens,
+            args.seed,
+            limit=args.limit,
+            temperature=args.temperature,
+            samples=args.samples,
+            batch_size=args.batch_size,
+        )
+    except (DataError, UnknownRewardError) as exc:
+        sys.stderr.write(f"rlaunch_trl_cpu.evaluate: {exc}\n")
+        return 2
+    sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

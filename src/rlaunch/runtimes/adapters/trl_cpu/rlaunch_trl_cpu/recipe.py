@@ -1,0 +1,463 @@
+"""Translate a composed SkyRL 0.4.0 recipe into TRL 1.16 `GRPOConfig` arguments, or refuse it.
+
+Pure Python (stdlib + yaml): importable without torch, so the refusal happens before anything
+heavy is loaded.
+
+Batch semantics (SkyRL -> TRL), with dp = world size (training processes = device slots) and
+n = `generator.n_samples_per_prompt`:
+
+==========================================  ===============================================
+SkyRL key                                   TRL `GRPOConfig`
+==========================================  ===============================================
+generator.n_samples_per_prompt (n)          num_generations = n
+trainer.micro_train_batch_size_per_gpu      per_device_train_batch_size = micro (completions)
+trainer.policy_mini_batch_size (mini)       gradient_accumulation_steps = (mini*n/dp) / micro
+trainer.train_batch_size (train)            steps_per_generation = (train*n/dp) / micro, so one
+                                            generation of train*n completions feeds train/mini
+                                            optimizer steps (generation_batch_size = train*n)
+trainer.update_epochs_per_batch (mu)        num_iterations = mu
+trainer.algorithm.use_kl_loss/kl_loss_coef  beta = kl_loss_coef if use_kl_loss else 0.0
+                                            (TRL's KL is the k3 estimator, as kl_estimator_type=k3)
+trainer.algorithm.eps_clip_low / high       epsilon / epsilon_high
+trainer.algorithm.loss_reduction            loss_type: token_mean -> "dapo" (tokens of the whole
+                                            accumulated batch), sequence_mean -> "grpo",
+                                            seq_mean_token_sum_norm -> "dr_grpo"
+trainer.algorithm.grpo_norm_by_std          scale_rewards = "group" if true else "none"
+trainer.algorithm.use_entropy_loss/coef     entropy_coef = entropy_loss_coef if used else 0.0
+trainer.policy.optimizer_config.*           learning_rate, weight_decay, max_grad_norm,
+                                            warmup_steps (int), lr_scheduler_type
+generator.sampling_params.*                 max_completion_length, temperature, top_p,
+                                            top_k (-1 -> 0 = off), min_p (0 -> None = off)
+trainer.seed                                seed, data_seed
+trainer.max_training_steps / epochs         max_steps (see below)
+(fixed)                                     use_cpu=True, bf16=False, report_to=[],
+                                            logging_steps=1, save_strategy="no" (the adapter
+                                            saves), gradient_checkpointing=False
+==========================================  ===============================================
+
+Step counting: the runtime's step is TRL's optimizer step (`global_step`). SkyRL counts training
+steps (one per `train_batch_size` prompts); one training step is
+`k = (train/mini) * update_epochs_per_batch` optimizer steps. `max_training_steps`,
+`ckpt_interval` and epochs are scaled by k, so with `train == mini` (and mu = 1) both counters are
+the same number. Without `max_training_steps`, max_steps = epochs * (rows // train) * k (SkyRL's
+dataloader drops the last partial batch, as TRL's sampler does).
+
+Which keys are honoured is declared as data in the profile (`trl_cpu/profile.yaml`,
+`capabilities.honoured_keys` / `allowed_values`) for the launcher's preflight; `HONOURED` and
+`ALLOWED` below are this side's copy (the adapter cannot import rlaunch) and a test keeps them
+equal. A key outside `HONOURED` must keep its base-config default.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BASE_CONFIG_ENV = "RLAUNCH_BASE_CONFIG"
+BASE_CONFIG_NAME = "skyrl-0.4.0"
+
+# dotted key (or `prefix.*`) -> what trl-cpu does with it
+HONOURED: dict[str, str] = {
+    "data.train_data": "prompt rows (.jsonl/.parquet) -> train_dataset",
+    "trainer.strategy": "checked: the SkyRL strategy this recipe was written for (fsdp)",
+    "trainer.seed": "seed, data_seed",
+    "trainer.epochs": "max_steps = epochs * (rows // train) * k when max_training_steps is null",
+    "trainer.max_training_steps": "max_steps = max_training_steps * k",
+    "trainer.train_batch_size": "steps_per_generation = (train*n/dp)/micro",
+    "trainer.policy_mini_batch_size": "gradient_accumulation_steps = (mini*n/dp)/micro",
+    "trainer.critic_mini_batch_size": "unused: no critic (as in SkyRL without trainer.critic.model.path)",
+    "trainer.micro_train_batch_size_per_gpu": "per_device_train_batch_size",
+    "trainer.micro_forward_batch_size_per_gpu": "performance only: log-prob passes use the train micro-batch",
+    "trainer.update_epochs_per_batch": "num_iterations",
+    "trainer.max_prompt_length": "rows whose templated prompt is longer are dropped at load (as SkyRL)",
+    "trainer.ckpt_path": "checkpoint root (local path or fsspec URL)",
+    "trainer.ckpt_interval": "checkpoint every ckpt_interval*k optimizer steps, and at the final step",
+    "trainer.max_ckpts_to_keep": "retention of global_step_<N> checkpoints (<0: keep all)",
+    "trainer.resume_mode": "latest: resume from {ckpt_path}/latest; none: start fresh",
+    "trainer.resume_path": "must be null (from_path is not supported)",
+    "trainer.export_path": "HF export root: {export_path}/global_step_<N>/policy/",
+    "trainer.export_hf_artifact": "write the HF export at the end",
+    "trainer.logger": "console only (no tracking service in the lock)",
+    "trainer.project_name": "label only",
+    "trainer.run_name": "label only",
+    "trainer.log_path": "unused: no Ray infrastructure logs",
+    "trainer.eval_interval": "unused: no evaluation without data.val_data",
+    "trainer.eval_batch_size": "unused: no evaluation without data.val_data",
+    "trainer.eval_before_train": "unused: no evaluation without data.val_data",
+    "trainer.placement.*": "device slots = policy_num_nodes * policy_num_gpus_per_node = processes",
+    "trainer.policy.model.path": "the policy (and reference) model directory",
+    "trainer.policy.sequence_parallel_size": "must be 1",
+    "trainer.policy.optimizer_config.lr": "learning_rate",
+    "trainer.policy.optimizer_config.weight_decay": "weight_decay",
+    "trainer.policy.optimizer_config.max_grad_norm": "max_grad_norm",
+    "trainer.policy.optimizer_config.num_warmup_steps": "warmup_steps",
+    "trainer.policy.optimizer_config.scheduler": "lr_scheduler_type",
+    "trainer.ref.model.path": "null or the policy path: the reference is the initial policy",
+    "trainer.ref.sequence_parallel_size": "must be 1",
+    "trainer.algorithm.advantage_estimator": "grpo only",
+    "trainer.algorithm.use_kl_loss": "beta = kl_loss_coef if true else 0",
+    "trainer.algorithm.use_kl_in_reward": "must be false",
+    "trainer.algorithm.kl_loss_coef": "beta",
+    "trainer.algorithm.kl_estimator_type": "k3 (TRL's estimator)",
+    "trainer.algorithm.policy_loss_type": "regular (PPO clip) only",
+    "trainer.algorithm.loss_reduction": "loss_type",
+    "trainer.algorithm.grpo_norm_by_std": "scale_rewards",
+    "trainer.algorithm.eps_clip_low": "epsilon",
+    "trainer.algorithm.eps_clip_high": "epsilon_high",
+    "trainer.algorithm.use_entropy_loss": "entropy_coef = entropy_loss_coef if true else 0",
+    "trainer.algorithm.entropy_loss_coef": "entropy_coef",
+    "generator.n_samples_per_prompt": "num_generations",
+    "generator.max_input_length": "null or equal to trainer.max_prompt_length",
+    "generator.max_turns": "1 only",
+    "generator.batched": "performance only: generation is batched HF generate",
+    "generator.async_engine": "performance only: generation is in-process",
+    "generator.sampling_params.max_generate_length": "max_completion_length",
+    "generator.sampling_params.temperature": "temperature",
+    "generator.sampling_params.top_p": "top_p",
+    "generator.sampling_params.top_k": "top_k (-1 -> 0, off)",
+    "generator.sampling_params.min_p": "min_p (0 -> None, off)",
+    "generator.inference_engine.num_engines": "colocated: num_engines*tp*pp*dp must equal the slots",
+    "generator.inference_engine.tensor_parallel_size": "must be 1",
+    "generator.inference_engine.pipeline_parallel_size": "must be 1",
+    "generator.inference_engine.data_parallel_size": "must be 1",
+    "generator.inference_engine.expert_parallel_size": "must be 1",
+    "generator.inference_engine.backend": "generation is HF generate inside each training process",
+    "generator.inference_engine.run_engines_locally": "must be true",
+    "generator.inference_engine.distributed_executor_backend": "unused: no engine processes",
+    "generator.inference_engine.weight_sync_backend": "unused: the trainer generates with its own weights",
+    "generator.inference_engine.gpu_memory_utilization": "unused on CPU",
+    "environment.env_class": "a registered reward (rlaunch_trl_cpu.rewards)",
+}
+
+ALLOWED: dict[str, list[Any]] = {
+    "trainer.strategy": ["fsdp"],
+    "trainer.resume_mode": ["latest", "none", None],
+    "trainer.resume_path": [None],
+    "trainer.logger": ["console"],
+    "trainer.placement.colocate_all": [True],
+    "trainer.placement.policy_num_nodes": [1],
+    "trainer.policy.sequence_parallel_size": [1],
+    "trainer.policy.optimizer_config.scheduler": ["constant_with_warmup", "constant", "linear", "cosine"],
+    "trainer.ref.sequence_parallel_size": [1],
+    "trainer.algorithm.advantage_estimator": ["grpo"],
+    "trainer.algorithm.use_kl_in_reward": [False],
+    "trainer.algorithm.kl_estimator_type": ["k3"],
+    "trainer.algorithm.policy_loss_type": ["regular"],
+    "trainer.algorithm.loss_reduction": ["token_mean", "sequence_mean", "seq_mean_token_sum_norm"],
+    "generator.max_turns": [1],
+    "generator.inference_engine.tensor_parallel_size": [1],
+    "generator.inference_engine.pipeline_parallel_size": [1],
+    "generator.inference_engine.data_parallel_size": [1],
+    "generator.inference_engine.expert_parallel_size": [1],
+    "generator.inference_engine.backend": ["vllm"],
+    "generator.inference_engine.run_engines_locally": [True],
+    "environment.env_class": ["arithmetic", "gsm8k"],
+}
+
+LOSS_TYPES = {"token_mean": "dapo", "sequence_mean": "grpo", "seq_mean_token_sum_norm": "dr_grpo"}
+
+
+class RecipeRefused(ValueError):
+    """The recipe asks for something trl-cpu cannot honour. `violations`: (key, value, reason)."""
+
+    def __init__(self, violations: list[tuple[str, Any, str]]):
+        self.violations = list(violations)
+        lines = [f"  {key} = {value!r}: {reason}" for key, value, reason in self.violations]
+        super().__init__("the trl-cpu runtime cannot honour this recipe:\n" + "\n".join(lines))
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted leaf keys of a nested mapping (lists and scalars are leaves)."""
+    out: dict[str, Any] = {}
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(value, dict) and value:
+                out.update(flatten(value, path))
+            else:
+                out[path] = value
+    return out
+
+
+def honours(key: str) -> bool:
+    return any(key == k or (k.endswith(".*") and key.startswith(k[:-1])) for k in HONOURED)
+
+
+def get(tree: dict[str, Any], key: str, default: Any = None) -> Any:
+    node: Any = tree
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def base_config_path() -> Path:
+    """The base config the recipe was composed on.
+
+    `$RLAUNCH_BASE_CONFIG` (set by the environment builder), else `base_config.yaml` beside an
+    environment snapshot's `adapter/`, else the one in the rlaunch source tree.
+    """
+    configured = os.environ.get(BASE_CONFIG_ENV)
+    if configured:
+        return Path(configured)
+    here = Path(__file__).resolve()
+    for candidate in (
+        here.parents[2] / "base_config.yaml",
+        here.parents[3] / "base_configs" / f"{BASE_CONFIG_NAME}.yaml",
+    ):
+        if candidate.exists():
+            return candidate
+    raise FileNotFoundError(
+        f"cannot find the SkyRL base config: set ${BASE_CONFIG_ENV} to {BASE_CONFIG_NAME}.yaml "
+        "(the environment builder sets it)"
+    )
+
+
+def load_base_config() -> dict[str, Any]:
+    import yaml
+
+    with open(base_config_path(), encoding="utf-8") as handle:
+        return yaml.safe_load(handle) or {}
+
+
+# ---------------------------------------------------------------- checks
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality that keeps booleans apart from the integers 0 and 1."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    return a == b
+
+
+def unsupported(skyrl: dict[str, Any], defaults: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    """Every recipe setting trl-cpu cannot honour, as (key, value, reason)."""
+    out: list[tuple[str, Any, str]] = []
+    base = flatten(defaults)
+    given = flatten(skyrl)
+    for key in sorted(set(given) - set(base)):
+        out.append((key, given[key], "not a key of the SkyRL 0.4.0 base config"))
+    for key, default in base.items():
+        value = given.get(key, default)
+        if not honours(key):
+            if not _same(value, default):
+                out.append((key, value, f"not honoured by trl-cpu; only the base-config default {default!r} is accepted"))
+        elif key in ALLOWED and not any(_same(value, a) for a in ALLOWED[key]):
+            out.append((key, value, f"trl-cpu accepts only {ALLOWED[key]!r}"))
+    policy_path = get(skyrl, "trainer.policy.model.path")
+    ref_path = get(skyrl, "trainer.ref.model.path")
+    if ref_path not in (None, policy_path):
+        out.append(
+            ("trainer.ref.model.path", ref_path, f"trl-cpu uses the initial policy as reference; accepted: null or {policy_path!r}")
+        )
+    max_input = get(skyrl, "generator.max_input_length")
+    prompt_len = get(skyrl, "trainer.max_prompt_length")
+    if max_input is not None and max_input != prompt_len:
+        out.append(
+            ("generator.max_input_length", max_input, f"single-turn: accepted null or trainer.max_prompt_length ({prompt_len})")
+        )
+    if get(skyrl, "trainer.max_ckpts_to_keep") == 0:
+        out.append(("trainer.max_ckpts_to_keep", 0, "0 is refused (as by SkyRL); use -1 to keep all or N > 0"))
+    if not get(skyrl, "trainer.policy.model.path"):
+        out.append(("trainer.policy.model.path", None, "a local HF model directory is required"))
+    return out
+
+
+# ---------------------------------------------------------------- translation
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything `trainer.run` needs, derived from the recipe and the world size."""
+
+    grpo: dict[str, Any]  # GRPOConfig keyword arguments (max_steps filled by `with_rows`)
+    world_size: int
+    train_data: list[str]
+    model_path: str
+    env_class: str
+    max_prompt_length: int
+    optimizer_steps_per_training_step: int
+    max_training_steps: int | None
+    epochs: int
+    train_batch_size: int
+    ckpt_path: str
+    ckpt_every: int  # optimizer steps; 0 = only the final step
+    max_ckpts_to_keep: int
+    resume: bool
+    export_path: str
+    export_hf_artifact: bool
+    max_steps: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def with_rows(self, rows: int) -> "Plan":
+        """Fix max_steps once the number of (kept) prompt rows is known."""
+        if rows < self.train_batch_size:
+            raise RecipeRefused(
+                [("trainer.train_batch_size", self.train_batch_size, f"the dataset has only {rows} usable prompt rows")]
+            )
+        k = self.optimizer_steps_per_training_step
+        if self.max_training_steps is not None:
+            steps = self.max_training_steps * k
+        else:
+            steps = self.epochs * (rows // self.train_batch_size) * k
+        grpo = {**self.grpo, "max_steps": steps}
+        return Plan(**{**self.__dict__, "grpo": grpo, "max_steps": steps})
+
+
+def _int(skyrl: dict[str, Any], key: str) -> int:
+    value = get(skyrl, key)
+    if isinstance(value, bool) or value is None:
+        raise RecipeRefused([(key, value, "an integer is required")])
+    return int(value)
+
+
+def translate(skyrl: dict[str, Any], world_size: int) -> Plan:
+    """The TRL arguments for this recipe on `world_size` processes; refuses what does not fit."""
+    errors: list[tuple[str, Any, str]] = []
+    n = _int(skyrl, "generator.n_samples_per_prompt")
+    train = _int(skyrl, "trainer.train_batch_size")
+    mini = _int(skyrl, "trainer.policy_mini_batch_size")
+    micro = _int(skyrl, "trainer.micro_train_batch_size_per_gpu")
+    mu = _int(skyrl, "trainer.update_epochs_per_batch")
+    nodes = _int(skyrl, "trainer.placement.policy_num_nodes")
+    per_node = _int(skyrl, "trainer.placement.policy_num_gpus_per_node")
+    slots = nodes * per_node
+    dp = world_size
+    if slots != world_size:
+        errors.append(
+            (
+                "trainer.placement.policy_num_gpus_per_node",
+                per_node,
+                f"the recipe places the policy on {slots} device slot(s) but {world_size} process(es) are running; "
+                f"run under `python -m torch.distributed.run --standalone --nproc_per_node={slots}`",
+            )
+        )
+    if get(skyrl, "trainer.placement.colocate_all"):
+        engines = _int(skyrl, "generator.inference_engine.num_engines")
+        width = engines * _int(skyrl, "generator.inference_engine.tensor_parallel_size")
+        width *= _int(skyrl, "generator.inference_engine.pipeline_parallel_size")
+        width *= _int(skyrl, "generator.inference_engine.data_parallel_size")
+        if width != slots:
+            errors.append(
+                (
+                    "generator.inference_engine.num_engines",
+                    engines,
+                    f"colocated: num_engines*tp*pp*dp = {width} must equal the policy's {slots} device slot(s)",
+                )
+            )
+    if n < 2:
+        errors.append(("generator.n_samples_per_prompt", n, "GRPO needs at least 2 samples per prompt"))
+    if micro <= 0:
+        errors.append(("trainer.micro_train_batch_size_per_gpu", micro, "must be > 0"))
+    if mini <= 0 or train < mini or train % mini:
+        errors.append(
+            ("trainer.policy_mini_batch_size", mini, f"must be > 0 and divide trainer.train_batch_size ({train})")
+        )
+    if mu < 1:
+        errors.append(("trainer.update_epochs_per_batch", mu, "must be >= 1"))
+    if not errors and (mini * n) % dp:
+        errors.append(
+            (
+                "trainer.policy_mini_batch_size",
+                mini,
+                f"mini*n = {mini * n} completions per optimizer step do not split evenly over {dp} processes",
+            )
+        )
+    if not errors and ((mini * n) // dp) % micro:
+        errors.append(
+            (
+                "trainer.micro_train_batch_size_per_gpu",
+                micro,
+                f"must divide the per-process mini-batch mini*n/dp = {(mini * n) // dp}",
+            )
+        )
+    max_training_steps = get(skyrl, "trainer.max_training_steps")
+    if max_training_steps is not None and int(max_training_steps) <= 0:
+        errors.append(("trainer.max_training_steps", max_training_steps, "must be > 0 when set"))
+    if errors:
+        raise RecipeRefused(errors)
+
+    per_dp_mini = (mini * n) // dp
+    k = (train // mini) * mu
+    opt = get(skyrl, "trainer.policy.optimizer_config") or {}
+    algo = get(skyrl, "trainer.algorithm") or {}
+    sampling = get(skyrl, "generator.sampling_params") or {}
+    top_k = int(sampling.get("top_k", -1) or 0)
+    min_p = float(sampling.get("min_p", 0.0) or 0.0)
+    seed = _int(skyrl, "trainer.seed")
+    grpo: dict[str, Any] = {
+        "num_generations": n,
+        "per_device_train_batch_size": micro,
+        "gradient_accumulation_steps": per_dp_mini // micro,
+        "steps_per_generation": (train * n // dp) // micro,
+        "num_iterations": mu,
+        "beta": float(algo.get("kl_loss_coef", 0.0)) if algo.get("use_kl_loss") else 0.0,
+        "epsilon": float(algo.get("eps_clip_low", 0.2)),
+        "epsilon_high": float(algo.get("eps_clip_high", 0.2)),
+        "loss_type": LOSS_TYPES[algo.get("loss_reduction", "token_mean")],
+        "scale_rewards": "group" if algo.get("grpo_norm_by_std", True) else "none",
+        "entropy_coef": float(algo.get("entropy_loss_coef", 0.0)) if algo.get("use_entropy_loss") else 0.0,
+        "learning_rate": float(opt.get("lr", 1e-6)),
+        "weight_decay": float(opt.get("weight_decay", 0.0)),
+        "max_grad_norm": float(opt.get("max_grad_norm", 1.0)),
+        "warmup_steps": int(opt.get("num_warmup_steps", 0) or 0),
+        "lr_scheduler_type": str(opt.get("scheduler", "constant_with_warmup")),
+        "max_completion_length": int(sampling.get("max_generate_length", 1024)),
+        "temperature": float(sampling.get("temperature", 1.0)),
+        "top_p": float(sampling.get("top_p", 1.0)),
+        "top_k": top_k if top_k > 0 else 0,
+        "min_p": min_p if min_p > 0 else None,
+        "seed": seed,
+        "data_seed": seed,
+        # fixed for a CPU run driven by rlaunch
+        "use_cpu": True,
+        "bf16": False,
+        "fp16": False,
+        "report_to": [],
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "gradient_checkpointing": False,
+        "remove_unused_columns": False,
+        "shuffle_dataset": True,
+        "dataloader_num_workers": 0,
+        "disable_tqdm": True,
+        "log_completions": False,
+        "use_vllm": False,
+    }
+    if world_size > 1:
+        grpo["ddp_backend"] = "gloo"
+        grpo["ddp_find_unused_parameters"] = False
+    ckpt_interval = int(get(skyrl, "trainer.ckpt_interval") or 0)
+    resume_mode = get(skyrl, "trainer.resume_mode")
+    train_data = get(skyrl, "data.train_data") or []
+    return Plan(
+        grpo=grpo,
+        world_size=world_size,
+        train_data=[train_data] if isinstance(train_data, str) else list(train_data),
+        model_path=str(get(skyrl, "trainer.policy.model.path")),
+        env_class=str(get(skyrl, "environment.env_class")),
+        max_prompt_length=_int(skyrl, "trainer.max_prompt_length"),
+        optimizer_steps_per_training_step=k,
+        max_training_steps=int(max_training_steps) if max_training_steps is not None else None,
+        epochs=_int(skyrl, "trainer.epochs"),
+        train_batch_size=train,
+        ckpt_path=str(get(skyrl, "trainer.ckpt_path")),
+        ckpt_every=ckpt_interval * k if ckpt_interval > 0 else 0,
+        max_ckpts_to_keep=_int(skyrl, "trainer.max_ckpts_to_keep"),
+        resume=resume_mode == "latest",
+        export_path=str(get(skyrl, "trainer.export_path")),
+        export_hf_artifact=bool(get(skyrl, "trainer.export_hf_artifact")),
+    )
+
+
+def check_and_translate(skyrl: dict[str, Any], world_size: int, defaults: dict[str, Any] | None = None) -> Plan:
+    violations = unsupported(skyrl, load_base_config() if defaults is None else defaults)
+    if violations:
+        raise RecipeRefused(violations)
+    return translate(skyrl, world_size)

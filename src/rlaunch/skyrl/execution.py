@@ -1,0 +1,142 @@
+"""Executions: where and how a SkyRL step runs. Placement only, never part of identity.
+
+Cluster and route, host CPU/memory/disk per node, priority, retries, the coordinator's deadline
+and resources, the child job's timeout and the W&B entity. Moving a run to another cluster or
+resizing its hosts keeps its fingerprint; a test proves it.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from rlaunch.skyrl.fields import require_int, require_number, require_str
+from rlaunch.units import parse_size
+
+
+@dataclass(frozen=True, kw_only=True)
+class SkyRLExecution(abc.ABC):
+    """Fields every execution shares; subclasses add their cluster's route."""
+
+    backend: ClassVar[str]
+    cpu: float
+    memory: str
+    disk: str
+    priority: str | None = None
+    max_retries: int = 0
+    coordinator_timeout_hours: float = 24.0
+    job_timeout_seconds: int = 0
+    wandb_entity: str | None = None
+    coordinator_cpu: float = 4.0
+    coordinator_memory: str = "16GB"
+    coordinator_disk: str = "64GB"
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        for name in ("cpu", "coordinator_cpu", "coordinator_timeout_hours"):
+            require_number(owner, name, getattr(self, name))
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{owner}.{name}={getattr(self, name)} must be positive")
+        for name in ("memory", "disk", "coordinator_memory", "coordinator_disk"):
+            parse_size(getattr(self, name), field=f"{owner}.{name}")
+        require_int(owner, "max_retries", self.max_retries)
+        require_int(owner, "job_timeout_seconds", self.job_timeout_seconds)
+        if self.max_retries < 0:
+            raise ValueError(f"{owner}.max_retries={self.max_retries} cannot be negative")
+        if self.job_timeout_seconds < 0:
+            raise ValueError(f"{owner}.job_timeout_seconds={self.job_timeout_seconds} cannot be negative (0 = none)")
+        require_str(owner, "priority", self.priority, allow_none=True)
+        require_str(owner, "wandb_entity", self.wandb_entity, allow_none=True)
+
+    @abc.abstractmethod
+    def route(self) -> tuple[Any, ...]:
+        """What must be the same for every SkyRL step of one main (one coordinator submits them all)."""
+
+    @abc.abstractmethod
+    def placement(self) -> Mapping[str, Any]:
+        """The cluster backend's constructor arguments, written into `cluster.placement`."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalSkyRLExecution(SkyRLExecution):
+    """Processes on this machine through the embedded local backend (sized for a laptop)."""
+
+    backend: ClassVar[str] = "local"
+    cpu: float = 1.0
+    memory: str = "4GB"
+    disk: str = "10GB"
+    coordinator_timeout_hours: float = 2.0
+    coordinator_cpu: float = 1.0
+    coordinator_memory: str = "2GB"
+    coordinator_disk: str = "10GB"
+    jobs_root: str | None = None
+
+    def route(self) -> tuple[Any, ...]:
+        return ("local", self.jobs_root)
+
+    def placement(self) -> Mapping[str, Any]:
+        return {"root": self.jobs_root} if self.jobs_root else {}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RaySkyRLExecution(SkyRLExecution):
+    """An existing Ray cluster through the Ray Jobs API (address from here or $RAY_ADDRESS)."""
+
+    backend: ClassVar[str] = "ray"
+    address: str | None = None
+    working_dir: str | None = "."
+    excludes: tuple[str, ...] = (".git", ".venv", "rlaunch-artifacts", "__pycache__", "*.png")
+    py_executable: str | None = None
+
+    def resolved_address(self) -> str:
+        address = self.address or os.environ.get("RAY_ADDRESS")
+        if not address:
+            raise ValueError("RaySkyRLExecution needs address=... or $RAY_ADDRESS (e.g. http://127.0.0.1:8265)")
+        return address
+
+    def route(self) -> tuple[Any, ...]:
+        return ("ray", self.address or os.environ.get("RAY_ADDRESS"))
+
+    def placement(self) -> Mapping[str, Any]:
+        return {
+            "address": self.resolved_address(),
+            "working_dir": self.working_dir,
+            "excludes": list(self.excludes),
+            "py_executable": self.py_executable,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class IrisSkyRLExecution(SkyRLExecution):
+    """Marin's Iris: a cluster (config), an optional federated target, and per-node resources."""
+
+    backend: ClassVar[str] = "iris"
+    cluster: str
+    cluster_config: str
+    target_cluster: str | None = None
+    parent_cluster_config: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_str("IrisSkyRLExecution", "cluster", self.cluster)
+        require_str("IrisSkyRLExecution", "cluster_config", self.cluster_config)
+        if (self.target_cluster is None) != (self.parent_cluster_config is None):
+            raise ValueError("IrisSkyRLExecution.target_cluster and parent_cluster_config must be set together")
+        if self.target_cluster is not None and self.target_cluster != self.cluster:
+            raise ValueError(
+                f"IrisSkyRLExecution.target_cluster={self.target_cluster!r} must equal cluster={self.cluster!r}"
+            )
+
+    def route(self) -> tuple[Any, ...]:
+        return ("iris", self.parent_cluster_config or self.cluster_config, self.target_cluster)
+
+    def placement(self) -> Mapping[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "cluster_config": self.cluster_config,
+            "target_cluster": self.target_cluster,
+            "parent_cluster_config": self.parent_cluster_config,
+        }

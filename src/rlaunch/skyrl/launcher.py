@@ -1,0 +1,56 @@
+"""The experiment side of the boundary: hand a launch document to the launch host and read its verdict.
+
+The host runs as its own process (`python -m rlaunch launch --config URL`) so that it never
+imports the experiment: the document is its only input. Its stderr is streamed live (runs take
+hours); its stdout carries exactly one JSON result.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections import deque
+from typing import Any
+
+STDERR_TAIL = 30
+
+
+class LaunchFailedError(RuntimeError):
+    pass
+
+
+def launch(document_url: str) -> dict[str, Any]:
+    """Run the host on `document_url`; returns its JSON result (raises when it reports failure)."""
+    command = [sys.executable, "-m", "rlaunch", "launch", "--config", document_url]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    tail: deque[str] = deque(maxlen=STDERR_TAIL)
+    pump = threading.Thread(target=_stream, args=(process.stderr, tail), daemon=True)
+    pump.start()
+    try:
+        stdout = process.stdout.read() if process.stdout else b""
+        code = process.wait()
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+    pump.join()
+    text = stdout.decode("utf-8", errors="replace").strip()
+    if not text:
+        raise LaunchFailedError(f"launch host exited {code} without a result; last stderr lines:\n" + "".join(tail))
+    result = json.loads(text.splitlines()[-1])
+    if code != 0 or result.get("state") not in ("succeeded", "submitted", "prepared"):
+        raise LaunchFailedError(
+            f"RL attempt {result.get('attempt_id')} ended {result.get('state')}: {result.get('failure') or f'host exited {code}'}"
+        )
+    return result
+
+
+def _stream(pipe: Any, tail: deque[str]) -> None:
+    for raw in iter(pipe.readline, b""):
+        line = raw.decode("utf-8", errors="replace")
+        tail.append(line)
+        sys.stderr.write(line)
+        sys.stderr.flush()
+    pipe.close()

@@ -1,0 +1,88 @@
+"""What the plan shows for an RL step, before anything else: the numbers a reviewer checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlaunch.artifacts import storage
+from rlaunch.launch_config.geometry import Geometry
+from rlaunch.launch_config.layout import RunPaths, latest_checkpoint, temporary_root
+from rlaunch.launch_config.recipe import compose, get_path
+from rlaunch.skyrl.execution import SkyRLExecution
+from rlaunch.launch_config.resume import foreign_checkpoint, refusal
+from rlaunch.skyrl.spec import SkyRLSpec
+
+
+def live_paths(spec: SkyRLSpec, prefix: str) -> RunPaths:
+    output = storage.join(prefix, spec.name, spec.version)
+    temp = temporary_root(prefix, spec.name, spec.version, spec.retention.temporary_storage_ttl_days)
+    return RunPaths.derive(output, temp)
+
+
+def resume_refusal(spec: SkyRLSpec, prefix: str) -> str | None:
+    """Why `--run` must be refused because of checkpoints another runtime wrote (None: fine)."""
+    composed, _ = compose(spec.runtime.runtime_profile.base_config(), spec.rendered_recipe())
+    if get_path(composed, "trainer.resume_mode") != "latest":
+        return None
+    paths = live_paths(spec, prefix)
+    info = foreign_checkpoint(paths.checkpoint_root, spec.runtime.source_digest, spec.compatible_checkpoint_digests)
+    return None if info is None else refusal(info, spec.runtime.source_digest)
+
+
+def describe_step(spec: SkyRLSpec, execution: SkyRLExecution, config: dict[str, Any]) -> list[str]:
+    document = config["launch_document"]
+    profile = spec.runtime.runtime_profile
+    composed, _ = compose(profile.base_config(), document["skyrl"])
+    geo = Geometry.from_recipe(composed)
+    plan = spec.topology.role_plan
+    topo = spec.topology
+    prefix = storage.default_prefix()
+    paths = live_paths(spec, prefix)
+    dp = geo.policy_dp or 0
+    per_gpu_mini = geo.per_gpu_mini(dp) if dp else 0
+    unit = "CPU slot" if profile.capabilities.accelerator == "cpu" else topo.gpu_variant
+    rows = [
+        ("runtime", f"{profile.name}  source digest {spec.runtime.source_digest}"),
+        ("entrypoint", f"{spec.entrypoint} -> {profile.entrypoint_module(spec.entrypoint)} (strategy {geo.strategy})"),
+        ("allocation", f"{topo.num_nodes} node(s) x {topo.gpus_per_node} {unit}; per node {execution.cpu:g} CPU, {execution.memory} memory, {execution.disk} disk; backend {execution.backend}"),
+        ("role geometry", _geometry(plan, geo)),
+        ("batch sizes", f"train {plan.train_batch_size} prompts, mini {plan.policy_mini_batch_size}, micro {plan.micro_train_batch_size_per_gpu}/device, {plan.n_samples_per_prompt} samples/prompt"),
+        ("token budget", f"prompt {get_path(composed, 'trainer.max_prompt_length')} + response {get_path(composed, 'generator.sampling_params.max_generate_length')} tokens"),
+        ("model", f"{spec.model.step.identity} (tokenizer revision {spec.model.tokenizer_revision})"),
+    ]
+    for label, sources in (("train data", spec.train_data), ("validation data", spec.validation_data)):
+        rows.append((label, ", ".join(f"{s.step.identity}/{s.relative_path}".rstrip("/") for s in sources) or "none"))
+    rows += [
+        ("outputs", paths.output_path),
+        ("checkpoints", f"{paths.checkpoint_root} (keep {spec.retention.resume_checkpoint_count}, every {get_path(composed, 'trainer.ckpt_interval')} steps, resume_mode {get_path(composed, 'trainer.resume_mode')})"),
+        ("exports", f"{paths.export_root} (export_hf={document['run']['export_hf']})"),
+        ("terminal manifest", paths.terminal_manifest_uri),
+        ("resume", _resume_line(spec, prefix, paths)),
+        ("seed", str(spec.seed)),
+    ]
+    width = max(len(label) for label, _ in rows)
+    lines = [f"{label:<{width}}  {value}" for label, value in rows]
+    ref = "shared with policy" if geo.use_reference else "none (no KL)"
+    rollout = f"{geo.rollout_gpus} ({'shared with policy' if geo.colocate_all else 'dedicated'})"
+    lines += [
+        "derived:",
+        f"  GPUs by role        policy {geo.policy_world}, rollout {rollout}, reference {ref}",
+        f"  policy dp           {geo.policy_dp if geo.policy_dp else 'not divisible'}",
+        f"  per-device mini     {per_gpu_mini} sequences; micro {plan.micro_train_batch_size_per_gpu} -> {per_gpu_mini // plan.micro_train_batch_size_per_gpu if plan.micro_train_batch_size_per_gpu else 0} gradient-accumulation step(s)",
+        f"  per training step   {plan.train_batch_size} prompts, {plan.train_batch_size * plan.n_samples_per_prompt} samples, {plan.train_batch_size // plan.policy_mini_batch_size} optimizer step(s)",
+    ]
+    return lines
+
+
+def _geometry(plan: Any, geo: Geometry) -> str:
+    engines = f"{geo.engines} engine(s) x TP{geo.tp} x PP{geo.pp} x DP{geo.dp} (EP{geo.ep})"
+    placement = "colocated" if geo.colocate_all else "disaggregated"
+    return f"{placement}; policy {geo.policy_nodes} x {geo.policy_gpus_per_node}; rollout {engines}"
+
+
+def _resume_line(spec: SkyRLSpec, prefix: str, paths: RunPaths) -> str:
+    problem = resume_refusal(spec, prefix)
+    if problem:
+        return f"REFUSED: {problem}"
+    info = latest_checkpoint(paths.checkpoint_root)
+    return "no checkpoint yet" if info is None else f"would resume step {info.step} (same runtime digest)"

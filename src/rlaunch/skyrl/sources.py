@@ -1,0 +1,113 @@
+"""Models and data as artifact dependencies, resolved into the launch document's locators.
+
+A model is always an artifact step plus a pinned tokenizer revision; nothing depends on an
+ambient checkpoint path or on whatever happens to be on a worker.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records, storage
+from rlaunch.launch_config.schema import DataInput, ModelInput
+from rlaunch.skyrl.fields import require_str
+
+STAGED_MODELS = "models"
+STAGED_DATA = "data"
+
+
+@dataclass(frozen=True)
+class HfModel(Artifact):
+    """A Hugging Face model directory, with the architecture facts the preflight checks against."""
+
+    num_attention_heads: int | None = None
+    context_length: int | None = None
+    files: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    num_attention_heads: int | None = None
+    context_length: int | None = None
+
+
+def artifact_identity(step: ArtifactStep[Any]) -> str:
+    return f"{step.identity}:{step.fingerprint}"
+
+
+def _stage_name(step: ArtifactStep[Any]) -> str:
+    return posixpath.basename(step.name)
+
+
+@dataclass(frozen=True)
+class ArtifactHfModel:
+    step: ArtifactStep[Any]
+    tokenizer_revision: str
+    relative_path: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.step, ArtifactStep):
+            raise TypeError(f"ArtifactHfModel.step must be an ArtifactStep, got {self.step!r}")
+        require_str("ArtifactHfModel", "tokenizer_revision", self.tokenizer_revision)
+        if self.relative_path is not None:
+            _check_relative("ArtifactHfModel.relative_path", self.relative_path)
+
+    def deps(self) -> tuple[ArtifactStep[Any], ...]:
+        return (self.step,)
+
+    def stored_facts(self, prefix: str | None = None) -> ModelFacts:
+        """Architecture facts from the model step's stored record, when it has been built."""
+        record = records.read_record(self.step.path(prefix))
+        result = (record or {}).get("result") or {}
+        return ModelFacts(result.get("num_attention_heads"), result.get("context_length"))
+
+    def locator(self, ctx: StepContext) -> ModelInput:
+        root = ctx.artifact_path(self.step)
+        facts = ModelFacts()
+        uri = root
+        if not ctx.is_fingerprint:
+            value = ctx.resolved(self.step)
+            facts = ModelFacts(getattr(value, "num_attention_heads", None), getattr(value, "context_length", None))
+            exported = getattr(value, "hf_model_uri", None)
+            if self.relative_path is None and exported:
+                uri = exported
+        if self.relative_path:
+            uri = storage.join(root, self.relative_path)
+        return ModelInput(
+            uri=uri,
+            identity=f"<{self.step.identity}>" if ctx.is_fingerprint else artifact_identity(self.step),
+            local_path=f"{STAGED_MODELS}/{_stage_name(self.step)}",
+            tokenizer_revision=self.tokenizer_revision,
+            num_attention_heads=facts.num_attention_heads,
+            context_length=facts.context_length,
+        )
+
+
+@dataclass(frozen=True)
+class ArtifactDataSource:
+    step: ArtifactStep[Any]
+    relative_path: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.step, ArtifactStep):
+            raise TypeError(f"ArtifactDataSource.step must be an ArtifactStep, got {self.step!r}")
+        if self.relative_path:
+            _check_relative("ArtifactDataSource.relative_path", self.relative_path)
+
+    def deps(self) -> tuple[ArtifactStep[Any], ...]:
+        return (self.step,)
+
+    def locator(self, ctx: StepContext) -> DataInput:
+        return DataInput(
+            uri=ctx.artifact_path(self.step),
+            identity=f"<{self.step.identity}>" if ctx.is_fingerprint else artifact_identity(self.step),
+            local_path=f"{STAGED_DATA}/{_stage_name(self.step)}",
+            relative_path=self.relative_path,
+        )
+
+
+def _check_relative(field_name: str, value: str) -> None:
+    if not isinstance(value, str) or value.startswith("/") or "://" in value or ".." in value.split("/"):
+        raise ValueError(f"{field_name}={value!r} must be a relative path inside the artifact (no '/', '..' or scheme)")

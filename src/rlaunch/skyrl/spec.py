@@ -1,0 +1,81 @@
+"""`SkyRLSpec`: the identity of an RL run. Constructing one runs the whole preflight."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from rlaunch.artifacts import ArtifactStep
+from rlaunch.artifacts.identity import validate_name, validate_version
+from rlaunch.skyrl.errors import PreflightError
+from rlaunch.skyrl.fields import require_int, require_str
+from rlaunch.skyrl.preflight import check_plan
+from rlaunch.skyrl.recipe import entrypoint_of, parse_config_yaml, render_recipe
+from rlaunch.skyrl.retention import SkyRLRetentionPolicy
+from rlaunch.skyrl.role_plan import SkyRLTopology
+from rlaunch.skyrl.runtime import SkyRLRuntime
+from rlaunch.skyrl.sources import ArtifactDataSource, ArtifactHfModel
+
+
+@dataclass(frozen=True, kw_only=True)
+class SkyRLSpec:
+    """Everything that decides what an RL run computes, and nothing about where it runs.
+
+    `compatible_checkpoint_digests` declares runtime digests whose checkpoints this run may
+    resume (after compatibility was established); by default a resume across a runtime change
+    is refused.
+    """
+
+    name: str
+    version: str
+    config_yaml: str
+    runtime: SkyRLRuntime
+    model: ArtifactHfModel
+    train_data: tuple[ArtifactDataSource, ...]
+    validation_data: tuple[ArtifactDataSource, ...] = ()
+    topology: SkyRLTopology
+    retention: SkyRLRetentionPolicy = SkyRLRetentionPolicy()
+    seed: int
+    compatible_checkpoint_digests: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        validate_name(self.name, field="SkyRLSpec.name")
+        validate_version(self.version, field="SkyRLSpec.version")
+        require_int("SkyRLSpec", "seed", self.seed)
+        for field_name, kind in (("runtime", SkyRLRuntime), ("model", ArtifactHfModel), ("topology", SkyRLTopology), ("retention", SkyRLRetentionPolicy)):
+            if not isinstance(getattr(self, field_name), kind):
+                raise TypeError(f"SkyRLSpec.{field_name} must be a {kind.__name__}, got {getattr(self, field_name)!r}")
+        for field_name in ("train_data", "validation_data", "compatible_checkpoint_digests"):
+            object.__setattr__(self, field_name, tuple(getattr(self, field_name)))
+        if not self.train_data:
+            raise ValueError("SkyRLSpec.train_data needs at least one ArtifactDataSource")
+        for source in (*self.train_data, *self.validation_data):
+            if not isinstance(source, ArtifactDataSource):
+                raise TypeError(f"SkyRLSpec data sources must be ArtifactDataSource, got {source!r}")
+        for digest in self.compatible_checkpoint_digests:
+            require_str("SkyRLSpec", "compatible_checkpoint_digests[]", digest)
+        violations = check_plan(self.topology, self.recipe, self.runtime.runtime_profile, seed=self.seed, model=self.model.stored_facts())
+        if violations:
+            raise PreflightError.combine(violations)
+
+    @functools.cached_property
+    def recipe(self) -> dict[str, Any]:
+        """The recipe as written (sparse), parsed from `config_yaml`."""
+        return parse_config_yaml(self.config_yaml)
+
+    @property
+    def entrypoint(self) -> str:
+        return entrypoint_of(self.recipe)
+
+    def rendered_recipe(self) -> dict[str, Any]:
+        """The recipe with the role plan, strategy and seed rendered in: the launch document's `skyrl`."""
+        return render_recipe(self.recipe, self.topology.role_plan, self.runtime.runtime_profile, self.seed)
+
+    def deps(self) -> tuple[ArtifactStep[Any], ...]:
+        """Model then data steps, deduplicated in order."""
+        seen: dict[int, ArtifactStep[Any]] = {}
+        for source in (self.model, *self.train_data, *self.validation_data):
+            for step in source.deps():
+                seen.setdefault(id(step), step)
+        return tuple(seen.values())

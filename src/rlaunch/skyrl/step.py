@@ -1,0 +1,143 @@
+"""`skyrl_step`: an RL run as one artifact step whose config is the rendered launch document."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records, storage
+from rlaunch.cluster.protocol import JOB_ID_ENV
+from rlaunch.launch_config import schema
+from rlaunch.launch_config.layout import attempt_dir
+from rlaunch.launch_config.recipe import compose, get_path
+from rlaunch.launch_config.run_record import update_attempt
+from rlaunch.skyrl import launcher
+from rlaunch.skyrl.errors import PreflightError
+from rlaunch.skyrl.execution import SkyRLExecution
+from rlaunch.skyrl.render import render_document
+from rlaunch.skyrl.spec import SkyRLSpec
+
+EXECUTION_ARG = "skyrl_execution"
+DOCUMENT_FILE = "launch.yaml"
+
+
+@dataclass(frozen=True)
+class SkyRLRun(Artifact):
+    """What an RL step records: where the run's outputs are and which jobs produced them."""
+
+    state: str = "succeeded"
+    hf_model_uri: str | None = None
+    global_step: int | None = None
+    checkpoint_root: str = ""
+    terminal_manifest_uri: str = ""
+    attempt_id: str = ""
+    coordinator_job_id: str | None = None
+    child_job_id: str | None = None
+    backend: str = ""
+    runtime_profile: str = ""
+    runtime_digest: str = ""
+    topology: dict[str, Any] = field(default_factory=dict)
+    tokenizer_revision: str = ""
+
+
+@dataclass(frozen=True, eq=False)
+class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
+    """An RL step: an ArtifactStep that also keeps its spec and execution for the launcher's checks."""
+
+    spec: SkyRLSpec | None = None
+    execution: SkyRLExecution | None = None
+
+    def __repr__(self) -> str:
+        return f"SkyRLArtifactStep({self.identity})"
+
+
+def skyrl_step(spec: SkyRLSpec, execution: SkyRLExecution, export_hf: bool = False) -> SkyRLArtifactStep:
+    if not isinstance(spec, SkyRLSpec):
+        raise TypeError(f"skyrl_step needs a SkyRLSpec, got {spec!r}")
+    if not isinstance(execution, SkyRLExecution):
+        raise TypeError(f"skyrl_step needs an execution (LocalSkyRLExecution, RaySkyRLExecution, IrisSkyRLExecution), got {execution!r}")
+    _check_execution(spec, execution)
+
+    def build_config(ctx: StepContext) -> dict[str, Any]:
+        placement = None if ctx.is_fingerprint else ctx.runtime_arg(EXECUTION_ARG)
+        attempt = "<attempt_id>" if ctx.is_fingerprint else uuid.uuid4().hex[:12]
+        return {
+            "artifact": {"name": spec.name, "version": spec.version},
+            "topology": dataclasses.asdict(spec.topology),
+            "launch_document": render_document(spec, placement, ctx, attempt_id=attempt, export_hf=export_hf),
+        }
+
+    from rlaunch.skyrl.plan_view import describe_step
+
+    return SkyRLArtifactStep(
+        name=spec.name,
+        version=spec.version,
+        artifact_type=SkyRLRun,
+        run=run_skyrl,
+        build_config=build_config,
+        deps=spec.deps(),
+        runtime_args={EXECUTION_ARG: execution},
+        describe=lambda config: describe_step(spec, execution, config),
+        spec=spec,
+        execution=execution,
+    )
+
+
+def _check_execution(spec: SkyRLSpec, execution: SkyRLExecution) -> None:
+    composed, _ = compose(spec.runtime.runtime_profile.base_config(), spec.rendered_recipe())
+    if get_path(composed, "trainer.logger") == "wandb" and not execution.wandb_entity:
+        raise PreflightError(
+            "explicit.wandb_entity",
+            ["execution.wandb_entity"],
+            "trainer.logger is wandb but the execution names no W&B entity",
+            f"set {type(execution).__name__}(wandb_entity=...) or use logger: console",
+        )
+
+
+def run_skyrl(config: dict[str, Any]) -> SkyRLRun:
+    """Record the request, write the launch document beside the attempt and hand it to the host."""
+    document = schema.from_dict(config["launch_document"])
+    art, run = document.artifacts, document.run
+    url = storage.join(attempt_dir(art.attempts_root, run.attempt_id), DOCUMENT_FILE)
+    storage.write_text_atomic(url, schema.dumps(document))
+    status = records.read_status(art.output_path) or {}
+    update_attempt(art.output_path, run.id, run.attempt_id, {
+        "state": "launching",
+        "artifact": f"{config['artifact']['name']}@{config['artifact']['version']}",
+        "fingerprint": status.get("fingerprint"),
+        "coordinator_job_id": os.environ.get(JOB_ID_ENV),
+        "backend": document.cluster.backend,
+        "placement": dict(document.cluster.placement),
+        "runtime_profile": document.runtime.profile,
+        "runtime_digest": document.runtime.source_digest,
+        "topology": config["topology"],
+        "argv": records.redact_argv(list(sys.argv)),
+        "launch_document_uri": url,
+        "submitted_at": records.utc_now(),
+    })  # fmt: skip
+    try:
+        result = launcher.launch(url)
+    except launcher.LaunchFailedError as exc:
+        update_attempt(art.output_path, run.id, run.attempt_id, {"state": "failed", "failure": str(exc)})
+        raise
+    model = result.get("model") or {}
+    return SkyRLRun(
+        path=document.artifacts.output_path,
+        state=result["state"],
+        hf_model_uri=model.get("policy_export_uri"),
+        global_step=model.get("global_step", result.get("global_step")),
+        checkpoint_root=document.artifacts.checkpoint_root,
+        terminal_manifest_uri=document.artifacts.terminal_manifest_uri,
+        attempt_id=document.run.attempt_id,
+        coordinator_job_id=result.get("coordinator_job_id"),
+        child_job_id=result.get("child_job_id"),
+        backend=document.cluster.backend,
+        runtime_profile=document.runtime.profile,
+        runtime_digest=document.runtime.source_digest,
+        topology=config["topology"],
+        tokenizer_revision=document.inputs.model.tokenizer_revision,
+    )

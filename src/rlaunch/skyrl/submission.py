@@ -1,0 +1,21 @@
+"""Checks that need this environment or storage, run right before a coordinator is submitted."""
+
+from __future__ import annotations
+
+import os
+
+from rlaunch.launch_config.recipe import compose, get_path
+from rlaunch.skyrl.plan_view import resume_refusal
+from rlaunch.skyrl.spec import SkyRLSpec
+
+
+def submission_problems(spec: SkyRLSpec, prefix: str) -> list[str]:
+    """Reasons `--run` must not submit `spec` (empty when it may)."""
+    problems = []
+    refusal = resume_refusal(spec, prefix)
+    if refusal:
+        problems.append(f"{spec.name}@{spec.version}: {refusal}")
+    composed, _ = compose(spec.runtime.runtime_profile.base_config(), spec.rendered_recipe())
+    if get_path(composed, "trainer.logger") == "wandb" and not os.environ.get("WANDB_API_KEY"):
+        problems.append(f"{spec.name}@{spec.version}: trainer.logger is wandb but WANDB_API_KEY is not set here, so it cannot be forwarded")
+    return problems

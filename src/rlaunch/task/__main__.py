@@ -1,0 +1,3 @@
+from rlaunch.task.bootstrap import main
+
+main()

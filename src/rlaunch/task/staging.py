@@ -1,0 +1,106 @@
+"""Stage an artifact directory to a task-local path, verifying what was copied.
+
+The source artifact's record must carry the identity (name@version and fingerprint) the launch
+document expects, every file is copied through fsspec and, when the record lists checksums,
+verified by sha256. The copy lands in a temporary directory and is renamed into place, so a
+half-staged input is never used; an already staged, matching input is reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+
+from rlaunch.artifacts import records, storage
+
+MANIFEST = ".rlaunch-staged.json"
+_RECORD_SEARCH_DEPTH = 6
+
+
+class StagingError(RuntimeError):
+    pass
+
+
+def find_record(uri: str) -> dict | None:
+    """The artifact record at `uri` or the nearest one above it (an export inside an RL artifact)."""
+    current = uri.rstrip("/")
+    for _ in range(_RECORD_SEARCH_DEPTH):
+        record = records.read_record(current)
+        if record is not None:
+            return record
+        parent = current.rsplit("/", 1)[0]
+        if parent == current or not parent or parent.endswith(":/"):
+            return None
+        current = parent
+    return None
+
+
+def verify_identity(uri: str, identity: str) -> dict:
+    record = find_record(uri)
+    if record is None:
+        raise StagingError(f"{uri} has no artifact record; it is not the artifact {identity}")
+    expected_name, _, fingerprint = identity.partition(":")
+    actual = f"{record.get('name')}@{record.get('version')}"
+    if actual != expected_name or (fingerprint and record.get("fingerprint") != fingerprint):
+        raise StagingError(
+            f"{uri} holds {actual}:{str(record.get('fingerprint'))[:12]} but the launch document expects {identity[:80]}; "
+            "the input changed since the document was rendered"
+        )
+    return record
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def stage(uri: str, identity: str, target: str, progress: Callable[[str], None]) -> str:
+    """Copy the artifact directory at `uri` to local `target`; returns `target`."""
+    record = verify_identity(uri, identity)
+    expected = (record.get("result") or {}).get("files") or {}
+    manifest_path = os.path.join(target, MANIFEST)
+    if os.path.exists(manifest_path):
+        with open(manifest_path, encoding="utf-8") as handle:
+            if json.load(handle).get("identity") == identity:
+                progress(f"staging {identity.split(':')[0]}: already staged at {target}")
+                return target
+    fs, root = storage.filesystem(uri)
+    files = [p for p in fs.find(root) if not os.path.basename(p).startswith(".")]
+    if not files:
+        raise StagingError(f"{uri} holds no files to stage")
+    tmp = f"{target}.staging-{uuid.uuid4().hex[:8]}"
+    os.makedirs(tmp)
+    total = 0
+    try:
+        for i, remote in enumerate(sorted(files), 1):
+            rel = os.path.relpath(remote, root)
+            local = os.path.join(tmp, rel)
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            fs.get_file(remote, local)
+            total += os.path.getsize(local)
+            if rel in expected and sha256_file(local) != expected[rel]:
+                raise StagingError(f"{uri}/{rel} does not match the sha256 its artifact record lists")
+            if i == len(files) or i % 20 == 0:
+                progress(f"staging {identity.split(':')[0]}: {i}/{len(files)} files, {total / 1e6:.1f} MB")
+        missing = sorted(set(expected) - {os.path.relpath(f, root) for f in files})
+        if missing:
+            raise StagingError(f"{uri} lacks files its artifact record lists: {missing}")
+        with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as handle:
+            json.dump({"uri": uri, "identity": identity, "files": len(files), "bytes": total}, handle)
+        if os.path.exists(target):
+            shutil.rmtree(target)
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        os.rename(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp)
+    checked = f", {len(expected)} checksum(s) verified" if expected else ""
+    progress(f"staged {identity.split(':')[0]} -> {target}{checked}")
+    return target

@@ -1,0 +1,88 @@
+"""`--version` and `--override NAME=VERSION` reach builders through a build context."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlaunch.artifacts import (
+    BuildContext,
+    InvalidIdentityError,
+    VersionCodex,
+    build_context,
+    current_build_context,
+    resolve_version,
+)
+
+
+def _ctx(default="2026.11.30", **overrides) -> BuildContext:
+    return BuildContext(VersionCodex(default, {k.replace("__", "/"): v for k, v in overrides.items()}))
+
+
+def test_resolve_version_uses_the_run_default():
+    with build_context(_ctx()):
+        assert resolve_version("models/tiny", None) == "2026.11.30"
+
+
+def test_resolve_version_uses_an_override_for_that_name():
+    ctx = _ctx(data__toy="2026.11.29")
+    with build_context(ctx):
+        assert resolve_version("data/toy", None) == "2026.11.29"
+        assert resolve_version("models/tiny", None) == "2026.11.30"
+    assert ctx.versions.unused_overrides() == []
+
+
+def test_an_explicit_version_in_code_wins_over_overrides_and_default():
+    ctx = _ctx(data__toy="2026.11.29")
+    with build_context(ctx):
+        assert resolve_version("data/toy", "2025.01.01") == "2025.01.01"
+        assert resolve_version("other", "alice-dev") == "alice-dev"
+    assert ctx.versions.unused_overrides() == ["data/toy"]
+
+
+def test_an_explicit_version_is_still_validated():
+    with pytest.raises(InvalidIdentityError, match="version of data/toy"):
+        resolve_version("data/toy", "v1")
+
+
+def test_unconsulted_overrides_are_reported_by_name():
+    ctx = _ctx(data__toy="2026.11.29", modle="dev")
+    with build_context(ctx):
+        resolve_version("data/toy", None)
+    assert ctx.versions.unused_overrides() == ["modle"]
+
+
+def test_without_a_context_a_version_must_be_given():
+    assert current_build_context() is None
+    with pytest.raises(ValueError, match="models/tiny"):
+        resolve_version("models/tiny", None)
+    assert resolve_version("models/tiny", "dev") == "dev"
+
+
+@pytest.mark.parametrize(("default", "overrides"), [("v1", {}), ("2026.11.30", {"a": "llama3"})])
+def test_the_codex_validates_every_version(default, overrides):
+    with pytest.raises(InvalidIdentityError, match="YYYY.MM.DD"):
+        VersionCodex(default, overrides)
+
+
+def test_nested_contexts_restore_on_exit():
+    outer, inner = _ctx("2026.11.30"), _ctx("alice-dev")
+    with build_context(outer):
+        with build_context(inner):
+            assert current_build_context() is inner
+            assert resolve_version("a", None) == "alice-dev"
+        assert current_build_context() is outer
+        assert resolve_version("a", None) == "2026.11.30"
+    assert current_build_context() is None
+
+
+def test_nested_contexts_restore_when_the_body_raises():
+    outer = _ctx("2026.11.30")
+    with build_context(outer):
+        with pytest.raises(RuntimeError, match="builder broke"):
+            with build_context(_ctx("dev")):
+                raise RuntimeError("builder broke")
+        assert current_build_context() is outer
+    with pytest.raises(KeyError):
+        with build_context(outer):
+            raise KeyError("x")
+    assert current_build_context() is None

@@ -1,0 +1,85 @@
+"""A launchable RL experiment on the `test-marker` runtime: the real coordinator/host/child path
+in seconds. Needs RLAUNCH_RUNTIME_PLUGINS=tests.plugins.marker_runtime.
+
+    python -m tests.experiments.marker --version 2026.11.30 --run [--scenario ok] [--replicas 1]
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from rlaunch.artifacts import ArtifactStep, Directory, resolve_version, storage
+from rlaunch.cli import rl_build_options
+from rlaunch.skyrl import (
+    ArtifactDataSource,
+    ArtifactHfModel,
+    HfModel,
+    LocalSkyRLExecution,
+    SkyRLRolePlan,
+    SkyRLRuntime,
+    SkyRLSpec,
+    SkyRLTopology,
+    skyrl_step,
+)
+
+RECIPE = """
+trainer:
+  max_training_steps: %(steps)d
+  max_prompt_length: 32
+  ckpt_interval: 2
+  hf_save_interval: -1
+  resume_mode: latest
+  logger: console
+generator:
+  sampling_params: {max_generate_length: 8}
+environment:
+  env_class: %(scenario)s
+"""
+
+
+def write_model(config: dict[str, Any]) -> HfModel:
+    files = {"config.json": json.dumps({"num_attention_heads": 4, "max_position_embeddings": 128}), "tokenizer.json": "{}"}
+    for name, text in files.items():
+        storage.write_text_atomic(storage.join(config["output_path"], name), text)
+    return HfModel(path=config["output_path"], num_attention_heads=4, context_length=128)
+
+
+def write_data(config: dict[str, Any]) -> Directory:
+    rows = [{"prompt": [{"role": "user", "content": f"What is {i} + 1?"}], "reward_spec": {"ground_truth": str(i + 1)}} for i in range(8)]
+    storage.write_text_atomic(storage.join(config["output_path"], "train.jsonl"), "\n".join(map(json.dumps, rows)) + "\n")
+    return Directory(path=config["output_path"])
+
+
+@click.command()
+@click.option("--scenario", default="ok", show_default=True)
+@click.option("--steps", default=4, show_default=True)
+@click.option("--replicas", default=1, show_default=True, help="Nodes of the child gang (1 device slot each).")
+@click.option("--export/--no-export", default=True)
+@rl_build_options
+def main(scenario: str, steps: int, replicas: int, export: bool) -> ArtifactStep:
+    model = ArtifactStep(name="marker/model", version=resolve_version("marker/model", None), artifact_type=HfModel, run=write_model, build_config=lambda ctx: {"output_path": ctx.output_path})
+    data = ArtifactStep(name="marker/data", version=resolve_version("marker/data", None), artifact_type=Directory, run=write_data, build_config=lambda ctx: {"output_path": ctx.output_path})
+    plan = SkyRLRolePlan(
+        colocate_all=True, policy_num_nodes=replicas, policy_num_gpus_per_node=1, num_inference_engines=replicas,
+        inference_engine_tensor_parallel_size=1, inference_engine_pipeline_parallel_size=1,
+        inference_engine_data_parallel_size=1, inference_engine_expert_parallel_size=1,
+        train_batch_size=2, policy_mini_batch_size=2, micro_train_batch_size_per_gpu=1, n_samples_per_prompt=2,
+    )  # fmt: skip
+    spec = SkyRLSpec(
+        name="marker/rl",
+        version=resolve_version("marker/rl", None),
+        config_yaml=RECIPE % {"steps": steps, "scenario": scenario},
+        runtime=SkyRLRuntime("test-marker"),
+        model=ArtifactHfModel(model, tokenizer_revision="marker-rev"),
+        train_data=(ArtifactDataSource(data, "train.jsonl"),),
+        topology=SkyRLTopology(num_nodes=replicas, gpus_per_node=1, gpu_variant="cpu", role_plan=plan),
+        seed=7,
+    )
+    return skyrl_step(spec, LocalSkyRLExecution(memory="1GB", disk="1GB", coordinator_memory="1GB", coordinator_disk="1GB"), export_hf=export)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""`run(skyrl)` for the test-marker runtime.
+
+`environment.env_class` picks the scenario: `ok` (default), `fail_at_<N>` (exit 3 after step
+N-1), `no_steps` (loads the model, never steps), `wrong_model` (records loading another path),
+`slow` (half a second per step). Records follow the trl-cpu layout: model_load.json,
+metrics.jsonl, joined/trainer-rank-0.json, checkpoints with a latest marker, an HF-shaped export.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import sys
+import time
+
+import yaml
+
+
+def _write(path: str, payload: object) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(payload, handle)
+    os.replace(tmp, path)
+
+
+def _get(tree: dict, dotted: str):  # noqa: ANN202 - plain data lookup
+    for part in dotted.split("."):
+        tree = tree[part]
+    return tree
+
+
+def run(skyrl: dict) -> int:
+    attempt = os.environ["RLAUNCH_ATTEMPT_DIR"]
+    digest = os.environ["RLAUNCH_RUNTIME_DIGEST"]
+    scenario = _get(skyrl, "environment.env_class")
+    model = _get(skyrl, "trainer.policy.model.path")
+    ckpt_root, export_root = _get(skyrl, "trainer.ckpt_path"), _get(skyrl, "trainer.export_path")
+    final_step = _get(skyrl, "trainer.max_training_steps") or 2
+    interval, keep = _get(skyrl, "trainer.ckpt_interval"), _get(skyrl, "trainer.max_ckpts_to_keep")
+    _write(f"{attempt}/joined/trainer-rank-0.json", {"rank": 0, "world_size": 1, "host": socket.gethostname(), "pid": os.getpid(), "time": time.time()})
+    loaded = "/elsewhere/model" if scenario == "wrong_model" else os.path.realpath(model)
+    _write(f"{attempt}/model_load.json", {"configured_path": model, "loaded_path": loaded, "identity": os.environ.get("RLAUNCH_MODEL_IDENTITY"), "time": time.time()})
+    _write(f"{attempt}/marker.json", {"skyrl": skyrl, "model_files": sorted(os.listdir(model)), "data": _get(skyrl, "data.train_data")})
+    if scenario == "no_steps":
+        time.sleep(1.0)
+        return 0
+    start = 0
+    latest = os.path.join(ckpt_root, "latest")
+    if _get(skyrl, "trainer.resume_mode") == "latest" and os.path.exists(latest):
+        with open(latest, encoding="utf-8") as handle:
+            start = int(handle.read().strip())
+    for step in range(start + 1, final_step + 1):
+        if scenario == f"fail_at_{step}":
+            print(f"scenario {scenario}: failing at step {step}", file=sys.stderr)
+            return 3
+        time.sleep(0.5 if scenario == "slow" else 0.05)
+        with open(f"{attempt}/metrics.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"step": step, "loss": 1.0 / step, "reward_mean": step / final_step, "reward_std": 0.1, "kl": 0.01 * step, "learning_rate": 1e-3, "time": time.time()}) + "\n")
+        if step % interval == 0 or step == final_step:
+            directory = os.path.join(ckpt_root, f"global_step_{step}")
+            _write(os.path.join(directory, "rlaunch_checkpoint.json"), {"global_step": step, "runtime_digest": digest})
+            with open(f"{latest}.tmp", "w", encoding="utf-8") as handle:
+                handle.write(str(step))
+            os.replace(f"{latest}.tmp", latest)
+            steps = sorted(int(n.split("_")[-1]) for n in os.listdir(ckpt_root) if n.startswith("global_step_"))
+            for old in steps[:-keep] if keep > 0 else []:
+                shutil.rmtree(os.path.join(ckpt_root, f"global_step_{old}"))
+    if _get(skyrl, "trainer.export_hf_artifact"):
+        export = os.path.join(export_root, f"global_step_{final_step}", "policy")
+        os.makedirs(export, exist_ok=True)
+        for name in ("config.json", "tokenizer.json"):
+            shutil.copy(os.path.join(model, name), os.path.join(export, name))
+        with open(os.path.join(export, "model.safetensors"), "wb") as handle:
+            handle.write(b"marker-weights")
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", required=True)
+    args = parser.parse_args()
+    with open(args.config, encoding="utf-8") as handle:
+        document = yaml.safe_load(handle)
+    sys.exit(run(document["skyrl"]))
+
+
+if __name__ == "__main__":
+    main()

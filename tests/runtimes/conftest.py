@@ -1,0 +1,70 @@
+"""Session fixtures for runtime tests: the real trl-cpu environment and tiny assets built in it.
+
+The environment is built from the profile's lock with `ensure_environment`, under
+`$RLAUNCH_RUNTIME_CACHE` when set (CI points it at a shared folder), else under a folder beside
+pytest's numbered base temp (`/tmp/pytest-of-<user>/rlaunch-runtime-cache`), so later sessions
+reuse it; with an explicit `--basetemp` it goes inside that base temp. The first build takes
+about 1.5 minutes; later ones are instant.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from rlaunch.runtimes.environment import CACHE_ENV, ensure_environment
+from rlaunch.runtimes.registry import get_profile
+
+from .helpers import run_module
+
+
+def _cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    configured = os.environ.get(CACHE_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    base = tmp_path_factory.getbasetemp()
+    if re.fullmatch(r"pytest-\d+", base.name):
+        return base.parent / "rlaunch-runtime-cache"
+    return base / "rlaunch-runtime-cache"
+
+
+@pytest.fixture(scope="session")
+def trl_env(tmp_path_factory: pytest.TempPathFactory):
+    messages: list[str] = []
+    started = time.monotonic()
+
+    def progress(message: str) -> None:
+        messages.append(message)
+        print(f"[{time.monotonic() - started:5.1f}s] {message}", flush=True)
+
+    env = ensure_environment(get_profile("trl-cpu"), progress=progress, cache=_cache_dir(tmp_path_factory))
+    env_messages = list(messages)
+    return env, env_messages
+
+
+@pytest.fixture(scope="session")
+def tiny_assets(trl_env, tmp_path_factory: pytest.TempPathFactory):
+    env, _ = trl_env
+    root = tmp_path_factory.mktemp("tiny-assets")
+    tok = run_module(env, "rlaunch_trl_cpu.tiny", ["tokenizer", "--out", str(root / "tokenizer"), "--seed", "3"])
+    model = run_module(
+        env,
+        "rlaunch_trl_cpu.tiny",
+        ["model", "--tokenizer", str(root / "tokenizer"), "--out", str(root / "model"), "--seed", "3"],
+    )
+    data = run_module(
+        env, "rlaunch_trl_cpu.tiny", ["data", "--out", str(root / "data" / "train.jsonl"), "--rows", "32", "--seed", "3"]
+    )
+    return {
+        "root": root,
+        "tokenizer": root / "tokenizer",
+        "model": root / "model",
+        "data": root / "data" / "train.jsonl",
+        "tokenizer_info": tok,
+        "model_info": model,
+        "data_info": data,
+    }

@@ -1,0 +1,247 @@
+"""Builders for role plans, topologies, recipes and specs used across the RL configuration tests.
+
+Every builder starts from a shape that passes the preflight and takes keyword overrides, so a test
+changes exactly the number its rule is about.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import yaml
+
+from rlaunch.artifacts import ArtifactStep, Directory
+from rlaunch.skyrl import (
+    ArtifactDataSource,
+    ArtifactHfModel,
+    HfModel,
+    IrisSkyRLExecution,
+    LocalSkyRLExecution,
+    PreflightError,
+    SkyRLRetentionPolicy,
+    SkyRLRolePlan,
+    SkyRLRuntime,
+    SkyRLSpec,
+    SkyRLTopology,
+    check_plan,
+)
+
+DAY = "2026.11.30"
+REVISION = "9c925d64d72725edaf899c6cb9c377fd0709d9c5"
+
+# The explicit settings a reviewer expects in every GPU recipe (console logging: no W&B needed).
+BASE_RECIPE: dict[str, Any] = {
+    "trainer": {
+        "algorithm": {"advantage_estimator": "grpo", "use_kl_loss": True},
+        "max_prompt_length": 1024,
+        "ckpt_interval": 20,
+        "hf_save_interval": -1,
+        "resume_mode": "latest",
+        "logger": "console",
+    },
+    "generator": {"sampling_params": {"max_generate_length": 3072}},
+}
+
+WANDB_RECIPE: dict[str, Any] = {
+    **BASE_RECIPE,
+    "trainer": {**BASE_RECIPE["trainer"], "logger": "wandb", "project_name": "gsm8k-grpo"},
+}
+
+
+def merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    """`overlay` laid over a copy of `base`, mapping by mapping (a `None` value removes the key)."""
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in base.items()}
+    for key, value in overlay.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def recipe(**sections: Any) -> dict[str, Any]:
+    """BASE_RECIPE with `sections` merged in (e.g. recipe(trainer={"strategy": "megatron"}))."""
+    return merge(BASE_RECIPE, sections)
+
+
+def without(tree: dict[str, Any], dotted: str) -> dict[str, Any]:
+    """A copy of `tree` without the key at `dotted`."""
+    head, _, rest = dotted.partition(".")
+    out = dict(tree)
+    if not rest:
+        out.pop(head, None)
+    else:
+        out[head] = without(out[head], rest)
+    return out
+
+
+def to_yaml(tree: dict[str, Any]) -> str:
+    return yaml.safe_dump(tree, sort_keys=False)
+
+
+def plan(**overrides: Any) -> SkyRLRolePlan:
+    """1 node x 8 GPUs, colocated, 8 engines TP1: a valid small GPU plan."""
+    values: dict[str, Any] = dict(
+        colocate_all=True,
+        policy_num_nodes=1,
+        policy_num_gpus_per_node=8,
+        num_inference_engines=8,
+        inference_engine_tensor_parallel_size=1,
+        inference_engine_pipeline_parallel_size=1,
+        inference_engine_data_parallel_size=1,
+        inference_engine_expert_parallel_size=1,
+        train_batch_size=64,
+        policy_mini_batch_size=32,
+        micro_train_batch_size_per_gpu=2,
+        n_samples_per_prompt=8,
+    )
+    values.update(overrides)
+    return SkyRLRolePlan(**values)
+
+
+def seed_plan(**overrides: Any) -> SkyRLRolePlan:
+    """The seed's 64-GPU plan: policy 4x8, 4 disaggregated engines TP1 DP8."""
+    values: dict[str, Any] = dict(
+        colocate_all=False,
+        policy_num_nodes=4,
+        policy_num_gpus_per_node=8,
+        num_inference_engines=4,
+        inference_engine_tensor_parallel_size=1,
+        inference_engine_pipeline_parallel_size=1,
+        inference_engine_data_parallel_size=8,
+        inference_engine_expert_parallel_size=1,
+        train_batch_size=256,
+        policy_mini_batch_size=64,
+        micro_train_batch_size_per_gpu=2,
+        n_samples_per_prompt=8,
+    )
+    values.update(overrides)
+    return SkyRLRolePlan(**values)
+
+
+def topology(role_plan: SkyRLRolePlan | None = None, *, num_nodes: int = 1, gpus_per_node: int = 8, gpu_variant: str = "H100") -> SkyRLTopology:
+    return SkyRLTopology(num_nodes=num_nodes, gpus_per_node=gpus_per_node, gpu_variant=gpu_variant, role_plan=role_plan or plan())
+
+
+def seed_topology(**plan_overrides: Any) -> SkyRLTopology:
+    return SkyRLTopology(num_nodes=8, gpus_per_node=8, gpu_variant="H100", role_plan=seed_plan(**plan_overrides))
+
+
+def cpu_plan(**overrides: Any) -> SkyRLRolePlan:
+    """The CPU smoke's plan: one slot, colocated, 4 prompts x 4 samples."""
+    values: dict[str, Any] = dict(
+        colocate_all=True,
+        policy_num_nodes=1,
+        policy_num_gpus_per_node=1,
+        num_inference_engines=1,
+        inference_engine_tensor_parallel_size=1,
+        inference_engine_pipeline_parallel_size=1,
+        inference_engine_data_parallel_size=1,
+        inference_engine_expert_parallel_size=1,
+        train_batch_size=4,
+        policy_mini_batch_size=4,
+        micro_train_batch_size_per_gpu=4,
+        n_samples_per_prompt=4,
+    )
+    values.update(overrides)
+    return SkyRLRolePlan(**values)
+
+
+def cpu_topology(role_plan: SkyRLRolePlan | None = None, *, num_nodes: int = 1, gpus_per_node: int = 1, gpu_variant: str = "cpu") -> SkyRLTopology:
+    return SkyRLTopology(num_nodes=num_nodes, gpus_per_node=gpus_per_node, gpu_variant=gpu_variant, role_plan=role_plan or cpu_plan())
+
+
+def violations(topo: SkyRLTopology, tree: dict[str, Any] | None = None, profile: str = "fsdp", **kwargs: Any) -> list[PreflightError]:
+    return check_plan(topo, BASE_RECIPE if tree is None else tree, profile, **kwargs)
+
+
+def codes(found: list[PreflightError]) -> list[str]:
+    return [v.code for v in found]
+
+
+def only(found: list[PreflightError], code: str) -> PreflightError:
+    """The single violation with `code` (fails listing everything found otherwise)."""
+    hits = [v for v in found if v.code == code]
+    assert len(hits) == 1, f"expected exactly one {code}, got {[v.line() for v in found]}"
+    return hits[0]
+
+
+def assert_useful(v: PreflightError, *fragments: str) -> None:
+    """The message names the numbers, and there is a fix that says what to do."""
+    for fragment in fragments:
+        assert fragment in v.message, f"{fragment!r} not in {v.message!r}"
+    assert v.fix and len(v.fix) > 10, v.fix
+    assert v.code in str(v) and v.fix in str(v)
+
+
+# --- artifact steps and specs -------------------------------------------------------------------
+
+
+def _never(config: Any) -> None:
+    raise AssertionError("these tests never execute this step")
+
+
+def model_step(name: str = "models/qwen3-8b", version: str = DAY) -> ArtifactStep[HfModel]:
+    return ArtifactStep(name=name, version=version, artifact_type=HfModel, run=_never, build_config=lambda ctx: {"source": f"hf://{name}", "out": ctx.output_path})
+
+
+def data_step(name: str = "data/gsm8k", version: str = DAY) -> ArtifactStep[Directory]:
+    return ArtifactStep(name=name, version=version, artifact_type=Directory, run=_never, build_config=lambda ctx: {"source": f"hf://{name}"})
+
+
+def spec(
+    *,
+    topo: SkyRLTopology | None = None,
+    tree: dict[str, Any] | None = None,
+    profile: str = "fsdp",
+    model: ArtifactStep[Any] | None = None,
+    data: ArtifactStep[Any] | None = None,
+    validation: ArtifactStep[Any] | None = None,
+    **overrides: Any,
+) -> SkyRLSpec:
+    """The seed's 64-GPU plan as a spec (the builders are new objects every call)."""
+    model = model or model_step()
+    data = data or data_step()
+    values: dict[str, Any] = dict(
+        name="checkpoints/gsm8k-grpo",
+        version=DAY,
+        config_yaml=to_yaml(BASE_RECIPE if tree is None else tree),
+        runtime=SkyRLRuntime(profile),
+        model=ArtifactHfModel(model, tokenizer_revision=REVISION),
+        train_data=(ArtifactDataSource(data, "train.parquet"),),
+        validation_data=(ArtifactDataSource(validation or data, "test.parquet"),),
+        topology=topo or seed_topology(),
+        retention=SkyRLRetentionPolicy(resume_checkpoint_count=2),
+        seed=17,
+    )
+    values.update(overrides)
+    return SkyRLSpec(**values)
+
+
+def iris(**overrides: Any) -> IrisSkyRLExecution:
+    values: dict[str, Any] = dict(
+        cluster="cw-example",
+        cluster_config="lib/iris/config/cw-example.yaml",
+        cpu=96,
+        memory="1600GB",
+        disk="4TB",
+        priority="interactive",
+        max_retries=2,
+        coordinator_timeout_hours=48,
+        job_timeout_seconds=36 * 3600,
+        wandb_entity="my-lab",
+    )
+    values.update(overrides)
+    return IrisSkyRLExecution(**values)
+
+
+def local(**overrides: Any) -> LocalSkyRLExecution:
+    return LocalSkyRLExecution(**overrides)
+
+
+def replace_plan(p: SkyRLRolePlan, **changes: Any) -> SkyRLRolePlan:
+    return dataclasses.replace(p, **changes)
+
