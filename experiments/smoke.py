@@ -3,6 +3,7 @@
     python -m experiments.smoke --version 2026.11.30 --run                  # train + evaluate
     python -m experiments.smoke --version 2026.11.30 --stage rl --run       # train only
     python -m experiments.smoke --version 2026.11.30 --slots 2              # plan a 2-process run
+    RAY_ADDRESS=http://127.0.0.1:8265 python -m experiments.smoke --version 2026.11.30 --backend ray --run
 
 Steps: a byte-level BPE tokenizer trained here, a tiny random-init Qwen3 (records its heads and
 context length), a synthetic arithmetic dataset with ground truth, the RL step (TRL GRPO through
@@ -31,6 +32,8 @@ from rlaunch.skyrl import (
     ArtifactHfModel,
     HfModel,
     LocalSkyRLExecution,
+    RaySkyRLExecution,
+    SkyRLExecution,
     SkyRLRetentionPolicy,
     SkyRLRolePlan,
     SkyRLRun,
@@ -204,7 +207,14 @@ def role_plan(slots: int) -> SkyRLRolePlan:
     )
 
 
-def rl_step(model: ArtifactStep[HfModel], data: ArtifactStep[Directory], slots: int, steps: int) -> ArtifactStep[SkyRLRun]:
+def execution(backend: str, slots: int) -> SkyRLExecution:
+    """Where the RL step runs; placement only, so both choices give the same fingerprints."""
+    if backend == "ray":  # the cluster at $RAY_ADDRESS, this checkout uploaded as the working dir
+        return RaySkyRLExecution(cpu=float(slots), memory="4GB", disk="10GB", coordinator_cpu=1.0, coordinator_memory="2GB", coordinator_disk="10GB")
+    return LocalSkyRLExecution(cpu=float(slots), memory="4GB", disk="10GB")
+
+
+def rl_step(model: ArtifactStep[HfModel], data: ArtifactStep[Directory], slots: int, steps: int, backend: str = "local") -> ArtifactStep[SkyRLRun]:
     spec = SkyRLSpec(
         name="smoke/rl",
         version=resolve_version("smoke/rl", None),
@@ -217,7 +227,7 @@ def rl_step(model: ArtifactStep[HfModel], data: ArtifactStep[Directory], slots: 
         retention=SkyRLRetentionPolicy(resume_checkpoint_count=2, temporary_storage_ttl_days=7),
         seed=0,
     )
-    return skyrl_step(spec, LocalSkyRLExecution(cpu=float(slots), memory="4GB", disk="10GB"), export_hf=True)
+    return skyrl_step(spec, execution(backend, slots), export_hf=True)
 
 
 def evaluation_step(rl: ArtifactStep[SkyRLRun], data: ArtifactStep[Directory]) -> ArtifactStep[EvalReport]:
@@ -238,13 +248,14 @@ def evaluation_step(rl: ArtifactStep[SkyRLRun], data: ArtifactStep[Directory]) -
 
 
 @click.command()
+@click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True, help="Where the RL step's coordinator and child job run (ray: $RAY_ADDRESS).")
 @click.option("--stage", type=click.Choice(["rl", "evaluation"]), default="evaluation", show_default=True, help="Terminal stage; its dependencies are included automatically.")
 @click.option("--slots", type=click.IntRange(1, 2), default=1, show_default=True, help="CPU device slots (training processes) on the one node.")
 @click.option("--steps", type=click.IntRange(min=1), default=4, show_default=True, help="Optimizer steps (trainer.max_training_steps).")
 @rl_build_options
-def main(stage: str, slots: int, steps: int) -> ArtifactStep[Any]:
+def main(backend: str, stage: str, slots: int, steps: int) -> ArtifactStep[Any]:
     data = dataset_step()
-    rl = rl_step(model_step(tokenizer_step()), data, slots, steps)
+    rl = rl_step(model_step(tokenizer_step()), data, slots, steps, backend)
     return rl if stage == "rl" else evaluation_step(rl, data)
 
 

@@ -6,8 +6,8 @@ import pytest
 
 from rlaunch.artifacts import (
     FingerprintTimeError,
-    Runner,
     RunFailedError,
+    Runner,
     StepContext,
     UndeclaredDependencyError,
     UndeclaredRuntimeArgError,

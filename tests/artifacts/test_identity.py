@@ -101,7 +101,7 @@ def test_valid_names(name):
     ],
 )
 def test_invalid_names_are_rejected_naming_the_problem(name, fragment):
-    with pytest.raises(InvalidIdentityError, match=None) as err:
+    with pytest.raises(InvalidIdentityError) as err:
         validate_name(name)
     assert fragment in str(err.value)
     with pytest.raises(InvalidIdentityError):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from rlaunch.artifacts import Runner, RunFailedError, records, storage
+from rlaunch.artifacts import RunFailedError, Runner, records, storage
 from rlaunch.artifacts.records import Provenance, redact_argv
 
 from .helpers import Count, make_step, quiet

@@ -13,8 +13,8 @@ from rlaunch.artifacts import (
     ArtifactTypeMismatchError,
     FingerprintDriftError,
     GraphError,
-    Runner,
     RunFailedError,
+    Runner,
     records,
 )
 

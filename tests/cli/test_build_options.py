@@ -107,6 +107,16 @@ def broken(problem: str):
             run=_run_fn("exp/model"),
             build_config=lambda ctx: {"gpus": ctx.runtime_arg("gpus")},
         )
+    if problem == "resolved-at-fingerprint":
+        data = _step("exp/data")
+        return ArtifactStep(
+            name="exp/model",
+            version=resolve_version("exp/model", None),
+            artifact_type=Directory,
+            run=_run_fn("exp/model"),
+            build_config=lambda ctx: {"data": ctx.resolved(data).path},
+            deps=(data,),
+        )
     if problem == "failures":
         bad_a = _step("exp/bad-a", fail=True)
         bad_b = _step("exp/bad-b", fail=True)
@@ -335,6 +345,7 @@ def test_a_malformed_override_is_rejected(prefix, raw):
         ("fixed-on-mutable", "exp/dev-data@dev"),
         ("callable", "callback"),
         ("runtime-arg", "gpus"),
+        ("resolved-at-fingerprint", "ctx.resolved(exp/data@2026.11.30)"),
     ],
 )
 def test_recipe_errors_are_reported_before_anything_runs(prefix, problem, fragment):

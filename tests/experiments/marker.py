@@ -1,7 +1,10 @@
 """A launchable RL experiment on the `test-marker` runtime: the real coordinator/host/child path
 in seconds. Needs RLAUNCH_RUNTIME_PLUGINS=tests.plugins.marker_runtime.
 
-    python -m tests.experiments.marker --version 2026.11.30 --run [--scenario ok] [--replicas 1]
+    python -m tests.experiments.marker --version 2026.11.30 --run [--scenario ok] [--replicas 1] [--backend ray]
+
+`--backend ray` submits through `RaySkyRLExecution` to the cluster at $RAY_ADDRESS (placement only:
+the plan's fingerprints are the same for both backends).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from rlaunch.skyrl import (
     ArtifactHfModel,
     HfModel,
     LocalSkyRLExecution,
+    RaySkyRLExecution,
+    SkyRLExecution,
     SkyRLRolePlan,
     SkyRLRuntime,
     SkyRLSpec,
@@ -53,13 +58,22 @@ def write_data(config: dict[str, Any]) -> Directory:
     return Directory(path=config["output_path"])
 
 
+def execution(backend: str) -> SkyRLExecution:
+    """Sized for a laptop or the 4-CPU test cluster: 1 CPU per node, 1 CPU for the coordinator."""
+    sizes = {"memory": "1GB", "disk": "1GB", "coordinator_cpu": 1.0, "coordinator_memory": "1GB", "coordinator_disk": "1GB"}
+    if backend == "ray":
+        return RaySkyRLExecution(cpu=1.0, **sizes)
+    return LocalSkyRLExecution(**sizes)
+
+
 @click.command()
+@click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True, help="Where the coordinator and child job run (ray: $RAY_ADDRESS).")
 @click.option("--scenario", default="ok", show_default=True)
 @click.option("--steps", default=4, show_default=True)
 @click.option("--replicas", default=1, show_default=True, help="Nodes of the child gang (1 device slot each).")
 @click.option("--export/--no-export", default=True)
 @rl_build_options
-def main(scenario: str, steps: int, replicas: int, export: bool) -> ArtifactStep:
+def main(backend: str, scenario: str, steps: int, replicas: int, export: bool) -> ArtifactStep:
     model = ArtifactStep(name="marker/model", version=resolve_version("marker/model", None), artifact_type=HfModel, run=write_model, build_config=lambda ctx: {"output_path": ctx.output_path})
     data = ArtifactStep(name="marker/data", version=resolve_version("marker/data", None), artifact_type=Directory, run=write_data, build_config=lambda ctx: {"output_path": ctx.output_path})
     plan = SkyRLRolePlan(
@@ -78,7 +92,7 @@ def main(scenario: str, steps: int, replicas: int, export: bool) -> ArtifactStep
         topology=SkyRLTopology(num_nodes=replicas, gpus_per_node=1, gpu_variant="cpu", role_plan=plan),
         seed=7,
     )
-    return skyrl_step(spec, LocalSkyRLExecution(memory="1GB", disk="1GB", coordinator_memory="1GB", coordinator_disk="1GB"), export_hf=export)
+    return skyrl_step(spec, execution(backend), export_hf=export)
 
 
 if __name__ == "__main__":

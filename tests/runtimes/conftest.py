@@ -1,35 +1,22 @@
 """Session fixtures for runtime tests: the real trl-cpu environment and tiny assets built in it.
 
-The environment is built from the profile's lock with `ensure_environment`, under
-`$RLAUNCH_RUNTIME_CACHE` when set (CI points it at a shared folder), else under a folder beside
-pytest's numbered base temp (`/tmp/pytest-of-<user>/rlaunch-runtime-cache`), so later sessions
-reuse it; with an explicit `--basetemp` it goes inside that base temp. The first build takes
+The environment is built from the profile's lock with `ensure_environment` in the same cache a
+launched run uses (`$RLAUNCH_RUNTIME_CACHE`, default `~/.cache/rlaunch/runtimes`), so the test
+session builds it once for these tests and the end-to-end launches alike. The first build takes
 about 1.5 minutes; later ones are instant.
 """
 
 from __future__ import annotations
 
-import os
-import re
 import time
 from pathlib import Path
 
 import pytest
 
-from rlaunch.runtimes.environment import CACHE_ENV, ensure_environment
+from rlaunch.runtimes.environment import ensure_environment
 from rlaunch.runtimes.registry import get_profile
 
 from .helpers import run_module
-
-
-def _cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    configured = os.environ.get(CACHE_ENV)
-    if configured:
-        return Path(configured).expanduser()
-    base = tmp_path_factory.getbasetemp()
-    if re.fullmatch(r"pytest-\d+", base.name):
-        return base.parent / "rlaunch-runtime-cache"
-    return base / "rlaunch-runtime-cache"
 
 
 @pytest.fixture(scope="session")
@@ -41,7 +28,7 @@ def trl_env(tmp_path_factory: pytest.TempPathFactory):
         messages.append(message)
         print(f"[{time.monotonic() - started:5.1f}s] {message}", flush=True)
 
-    env = ensure_environment(get_profile("trl-cpu"), progress=progress, cache=_cache_dir(tmp_path_factory))
+    env = ensure_environment(get_profile("trl-cpu"), progress=progress)
     env_messages = list(messages)
     return env, env_messages
 
@@ -59,8 +46,12 @@ def tiny_assets(trl_env, tmp_path_factory: pytest.TempPathFactory):
     data = run_module(
         env, "rlaunch_trl_cpu.tiny", ["data", "--out", str(root / "data" / "train.jsonl"), "--rows", "32", "--seed", "3"]
     )
+    run_module(
+        env, "rlaunch_trl_cpu.tiny", ["data", "--out", str(root / "data" / "val.jsonl"), "--rows", "8", "--seed", "4"]
+    )
     return {
         "root": root,
+        "val": root / "data" / "val.jsonl",
         "tokenizer": root / "tokenizer",
         "model": root / "model",
         "data": root / "data" / "train.jsonl",

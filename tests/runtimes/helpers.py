@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -108,21 +109,34 @@ def run_entry(
         "RLAUNCH_MODEL_IDENTITY": "test/tiny-model@2026.11.30:abc123",
     }
     task_dir.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(
+    return run_group(
         env.command("rlaunch_trl_cpu.entry", ["--config", str(final)], nproc=nproc),
         env=env.process_env(extra, inherit=True),
         cwd=task_dir,
-        capture_output=True,
-        text=True,
         timeout=timeout,
     )
 
 
+def run_group(argv: list[str], *, env: dict[str, str], cwd: Path | None = None, timeout: float = 300):
+    """subprocess.run in its own session; on timeout the whole group (torchrun and its workers)
+    is killed, so nothing outlives the test, and the output so far is reported."""
+    proc = subprocess.Popen(
+        argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        raise AssertionError(
+            f"{' '.join(argv)} did not finish in {timeout}s\n--- stdout\n{stdout[-3000:]}\n--- stderr\n{stderr[-6000:]}"
+        ) from None
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
 def run_module(env, module: str, args: list[str], timeout: float = 300) -> dict[str, Any]:
     """Run an adapter CLI that prints one JSON line; return it."""
-    result = subprocess.run(
-        env.command(module, args), env=env.process_env(inherit=True), capture_output=True, text=True, timeout=timeout
-    )
+    result = run_group(env.command(module, args), env=env.process_env(inherit=True), timeout=timeout)
     assert result.returncode == 0, f"{module} {args} failed:\n{result.stderr[-4000:]}"
     lines = [ln for ln in result.stdout.splitlines() if ln.strip()]
     assert len(lines) == 1, f"{module} printed {len(lines)} lines, expected one JSON line:\n{result.stdout}"

@@ -25,6 +25,10 @@ def full_run(trl_env, tiny_assets, tmp_path_factory):
         root,
         trainer__ckpt_interval=1,
         trainer__ckpt_path=f"file://{root / 'ckpts'}",
+        data__val_data=[str(tiny_assets["val"])],
+        trainer__eval_interval=2,
+        trainer__eval_before_train=True,
+        trainer__eval_batch_size=8,
     )
     final = write_final(root / "FINAL.yaml", recipe)
     result = run_entry(env, final, attempt=f"file://{root / 'attempt'}", task_dir=root / "task")
@@ -73,6 +77,12 @@ def test_run_writes_records_checkpoints_and_export(full_run, trl_env, tiny_asset
             assert isinstance(m[key], float), (key, m)
         assert m["kl"] is not None  # use_kl_loss defaults to true
     assert lines[0]["time"] <= lines[-1]["time"]
+
+    # data.val_data: evaluated before training and every eval_interval (2) training steps
+    evals = [json.loads(x) for x in (attempt / "eval.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in evals] == [0, 2, 4]
+    assert all(e["n"] == 8 and 0.0 <= e["reward_mean"] <= 1.0 for e in evals)
+    assert [("eval_reward_mean" in m) for m in lines] == [False, True, False, True]
 
     ckpts = root / "ckpts"
     assert (ckpts / "latest").read_text().strip() == "4"

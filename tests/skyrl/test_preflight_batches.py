@@ -138,3 +138,12 @@ def test_seed_batch_numbers_on_the_64_gpu_plan() -> None:
     assert violations(seed_topology()) == []
     found = violations(seed_topology(train_batch_size=250, micro_train_batch_size_per_gpu=3))
     assert set(codes(found)) >= {"batch.train_mini", "batch.mini_micro", "batch.per_gpu_mini_micro", "batch.per_gpu_train_mini", "batch.tail_stride"}
+
+
+def test_forward_micro_batch_is_positive_and_defaults_to_the_train_micro_batch() -> None:
+    from rlaunch.runtimes.registry import get_profile
+    from rlaunch.skyrl.recipe import render_recipe
+
+    v = only(violations(topology(), recipe(trainer={"micro_forward_batch_size_per_gpu": 0})), "batch.micro_forward")
+    assert v.fields == ("config_yaml.trainer.micro_forward_batch_size_per_gpu",)
+    assert render_recipe(recipe(), plan(), get_profile("fsdp"), 0)["trainer"]["micro_forward_batch_size_per_gpu"] == 2

@@ -33,8 +33,10 @@ def test_wandb_logger_needs_an_explicit_project() -> None:
     found = violations(seed_topology(), recipe(trainer={"logger": "wandb"}))
     v = only(found, "explicit.wandb_project")
     assert v.fields == ("config_yaml.trainer.project_name",)
-    assert_useful(v, "project_name is the trainer default 'skyrl'")
+    assert_useful(v, "does not name trainer.project_name")
     assert violations(seed_topology(), WANDB_RECIPE) == []
+    explicit_default = recipe(trainer={"logger": "wandb", "project_name": "skyrl"})
+    assert "explicit.wandb_project" not in [x.code for x in violations(seed_topology(), explicit_default)]
 
 
 def test_wandb_logger_needs_an_entity_on_the_execution() -> None:

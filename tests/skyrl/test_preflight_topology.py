@@ -85,7 +85,7 @@ def test_colocated_engine_ranks_count_dp() -> None:
 def test_disaggregated_engine_fits_one_node() -> None:
     topo = SkyRLTopology(num_nodes=3, gpus_per_node=8, gpu_variant="H100", role_plan=plan(colocate_all=False, num_inference_engines=1, inference_engine_tensor_parallel_size=2, inference_engine_data_parallel_size=8))
     v = only(violations(topo), "engine.exceeds_node")
-    assert "role_plan.inference_engine_tensor_parallel_size" in v.fields and "role_plan.inference_engine_data_parallel_size" in v.fields
+    assert v.fields == ("role_plan.inference_engine_tensor_parallel_size", "role_plan.inference_engine_pipeline_parallel_size", "role_plan.inference_engine_data_parallel_size")
     assert_useful(v, "TP*PP*DP=16", "gpus_per_node=8")
     assert "gpu_budget" not in " ".join(codes(violations(topo)))  # 8 + 16 = 24 = 3 x 8: only the fit is wrong
 

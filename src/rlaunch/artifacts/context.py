@@ -34,8 +34,11 @@ class UndeclaredRuntimeArgError(KeyError, ValueError):
         return str(self.args[0]) if self.args else ""
 
 
-class FingerprintTimeError(RuntimeError):
-    """A builder asked for a loaded value while the fingerprint was being computed."""
+class FingerprintTimeError(RuntimeError, ValueError):
+    """A builder asked for a loaded value while the fingerprint was being computed.
+
+    A recipe mistake found before anything runs, so also a ValueError like the other ones.
+    """
 
 
 class StepContext:
@@ -57,6 +60,7 @@ class StepContext:
         self._region = region
         self._load = load
         self._loaded: dict[int, Artifact] = {}
+        self._declared = {id(dep) for dep in step.deps}  # a set: a wide fan-in stays linear
         self.is_fingerprint = is_fingerprint
 
     @classmethod
@@ -120,7 +124,7 @@ class StepContext:
         return f"<{key}>" if self.is_fingerprint else args[key]
 
     def _check_declared(self, dep: "ArtifactStep[Any]") -> None:
-        if not any(d is dep for d in self._step.deps):
+        if id(dep) not in self._declared:
             raise UndeclaredDependencyError(
                 f"{dep.identity} is not a declared dependency of {self._step.identity}; "
                 f"add it to deps=(...)"

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import click
 
 from rlaunch.artifacts import storage
-from rlaunch.artifacts.identity import InvalidIdentityError, validate_version
+from rlaunch.artifacts.identity import InvalidIdentityError, validate_name, validate_version
 from rlaunch.artifacts.plan import PlannedStep, plan_graph
 from rlaunch.artifacts.step import ArtifactStep
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
@@ -27,7 +27,7 @@ from rlaunch.cli import plan_view
 class Invocation:
     """Everything an executor needs to know about how the experiment was called."""
 
-    module: str
+    module: str | None
     argv: tuple[str, ...]
     version: str
     max_concurrent: int
@@ -81,6 +81,10 @@ def parse_overrides(ctx: click.Context, param: click.Parameter, values: tuple[st
         name, version = name.strip(), version.strip()
         if not sep or not name:
             raise click.BadParameter(f"{raw!r} is not NAME=VERSION (e.g. --override data/toy=2026.11.29)")
+        try:
+            validate_name(name, field=f"--override {raw}")
+        except InvalidIdentityError as exc:
+            raise click.BadParameter(str(exc)) from exc
         if name in overrides:
             raise click.BadParameter(f"{name!r} is overridden twice; keep one --override {name}=...")
         try:
@@ -118,16 +122,12 @@ def normalise_handles(returned: Any) -> list[ArtifactStep[Any]]:
     return items
 
 
-def experiment_module(fn: Callable[..., Any]) -> str:
+def experiment_module(fn: Callable[..., Any]) -> str | None:
+    """The importable module of the main (None when it runs as a script: it can plan, not replay)."""
     module = fn.__module__
     if module == "__main__":
         spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-        if spec is None or not spec.name:
-            raise click.UsageError(
-                "the experiment main must live in an importable module; run it as "
-                "`python -m experiments.<module>` from the repository root"
-            )
-        module = spec.name
+        return spec.name if spec is not None and spec.name else None
     return module
 
 
@@ -165,7 +165,7 @@ def make_build_options(executor: Executor) -> Callable[[Callable[..., Any]], Cal
                 )
                 planned = plan_graph(handles, invocation.prefix)
                 executor.check(handles, invocation)
-            except (ValueError, TypeError) as exc:
+            except (ValueError, TypeError, LookupError) as exc:
                 if isinstance(exc, click.ClickException):
                     raise
                 raise click.ClickException(str(exc)) from exc

@@ -22,7 +22,7 @@ def _clear_errors() -> Iterator[None]:
     """Unknown ids and bad arguments are user errors: one line, exit 1, no traceback."""
     try:
         yield
-    except (JobNotFoundError, CapacityError, ValueError) as exc:
+    except (JobNotFoundError, CapacityError, ValueError, ImportError, ConnectionError) as exc:
         raise click.ClickException(str(exc)) from None
 
 

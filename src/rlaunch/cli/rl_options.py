@@ -18,7 +18,7 @@ import click
 
 from rlaunch.artifacts.step import ArtifactStep, graph_handles
 from rlaunch.cli.experiment import Invocation, LocalRunExecutor, make_build_options
-from rlaunch.cluster.protocol import JOB_ID_ENV, JobSpec, Resources, get_backend, sanitize_job_name
+from rlaunch.cluster.protocol import JOB_ID_ENV, CapacityError, JobSpec, Resources, get_backend, sanitize_job_name
 from rlaunch.units import parse_size
 
 
@@ -56,6 +56,8 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
     from rlaunch.cluster.environment import job_environment
     from rlaunch.skyrl.submission import submission_problems
 
+    if invocation.module is None:
+        raise click.UsageError("--run replays the experiment on the cluster, so run it as `python -m <package>.<module>` from the repository root")
     steps = skyrl_steps(handles)
     problems = [p for s in steps for p in submission_problems(s.spec, invocation.prefix)]
     if problems:
@@ -90,7 +92,14 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
         labels={"rlaunch.kind": "coordinator", "rlaunch.artifact": terminal.identity, "rlaunch.module": invocation.module},
     )
     backend = get_backend(execution.backend, **execution.placement())
-    job_id = backend.submit(spec)
+    try:
+        for step in steps:
+            backend.check(child_gang(step), beside=spec.resources)
+        job_id = backend.submit(spec)
+    except CapacityError as exc:
+        click.echo(f"error: {exc}", err=True)
+        click.echo("Nothing was submitted.", err=True)
+        return 2
     click.echo(f"submitted RL coordinator {job_id} ({spec.name}) via {backend.name}")
     if invocation.options.get("detach"):
         click.echo(f"detached; follow with: rlaunch jobs logs {job_id} --follow")
@@ -104,6 +113,23 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
     status = backend.wait(job_id)
     click.echo(f"RL coordinator {job_id} {status.state.value}" + (f": {status.message}" if status.message else ""))
     return 0 if status.state.value == "succeeded" else 1
+
+
+def child_gang(step: Any) -> JobSpec:
+    """The child gang an RL step will ask for, for the capacity check before anything is submitted."""
+    from rlaunch.host.allocate import child_resources
+    from rlaunch.launch_config.schema import Allocation
+
+    topology, execution = step.spec.topology, step.execution
+    allocation = Allocation(
+        num_nodes=topology.num_nodes,
+        gpus_per_node=topology.gpus_per_node,
+        gpu_variant=topology.gpu_variant,
+        cpu=float(execution.cpu),
+        memory=execution.memory,
+        disk=execution.disk,
+    )
+    return JobSpec(name=f"{step.name}-gang", argv=(sys.executable,), resources=child_resources(allocation), replicas=topology.num_nodes)
 
 
 def _without_max_concurrent(argv: tuple[str, ...]) -> list[str]:

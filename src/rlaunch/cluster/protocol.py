@@ -159,6 +159,9 @@ class Backend(Protocol):
     def submit(self, spec: JobSpec, *, parent: str | None = None) -> str:
         """Start the gang; returns the job id. `parent` makes it a child job of that job."""
 
+    def check(self, spec: JobSpec, *, parent: str | None = None, beside: Resources | None = None) -> object:
+        """Raise CapacityError when `spec` can never be placed (`beside`: resources held meanwhile)."""
+
     def submit_child(self, spec: JobSpec) -> str:
         """Submit from inside a running job: the current job ($RLAUNCH_JOB_ID) becomes the parent."""
 

@@ -135,6 +135,14 @@ def _finish(doc: schema.SkyRLLaunchConfig, result: LaunchResult) -> None:
     _record(doc, result, result.state)
 
 
+def _backend_settings(doc: schema.SkyRLLaunchConfig) -> dict[str, str]:
+    """Where this run's jobs can be found again (e.g. the local job root); never credentials."""
+    try:
+        return host_backend(doc).environment()
+    except Exception:  # noqa: BLE001 - a record must still be written when the backend is gone
+        return {}
+
+
 def _record(doc: schema.SkyRLLaunchConfig, result: LaunchResult, state: str) -> None:
     alloc = doc.cluster.allocation
     update_attempt(doc.artifacts.output_path, doc.run.id, doc.run.attempt_id, {
@@ -143,6 +151,7 @@ def _record(doc: schema.SkyRLLaunchConfig, result: LaunchResult, state: str) -> 
         "child_job_id": result.child_job_id,
         "backend": doc.cluster.backend,
         "placement": dict(doc.cluster.placement),
+        "backend_settings": _backend_settings(doc),
         "runtime_profile": doc.runtime.profile,
         "runtime_digest": doc.runtime.source_digest,
         "allocation": alloc.__dict__.copy(),

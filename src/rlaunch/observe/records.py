@@ -18,6 +18,12 @@ from rlaunch.artifacts import storage
 # the first step, the last steps and whether steps increase; a plot reads everything).
 METRICS_READ_LIMIT = 4 * 1024 * 1024
 METRICS_HEAD_BYTES = 64 * 1024
+CANCELLATIONS = "cancellations"
+
+
+def cancel_record_url(output_path: str, attempt_id: str) -> str:
+    """`{output_path}/cancellations/{attempt_id}.json`: who cancelled an attempt, when and why."""
+    return storage.join(output_path, CANCELLATIONS, f"{attempt_id}.json")
 
 
 def read_json(url: str) -> Any | None:

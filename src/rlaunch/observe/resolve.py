@@ -166,19 +166,43 @@ def _by_job_labels(job_id: str, prefix: str) -> RunRef | None:
     return RunRef(output_path=output_path, prefix=prefix, artifact=labels["rlaunch.artifact"], record=record, job_id=job_id)
 
 
+def _pending_coordinator(identity: str, output_path: str, prefix: str) -> RunRef | None:
+    """A run submitted moments ago: its coordinator runs (labelled with the artifact) but wrote nothing yet."""
+    from rlaunch.observe.jobs import backends
+
+    try:
+        candidates = backends("local", {}, prefix)
+    except (ValueError, OSError):
+        return None
+    for backend in candidates:
+        try:
+            jobs = backend.list_jobs()
+        except (OSError, ValueError):
+            continue
+        mine = [
+            j for j in jobs
+            if j.labels.get("rlaunch.kind") == "coordinator" and j.labels.get("rlaunch.artifact") == identity and not j.state.terminal
+        ]  # fmt: skip
+        if mine:
+            return RunRef(output_path=output_path, prefix=prefix, artifact=identity, record=None, job_id=mine[-1].job_id)
+    return None
+
+
 def resolve(reference: str, prefix: str | None = None, attempt_id: str | None = None) -> RunRef:
     """The run `reference` names; RunNotFoundError saying why when it names none."""
     reference = reference.strip()
     if not reference:
         raise RunNotFoundError("empty run reference; give name@version, an artifact path, or a job id")
-    parts = split_identity(reference)
-    if parts is not None and "://" not in reference:
+    parts = None if reference.startswith(("/", ".", "~")) or "://" in reference else split_identity(reference)
+    if parts is not None:
         base = default_prefix(prefix)
         output_path = storage.join(base, *parts)
-        try:
-            return at_path(output_path, prefix=base, attempt_id=attempt_id)
-        except RunNotFoundError:
-            raise RunNotFoundError(f"no RL run {reference} under {base} (set --prefix or RLAUNCH_PREFIX)") from None
+        if not any(storage.exists(storage.join(output_path, m)) for m in _MARKERS):
+            pending = _pending_coordinator(reference, output_path, base)
+            if pending is None or attempt_id is not None:
+                raise RunNotFoundError(f"no RL run {reference} under {base} (set --prefix or RLAUNCH_PREFIX)")
+            return pending
+        return at_path(output_path, prefix=base, attempt_id=attempt_id)
     if _looks_like_path(reference):
         return at_path(reference, prefix=prefix, attempt_id=attempt_id)
     return by_job_id(reference, default_prefix(prefix), attempt_id)

@@ -10,6 +10,7 @@ changes.
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import importlib
@@ -90,9 +91,14 @@ class RuntimeProfile:
     def lock_file(self) -> Path:
         return self.directory / "lock.txt"
 
-    def base_config(self) -> dict[str, Any]:
+    @functools.cached_property
+    def _parsed_base_config(self) -> dict[str, Any]:
         with open(self.base_config_file, encoding="utf-8") as handle:
             return yaml.safe_load(handle) or {}
+
+    def base_config(self) -> dict[str, Any]:
+        """A fresh copy of the base config (parsed once per profile)."""
+        return copy.deepcopy(self._parsed_base_config)
 
     def lock_requirements(self) -> list[str]:
         if not self.lock_file.exists():

@@ -28,6 +28,11 @@ class PreflightError(ValueError):
         self.violations: tuple[PreflightError, ...] = tuple(violations) or (self,)
         super().__init__(self._render())
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exceptions pickle through their args; keep every field (e.g. across a process pool).
+        nested = () if self.violations == (self,) else self.violations
+        return (type(self), (self.code, self.fields, self.message, self.fix, self.values, nested))
+
     def _render(self) -> str:
         if len(self.violations) > 1 or self.violations[0] is not self:
             lines = [f"{len(self.violations)} preflight violation(s):"]

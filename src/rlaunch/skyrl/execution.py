@@ -83,22 +83,67 @@ class LocalSkyRLExecution(SkyRLExecution):
 
 @dataclass(frozen=True, kw_only=True)
 class RaySkyRLExecution(SkyRLExecution):
-    """An existing Ray cluster through the Ray Jobs API (address from here or $RAY_ADDRESS)."""
+    """An existing Ray cluster through the Ray Jobs API (needs the extra: pip install 'rlaunch[ray]').
+
+    address        the dashboard URL (http://<head>:8265) or the GCS address (<head>:6379); default
+                   $RAY_ADDRESS (inside an rlaunch job: $RLAUNCH_RAY_ADDRESS, which the backend sets)
+    working_dir    uploaded once as the jobs' working directory (None: upload nothing, the cluster
+                   already has the code); `excludes` are gitignore-style patterns left out
+    py_executable  the interpreter rlaunch runs with on the cluster (None: this one's path when the
+                   cluster shares the image, or "python" from the job's PATH when `pip` is set); it
+                   needs `rlaunch[ray]` and the same ray version
+    pip            packages Ray installs into a per-job virtualenv (e.g. ("rlaunch[ray]==0.1.0",))
+    strategy       placement of the child gang: auto (STRICT_SPREAD when the cluster has a node per
+                   replica, else PACK), or PACK, SPREAD, STRICT_SPREAD, STRICT_PACK
+    check_capacity refuse a plan the cluster could never fit (turn off for an autoscaling cluster)
+
+    `cpu`/`memory`/`disk` are per node of the child gang, `coordinator_*` the coordinator job's
+    entrypoint resources. Ray has no priorities: `priority` is recorded on the jobs, nothing more.
+    Ray has no disk resource: disk sizes are not enforced.
+    """
 
     backend: ClassVar[str] = "ray"
     address: str | None = None
     working_dir: str | None = "."
     excludes: tuple[str, ...] = (".git", ".venv", "rlaunch-artifacts", "__pycache__", "*.png")
     py_executable: str | None = None
+    pip: tuple[str, ...] = ()
+    strategy: str = "auto"
+    check_capacity: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from rlaunch.cluster.ray.common import STRATEGIES
+        from rlaunch.skyrl.fields import require_bool
+
+        owner = "RaySkyRLExecution"
+        for name in ("address", "working_dir", "py_executable"):
+            require_str(owner, name, getattr(self, name), allow_none=True)
+        for name in ("excludes", "pip"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not isinstance(value, (tuple, list)) or not all(isinstance(v, str) and v for v in value):
+                raise TypeError(f"{owner}.{name} must be a tuple of strings, got {value!r}")
+            object.__setattr__(self, name, tuple(value))
+        if self.address is not None and self.address.startswith("ray://"):
+            raise ValueError(
+                f"{owner}.address={self.address!r} is a Ray Client address; rlaunch uses the Jobs API: give the "
+                "dashboard URL (http://<head>:8265) or the GCS address (<head>:6379)"
+            )
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"{owner}.strategy={self.strategy!r}: choose one of {list(STRATEGIES)}")
+        require_bool(owner, "check_capacity", self.check_capacity)
+
+    def _address(self) -> str | None:
+        return self.address or os.environ.get("RAY_ADDRESS") or os.environ.get("RLAUNCH_RAY_ADDRESS")
 
     def resolved_address(self) -> str:
-        address = self.address or os.environ.get("RAY_ADDRESS")
+        address = self._address()
         if not address:
             raise ValueError("RaySkyRLExecution needs address=... or $RAY_ADDRESS (e.g. http://127.0.0.1:8265)")
         return address
 
     def route(self) -> tuple[Any, ...]:
-        return ("ray", self.address or os.environ.get("RAY_ADDRESS"))
+        return ("ray", self._address())
 
     def placement(self) -> Mapping[str, Any]:
         return {
@@ -106,6 +151,10 @@ class RaySkyRLExecution(SkyRLExecution):
             "working_dir": self.working_dir,
             "excludes": list(self.excludes),
             "py_executable": self.py_executable,
+            "pip": list(self.pip),
+            "strategy": self.strategy,
+            "check_capacity": self.check_capacity,
+            "priority": self.priority,
         }
 
 

@@ -33,30 +33,6 @@ EXPLICIT_KEYS = {
 }
 
 
-# Base configs parsed once per file: `check_plan` reads no files (and a parse costs ~10 ms).
-_BASE_CONFIGS: dict[str, dict[str, Any]] = {}
-
-
-def _base_config(prof: RuntimeProfile) -> dict[str, Any]:
-    key = str(prof.base_config_file)
-    if key not in _BASE_CONFIGS:
-        _BASE_CONFIGS[key] = prof.base_config()
-    return _BASE_CONFIGS[key]
-
-
-class _ParsedProfile:
-    """`prof` answering `base_config()` from the parsed copy, for registry helpers that call it."""
-
-    def __init__(self, prof: RuntimeProfile) -> None:
-        self._prof = prof
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._prof, name)
-
-    def base_config(self) -> dict[str, Any]:
-        return _base_config(self._prof)
-
-
 def _v(code: str, fields: list[str], message: str, fix: str, **values: Any) -> PreflightError:
     return PreflightError(code, fields, message, fix, values)
 
@@ -77,7 +53,7 @@ def check_plan(
     out += plan_disagreements(recipe, plan, seed)
     out += launcher_owned(recipe)
     out += _explicitness(recipe)
-    base = _base_config(prof)
+    base = prof.base_config()
     try:
         rendered = render_recipe(recipe, plan, prof, seed if seed is not None else 0)
     except ValueError as exc:
@@ -100,6 +76,7 @@ def check_plan(
     out += _entrypoint(recipe, prof, geometry, composed)
     out += _runtime(topology, prof, composed)
     out += _recipe_rules(composed)
+    out += _wandb_project(recipe, composed)
     if positive:
         out += _model(model, plan, composed)
     return out
@@ -148,7 +125,7 @@ def _topology(t: SkyRLTopology) -> list[PreflightError]:
             out.append(_v("engine.colocated_gpu_mismatch", ["role_plan.num_inference_engines", "role_plan.inference_engine_data_parallel_size"], f"colocated roles must use the same GPUs: policy={p.policy_gpus}, rollout={p.rollout_gpus} ({engine_desc})", f"make engines x TP x PP x DP equal {p.policy_gpus}", policy=p.policy_gpus, rollout=p.rollout_gpus))
     else:
         if ranks > g:
-            out.append(_v("engine.exceeds_node", ["role_plan.inference_engine_tensor_parallel_size", "role_plan.inference_engine_data_parallel_size"], f"each inference engine must fit on one node, but TP*PP*DP={ranks} exceeds gpus_per_node={g}", "lower TP, PP or DP so one engine fits a node (use more engines instead)", engine_gpus=ranks, gpus_per_node=g))
+            out.append(_v("engine.exceeds_node", ["role_plan.inference_engine_tensor_parallel_size", "role_plan.inference_engine_pipeline_parallel_size", "role_plan.inference_engine_data_parallel_size"], f"each inference engine must fit on one node, but TP*PP*DP={ranks} exceeds gpus_per_node={g}", "lower TP, PP or DP so one engine fits a node (use more engines instead)", engine_gpus=ranks, gpus_per_node=g))
         else:
             free_nodes = n - p.policy_num_nodes
             needed = math.ceil(p.num_inference_engines / (g // ranks))
@@ -270,7 +247,9 @@ def _runtime(t: SkyRLTopology, prof: RuntimeProfile, composed: Mapping[str, Any]
             out.append(_v("runtime.capability", [f"role_plan.{field_name}"], f"runtime {prof.name!r} supports inference {label} up to {limit}; got {value}", f"set {field_name}={limit}", value=value))
     if caps.max_nodes is not None and t.num_nodes > caps.max_nodes:
         out.append(_v("runtime.capability", ["topology.num_nodes"], f"runtime {prof.name!r} runs on at most {caps.max_nodes} node(s); got {t.num_nodes}", f"set num_nodes={caps.max_nodes}", value=t.num_nodes))
-    for key, value, reason in unsupported_settings(_ParsedProfile(prof), composed):  # type: ignore[arg-type]
+    restricted = caps.honoured_keys is not None or bool(caps.allowed_values)
+    settings = unsupported_settings(prof, composed) if restricted else []
+    for key, value, reason in settings:
         out.append(_v("runtime.unsupported_setting", [f"config_yaml.{key}"], f"runtime {prof.name!r} cannot honour {key}={value!r}: {reason}", f"remove {key} from the recipe or use a runtime that supports it", value=value))
     return out
 
@@ -302,9 +281,13 @@ def _recipe_rules(c: Mapping[str, Any]) -> list[PreflightError]:
         out.append(_v("recipe.external_engines", ["config_yaml.generator.inference_engine.external_server_urls"], "the role plan describes local engines; external inference servers are not part of it", "remove the external URLs", value=True))
     if g("generator.inference_engine.distributed_executor_backend") not in ("ray", "mp"):
         out.append(_v("recipe.executor_backend", ["config_yaml.generator.inference_engine.distributed_executor_backend"], f"distributed_executor_backend must be ray or mp; got {g('generator.inference_engine.distributed_executor_backend')!r}", "use ray (may span nodes) or mp (one node)", value=g("generator.inference_engine.distributed_executor_backend")))
-    if g("trainer.logger") == "wandb" and g("trainer.project_name") == "skyrl":
-        out.append(_v("explicit.wandb_project", ["config_yaml.trainer.project_name"], "trainer.logger is wandb but trainer.project_name is the trainer default 'skyrl'", "set trainer.project_name explicitly (or use logger: console)", value="skyrl"))
     return out
+
+
+def _wandb_project(recipe: Mapping[str, Any], composed: Mapping[str, Any]) -> list[PreflightError]:
+    if get_path(composed, "trainer.logger") != "wandb" or has_path(recipe, "trainer.project_name"):
+        return []
+    return [_v("explicit.wandb_project", ["config_yaml.trainer.project_name"], "trainer.logger is wandb but config_yaml does not name trainer.project_name", "set trainer.project_name explicitly (or use logger: console)")]
 
 
 def _explicitness(recipe: Mapping[str, Any]) -> list[PreflightError]:

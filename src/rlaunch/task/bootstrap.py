@@ -3,13 +3,15 @@
 Every replica stages the model and data, and writes a join marker. Rank 0 writes the task-local
 final document (staged paths patched in), builds or reuses the runtime environment, and runs the
 runtime entrypoint (`run(cfg.skyrl)`) in it; when it ends, rank 0 publishes the gang's outcome.
-Other ranks join the gang and leave with rank 0's outcome.
+Other ranks join the gang and leave with rank 0's outcome. The task-local directory (staged
+inputs, trainer scratch) is removed when the task ends.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -28,6 +30,7 @@ from rlaunch.runtimes.registry import get_profile
 from rlaunch.task.staging import stage
 
 STAGING_ENV = "RLAUNCH_STAGING_ROOT"
+KEEP_ENV = "RLAUNCH_KEEP_TASK_DIR"  # keep staged inputs and trainer scratch for debugging
 OUTCOME = "gang/outcome.json"
 FINAL_FILE = "final-launch.yaml"
 
@@ -64,11 +67,24 @@ def final_document(doc: schema.SkyRLLaunchConfig, staged: dict[str, str]) -> dic
     return doc.replace_skyrl(skyrl).to_dict()
 
 
+def trainer_processes(doc: schema.SkyRLLaunchConfig) -> int:
+    """Training processes rank 0 starts: one per device slot under torchrun, else one driver."""
+    return doc.cluster.allocation.gpus_per_node if get_profile(doc.runtime.profile).launcher == "torchrun" else 1
+
+
 def write_join_marker(doc: schema.SkyRLLaunchConfig, rank: int, world: int) -> None:
     marker = storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), JOINED, f"replica-{rank}.json")
     storage.write_json_atomic(
         marker,
-        {"rank": rank, "world_size": world, "host": socket.gethostname(), "pid": os.getpid(), "job_id": os.environ.get(JOB_ID_ENV), "time": utc_now()},
+        {
+            "rank": rank,
+            "world_size": world,
+            "trainer_processes": trainer_processes(doc) if rank == 0 else 0,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "job_id": os.environ.get(JOB_ID_ENV),
+            "time": utc_now(),
+        },
     )
 
 
@@ -80,7 +96,7 @@ def run_entrypoint(doc: schema.SkyRLLaunchConfig, final: dict, local_root: str) 
     with open(final_path, "w", encoding="utf-8") as handle:
         handle.write(schema.dumps(final))
     env = ensure_environment(profile, progress=log)
-    slots = doc.cluster.allocation.gpus_per_node if profile.launcher == "torchrun" else 1
+    slots = trainer_processes(doc)
     command = env.command(profile.entrypoint_module(doc.runtime.entrypoint), ["--config", final_path], nproc=slots)
     process_env = env.process_env(
         {
@@ -113,15 +129,19 @@ def main(config_url: str) -> None:
     world = int(os.environ.get(WORLD_SIZE_ENV, "1"))
     local_root = task_dir(doc, rank)
     os.makedirs(local_root, exist_ok=True)
-    staged = stage_inputs(doc, local_root)
-    write_join_marker(doc, rank, world)
-    log(f"joined gang as rank {rank} of {world}")
-    if rank != 0:
-        sys.exit(wait_for_outcome(doc))
-    code = run_entrypoint(doc, final_document(doc, staged), local_root)
-    storage.write_json_atomic(
-        storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), OUTCOME),
-        {"exit_code": code, "time": utc_now()},
-    )
-    log(f"entrypoint exited {code}")
-    sys.exit(code)
+    try:
+        staged = stage_inputs(doc, local_root)
+        write_join_marker(doc, rank, world)
+        log(f"joined gang as rank {rank} of {world}")
+        if rank != 0:
+            sys.exit(wait_for_outcome(doc))
+        code = run_entrypoint(doc, final_document(doc, staged), local_root)
+        storage.write_json_atomic(
+            storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), OUTCOME),
+            {"exit_code": code, "time": utc_now()},
+        )
+        log(f"entrypoint exited {code}")
+        sys.exit(code)
+    finally:
+        if not os.environ.get(KEEP_ENV):
+            shutil.rmtree(local_root, ignore_errors=True)

@@ -45,6 +45,7 @@ from rlaunch.cluster.protocol import (
     JobState,
     JobStatus,
     ReplicaStatus,
+    Resources,
 )
 from rlaunch.secrets import scrub
 
@@ -131,8 +132,13 @@ class LocalBackend:
 
     # -- submitting ----------------------------------------------------------------------------
 
-    def submit(self, spec: JobSpec, *, parent: str | None = None) -> str:
+    def check(self, spec: JobSpec, *, parent: str | None = None, beside: Resources | None = None) -> None:
+        """Raise CapacityError when `spec` can never run here. Jobs are checked one by one against the
+        machine (a coordinator and its child run side by side), so `parent` and `beside` change nothing."""
         check_fits(spec, self.machine)
+
+    def submit(self, spec: JobSpec, *, parent: str | None = None) -> str:
+        self.check(spec, parent=parent)
         check_spec_env(spec.env, [*self.environment(), JOB_ID_ENV, WORLD_SIZE_ENV])
         working_dir = os.path.abspath(spec.working_dir or os.getcwd())
         if not os.path.isdir(working_dir):

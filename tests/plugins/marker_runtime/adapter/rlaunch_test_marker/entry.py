@@ -1,14 +1,17 @@
 """`run(skyrl)` for the test-marker runtime.
 
 `environment.env_class` picks the scenario: `ok` (default), `fail_at_<N>` (exit 3 after step
-N-1), `no_steps` (loads the model, never steps), `wrong_model` (records loading another path),
-`slow` (half a second per step). Records follow the trl-cpu layout: model_load.json,
-metrics.jsonl, joined/trainer-rank-0.json, checkpoints with a latest marker, an HF-shaped export.
+N-1), `flaky_at_<N>` (like `fail_at_<N>`, but only on an attempt that did not resume from a
+checkpoint: a transient fault the next attempt survives), `no_steps` (loads the model, never
+steps), `wrong_model` (records loading another path), `slow` (half a second per step).
+Records follow the trl-cpu layout: model_load.json, metrics.jsonl, joined/trainer-rank-0.json,
+checkpoints with a latest marker, an HF-shaped export.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -44,7 +47,14 @@ def run(skyrl: dict) -> int:
     _write(f"{attempt}/joined/trainer-rank-0.json", {"rank": 0, "world_size": 1, "host": socket.gethostname(), "pid": os.getpid(), "time": time.time()})
     loaded = "/elsewhere/model" if scenario == "wrong_model" else os.path.realpath(model)
     _write(f"{attempt}/model_load.json", {"configured_path": model, "loaded_path": loaded, "identity": os.environ.get("RLAUNCH_MODEL_IDENTITY"), "time": time.time()})
-    _write(f"{attempt}/marker.json", {"skyrl": skyrl, "model_files": sorted(os.listdir(model)), "data": _get(skyrl, "data.train_data")})
+    credentials = {k: hashlib.sha256(os.environ[k].encode()).hexdigest() for k in ("HF_TOKEN", "WANDB_API_KEY") if k in os.environ}
+    _write(f"{attempt}/marker.json", {
+        "skyrl": skyrl,
+        "model_files": sorted(os.listdir(model)),
+        "data": _get(skyrl, "data.train_data"),
+        "env_names": sorted(os.environ),
+        "credential_sha256": credentials,
+    })  # fmt: skip
     if scenario == "no_steps":
         time.sleep(1.0)
         return 0
@@ -54,7 +64,7 @@ def run(skyrl: dict) -> int:
         with open(latest, encoding="utf-8") as handle:
             start = int(handle.read().strip())
     for step in range(start + 1, final_step + 1):
-        if scenario == f"fail_at_{step}":
+        if scenario == f"fail_at_{step}" or (scenario == f"flaky_at_{step}" and start == 0):
             print(f"scenario {scenario}: failing at step {step}", file=sys.stderr)
             return 3
         time.sleep(0.5 if scenario == "slow" else 0.05)

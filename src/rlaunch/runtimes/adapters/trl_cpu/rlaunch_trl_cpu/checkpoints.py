@@ -76,11 +76,15 @@ class CheckpointStore:
         return destination
 
     def prune(self, keep: int) -> list[int]:
+        """Remove all but the newest `keep` checkpoints up to `latest` (none when keep <= 0).
+
+        Checkpoints past `latest` (left by another trajectory, e.g. before a `resume_mode: none`
+        restart) are not this run's to judge and are left alone."""
         if keep <= 0:
             return []
-        steps = self.steps()
         latest = self.latest()
-        doomed = [s for s in steps[:-keep] if s != latest]
+        steps = [s for s in self.steps() if latest is None or s <= latest]
+        doomed = steps[:-keep]
         for step in doomed:
             storage.remove_tree(self.step_dir(step))
         return doomed

@@ -3,13 +3,16 @@
 FINAL.yaml (a local path or fsspec URL) is the full launch document, a mapping; its `skyrl`
 section is the composed recipe handed to `trainer.run`. Exit status: 0 trained (or nothing left to
 train), 2 refused before training (recipe, data, reward, or checkpoint digest; the reason is on
-stderr), 1 crashed.
+stderr), 1 crashed. Under torchrun (WORLD_SIZE > 1) the process leaves with `os._exit` after
+flushing, skipping a torch.distributed teardown that can deadlock.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
 from typing import Any
 
 REFUSED_EXIT = 2
@@ -45,12 +48,25 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"rlaunch_trl_cpu: cannot read the launch document: {exc}\n")
         return REFUSED_EXIT
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     try:
         run(doc["skyrl"])
+        code = 0
     except (RecipeRefused, ResumeRefused, DataError, UnknownRewardError) as exc:
         sys.stderr.write(f"rlaunch_trl_cpu: refused: {exc}\n")
-        return REFUSED_EXIT
-    return 0
+        code = REFUSED_EXIT
+    except BaseException:
+        if not distributed:
+            raise
+        traceback.print_exc()
+        code = 1
+    if distributed:
+        # Under torchrun, tearing down torch.distributed (gloo) at interpreter exit can deadlock;
+        # everything this process wrote is complete, so leave without the teardown.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

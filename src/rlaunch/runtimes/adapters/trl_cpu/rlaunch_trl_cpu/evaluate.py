@@ -23,6 +23,63 @@ import sys
 import time
 
 
+def score(
+    model,
+    tokenizer,
+    rows: list[dict],
+    *,
+    max_new_tokens: int,
+    batch_size: int = 16,
+    temperature: float = 0.0,
+    samples: int = 1,
+) -> tuple[list[float], dict | None]:
+    """Generate for every row (greedy when temperature <= 0) and score with the row's reward.
+
+    Used by the CLI below and by the trainer's in-training evaluation on `data.val_data`."""
+    import torch
+
+    from . import rewards
+
+    was_training = model.training
+    model.eval()
+    do_sample = temperature > 0
+    per_row = samples if do_sample else 1
+    scores: list[float] = []
+    example = None
+    try:
+        for start in range(0, len(rows), max(1, batch_size)):
+            batch = rows[start : start + max(1, batch_size)]
+            texts = [tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) for r in batch]
+            encoded = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+            kwargs = {"max_new_tokens": max_new_tokens, "do_sample": do_sample, "pad_token_id": tokenizer.pad_token_id}
+            if do_sample:
+                kwargs.update(temperature=temperature, top_p=1.0, top_k=0, num_return_sequences=per_row)
+            with torch.no_grad():
+                output = model.generate(**encoded, **kwargs)
+            completions = tokenizer.batch_decode(output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
+            for index, completion in enumerate(completions):
+                row = batch[index // per_row]
+                value = float(rewards.get(row["env_class"])(completion, row["ground_truth"]))
+                scores.append(value)
+                if example is None:
+                    example = {"prompt": row["prompt"][-1]["content"], "completion": completion, "reward": value}
+    finally:
+        if was_training:
+            model.train()
+    return scores, example
+
+
+def summarise(scores: list[float]) -> dict:
+    n = len(scores)
+    mean = sum(scores) / n if n else 0.0
+    return {
+        "reward_mean": mean,
+        "reward_std": math.sqrt(sum((s - mean) ** 2 for s in scores) / n) if n else 0.0,
+        "accuracy": sum(1 for s in scores if s >= 1.0) / n if n else 0.0,
+        "n": n,
+    }
+
+
 def evaluate(
     model_dir: str,
     data_file: str,
@@ -54,38 +111,14 @@ def evaluate(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    model.eval()
-    scores: list[float] = []
-    example = None
-    do_sample = temperature > 0
-    for start in range(0, len(rows), batch_size):
-        batch = rows[start : start + batch_size]
-        texts = [tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) for r in batch]
-        encoded = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        kwargs = {"max_new_tokens": max_new_tokens, "do_sample": do_sample, "pad_token_id": tokenizer.pad_token_id}
-        if do_sample:
-            kwargs.update(temperature=temperature, top_p=1.0, top_k=0, num_return_sequences=samples)
-        elif samples > 1:
-            raise SystemExit("--samples > 1 needs --temperature > 0")
-        with torch.no_grad():
-            output = model.generate(**encoded, **kwargs)
-        completions = tokenizer.batch_decode(output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
-        per_row = samples if do_sample else 1
-        for index, completion in enumerate(completions):
-            row = batch[index // per_row]
-            score = float(rewards.get(row["env_class"])(completion, row["ground_truth"]))
-            scores.append(score)
-            if example is None:
-                example = {"prompt": row["prompt"][-1]["content"], "completion": completion, "reward": score}
-    n = len(scores)
-    mean = sum(scores) / n if n else 0.0
-    std = math.sqrt(sum((s - mean) ** 2 for s in scores) / n) if n else 0.0
+    if samples > 1 and temperature <= 0:
+        raise SystemExit("--samples > 1 needs --temperature > 0")
+    scores, example = score(
+        model, tokenizer, rows, max_new_tokens=max_new_tokens, batch_size=batch_size, temperature=temperature, samples=samples
+    )
     weights = {name: sha256_file(os.path.join(model_dir, name)) for name in weight_files(model_dir)}
     return {
-        "reward_mean": mean,
-        "reward_std": std,
-        "accuracy": sum(1 for s in scores if s >= 1.0) / n if n else 0.0,
-        "n": n,
+        **summarise(scores),
         "prompts": len(rows),
         "model": os.path.abspath(model_dir),
         "data": os.path.abspath(data_file),

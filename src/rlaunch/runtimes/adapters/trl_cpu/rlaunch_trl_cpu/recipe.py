@@ -29,6 +29,12 @@ trainer.policy.optimizer_config.*           learning_rate, weight_decay, max_gra
 generator.sampling_params.*                 max_completion_length, temperature, top_p,
                                             top_k (-1 -> 0 = off), min_p (0 -> None = off)
 trainer.seed                                seed, data_seed
+data.val_data + trainer.eval_*              not TRL's eval loop: rank 0 generates greedily for the
+                                            validation prompts (eval_batch_size per batch, up to
+                                            max_generate_length tokens) before training
+                                            (eval_before_train) and every eval_interval training
+                                            steps, scored by the env's reward -> eval.jsonl and
+                                            eval_* fields on that step's metrics line
 trainer.max_training_steps / epochs         max_steps (see below)
 (fixed)                                     use_cpu=True, bf16=False, report_to=[],
                                             logging_steps=1, save_strategy="no" (the adapter
@@ -39,8 +45,9 @@ Step counting: the runtime's step is TRL's optimizer step (`global_step`). SkyRL
 steps (one per `train_batch_size` prompts); one training step is
 `k = (train/mini) * update_epochs_per_batch` optimizer steps. `max_training_steps`,
 `ckpt_interval` and epochs are scaled by k, so with `train == mini` (and mu = 1) both counters are
-the same number. Without `max_training_steps`, max_steps = epochs * (rows // train) * k (SkyRL's
-dataloader drops the last partial batch, as TRL's sampler does).
+the same number. max_steps = k * min(max_training_steps, epochs * (rows // train)): the data is
+read for at most `epochs` passes (SkyRL's dataloader drops the last partial batch, as TRL's
+sampler does) and `max_training_steps`, when set, is a hard stop within that.
 
 Which keys are honoured is declared as data in the profile (`trl_cpu/profile.yaml`,
 `capabilities.honoured_keys` / `allowed_values`) for the launcher's preflight; `HONOURED` and
@@ -61,10 +68,11 @@ BASE_CONFIG_NAME = "skyrl-0.4.0"
 # dotted key (or `prefix.*`) -> what trl-cpu does with it
 HONOURED: dict[str, str] = {
     "data.train_data": "prompt rows (.jsonl/.parquet) -> train_dataset",
+    "data.val_data": "validation prompts: greedy generation scored by the reward (eval.jsonl, eval_* metrics)",
     "trainer.strategy": "checked: the SkyRL strategy this recipe was written for (fsdp)",
     "trainer.seed": "seed, data_seed",
-    "trainer.epochs": "max_steps = epochs * (rows // train) * k when max_training_steps is null",
-    "trainer.max_training_steps": "max_steps = max_training_steps * k",
+    "trainer.epochs": "at most epochs * (rows // train) training steps",
+    "trainer.max_training_steps": "hard stop: max_steps = k * min(max_training_steps, epochs * (rows // train))",
     "trainer.train_batch_size": "steps_per_generation = (train*n/dp)/micro",
     "trainer.policy_mini_batch_size": "gradient_accumulation_steps = (mini*n/dp)/micro",
     "trainer.critic_mini_batch_size": "unused: no critic (as in SkyRL without trainer.critic.model.path)",
@@ -83,9 +91,9 @@ HONOURED: dict[str, str] = {
     "trainer.project_name": "label only",
     "trainer.run_name": "label only",
     "trainer.log_path": "unused: no Ray infrastructure logs",
-    "trainer.eval_interval": "unused: no evaluation without data.val_data",
-    "trainer.eval_batch_size": "unused: no evaluation without data.val_data",
-    "trainer.eval_before_train": "unused: no evaluation without data.val_data",
+    "trainer.eval_interval": "evaluate on data.val_data every eval_interval training steps (<= 0: never)",
+    "trainer.eval_batch_size": "prompts per generation batch during evaluation",
+    "trainer.eval_before_train": "evaluate on data.val_data before the first step (step 0)",
     "trainer.placement.*": "device slots = policy_num_nodes * policy_num_gpus_per_node = processes",
     "trainer.policy.model.path": "the policy (and reference) model directory",
     "trainer.policy.sequence_parallel_size": "must be 1",
@@ -292,6 +300,10 @@ class Plan:
     resume: bool
     export_path: str
     export_hf_artifact: bool
+    val_data: list[str] = field(default_factory=list)
+    eval_interval: int = 0  # training steps; <= 0 never
+    eval_batch_size: int = 1
+    eval_before_train: bool = False
     max_steps: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -302,10 +314,10 @@ class Plan:
                 [("trainer.train_batch_size", self.train_batch_size, f"the dataset has only {rows} usable prompt rows")]
             )
         k = self.optimizer_steps_per_training_step
+        training_steps = self.epochs * (rows // self.train_batch_size)
         if self.max_training_steps is not None:
-            steps = self.max_training_steps * k
-        else:
-            steps = self.epochs * (rows // self.train_batch_size) * k
+            training_steps = min(training_steps, self.max_training_steps)
+        steps = training_steps * k
         grpo = {**self.grpo, "max_steps": steps}
         return Plan(**{**self.__dict__, "grpo": grpo, "max_steps": steps})
 
@@ -436,6 +448,7 @@ def translate(skyrl: dict[str, Any], world_size: int) -> Plan:
     ckpt_interval = int(get(skyrl, "trainer.ckpt_interval") or 0)
     resume_mode = get(skyrl, "trainer.resume_mode")
     train_data = get(skyrl, "data.train_data") or []
+    val_data = get(skyrl, "data.val_data") or []
     return Plan(
         grpo=grpo,
         world_size=world_size,
@@ -453,6 +466,10 @@ def translate(skyrl: dict[str, Any], world_size: int) -> Plan:
         resume=resume_mode == "latest",
         export_path=str(get(skyrl, "trainer.export_path")),
         export_hf_artifact=bool(get(skyrl, "trainer.export_hf_artifact")),
+        val_data=[val_data] if isinstance(val_data, str) else list(val_data),
+        eval_interval=int(get(skyrl, "trainer.eval_interval") or 0),
+        eval_batch_size=max(1, int(get(skyrl, "trainer.eval_batch_size") or 1)),
+        eval_before_train=bool(get(skyrl, "trainer.eval_before_train")),
     )
 
 

@@ -10,6 +10,8 @@ Records written here (rank 0 unless said otherwise):
 * `{attempt}/joined/trainer-rank-<r>.json` - every process: `{rank, world_size, host, pid, time}`
 * `{attempt}/model_load.json`              - what model the trainer actually loaded
 * `{attempt}/metrics.jsonl`                - one JSON line per optimizer step
+* `{attempt}/eval.jsonl`                   - one JSON line per evaluation on data.val_data
+                                             (step 0 = before training)
 """
 
 from __future__ import annotations
@@ -152,9 +154,12 @@ def fetch_dir(location: str, local_dir: str) -> str:
     """A local directory holding the files of `location` (downloaded for a URL)."""
     if not is_url(location):
         return os.path.expanduser(location)
+    import shutil
+
     fs, root = _fs(location)
     root = root.rstrip("/")
-    os.makedirs(local_dir, exist_ok=True)
+    shutil.rmtree(local_dir, ignore_errors=True)
+    os.makedirs(local_dir)
     for path in fs.find(root):
         rel = path[len(root) :].lstrip("/")
         target = os.path.join(local_dir, *rel.split("/"))
@@ -184,7 +189,7 @@ def write_join_marker(attempt_dir: str, rank: int, world_size: int) -> str:
 
 
 class MetricsWriter:
-    """Appends one JSON line per optimizer step to `{attempt}/metrics.jsonl`.
+    """Appends one JSON line per optimizer step to `{attempt}/metrics.jsonl` (or `name`).
 
     Local file: appended and flushed per line. URL: the whole file is rewritten per line (one
     put). Steps must be strictly increasing; on start, lines already present with a step beyond
@@ -192,10 +197,10 @@ class MetricsWriter:
     dropped, so the file always describes the trajectory of the model being trained.
     """
 
-    def __init__(self, attempt_dir: str, *, resume_step: int = 0) -> None:
-        self.location = join(attempt_dir, "metrics.jsonl")
+    def __init__(self, attempt_dir: str, *, resume_step: int = 0, name: str = "metrics.jsonl") -> None:
+        self.location = join(attempt_dir, name)
         self._lines: list[str] = []
-        self.last_step = 0
+        self.last_step = -1
         if exists(self.location):
             kept = []
             for line in read_text(self.location).splitlines():

@@ -4,7 +4,8 @@ SkyRL recipe (see `recipe` for the translation), writing rlaunch's records.
 Context comes from environment variables set by the task bootstrap:
 
 * `RLAUNCH_ATTEMPT_DIR`   records: `joined/trainer-rank-<r>.json` (every process),
-                          `model_load.json` and `metrics.jsonl` (rank 0). Local path or fsspec URL.
+                          `model_load.json`, `metrics.jsonl`, `eval.jsonl` (rank 0, the last only
+                          with data.val_data). Local path or fsspec URL.
                           Default: `{RLAUNCH_TASK_DIR}/attempt`.
 * `RLAUNCH_TASK_DIR`      task-local scratch (TRL output_dir, checkpoint/export staging). Default: cwd.
 * `RLAUNCH_RUNTIME_DIGEST`      written into every checkpoint; a resume from another digest is refused
@@ -38,6 +39,9 @@ ENV_DIGEST = "RLAUNCH_RUNTIME_DIGEST"
 ENV_COMPATIBLE = "RLAUNCH_COMPATIBLE_DIGESTS"
 ENV_IDENTITY = "RLAUNCH_MODEL_IDENTITY"
 
+# Objects that must outlive run() in a multi-process run (see the end of `run`).
+KEEP_ALIVE: list[Any] = []
+
 
 @dataclass(frozen=True)
 class Context:
@@ -68,9 +72,10 @@ class Context:
             world_size=int(os.environ.get("WORLD_SIZE", "1")),
         )
 
-    def log(self, message: str) -> None:
-        if self.rank == 0 or message.startswith("!"):
-            sys.stderr.write(f"[trl-cpu rank{self.rank}] {message.lstrip('!')}\n")
+    def log(self, message: str, *, every_rank: bool = False) -> None:
+        """A progress line on stderr (rank 0 only unless `every_rank`)."""
+        if self.rank == 0 or every_rank:
+            sys.stderr.write(f"[trl-cpu rank{self.rank}] {message}\n")
             sys.stderr.flush()
 
 
@@ -190,6 +195,7 @@ def run(skyrl: dict[str, Any]) -> None:
     started = time.time()
     ctx = Context.from_env()
     storage.write_join_marker(ctx.attempt_dir, ctx.rank, ctx.world_size)
+    ctx.log(f"joined as rank {ctx.rank} of {ctx.world_size} (pid {os.getpid()})", every_rank=True)
     plan = recipe.check_and_translate(skyrl, ctx.world_size)
     rewards.get(plan.env_class)
     store = CheckpointStore(_location(plan.ckpt_path))
@@ -218,7 +224,19 @@ def run(skyrl: dict[str, Any]) -> None:
     kept = [r for r in rows if _prompt_length(tokenizer, r["prompt"]) <= plan.max_prompt_length]
     if len(kept) < len(rows):
         ctx.log(f"dropped {len(rows) - len(kept)} of {len(rows)} prompts longer than trainer.max_prompt_length")
+    val_rows: list[dict[str, Any]] = []
+    if plan.val_data:
+        val_all = data.load_rows([os.path.expanduser(p) for p in plan.val_data], plan.env_class)
+        for row in val_all:
+            rewards.get(row["env_class"])
+        val_rows = [r for r in val_all if _prompt_length(tokenizer, r["prompt"]) <= plan.max_prompt_length]
     plan = plan.with_rows(len(kept))
+    by_data = plan.epochs * (len(kept) // plan.train_batch_size)
+    if plan.max_training_steps is not None and by_data < plan.max_training_steps:
+        ctx.log(
+            f"trainer.max_training_steps={plan.max_training_steps} but {plan.epochs} epoch(s) of {len(kept)} prompts "
+            f"hold only {by_data} training steps of {plan.train_batch_size}: stopping there (raise trainer.epochs)"
+        )
     ctx.log(
         f"plan: {plan.max_steps} optimizer steps on {ctx.world_size} process(es); "
         f"{plan.train_batch_size} prompts x {plan.grpo['num_generations']} samples per generation, "
@@ -255,7 +273,7 @@ def run(skyrl: dict[str, Any]) -> None:
             model_load_record(plan.model_path, model_path, ctx.identity, model, **extra),
         )
 
-    trainer = _build_trainer(ctx, plan, store, model, tokenizer, kept, resume_step or 0, stage_root)
+    trainer = _build_trainer(ctx, plan, store, model, tokenizer, kept, val_rows, resume_step or 0, stage_root)
     trainer.train(resume_from_checkpoint=local_resume)
     final_step = trainer.state.global_step
     if ctx.rank == 0 and plan.export_hf_artifact:
@@ -264,10 +282,11 @@ def run(skyrl: dict[str, Any]) -> None:
         ctx.log(f"exported {where}")
     _barrier()
     ctx.log(f"done: step {final_step} in {time.time() - started:.1f}s")
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+    if ctx.world_size > 1:
+        # Freeing a DDP model frees its gloo process group, whose destructor joins a worker thread
+        # that may need the GIL the destructor holds: a deadlock (seen with torch 2.13). Keep the
+        # trainer alive; `entry` leaves with os._exit once run() returns.
+        KEEP_ALIVE.append(trainer)
 
 
 def _build_trainer(
@@ -277,6 +296,7 @@ def _build_trainer(
     model: Any,
     tokenizer: Any,
     rows: list[dict[str, Any]],
+    val_rows: list[dict[str, Any]],
     resume_step: int,
     stage_root: str,
 ) -> Any:
@@ -288,18 +308,44 @@ def _build_trainer(
     output_dir = os.path.join(stage_root, "trl-output")
     config = GRPOConfig(output_dir=output_dir, **plan.grpo)
     metrics = storage.MetricsWriter(ctx.attempt_dir, resume_step=resume_step) if ctx.rank == 0 else None
+    evals = (
+        storage.MetricsWriter(ctx.attempt_dir, resume_step=resume_step, name="eval.jsonl")
+        if ctx.rank == 0 and val_rows
+        else None
+    )
     k = plan.optimizer_steps_per_training_step
+    max_new_tokens = int(plan.grpo["max_completion_length"])
+
+    def evaluate_now(model: Any, step: int) -> dict[str, Any]:
+        from .evaluate import score, summarise
+
+        started = time.time()
+        scores, _ = score(model, tokenizer, val_rows, max_new_tokens=max_new_tokens, batch_size=plan.eval_batch_size)
+        result = {"step": step, "training_step": math.ceil(step / k), **summarise(scores), "time": time.time()}
+        assert evals is not None
+        evals.write(result)
+        ctx.log(f"eval at step {step}: reward={result['reward_mean']:.3f} n={result['n']} ({time.time() - started:.1f}s)")
+        return result
 
     class RlaunchCallback(TrainerCallback):
         """Checkpoint cadence, publication to `ckpt_path`, and one metrics line per optimizer step."""
 
         def __init__(self) -> None:
             self.last_time = time.time()
+            self.pending_eval: dict[str, Any] | None = None
 
-        def on_step_end(self, args, state, control, **kwargs):
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            # (the Trainer loads a resumed checkpoint's state only after on_train_begin)
+            if evals is not None and plan.eval_before_train and resume_step == 0:
+                evaluate_now(model, 0)
+            return control
+
+        def on_step_end(self, args, state, control, model=None, **kwargs):
             step = state.global_step
             if (plan.ckpt_every and step % plan.ckpt_every == 0) or step >= state.max_steps:
                 control.should_save = True
+            if evals is not None and plan.eval_interval > 0 and step % k == 0 and (step // k) % plan.eval_interval == 0:
+                self.pending_eval = evaluate_now(model, step)
             return control
 
         def on_log(self, args, state, control, logs=None, **kwargs):
@@ -319,6 +365,10 @@ def _build_trainer(
             for key, value in logs.items():
                 if key not in ("loss", "reward", "reward_std", "kl", "learning_rate") and isinstance(value, (int, float)):
                     record.setdefault(key, _clean(value))
+            if self.pending_eval is not None and self.pending_eval["step"] == step:
+                for key in ("reward_mean", "reward_std", "accuracy", "n"):
+                    record[f"eval_{key}"] = self.pending_eval[key]
+                self.pending_eval = None
             if metrics.write(record):
                 now = time.time()
                 ctx.log(

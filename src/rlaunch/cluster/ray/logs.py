@@ -1,0 +1,135 @@
+"""A job's log through the Ray Jobs API: whole, the tail, one rank, or followed.
+
+The driver writes every replica line into the job's log as `[rank N] line` (and its own notes as
+`[rlaunch] ...`), so one rank's view is a prefix filter, exactly like the local backend. The
+unfiltered log is Ray's log as is: it also shows what Ray printed before the driver started (and
+a driver's traceback if it could not start), which is what one needs when a job never ran.
+
+Following streams the log over the Jobs API's websocket (`tail_job_logs`) in a background
+thread, and checks the job's state meanwhile: once it is terminal, whatever the stream has not
+delivered yet is read in one request, so a follow ends as soon as the job does (the websocket
+alone notices the end only seconds later).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import queue
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from rlaunch.cluster.ray.common import rank_prefix
+
+STATE_POLL_SECONDS = 0.5
+
+
+def select(rank: int | None) -> Callable[[str], str | None]:
+    if rank is None:
+        return lambda line: line
+    prefix = rank_prefix(rank)
+    return lambda line: line[len(prefix) :] if line.startswith(prefix) else None
+
+
+def split_lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+class _Stream:
+    """`client.tail_job_logs(job_id)` in a daemon thread, feeding text chunks into a queue."""
+
+    def __init__(self, client: Any, job_id: str) -> None:
+        self.chunks: queue.Queue[str | None] = queue.Queue()
+        self.loop = asyncio.new_event_loop()
+        self.task: asyncio.Task[None] | None = None
+        self.thread = threading.Thread(target=self._run, args=(client, job_id), daemon=True, name=f"ray-logs-{job_id}")
+        self.thread.start()
+
+    def _run(self, client: Any, job_id: str) -> None:
+        # Ray's own websocket call trips an aiohttp deprecation; nothing a caller could act on.
+        warnings.filterwarnings("ignore", message="ssl=None is deprecated", category=DeprecationWarning)
+
+        async def pump() -> None:
+            async for chunk in client.tail_job_logs(job_id):
+                self.chunks.put(chunk)
+
+        try:
+            self.task = self.loop.create_task(pump())
+            with contextlib.suppress(BaseException):  # cancelled, or the stream broke: the final read covers it
+                self.loop.run_until_complete(self.task)
+        finally:
+            self.chunks.put(None)
+            self.loop.close()
+
+    def close(self) -> None:
+        if self.task is not None and not self.loop.is_closed():
+            try:
+                self.loop.call_soon_threadsafe(self.task.cancel)
+            except RuntimeError:
+                pass  # the loop closed meanwhile
+
+
+def read_logs(
+    client: Any,
+    job_id: str,
+    *,
+    rank: int | None,
+    follow: bool,
+    tail: int | None,
+    finished: Callable[[], bool],
+) -> Iterator[str]:
+    """Lines of the job's log; with `follow`, keep yielding until the job is terminal and drained."""
+    pick = select(rank)
+    if not follow or finished():
+        selected = (s for s in map(pick, split_lines(client.get_job_logs(job_id))) if s is not None)
+        yield from collections.deque(selected, maxlen=tail) if tail is not None else selected
+        return
+    consumed = 0  # characters of the log already turned into lines (or skipped by `tail`)
+    partial = ""
+    if tail is not None:
+        text = client.get_job_logs(job_id)
+        complete = text[: text.rfind("\n") + 1]
+        consumed = len(complete)
+        yield from collections.deque((s for s in map(pick, split_lines(complete)) if s is not None), maxlen=tail)
+    stream = _Stream(client, job_id)
+    seen = 0  # characters the stream delivered
+
+    def take(fresh: str) -> list[str]:
+        nonlocal partial, consumed
+        consumed += len(fresh)
+        pieces = (partial + fresh).split("\n")
+        partial = pieces.pop()
+        return [p for p in map(pick, pieces) if p is not None]
+
+    try:
+        next_check = time.monotonic() + STATE_POLL_SECONDS
+        while True:
+            try:
+                chunk = stream.chunks.get(timeout=0.1)
+            except queue.Empty:
+                chunk = ""
+            if chunk is None:  # the stream ended: the job is over, or the stream broke
+                break
+            if chunk:
+                start = max(consumed - seen, 0)
+                seen += len(chunk)
+                yield from take(chunk[start:])
+            if time.monotonic() >= next_check:
+                next_check = time.monotonic() + STATE_POLL_SECONDS
+                if finished():
+                    break
+    finally:
+        stream.close()
+    while not finished():  # the stream broke while the job runs: poll the log instead
+        time.sleep(1.0)
+        yield from take(client.get_job_logs(job_id)[consumed:])
+    # The job is terminal, so its log is complete: read what the stream had not delivered.
+    rest = partial + client.get_job_logs(job_id)[consumed:]
+    yield from (p for p in map(pick, split_lines(rest)) if p is not None)

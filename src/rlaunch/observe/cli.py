@@ -1,0 +1,235 @@
+"""`rlaunch runs | status | verify-smoke | logs | cancel | plot`.
+
+A RUN is `name@version` (under --prefix, else $RLAUNCH_PREFIX), the RL artifact's path, or a
+coordinator or child job id. Everything here reads; only `cancel` writes (its record).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+
+from rlaunch.observe.resolve import RunNotFoundError, RunRef, default_prefix, resolve
+
+NOT_FOUND_EXIT = 2
+INTERRUPTED_EXIT = 130
+
+prefix_option = click.option(
+    "--prefix", default=None, metavar="URL", help="Storage prefix the runs live under (default $RLAUNCH_PREFIX, else ./rlaunch-artifacts)."
+)
+attempt_option = click.option("--attempt", "attempt_id", default=None, help="An attempt id of the run (default: the latest).")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for tools.")
+run_argument = click.argument("run", metavar="RUN")
+
+
+@contextmanager
+def _user_errors(exit_code: int = 1) -> Iterator[None]:
+    """A run that cannot be found is a one-line error, not a traceback."""
+    try:
+        yield
+    except RunNotFoundError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exit_code)
+
+
+def _resolve(run: str, prefix: str | None, attempt_id: str | None = None, exit_code: int = 1) -> RunRef:
+    with _user_errors(exit_code):
+        return resolve(run, prefix, attempt_id)
+
+
+@click.command()
+@prefix_option
+@click.option("--name", "name_prefix", default=None, metavar="PREFIX", help="Only artifacts whose name starts with PREFIX.")
+@json_option
+def runs(prefix: str | None, name_prefix: str | None, as_json: bool) -> None:
+    """List RL runs under the prefix, newest first.
+
+    One line per run: its latest attempt, state (reconciled with the jobs) and job ids.
+    """
+    from rlaunch.observe.render import dumps, runs_rows
+    from rlaunch.observe.runs import list_runs
+
+    rows = list_runs(default_prefix(prefix), name_prefix)
+    if as_json:
+        click.echo(dumps(rows))
+    elif not rows:
+        click.echo(f"no runs under {default_prefix(prefix)}")
+    else:
+        click.echo(runs_rows(rows))
+
+
+@click.command()
+@run_argument
+@prefix_option
+@attempt_option
+@json_option
+@click.option("--watch", is_flag=True, help="Refresh until the run ends (Ctrl-C stops watching, not the run).")
+@click.option("--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True, help="Seconds between --watch refreshes.")
+def status(run: str, prefix: str | None, attempt_id: str | None, as_json: bool, watch: bool, interval: float) -> None:
+    """Show a run's jobs, model, steps and outputs.
+
+    Job states (coordinator and child, per replica), which replicas and trainer processes joined
+    and when, the model the trainer loaded versus the configured one, optimizer steps (latest,
+    steps per minute, last metrics), checkpoints, the export and the terminal manifest.
+
+    RUN is name@version, the RL artifact's path, or a coordinator or child job id.
+    """
+    from rlaunch.observe.collect import collect
+    from rlaunch.observe.render import dumps, status_text
+    from rlaunch.observe.verdict import smoke_verdict
+
+    def show() -> bool:
+        snapshot = collect(_resolve(run, prefix, attempt_id), run)
+        if as_json:
+            data = snapshot.to_json()
+            data["smoke"] = smoke_verdict(snapshot).to_json()
+            click.echo(dumps(data) if not watch else dumps(data).replace("\n", " "))
+        else:
+            if watch and sys.stdout.isatty():
+                click.clear()
+            click.echo(status_text(snapshot))
+        return snapshot.is_terminal
+
+    try:
+        while not show() and watch:
+            if not as_json:
+                click.echo(f"\n(refreshing every {interval:g}s until the run ends; Ctrl-C stops watching)")
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        sys.exit(INTERRUPTED_EXIT)
+
+
+@click.command("verify-smoke")
+@run_argument
+@prefix_option
+@attempt_option
+@json_option
+def verify_smoke(run: str, prefix: str | None, attempt_id: str | None, as_json: bool) -> None:
+    """Check the smoke criteria (exit 0: all hold).
+
+    Each criterion is printed with its evidence. The run must have ended in success, every expected replica and trainer process joined, the
+    trainer loaded the configured (staged) model, optimizer steps advanced to the final step, and
+    the terminal checkpoint, manifest and export exist. Exit 1 when a criterion fails, 2 when RUN
+    names no run.
+
+    RUN is name@version, the RL artifact's path, or a coordinator or child job id.
+    """
+    from rlaunch.observe.collect import collect
+    from rlaunch.observe.render import dumps, verdict_text
+    from rlaunch.observe.verdict import smoke_verdict
+
+    snapshot = collect(_resolve(run, prefix, attempt_id, exit_code=NOT_FOUND_EXIT), run)
+    verdict = smoke_verdict(snapshot)
+    if as_json:
+        click.echo(dumps({"run": snapshot.artifact, "attempt_id": snapshot.attempt_id, "state": snapshot.state, **verdict.to_json()}))
+    else:
+        click.echo(verdict_text(snapshot, verdict))
+    sys.exit(0 if verdict.ok else 1)
+
+
+@click.command()
+@run_argument
+@prefix_option
+@attempt_option
+@click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
+@click.option("--replica", type=click.IntRange(min=0), default=None, help="Only this replica's output (no `[rank N]` prefix).")
+@click.option("--tail", type=click.IntRange(min=0), default=None, help="Start with the last N lines.")
+@click.option("--coordinator", "of_coordinator", is_flag=True, help="The coordinator's log instead of the child gang's.")
+def logs(run: str, prefix: str | None, attempt_id: str | None, follow: bool, replica: int | None, tail: int | None, of_coordinator: bool) -> None:
+    """Show a run's log (child gang or coordinator).
+
+    The child gang's output (all replicas with a `[rank N]` prefix, or one with --replica); before
+    the child exists, or with --coordinator, the coordinator's.
+
+    RUN is name@version, the RL artifact's path, or a coordinator or child job id.
+    """
+    from rlaunch.cluster.protocol import JobNotFoundError
+    from rlaunch.observe import jobs as run_jobs
+
+    ref = _resolve(run, prefix, attempt_id)
+    attempt = ref.attempt() or {}
+    job_id = attempt.get("coordinator_job_id") if of_coordinator else attempt.get("child_job_id") or attempt.get("coordinator_job_id")
+    job_id = job_id or ref.job_id
+    if not job_id:
+        raise click.ClickException(f"{ref.artifact or ref.output_path} has no job yet")
+    if not of_coordinator and not attempt.get("child_job_id"):
+        click.echo(f"(no child job yet; showing the coordinator {job_id})", err=True)
+    found = run_jobs.lookup(job_id, run_jobs.backends(attempt.get("backend") or "local", attempt.get("placement"), ref.prefix))
+    if found is None:
+        raise click.ClickException(f"job {job_id} is not known to the {attempt.get('backend') or 'local'} backend")
+    backend, _ = found
+    try:
+        for line in backend.logs(job_id, replica=replica, follow=follow, tail=tail):
+            click.echo(line.rstrip("\n"))
+    except (JobNotFoundError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        sys.exit(INTERRUPTED_EXIT)
+
+
+@click.command()
+@run_argument
+@prefix_option
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--reason", default=None, help="Why; recorded with who cancelled and when.")
+def cancel(run: str, prefix: str | None, yes: bool, reason: str | None) -> None:
+    """Cancel a run's jobs; records who and when.
+
+    Cancels the latest attempt's coordinator and child jobs (asking first unless --yes) and
+    records who cancelled, when and why beside the run.
+
+    RUN is name@version, the RL artifact's path, or a coordinator or child job id.
+    """
+    from rlaunch.observe.cancel import cancel_run, live_jobs
+
+    ref = _resolve(run, prefix)
+    attempt, live = live_jobs(ref)
+    name = ref.artifact or ref.output_path
+    if not live:
+        state = attempt.get("state") or "no attempt recorded"
+        click.echo(f"{name}: nothing to cancel (attempt {attempt.get('attempt_id') or '-'}: {state}, no job running)")
+        return
+    if not yes:
+        jobs = ", ".join(f"{j.role} {j.job_id} ({j.state})" for j in live)
+        click.confirm(f"Cancel {name} attempt {attempt.get('attempt_id') or '(none recorded yet)'}: {jobs}?", abort=True)
+    outcome = cancel_run(ref, reason)
+    states = ", ".join(f"{job} {state}" for job, state in outcome.states.items()) or "-"
+    click.echo(f"{name} attempt {outcome.attempt_id or '(none recorded yet)'}: cancelled ({states})")
+    if outcome.record_url:
+        click.echo(f"recorded in {outcome.record_url}")
+
+
+@click.command()
+@run_argument
+@prefix_option
+@attempt_option
+@click.option("--output", "-o", "out_path", default="curves.png", show_default=True, type=click.Path(dir_okay=False), help="PNG to write.")
+def plot(run: str, prefix: str | None, attempt_id: str | None, out_path: str) -> None:
+    """Plot reward, loss and KL per optimizer step.
+
+    Every attempt's metrics in one trajectory (a later attempt wins at a step both recorded);
+    dashed lines mark where a later attempt resumed.
+
+    RUN is name@version, the RL artifact's path, or a coordinator or child job id.
+    """
+    try:
+        from rlaunch.observe import plot as plotting
+    except ImportError as exc:  # pragma: no cover - guarded below where matplotlib is imported
+        raise click.ClickException(str(exc)) from None
+    ref = _resolve(run, prefix, attempt_id)
+    series = plotting.attempt_series(ref, attempt_id)
+    if not series:
+        raise click.ClickException(f"{ref.artifact or ref.output_path} has no optimizer steps recorded yet: nothing to plot")
+    attempts = ", ".join(s.attempt_id for s in series)
+    try:
+        panels = plotting.draw(series, f"{ref.artifact or ref.output_path} (attempt {attempts})", out_path)
+    except ModuleNotFoundError as exc:
+        raise click.ClickException(f"{exc}; plotting needs matplotlib: pip install 'rlaunch[plot]'") from None
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    points = len(plotting.merged(series))
+    click.echo(f"wrote {out_path}: {', '.join(panels)} over {points} optimizer steps")

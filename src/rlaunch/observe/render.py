@@ -1,0 +1,205 @@
+"""Text and JSON for runs, a run's status and the smoke verdict.
+
+Plain text (aligned columns, no colour library): `rlaunch status` must render in well under a
+second, and the same text goes to terminals, CI logs and the README.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rlaunch.observe.collect import RunStatus
+from rlaunch.observe.jobs import JobView
+from rlaunch.observe.verdict import Verdict
+
+LABEL_WIDTH = 12
+MAX_FAILURE_LINES = 8
+
+
+def short(value: str | None, n: int = 12) -> str:
+    return (value or "-")[:n]
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+def table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+
+
+def _line(label: str, *values: str) -> list[str]:
+    lines = [f"{label:<{LABEL_WIDTH}} {values[0]}" if values else label]
+    lines += [f"{'':<{LABEL_WIDTH}} {v}" for v in values[1:]]
+    return lines
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "-" if value is None else str(value)
+
+
+def _topology(topo: dict[str, Any]) -> str:
+    nodes, slots, variant = topo.get("num_nodes"), topo.get("gpus_per_node"), topo.get("gpu_variant")
+    text = f"{nodes} node(s) x {slots} {variant or 'device'} slot(s)"
+    plan = topo.get("role_plan") or {}
+    if plan:
+        placement = "colocated" if plan.get("colocate_all") else "disaggregated"
+        text += (
+            f"; {placement}; policy {plan.get('policy_num_nodes')}x{plan.get('policy_num_gpus_per_node')}, "
+            f"{plan.get('num_inference_engines')} engine(s) TP{plan.get('inference_engine_tensor_parallel_size')} "
+            f"PP{plan.get('inference_engine_pipeline_parallel_size')}; batch {plan.get('train_batch_size')} prompts "
+            f"x {plan.get('n_samples_per_prompt')} samples, mini-batch {plan.get('policy_mini_batch_size')}"
+        )
+    return text
+
+
+def _job_lines(job: JobView | None, role: str, ended: bool) -> list[str]:
+    if job is None:
+        return [f"  {role:<12} -  ({'never submitted' if ended else 'not submitted yet'})"]
+    if job.error:
+        return [f"  {role:<12} {job.job_id}  {job.state}  ({job.error})"]
+    head = f"  {role:<12} {job.job_id}  {job.state}"
+    if job.message:
+        head += f"  ({job.message})"
+    lines = [head]
+    for r in job.replicas:
+        exit_code = "-" if r.exit_code is None else str(r.exit_code)
+        lines.append(
+            f"    replica {r.rank}  {r.state:<9} exit {exit_code:<3} attempts {r.attempts}  "
+            f"started {r.started_at or '-'}  finished {r.finished_at or '-'}"
+        )
+    return lines
+
+
+def _joined(s: RunStatus) -> list[str]:
+    t = s.tasks
+    replicas = ", ".join(f"{j.rank}@{j.host} {j.time}" for j in t.replicas) or "none"
+    missing = f"; missing {t.missing_replicas}" if t.missing_replicas else ""
+    trainers = ", ".join(f"{j.rank}@{j.host} {j.time}" for j in t.trainers) or "none"
+    expected_trainers = "?" if t.expected_trainer_processes is None else str(t.expected_trainer_processes)
+    launcher = f" ({t.trainer_launcher})" if t.trainer_launcher else ""
+    missing_trainers = f"; missing {t.missing_trainers}" if t.missing_trainers else ""
+    return _line(
+        "joined",
+        f"replicas {len(t.replicas)}/{t.expected_replicas or '?'}: {replicas}{missing}",
+        f"trainer processes {len(t.trainers)}/{expected_trainers}{launcher}: {trainers}{missing_trainers}",
+    )
+
+
+def _model(s: RunStatus) -> list[str]:
+    m = s.model
+    configured = f"configured {m.configured or '-'}" + (f" -> {m.configured_path}" if m.configured_path else "")
+    if not m.recorded:
+        return _line("model", configured, "loaded     - (no model_load.json)", f"identity   expected {m.expected_identity or '-'}")
+    loaded_ok = "matches" if m.loaded_path and m.configured_path and _same(m.loaded_path, m.configured_path) else "DIFFERS"
+    identity_ok = "matches the document" if m.identity == m.expected_identity else f"DIFFERS from the document's {m.expected_identity}"
+    lines = [configured, f"loaded     {m.loaded_path}  ({loaded_ok})", f"identity   {m.identity}  ({identity_ok})"]
+    if m.weights_sha256:
+        lines.append(f"weights    sha256 {short(m.weights_sha256)}" + (f"  {m.architecture}, {m.num_parameters} parameters" if m.architecture else ""))
+    if m.resumed_from_step is not None:
+        lines.append(f"resumed    from checkpoint step {m.resumed_from_step}")
+    return _line("model", *lines)
+
+
+def _same(a: str, b: str) -> bool:
+    from rlaunch.observe.verdict import same_path
+
+    return same_path(a, b)
+
+
+def _steps(s: RunStatus) -> list[str]:
+    st = s.steps
+    final = "?" if st.final_step is None else str(st.final_step)
+    if st.count == 0:
+        return _line("steps", f"none yet (final step {final})")
+    rate = f", {st.steps_per_minute:.1f} steps/min" if st.steps_per_minute else ""
+    training = f" (training step {st.latest_training_step})" if st.latest_training_step != st.latest_step else ""
+    head = f"latest step {st.latest_step}{training} of {final}; {st.count} recorded{rate}"
+    if not st.complete:
+        head += " (long log: head and tail read)"
+    last = st.last or {}
+    keys = [k for k in ("loss", "reward_mean", "reward_std", "kl", "learning_rate") if k in last]
+    return _line("steps", head, "last       " + "  ".join(f"{k} {_number(last[k])}" for k in keys))
+
+
+def _checkpoints(s: RunStatus) -> list[str]:
+    c = s.checkpoints
+    if c.marker_error:
+        return _line("checkpoints", c.marker_error)
+    kept = ", ".join(map(str, c.steps)) or "none"
+    if c.latest_step is None:
+        return _line("checkpoints", f"kept [{kept}], no latest marker  ({c.root})")
+    digest = (c.latest_meta or {}).get("runtime_digest")
+    digest_note = "missing rlaunch_checkpoint.json" if c.latest_meta is None else (
+        "digest matches the runtime" if digest == s.runtime_digest else f"digest {short(digest)} DIFFERS from the runtime's"
+    )
+    return _line("checkpoints", f"kept [{kept}], latest {c.latest_step} ({digest_note})", c.root or "-")
+
+
+def _export(s: RunStatus) -> list[str]:
+    e = s.export
+    if not e.wanted:
+        return _line("export", "not requested (export_hf false)")
+    if not e.uri:
+        return _line("export", "none yet")
+    files = ", ".join(e.files) if e.files else "no files yet"
+    return _line("export", e.uri, f"({files})")
+
+
+def _terminal(s: RunStatus) -> list[str]:
+    t = s.terminal
+    if not t.exists:
+        return _line("terminal", f"none yet ({t.uri})")
+    return _line("terminal", f"{t.state}  attempt {t.attempt_id}  step {t.global_step}  {t.uri}")
+
+
+def status_text(s: RunStatus) -> str:
+    attempt = f"attempt {s.attempt_id} ({s.attempt_number} of {s.attempts_total})" if s.attempt_id else "no attempt yet"
+    state = s.state + (f"  ({s.state_reason})" if s.state_reason else "")
+    lines = _line("run", f"{s.artifact or s.reference}  {attempt}")
+    lines += _line("state", state)
+    if s.failure and s.state != "succeeded":
+        failure = [ln[:300] for ln in s.failure.strip().splitlines()]
+        lines += _line("failure", *failure[:MAX_FAILURE_LINES], *(["..."] if len(failure) > MAX_FAILURE_LINES else []))
+    if s.cancelled:
+        lines += _line("cancelled", f"by {s.cancelled.by} at {s.cancelled.at}" + (f": {s.cancelled.reason}" if s.cancelled.reason else ""))
+    lines += _line("output", s.output_path)
+    times = f"submitted {s.submitted_at or '-'}" + (f"  finished {s.finished_at}" if s.finished_at else "")
+    lines += _line("times", times)
+    lines += _line("fingerprint", short(s.fingerprint, 16))
+    lines += _line("runtime", f"{s.runtime_profile or '-'}  source digest {short(s.runtime_digest, 16)}")
+    if s.topology:
+        lines += _line("topology", _topology(s.topology))
+    lines += _line("jobs", f"backend {s.backend or '-'}")
+    lines += _job_lines(s.coordinator, "coordinator", s.is_terminal)
+    lines += _job_lines(s.child, "child", s.is_terminal)
+    lines += _joined(s)
+    lines += _model(s)
+    lines += _steps(s)
+    lines += _checkpoints(s)
+    lines += _export(s)
+    lines += _terminal(s)
+    return "\n".join(lines)
+
+
+def verdict_text(s: RunStatus, verdict: Verdict) -> str:
+    head = f"smoke verdict for {s.artifact or s.reference} attempt {s.attempt_id or '-'}: {'PASS' if verdict.ok else 'FAIL'}"
+    lines = [head]
+    for c in verdict.criteria:
+        lines.append(f"  [{'ok' if c.ok else 'FAIL'}] {c.name}")
+        lines.extend(f"         {line}" for line in c.evidence.splitlines())
+    return "\n".join(lines)
+
+
+def runs_rows(runs: list[dict[str, Any]]) -> str:
+    rows = [["ARTIFACT", "STATE", "ATTEMPT", "SUBMITTED", "COORDINATOR", "CHILD"]]
+    for r in runs:
+        rows.append([
+            r["artifact"] or r["output_path"], r["state"], f"{r['attempt_id']} ({r['attempts']})", r["submitted_at"] or "-",
+            r["coordinator_job_id"] or "-", r["child_job_id"] or "-",
+        ])  # fmt: skip
+    return table(rows)

@@ -1,0 +1,62 @@
+"""`rlaunch runs`: every run recorded under a prefix, newest first, with its state and job ids."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlaunch.observe import jobs as run_jobs
+from rlaunch.observe.collect import TERMINAL_STATES, Cancellation, Terminal, effective_state
+from rlaunch.observe.records import cancel_record_url, get_path, read_json
+from rlaunch.observe.resolve import prefix_of, run_records
+
+
+def summary(output_path: str, record: dict[str, Any], prefix: str | None) -> dict[str, Any] | None:
+    """One row: the latest attempt, its state reconciled with its jobs when the record is not final."""
+    attempts = record.get("attempts") or []
+    if not attempts:
+        return None
+    latest = attempts[-1]
+    attempt_id = latest.get("attempt_id")
+    state, reason = latest.get("state"), None
+    if state not in TERMINAL_STATES:
+        _, coordinator, child = run_jobs.run_jobs(latest, prefix or prefix_of(output_path, latest.get("artifact")))
+        cancel = read_json(cancel_record_url(output_path, attempt_id)) if attempt_id else None
+        manifest = read_json(f"{output_path.rstrip('/')}/terminal.json") or {}
+        terminal = Terminal(
+            exists=bool(manifest),
+            state=get_path(manifest, "result.state"),
+            attempt_id=get_path(manifest, "result.attempt_id"),
+        )
+        cancelled = Cancellation(by="?", at=cancel.get("at")) if isinstance(cancel, dict) else None
+        state, reason = effective_state(state, coordinator, child, terminal, cancelled, attempt_id)
+    return {
+        "artifact": latest.get("artifact"),
+        "output_path": output_path,
+        "run_id": record.get("run_id"),
+        "state": state,
+        "state_reason": reason,
+        "record_state": latest.get("state"),
+        "attempt_id": attempt_id,
+        "attempts": len(attempts),
+        "submitted_at": latest.get("submitted_at"),
+        "finished_at": latest.get("finished_at"),
+        "coordinator_job_id": latest.get("coordinator_job_id"),
+        "child_job_id": latest.get("child_job_id"),
+        "backend": latest.get("backend"),
+        "runtime_profile": latest.get("runtime_profile"),
+        "runtime_digest": latest.get("runtime_digest"),
+        "fingerprint": latest.get("fingerprint"),
+    }
+
+
+def list_runs(prefix: str, name_prefix: str | None = None) -> list[dict[str, Any]]:
+    """Runs under `prefix` (optionally only artifacts whose name starts with `name_prefix`), newest first."""
+    rows = []
+    for output_path, record in run_records(prefix):
+        row = summary(output_path, record, prefix)
+        if row is None:
+            continue
+        if name_prefix and not (row["artifact"] or "").startswith(name_prefix):
+            continue
+        rows.append(row)
+    return sorted(rows, key=lambda r: r["submitted_at"] or "", reverse=True)

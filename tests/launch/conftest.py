@@ -1,0 +1,53 @@
+"""Launch tests run real experiments as subprocesses: coordinator, host, child job, task."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MARKER_PLUGIN = "tests.plugins.marker_runtime"
+
+
+class Launcher:
+    """Runs `python -m <module> ...` from the repository root with an isolated prefix."""
+
+    def __init__(self, prefix: Path, extra_env: dict[str, str]):
+        self.prefix = prefix
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("RLAUNCH_")},
+            "RLAUNCH_PREFIX": str(prefix),
+            "RLAUNCH_RUNTIME_PLUGINS": MARKER_PLUGIN,
+            "RLAUNCH_STAGING_ROOT": str(prefix / "_staging"),
+            "PYTHONPATH": str(REPO),
+            **extra_env,
+        }
+        if os.environ.get("RLAUNCH_RUNTIME_CACHE"):
+            self.env["RLAUNCH_RUNTIME_CACHE"] = os.environ["RLAUNCH_RUNTIME_CACHE"]
+
+    def run(self, *args: str, timeout: float = 180, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, *args], cwd=REPO, env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=timeout
+        )
+
+    def backend(self):  # noqa: ANN201 - the local backend over this prefix's job root
+        from rlaunch.cluster.local.backend import LocalBackend
+
+        return LocalBackend(root=str(self.prefix / ".jobs"))
+
+
+@pytest.fixture
+def launcher(tmp_path: Path) -> Iterator[Launcher]:
+    runner = Launcher(tmp_path / "prefix", {})
+    yield runner
+    jobs_root = runner.prefix / ".jobs"
+    if jobs_root.exists():
+        backend = runner.backend()
+        for job in backend.list_jobs():
+            if not job.state.terminal:
+                backend.cancel(job.job_id, reason="test teardown")

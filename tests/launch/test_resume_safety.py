@@ -1,0 +1,39 @@
+"""A checkpoint written by another runtime digest is never resumed: the plan says so and `--run`
+refuses before anything is submitted."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tests.launch.conftest import REPO, Launcher
+
+VERSION = "2026.11.30"
+MARKER = ("-m", "tests.experiments.marker", "--version", VERSION, "--scenario", "fail_at_3")
+
+
+def test_changed_runtime_digest_refuses_resume_in_plan_and_run(tmp_path: Path) -> None:
+    plugins = tmp_path / "plugins"
+    shutil.copytree(REPO / "tests" / "plugins" / "marker_runtime", plugins / "copied_marker", ignore=shutil.ignore_patterns("__pycache__"))
+    launcher = Launcher(tmp_path / "prefix", {"RLAUNCH_RUNTIME_PLUGINS": "copied_marker", "PYTHONPATH": f"{plugins}:{REPO}"})
+
+    failed = launcher.run(*MARKER, "--run")
+    assert failed.returncode != 0  # fails at step 3, after committing the step-2 checkpoint
+    assert next(launcher.prefix.glob(".tmp/*/marker/rl/*/checkpoints/latest")).read_text() == "2"
+    plan = launcher.run(*MARKER)
+    assert plan.returncode == 0 and "would resume step 2 (same runtime digest)" in plan.stdout
+
+    entry = plugins / "copied_marker" / "adapter" / "rlaunch_test_marker" / "entry.py"
+    entry.write_text(entry.read_text() + "\n# a new runtime release\n")
+    replan = launcher.run(*MARKER)
+    assert replan.returncode == 0
+    assert "REFUSED" in replan.stdout and "fresh RL artifact version" in replan.stdout
+
+    jobs_before = len(launcher.backend().list_jobs())
+    refused = launcher.run(*MARKER, "--run")
+    assert refused.returncode == 2
+    assert "fresh RL artifact version" in refused.stderr and "Nothing was submitted." in refused.stderr
+    assert len(launcher.backend().list_jobs()) == jobs_before
+
+    fresh = launcher.run("-m", "tests.experiments.marker", "--version", VERSION, "--override", "marker/rl=2026.11.30.1", "--run")
+    assert fresh.returncode == 0, fresh.stderr[-3000:]

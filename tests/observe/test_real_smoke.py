@@ -1,0 +1,58 @@
+"""The real CPU smoke (TRL GRPO through the trl-cpu runtime) passes `verify-smoke`, and the README's
+tour commands (`status`, `verify-smoke`, `plot`) work on it. Part of the main suite (CI runs it):
+the first run builds the trl-cpu environment (a few minutes), later runs reuse it from the
+runtime cache ($RLAUNCH_RUNTIME_CACHE, else ~/.cache/rlaunch/runtimes).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from .lab import Lab
+
+SMOKE = "experiments.smoke"
+VERSION = "2026.11.30"
+RUN = f"smoke/rl@{VERSION}"
+SMOKE_TIMEOUT = 1800
+
+
+@pytest.mark.e2e
+def test_real_smoke_passes_verify_smoke_renders_fast_and_plots(lab: Lab, tmp_path) -> None:
+    launch = lab.start(SMOKE, VERSION, "--stage", "rl")
+    assert launch.wait(SMOKE_TIMEOUT) == 0, lab.launch_log(SMOKE, VERSION)[-6000:]
+
+    result = lab.rlaunch("verify-smoke", RUN)
+    assert result.exit_code == 0, result.output
+    assert result.output.count("[ok]") == 5
+
+    s = lab.status(RUN)
+    assert s["state"] == "succeeded" and s["runtime_profile"] == "trl-cpu"
+    assert s["tasks"]["trainer_launcher"] == "torchrun" and s["tasks"]["expected_trainer_processes"] == 1
+    model = s["model"]
+    assert model["loaded_path"] == model["configured_path"] and model["weights_sha256"]
+    assert model["expected_weight_files"] and model["weight_files"] == {
+        name: sha for name, sha in model["expected_weight_files"].items() if name in model["weight_files"]
+    }
+    assert s["steps"]["latest_training_step"] == s["steps"]["final_step"] == 4
+    assert s["steps"]["last"]["loss"] is not None and s["steps"]["last"]["reward_mean"] is not None
+    assert s["checkpoints"]["latest_step"] == s["steps"]["latest_step"] and s["export"]["present"]
+    evidence = {c["name"]: c["evidence"] for c in s["smoke"]["criteria"]}
+    assert "match the model artifact record" in evidence["configured model-loading path active"]
+
+    timings = []
+    for _ in range(3):
+        start = time.perf_counter()
+        done = lab.rlaunch_process("status", RUN)
+        timings.append(time.perf_counter() - start)
+        assert done.returncode == 0, done.stderr
+    assert min(timings) < 1.0, f"rlaunch status took {timings}"
+
+    out = tmp_path / "curves.png"
+    plotted = lab.rlaunch("plot", RUN, "-o", str(out))
+    assert plotted.exit_code == 0, plotted.output
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    listed = json.loads(lab.rlaunch("runs", "--json", "--name", "smoke/").output)
+    assert [r["artifact"] for r in listed] == [RUN] and listed[0]["state"] == "succeeded"
