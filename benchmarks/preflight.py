@@ -69,7 +69,9 @@ def _check_snippet(done: subprocess.CompletedProcess[str]) -> None:
 
 def _check_example(done: subprocess.CompletedProcess[str]) -> None:
     if done.returncode == 0 or "[topology.gpu_budget]" not in done.stderr or "[batch.tail_stride]" not in done.stderr:
-        raise AssertionError(f"expected a refusal listing every violation: rc={done.returncode} {done.stderr[-2000:]!r}")
+        raise AssertionError(
+            f"expected a refusal listing every violation: rc={done.returncode} {done.stderr[-2000:]!r}"
+        )
 
 
 def throughput(cases: list[tuple[Any, Any, str]], seconds: float, *, valid: bool) -> tuple[float, int]:
@@ -79,7 +81,9 @@ def throughput(cases: list[tuple[Any, Any, str]], seconds: float, *, valid: bool
     for topology, recipe, profile in cases:  # warm (profiles load once per process) and verify
         found = check_plan(topology, recipe, profile)
         if bool(found) == valid:
-            raise AssertionError(f"expected a {'valid' if valid else 'broken'} plan on {profile}, got {[v.code for v in found]}")
+            raise AssertionError(
+                f"expected a {'valid' if valid else 'broken'} plan on {profile}, got {[v.code for v in found]}"
+            )
     calls = 0
     start = time.perf_counter()
     deadline = start + seconds
@@ -94,10 +98,20 @@ def plans() -> dict[str, list[tuple[Any, Any, str]]]:
     from rlaunch.skyrl import SkyRLRolePlan, SkyRLTopology
 
     recipe = {
-        "trainer": {"algorithm": {"use_kl_loss": True}, "max_prompt_length": 1024, "ckpt_interval": 20, "hf_save_interval": -1, "resume_mode": "latest", "logger": "console"},
+        "trainer": {
+            "algorithm": {"use_kl_loss": True},
+            "max_prompt_length": 1024,
+            "ckpt_interval": 20,
+            "hf_save_interval": -1,
+            "resume_mode": "latest",
+            "logger": "console",
+        },
         "generator": {"sampling_params": {"max_generate_length": 3072}},
     }
-    broken_recipe = {**recipe, "trainer": {**recipe["trainer"], "ckpt_path": "/ambient", "strategy": "megatron", "ckpt_intervall": 3}}
+    broken_recipe = {
+        **recipe,
+        "trainer": {**recipe["trainer"], "ckpt_path": "/ambient", "strategy": "megatron", "ckpt_intervall": 3},
+    }
 
     def role_plan(**changes: Any) -> SkyRLRolePlan:
         values: dict[str, Any] = dict(
@@ -112,10 +126,23 @@ def plans() -> dict[str, list[tuple[Any, Any, str]]]:
     def topo(n: int, g: int, variant: str = "H100", **changes: Any) -> SkyRLTopology:
         return SkyRLTopology(num_nodes=n, gpus_per_node=g, gpu_variant=variant, role_plan=role_plan(**changes))
 
-    colocated = dict(colocate_all=True, policy_num_nodes=1, num_inference_engines=8, inference_engine_data_parallel_size=1, train_batch_size=64, policy_mini_batch_size=32)
+    colocated = dict(
+        colocate_all=True,
+        policy_num_nodes=1,
+        num_inference_engines=8,
+        inference_engine_data_parallel_size=1,
+        train_batch_size=64,
+        policy_mini_batch_size=32,
+    )
     cpu = dict(colocate_all=True, policy_num_nodes=1, policy_num_gpus_per_node=1, num_inference_engines=1, inference_engine_data_parallel_size=1,
                train_batch_size=4, policy_mini_batch_size=4, micro_train_batch_size_per_gpu=4, n_samples_per_prompt=4)  # fmt: skip
-    megatron = {**recipe, "trainer": {**recipe["trainer"], "policy": {"megatron_config": {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2}}}}
+    megatron = {
+        **recipe,
+        "trainer": {
+            **recipe["trainer"],
+            "policy": {"megatron_config": {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2}},
+        },
+    }
     return {
         "valid": [
             (topo(8, 8), recipe, "fsdp"),
@@ -125,11 +152,43 @@ def plans() -> dict[str, list[tuple[Any, Any, str]]]:
             (topo(1, 1, "cpu", **cpu), recipe, "trl-cpu"),
         ],
         "broken": [
-            (topo(8, 8, inference_engine_data_parallel_size=1, train_batch_size=250, micro_train_batch_size_per_gpu=3), recipe, "fsdp"),
+            (
+                topo(
+                    8, 8, inference_engine_data_parallel_size=1, train_batch_size=250, micro_train_batch_size_per_gpu=3
+                ),
+                recipe,
+                "fsdp",
+            ),
             (topo(8, 8, inference_engine_expert_parallel_size=3), broken_recipe, "fsdp"),
-            (topo(1, 8, **{**colocated, "inference_engine_tensor_parallel_size": 3, "num_inference_engines": 3}), recipe, "fsdp"),
-            (topo(1, 8, **{**colocated, "train_batch_size": 12, "policy_mini_batch_size": 12, "n_samples_per_prompt": 1}), megatron, "megatron"),
-            (topo(2, 2, "H100", **{**cpu, "colocate_all": False, "policy_num_gpus_per_node": 2, "inference_engine_tensor_parallel_size": 2}), recipe, "trl-cpu"),
+            (
+                topo(1, 8, **{**colocated, "inference_engine_tensor_parallel_size": 3, "num_inference_engines": 3}),
+                recipe,
+                "fsdp",
+            ),
+            (
+                topo(
+                    1,
+                    8,
+                    **{**colocated, "train_batch_size": 12, "policy_mini_batch_size": 12, "n_samples_per_prompt": 1},
+                ),
+                megatron,
+                "megatron",
+            ),
+            (
+                topo(
+                    2,
+                    2,
+                    "H100",
+                    **{
+                        **cpu,
+                        "colocate_all": False,
+                        "policy_num_gpus_per_node": 2,
+                        "inference_engine_tensor_parallel_size": 2,
+                    },
+                ),
+                recipe,
+                "trl-cpu",
+            ),
         ],
     }
 
@@ -145,9 +204,19 @@ def main(argv: list[str] | None = None) -> int:
     print("cold: process start -> verdict on a broken 64-GPU plan")
     baseline = cold([sys.executable, "-c", "pass"], lambda done: None, args.cold)
     snippet = cold([sys.executable, "-c", COLD_SNIPPET], _check_snippet, args.cold)
-    example = cold([sys.executable, "-m", "experiments.rl_plan_example", "--version", "2026.11.30", "--stage", "rl", "--broken"], _check_example, args.cold)
-    for label, times in (("python -c pass (interpreter only)", baseline), ("python -c check_plan(broken)", snippet), ("python -m experiments.rl_plan_example --broken", example)):
-        print(f"  {label:<48} median {statistics.median(times):7.1f} ms   min {min(times):7.1f} ms   ({len(times)} runs)")
+    example = cold(
+        [sys.executable, "-m", "experiments.rl_plan_example", "--version", "2026.11.30", "--stage", "rl", "--broken"],
+        _check_example,
+        args.cold,
+    )
+    for label, times in (
+        ("python -c pass (interpreter only)", baseline),
+        ("python -c check_plan(broken)", snippet),
+        ("python -m experiments.rl_plan_example --broken", example),
+    ):
+        print(
+            f"  {label:<48} median {statistics.median(times):7.1f} ms   min {min(times):7.1f} ms   ({len(times)} runs)"
+        )
 
     print("warm: check_plan throughput in one process")
     for label, cases in plans().items():

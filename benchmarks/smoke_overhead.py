@@ -42,7 +42,12 @@ def main() -> None:
 
     runtime = ensure_environment(get_profile("trl-cpu"))  # cached: built once, outside the timings
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "RLAUNCH_PREFIX": f"{tmp}/prefix", "RLAUNCH_STAGING_ROOT": f"{tmp}/stage", "RLAUNCH_KEEP_TASK_DIR": "1"}
+        env = {
+            **os.environ,
+            "RLAUNCH_PREFIX": f"{tmp}/prefix",
+            "RLAUNCH_STAGING_ROOT": f"{tmp}/stage",
+            "RLAUNCH_KEEP_TASK_DIR": "1",
+        }
         smoke = [sys.executable, "-m", "experiments.smoke", "--version", VERSION, "--stage", "rl", "--run"]
         full = timed(smoke, env)
         rl_only = timed([*smoke, "--override", "smoke/rl=2026.11.30.1"], env)
@@ -54,7 +59,11 @@ def main() -> None:
         direct_doc = Path(tmp, "direct.yaml")
         direct_doc.write_text(yaml.safe_dump(document))
         direct_env = runtime.process_env(
-            {"RLAUNCH_ATTEMPT_DIR": f"{tmp}/direct/attempt", "RLAUNCH_TASK_DIR": f"{tmp}/direct/task", "RLAUNCH_RUNTIME_DIGEST": document["runtime"]["source_digest"]},
+            {
+                "RLAUNCH_ATTEMPT_DIR": f"{tmp}/direct/attempt",
+                "RLAUNCH_TASK_DIR": f"{tmp}/direct/task",
+                "RLAUNCH_RUNTIME_DIGEST": document["runtime"]["source_digest"],
+            },
             inherit=True,
         )
         os.makedirs(f"{tmp}/direct/task", exist_ok=True)

@@ -1,12 +1,11 @@
 """A three-step graph that knows nothing about RL: write a text, count its words, summarise.
 
-    python -m experiments.hello --version 2026.11.30          # print the plan
-    python -m experiments.hello --version 2026.11.30 --run    # build it (a second run serves it)
+python -m experiments.hello --version 2026.11.30          # print the plan
+python -m experiments.hello --version 2026.11.30 --run    # build it (a second run serves it)
 """
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from dataclasses import dataclass
 

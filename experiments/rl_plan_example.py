@@ -58,7 +58,11 @@ def pretrained_model() -> ArtifactStep[HfModel]:
     """The SFT checkpoint the run starts from, pinned as an artifact (not an ambient path)."""
 
     def build(ctx):  # noqa: ANN001, ANN202 - a builder is a plain function of the context
-        return {"source": "hf://Qwen/Qwen3-8B", "revision": "9c925d64d72725edaf899c6cb9c377fd0709d9c5", "out": ctx.output_path}
+        return {
+            "source": "hf://Qwen/Qwen3-8B",
+            "revision": "9c925d64d72725edaf899c6cb9c377fd0709d9c5",
+            "out": ctx.output_path,
+        }
 
     return ArtifactStep(
         name="models/qwen3-8b",
@@ -75,7 +79,10 @@ def gsm8k() -> ArtifactStep[Artifact]:
         version=resolve_version("data/gsm8k", None),
         artifact_type=Artifact,
         run=_needs_cluster,
-        build_config=lambda ctx: {"source": "hf://openai/gsm8k@e53f048856ff4f594e959d75785d2c2d37b678ee", "splits": ["train", "test"]},
+        build_config=lambda ctx: {
+            "source": "hf://openai/gsm8k@e53f048856ff4f594e959d75785d2c2d37b678ee",
+            "splits": ["train", "test"],
+        },
     )
 
 
@@ -141,7 +148,13 @@ def evaluation(rl: ArtifactStep[SkyRLRun]) -> ArtifactStep[EvalReport]:
 
 
 @click.command()
-@click.option("--stage", type=click.Choice(["rl", "evaluation"]), default="evaluation", show_default=True, help="Terminal stage to plan or run; its dependencies are included automatically.")
+@click.option(
+    "--stage",
+    type=click.Choice(["rl", "evaluation"]),
+    default="evaluation",
+    show_default=True,
+    help="Terminal stage to plan or run; its dependencies are included automatically.",
+)
 @click.option("--broken", is_flag=True, help="Plan the broken variant to see every violation at once.")
 @rl_build_options
 def main(stage: str, broken: bool) -> ArtifactStep:

@@ -82,7 +82,9 @@ def runtime_tool(module: str, *args: str) -> dict[str, Any]:
     from rlaunch.runtimes.registry import get_profile
 
     env = ensure_environment(get_profile(RUNTIME), progress=lambda line: print(line, file=sys.stderr, flush=True))
-    done = subprocess.run(env.command(module, list(args)), env=env.process_env({}, inherit=True), capture_output=True, text=True)
+    done = subprocess.run(
+        env.command(module, list(args)), env=env.process_env({}, inherit=True), capture_output=True, text=True
+    )
     if done.returncode != 0:
         raise RuntimeError(f"{module} {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -97,7 +99,16 @@ def publish(local_dir: str, output_path: str) -> None:
 
 def build_tokenizer(config: dict[str, Any]) -> Tokenizer:
     with tempfile.TemporaryDirectory() as tmp:
-        info = runtime_tool("rlaunch_trl_cpu.tiny", "tokenizer", "--out", tmp, "--seed", str(config["seed"]), "--vocab-size", str(config["vocab_size"]))
+        info = runtime_tool(
+            "rlaunch_trl_cpu.tiny",
+            "tokenizer",
+            "--out",
+            tmp,
+            "--seed",
+            str(config["seed"]),
+            "--vocab-size",
+            str(config["vocab_size"]),
+        )
         publish(tmp, config["output_path"])
     return Tokenizer(path=config["output_path"], vocab_size=config["vocab_size"], files=info.get("files"))
 
@@ -149,7 +160,9 @@ def evaluate(config: dict[str, Any]) -> EvalReport:
             "--max-new-tokens", str(config["max_new_tokens"]), "--seed", str(config["seed"]),
         )  # fmt: skip
     storage.write_json_atomic(storage.join(config["output_path"], "report.json"), info)
-    return EvalReport(path=config["output_path"], reward_mean=info["reward_mean"], reward_std=info.get("reward_std", 0.0), n=info["n"])
+    return EvalReport(
+        path=config["output_path"], reward_mean=info["reward_mean"], reward_std=info.get("reward_std", 0.0), n=info["n"]
+    )
 
 
 def tokenizer_step() -> ArtifactStep[Tokenizer]:
@@ -185,7 +198,12 @@ def dataset_step() -> ArtifactStep[Directory]:
         version=resolve_version("smoke/arithmetic", None),
         artifact_type=Directory,
         run=build_dataset,
-        build_config=lambda ctx: {"output_path": ctx.output_path, "seed": 0, "max_operand": 9, "splits": {"train": 64, "validation": 16}},
+        build_config=lambda ctx: {
+            "output_path": ctx.output_path,
+            "seed": 0,
+            "max_operand": 9,
+            "splits": {"train": 64, "validation": 16},
+        },
     )
 
 
@@ -210,11 +228,20 @@ def role_plan(slots: int) -> SkyRLRolePlan:
 def execution(backend: str, slots: int) -> SkyRLExecution:
     """Where the RL step runs; placement only, so both choices give the same fingerprints."""
     if backend == "ray":  # the cluster at $RAY_ADDRESS, this checkout uploaded as the working dir
-        return RaySkyRLExecution(cpu=float(slots), memory="4GB", disk="10GB", coordinator_cpu=1.0, coordinator_memory="2GB", coordinator_disk="10GB")
+        return RaySkyRLExecution(
+            cpu=float(slots),
+            memory="4GB",
+            disk="10GB",
+            coordinator_cpu=1.0,
+            coordinator_memory="2GB",
+            coordinator_disk="10GB",
+        )
     return LocalSkyRLExecution(cpu=float(slots), memory="4GB", disk="10GB")
 
 
-def rl_step(model: ArtifactStep[HfModel], data: ArtifactStep[Directory], slots: int, steps: int, backend: str = "local") -> ArtifactStep[SkyRLRun]:
+def rl_step(
+    model: ArtifactStep[HfModel], data: ArtifactStep[Directory], slots: int, steps: int, backend: str = "local"
+) -> ArtifactStep[SkyRLRun]:
     spec = SkyRLSpec(
         name="smoke/rl",
         version=resolve_version("smoke/rl", None),
@@ -232,7 +259,13 @@ def rl_step(model: ArtifactStep[HfModel], data: ArtifactStep[Directory], slots: 
 
 def evaluation_step(rl: ArtifactStep[SkyRLRun], data: ArtifactStep[Directory]) -> ArtifactStep[EvalReport]:
     def build(ctx: StepContext) -> dict[str, Any]:
-        config = {"output_path": ctx.output_path, "policy": ctx.artifact_path(rl), "data_uri": storage.join(ctx.artifact_path(data), "validation.jsonl"), "max_new_tokens": 16, "seed": 0}
+        config = {
+            "output_path": ctx.output_path,
+            "policy": ctx.artifact_path(rl),
+            "data_uri": storage.join(ctx.artifact_path(data), "validation.jsonl"),
+            "max_new_tokens": 16,
+            "seed": 0,
+        }
         if not ctx.is_fingerprint:
             config["model_uri"] = ctx.resolved(rl).hf_model_uri
         return config
@@ -248,10 +281,34 @@ def evaluation_step(rl: ArtifactStep[SkyRLRun], data: ArtifactStep[Directory]) -
 
 
 @click.command()
-@click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True, help="Where the RL step's coordinator and child job run (ray: $RAY_ADDRESS).")
-@click.option("--stage", type=click.Choice(["rl", "evaluation"]), default="evaluation", show_default=True, help="Terminal stage; its dependencies are included automatically.")
-@click.option("--slots", type=click.IntRange(1, 2), default=1, show_default=True, help="CPU device slots (training processes) on the one node.")
-@click.option("--steps", type=click.IntRange(min=1), default=4, show_default=True, help="Optimizer steps (trainer.max_training_steps).")
+@click.option(
+    "--backend",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where the RL step's coordinator and child job run (ray: $RAY_ADDRESS).",
+)
+@click.option(
+    "--stage",
+    type=click.Choice(["rl", "evaluation"]),
+    default="evaluation",
+    show_default=True,
+    help="Terminal stage; its dependencies are included automatically.",
+)
+@click.option(
+    "--slots",
+    type=click.IntRange(1, 2),
+    default=1,
+    show_default=True,
+    help="CPU device slots (training processes) on the one node.",
+)
+@click.option(
+    "--steps",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Optimizer steps (trainer.max_training_steps).",
+)
 @rl_build_options
 def main(backend: str, stage: str, slots: int, steps: int) -> ArtifactStep[Any]:
     data = dataset_step()

@@ -52,14 +52,18 @@ def heavy_imported(code: str, stubs: pathlib.Path, cwd: pathlib.Path) -> list[st
 
 def test_the_stand_ins_are_caught(stubs, tmp_path):
     """The check itself works: a module that does import torch is reported."""
-    assert heavy_imported("import rlaunch\ntry:\n    import torch, trl.trainer\nexcept ImportError:\n    pass", stubs, tmp_path) == [
+    assert heavy_imported(
+        "import rlaunch\ntry:\n    import torch, trl.trainer\nexcept ImportError:\n    pass", stubs, tmp_path
+    ) == [
         "torch",
         "trl",
     ]
 
 
 def test_importing_rlaunch_and_its_cli_imports_nothing_heavy(stubs, tmp_path):
-    assert heavy_imported("import rlaunch, rlaunch.cli, rlaunch.artifacts, rlaunch.cli.experiment", stubs, tmp_path) == []
+    assert (
+        heavy_imported("import rlaunch, rlaunch.cli, rlaunch.artifacts, rlaunch.cli.experiment", stubs, tmp_path) == []
+    )
 
 
 def test_a_hello_dry_run_imports_nothing_heavy(stubs, tmp_path):

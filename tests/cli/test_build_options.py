@@ -489,7 +489,9 @@ def test_hello_run_against_a_prefix_and_a_failing_override(tmp_path, hello):
     work = tmp_path / "proc"
     work.mkdir()
     prefix = str(tmp_path / "elsewhere") + "/"
-    run = _hello_process("--version", "alice-dev", "--override", "hello/text=2026.11.29", "--run", cwd=work, prefix=prefix)
+    run = _hello_process(
+        "--version", "alice-dev", "--override", "hello/text=2026.11.29", "--run", cwd=work, prefix=prefix
+    )
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "elsewhere" / "hello" / "text" / "2026.11.29" / "text.txt").exists()
     assert "//" not in run.stdout.replace("://", "")

@@ -4,31 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-import textwrap
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tests.polling import py, wait_for  # noqa: F401 - shared by the cluster tests
+
 T = TypeVar("T")
-
-
-def py(code: str) -> tuple[str, ...]:
-    """argv running `code` with this interpreter (a replica needs no installed script)."""
-    return (sys.executable, "-c", textwrap.dedent(code))
-
-
-def wait_for(probe: Callable[[], T | None], timeout: float = 15.0, what: str = "condition") -> T:
-    """Poll `probe` until it returns something truthy (no fixed sleeps in tests)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def read_pids(path: Path) -> list[int]:

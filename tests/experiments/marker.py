@@ -46,36 +46,68 @@ environment:
 
 
 def write_model(config: dict[str, Any]) -> HfModel:
-    files = {"config.json": json.dumps({"num_attention_heads": 4, "max_position_embeddings": 128}), "tokenizer.json": "{}"}
+    files = {
+        "config.json": json.dumps({"num_attention_heads": 4, "max_position_embeddings": 128}),
+        "tokenizer.json": "{}",
+    }
     for name, text in files.items():
         storage.write_text_atomic(storage.join(config["output_path"], name), text)
     return HfModel(path=config["output_path"], num_attention_heads=4, context_length=128)
 
 
 def write_data(config: dict[str, Any]) -> Directory:
-    rows = [{"prompt": [{"role": "user", "content": f"What is {i} + 1?"}], "reward_spec": {"ground_truth": str(i + 1)}} for i in range(8)]
-    storage.write_text_atomic(storage.join(config["output_path"], "train.jsonl"), "\n".join(map(json.dumps, rows)) + "\n")
+    rows = [
+        {"prompt": [{"role": "user", "content": f"What is {i} + 1?"}], "reward_spec": {"ground_truth": str(i + 1)}}
+        for i in range(8)
+    ]
+    storage.write_text_atomic(
+        storage.join(config["output_path"], "train.jsonl"), "\n".join(map(json.dumps, rows)) + "\n"
+    )
     return Directory(path=config["output_path"])
 
 
 def execution(backend: str) -> SkyRLExecution:
     """Sized for a laptop or the 4-CPU test cluster: 1 CPU per node, 1 CPU for the coordinator."""
-    sizes = {"memory": "1GB", "disk": "1GB", "coordinator_cpu": 1.0, "coordinator_memory": "1GB", "coordinator_disk": "1GB"}
+    sizes = {
+        "memory": "1GB",
+        "disk": "1GB",
+        "coordinator_cpu": 1.0,
+        "coordinator_memory": "1GB",
+        "coordinator_disk": "1GB",
+    }
     if backend == "ray":
         return RaySkyRLExecution(cpu=1.0, **sizes)
     return LocalSkyRLExecution(**sizes)
 
 
 @click.command()
-@click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True, help="Where the coordinator and child job run (ray: $RAY_ADDRESS).")
+@click.option(
+    "--backend",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where the coordinator and child job run (ray: $RAY_ADDRESS).",
+)
 @click.option("--scenario", default="ok", show_default=True)
 @click.option("--steps", default=4, show_default=True)
 @click.option("--replicas", default=1, show_default=True, help="Nodes of the child gang (1 device slot each).")
 @click.option("--export/--no-export", default=True)
 @rl_build_options
 def main(backend: str, scenario: str, steps: int, replicas: int, export: bool) -> ArtifactStep:
-    model = ArtifactStep(name="marker/model", version=resolve_version("marker/model", None), artifact_type=HfModel, run=write_model, build_config=lambda ctx: {"output_path": ctx.output_path})
-    data = ArtifactStep(name="marker/data", version=resolve_version("marker/data", None), artifact_type=Directory, run=write_data, build_config=lambda ctx: {"output_path": ctx.output_path})
+    model = ArtifactStep(
+        name="marker/model",
+        version=resolve_version("marker/model", None),
+        artifact_type=HfModel,
+        run=write_model,
+        build_config=lambda ctx: {"output_path": ctx.output_path},
+    )
+    data = ArtifactStep(
+        name="marker/data",
+        version=resolve_version("marker/data", None),
+        artifact_type=Directory,
+        run=write_data,
+        build_config=lambda ctx: {"output_path": ctx.output_path},
+    )
     plan = SkyRLRolePlan(
         colocate_all=True, policy_num_nodes=replicas, policy_num_gpus_per_node=1, num_inference_engines=replicas,
         inference_engine_tensor_parallel_size=1, inference_engine_pipeline_parallel_size=1,

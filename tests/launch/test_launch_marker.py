@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.launch.conftest import Launcher
+from tests.launching import Launcher
 
 VERSION = "2026.11.30"
 MARKER = ("-m", "tests.experiments.marker", "--version", VERSION)
@@ -91,7 +91,11 @@ def test_second_run_serves_from_storage_and_second_launch_is_refused(launcher: L
 
 
 def test_only_allow_listed_credentials_are_forwarded_and_none_is_written(launcher: Launcher) -> None:
-    secrets = {"HF_TOKEN": "hf_allowlisted_value_4711", "WANDB_API_KEY": "wandb_allowlisted_value_4712", "MY_SERVICE_TOKEN": "unrelated_secret_value_4713"}
+    secrets = {
+        "HF_TOKEN": "hf_allowlisted_value_4711",
+        "WANDB_API_KEY": "wandb_allowlisted_value_4712",
+        "MY_SERVICE_TOKEN": "unrelated_secret_value_4713",
+    }
     done = launcher.run(*MARKER, "--run", env=secrets)
     assert done.returncode == 0, done.stderr
     marker = json.loads((only_attempt_dir(launcher.prefix) / "marker.json").read_text())
@@ -125,7 +129,9 @@ def test_killing_the_coordinator_mid_run_leaves_no_half_written_record(launcher:
             break
         time.sleep(0.2)
     assert metrics, "the trainer never produced a metric"
-    cancelled = launcher.run("-m", "rlaunch", "jobs", "--root", str(launcher.prefix / ".jobs"), "cancel", coordinator_id, "--yes")
+    cancelled = launcher.run(
+        "-m", "rlaunch", "jobs", "--root", str(launcher.prefix / ".jobs"), "cancel", coordinator_id, "--yes"
+    )
     assert cancelled.returncode == 0, cancelled.stderr
     backend = launcher.backend()
     jobs = backend.list_jobs()
@@ -141,7 +147,12 @@ def test_killing_the_coordinator_mid_run_leaves_no_half_written_record(launcher:
     record = json.loads((out / ".artifact.json").read_text())
     assert record["result"]["global_step"] == 40
     latest_attempt = record["result"]["attempt_id"]
-    resumed = [json.loads(line)["step"] for line in next(launcher.prefix.glob(f".tmp/*/marker/rl/*/attempts/{latest_attempt}/metrics.jsonl")).read_text().splitlines()]
+    resumed = [
+        json.loads(line)["step"]
+        for line in next(launcher.prefix.glob(f".tmp/*/marker/rl/*/attempts/{latest_attempt}/metrics.jsonl"))
+        .read_text()
+        .splitlines()
+    ]
     assert resumed[0] > 1 and resumed[0] <= max(first_steps) + 1 and resumed[-1] == 40
     states = [a["state"] for a in json.loads((out / "run_record.json").read_text())["attempts"]]
     assert states[-1] == "succeeded" and states[0] != "succeeded"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tests.launch.conftest import REPO, Launcher
+from tests.launching import REPO, Launcher
 
 VERSION = "2026.11.30"
 MARKER = ("-m", "tests.experiments.marker", "--version", VERSION, "--scenario", "fail_at_3")
@@ -14,8 +14,14 @@ MARKER = ("-m", "tests.experiments.marker", "--version", VERSION, "--scenario", 
 
 def test_changed_runtime_digest_refuses_resume_in_plan_and_run(tmp_path: Path) -> None:
     plugins = tmp_path / "plugins"
-    shutil.copytree(REPO / "tests" / "plugins" / "marker_runtime", plugins / "copied_marker", ignore=shutil.ignore_patterns("__pycache__"))
-    launcher = Launcher(tmp_path / "prefix", {"RLAUNCH_RUNTIME_PLUGINS": "copied_marker", "PYTHONPATH": f"{plugins}:{REPO}"})
+    shutil.copytree(
+        REPO / "tests" / "plugins" / "marker_runtime",
+        plugins / "copied_marker",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    launcher = Launcher(
+        tmp_path / "prefix", {"RLAUNCH_RUNTIME_PLUGINS": "copied_marker", "PYTHONPATH": f"{plugins}:{REPO}"}
+    )
 
     failed = launcher.run(*MARKER, "--run")
     assert failed.returncode != 0  # fails at step 3, after committing the step-2 checkpoint
@@ -35,5 +41,7 @@ def test_changed_runtime_digest_refuses_resume_in_plan_and_run(tmp_path: Path) -
     assert "fresh RL artifact version" in refused.stderr and "Nothing was submitted." in refused.stderr
     assert len(launcher.backend().list_jobs()) == jobs_before
 
-    fresh = launcher.run("-m", "tests.experiments.marker", "--version", VERSION, "--override", "marker/rl=2026.11.30.1", "--run")
+    fresh = launcher.run(
+        "-m", "tests.experiments.marker", "--version", VERSION, "--override", "marker/rl=2026.11.30.1", "--run"
+    )
     assert fresh.returncode == 0, fresh.stderr[-3000:]

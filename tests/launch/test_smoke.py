@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.launch.conftest import Launcher
+from tests.launching import Launcher
 
 VERSION = "2026.11.30"
 SMOKE = ("-m", "experiments.smoke", "--version", VERSION)
@@ -50,7 +50,9 @@ def test_smoke_trains_exports_evaluates_and_reruns_from_storage(launcher: Launch
     steps = metric_steps(attempt)
     assert steps == [1, 2, 3, 4]
     lines = [json.loads(line) for line in (attempt / "metrics.jsonl").read_text().splitlines()]
-    assert all(line["loss"] is not None and line["reward_mean"] is not None and line["kl"] is not None for line in lines)
+    assert all(
+        line["loss"] is not None and line["reward_mean"] is not None and line["kl"] is not None for line in lines
+    )
 
     checkpoints = attempt.parents[1] / "checkpoints"
     assert (checkpoints / "latest").read_text().strip() == "4"
@@ -71,7 +73,9 @@ def test_smoke_trains_exports_evaluates_and_reruns_from_storage(launcher: Launch
         "ids=t.apply_chat_template([{'role':'user','content':'What is 2 + 3?'}],add_generation_prompt=True,return_tensors='pt',return_dict=True)['input_ids'];"
         "out=m.generate(ids,max_new_tokens=6,do_sample=False);print(out.shape[1]-ids.shape[1])"
     )
-    reloaded = subprocess.run([runtime_python(prefix), "-c", generate, str(export)], capture_output=True, text=True, timeout=300)
+    reloaded = subprocess.run(
+        [runtime_python(prefix), "-c", generate, str(export)], capture_output=True, text=True, timeout=300
+    )
     assert reloaded.returncode == 0, reloaded.stderr[-2000:]
     assert int(reloaded.stdout.strip().splitlines()[-1]) >= 1
 

@@ -38,8 +38,12 @@ def _never(config: Any) -> None:
 
 
 def rl_step(ttl_days: int = 14) -> ArtifactStep[Any]:
-    model = ArtifactStep(name="models/qwen3-8b", version=DAY, artifact_type=HfModel, run=_never, build_config=lambda ctx: {"m": 1})
-    data = ArtifactStep(name="data/gsm8k", version=DAY, artifact_type=Directory, run=_never, build_config=lambda ctx: {"d": 1})
+    model = ArtifactStep(
+        name="models/qwen3-8b", version=DAY, artifact_type=HfModel, run=_never, build_config=lambda ctx: {"m": 1}
+    )
+    data = ArtifactStep(
+        name="data/gsm8k", version=DAY, artifact_type=Directory, run=_never, build_config=lambda ctx: {"d": 1}
+    )
     plan = SkyRLRolePlan(
         colocate_all=False, policy_num_nodes=4, policy_num_gpus_per_node=8, num_inference_engines=4,
         inference_engine_tensor_parallel_size=1, inference_engine_pipeline_parallel_size=1,
@@ -58,7 +62,17 @@ def rl_step(ttl_days: int = 14) -> ArtifactStep[Any]:
         retention=SkyRLRetentionPolicy(resume_checkpoint_count=3, temporary_storage_ttl_days=ttl_days),
         seed=17,
     )
-    execution = IrisSkyRLExecution(cluster="cw", cluster_config="lib/iris/config/cw.yaml", cpu=96, memory="1600GB", disk="4TB", priority="interactive", max_retries=2, job_timeout_seconds=3600, wandb_entity="lab")
+    execution = IrisSkyRLExecution(
+        cluster="cw",
+        cluster_config="lib/iris/config/cw.yaml",
+        cpu=96,
+        memory="1600GB",
+        disk="4TB",
+        priority="interactive",
+        max_retries=2,
+        job_timeout_seconds=3600,
+        wandb_entity="lab",
+    )
     return skyrl_step(spec, execution, export_hf=True)
 
 

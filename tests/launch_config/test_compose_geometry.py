@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from rlaunch.artifacts import storage
+from rlaunch.launch_config import layout
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.launch_config.recipe import compose, get_path, has_path, leaves, set_path
 from rlaunch.launch_config.resume import foreign_checkpoint, refusal
-from rlaunch.launch_config import layout
-from rlaunch.artifacts import storage
 from rlaunch.runtimes.registry import get_profile
 
 
@@ -41,7 +41,9 @@ def test_compose_lays_the_recipe_over_a_copy_of_the_base(base: dict) -> None:
 
 
 def test_compose_reports_unknown_keys_and_types_by_path(base: dict) -> None:
-    _, problems = compose(base, {"trainer": {"seeed": 1, "seed": "1", "max_training_steps": "x", "algorithm": {"use_kl_loss": 0}}})
+    _, problems = compose(
+        base, {"trainer": {"seeed": 1, "seed": "1", "max_training_steps": "x", "algorithm": {"use_kl_loss": 0}}}
+    )
     found = {(p.code, p.path) for p in problems}
     assert found == {
         ("recipe.unknown_key", "trainer.seeed"),
@@ -65,7 +67,13 @@ def _composed(base: dict, **trainer: object) -> Geometry:
 
 def test_geometry_of_the_64_gpu_plan(base: dict) -> None:
     geo = _composed(base)
-    assert (geo.policy_world, geo.engine_slice, geo.engine_gpus, geo.rollout_gpus, geo.planned_gpus) == (32, 1, 8, 32, 64)
+    assert (geo.policy_world, geo.engine_slice, geo.engine_gpus, geo.rollout_gpus, geo.planned_gpus) == (
+        32,
+        1,
+        8,
+        32,
+        64,
+    )
     assert geo.rollout_nodes(8) == 4 and geo.physical_nodes(8) == 8
     assert geo.policy_dp == 32 and geo.ref_dp == 32 and geo.use_reference
     assert geo.per_gpu_mini(32) == 16 and geo.per_gpu_train(32) == 64
@@ -75,19 +83,33 @@ def test_geometry_of_the_64_gpu_plan(base: dict) -> None:
 def test_geometry_data_parallel_per_strategy(base: dict) -> None:
     assert _composed(base, policy={"sequence_parallel_size": 4}).policy_dp == 8
     assert _composed(base, policy={"sequence_parallel_size": 3}).policy_dp is None  # does not divide 32
-    megatron = _composed(base, strategy="megatron", policy={"megatron_config": {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2}})
+    megatron = _composed(
+        base,
+        strategy="megatron",
+        policy={"megatron_config": {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2}},
+    )
     assert megatron.policy_dp == 8 and megatron.ref_dp == 32 and megatron.lcm_dp() == 32
-    assert _composed(base, strategy="megatron", policy={"megatron_config": {"tensor_model_parallel_size": 3}}).policy_dp is None
+    assert (
+        _composed(base, strategy="megatron", policy={"megatron_config": {"tensor_model_parallel_size": 3}}).policy_dp
+        is None
+    )
 
 
 def test_resume_refuses_a_checkpoint_of_another_digest(prefix: str) -> None:
     root = storage.join(prefix, "ckpts")
     assert foreign_checkpoint(root, "a" * 64) is None  # nothing to resume
-    storage.write_json_atomic(storage.join(layout.checkpoint_dir(root, 30), layout.CHECKPOINT_META), {"runtime_digest": "b" * 64})
+    storage.write_json_atomic(
+        storage.join(layout.checkpoint_dir(root, 30), layout.CHECKPOINT_META), {"runtime_digest": "b" * 64}
+    )
     storage.write_text_atomic(storage.join(root, layout.LATEST_MARKER), "30")
     info = foreign_checkpoint(root, "a" * 64)
     assert info is not None and info.step == 30
     text = refusal(info, "a" * 64)
-    assert "step 30" in text and "b" * 16 in text and "fresh RL artifact version" in text and "compatible_checkpoint_digests" in text
+    assert (
+        "step 30" in text
+        and "b" * 16 in text
+        and "fresh RL artifact version" in text
+        and "compatible_checkpoint_digests" in text
+    )
     assert foreign_checkpoint(root, "b" * 64) is None
     assert foreign_checkpoint(root, "a" * 64, compatible=["b" * 64]) is None

@@ -76,7 +76,9 @@ def test_latest_checkpoint_reads_the_marker_and_digest(prefix: str) -> None:
     assert layout.latest_checkpoint(root) is None
     assert layout.checkpoint_steps(root) == []
     for step in (10, 20):
-        storage.write_json_atomic(storage.join(layout.checkpoint_dir(root, step), layout.CHECKPOINT_META), {"runtime_digest": f"d{step}"})
+        storage.write_json_atomic(
+            storage.join(layout.checkpoint_dir(root, step), layout.CHECKPOINT_META), {"runtime_digest": f"d{step}"}
+        )
     storage.write_text_atomic(storage.join(root, layout.LATEST_MARKER), "20\n")
     assert layout.checkpoint_steps(root) == [10, 20]
     info = layout.latest_checkpoint(root)

@@ -130,7 +130,9 @@ def test_every_problem_is_reported_at_once(document: dict[str, Any]) -> None:
         ("cluster.allocation.memory", "lots", "memory"),
     ],
 )
-def test_value_rules_are_errors_naming_the_section(document: dict[str, Any], path: str, value: Any, fragment: str) -> None:
+def test_value_rules_are_errors_naming_the_section(
+    document: dict[str, Any], path: str, value: Any, fragment: str
+) -> None:
     data = copy.deepcopy(document)
     node = data
     *parents, leaf = path.split(".")
@@ -141,6 +143,8 @@ def test_value_rules_are_errors_naming_the_section(document: dict[str, Any], pat
 
 
 def test_the_document_root_must_be_a_mapping() -> None:
-    assert problems_of(["not", "a", "mapping"]) == ["<root>: expected a mapping for SkyRLLaunchConfig, got ['not', 'a', 'mapping']"]
+    assert problems_of(["not", "a", "mapping"]) == [
+        "<root>: expected a mapping for SkyRLLaunchConfig, got ['not', 'a', 'mapping']"
+    ]
     with pytest.raises(DocumentError):
         schema.loads("- 1\n- 2\n")

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from .lab import Lab, wait_for
+from tests.polling import wait_for
+
+from .lab import Lab
 
 RL = "marker/rl"
 LAUNCH_TIMEOUT = 180
@@ -51,7 +53,9 @@ def _sabotage_replica_1(lab: Lab, version: str) -> str:
     blocked = lab.staging / f"marker-rl-{version}" / attempt / "replica-1"
     blocked.parent.mkdir(parents=True, exist_ok=True)
     blocked.write_text("not a directory: this node's staging disk is broken\n")
-    assert "replica-1.json" not in lab.joined(RL, version, attempt), "replica 1 joined before the test could break its node"
+    assert "replica-1.json" not in lab.joined(RL, version, attempt), (
+        "replica 1 joined before the test could break its node"
+    )
     return attempt
 
 
@@ -67,10 +71,13 @@ def runs(lab: Lab) -> Runs:
     detached = lab.marker(versions.never_joined, "ok", replicas=2, detach=True)
     attempt = _sabotage_replica_1(lab, versions.never_joined)
     assert detached.wait(LAUNCH_TIMEOUT) == 0, lab.launch_log("tests.experiments.marker", versions.never_joined)
-    for version, process in launches:
+    for _version, process in launches:
         process.wait(LAUNCH_TIMEOUT)
     wait_for(
-        lambda: (lab.run_record(RL, versions.never_joined) or {}).get("attempts", [{}])[-1].get("state") in ("failed", "succeeded"),
+        lambda: (
+            (lab.run_record(RL, versions.never_joined) or {}).get("attempts", [{}])[-1].get("state")
+            in ("failed", "succeeded")
+        ),
         LAUNCH_TIMEOUT,
         "the never-joined run to end",
     )

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,17 +27,6 @@ from rlaunch.runtimes import registry
 REPO = Path(__file__).resolve().parents[2]
 FAKE_SECRET = "hf_observe_lab_secret_0123456789"
 T = TypeVar("T")
-
-
-def wait_for(probe: Callable[[], T | None], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 @contextlib.contextmanager
@@ -91,7 +80,9 @@ class Lab:
                 text=True,
             )
 
-    def marker(self, version: str, scenario: str = "ok", *, steps: int = 4, replicas: int = 1, detach: bool = False) -> subprocess.Popen[str]:
+    def marker(
+        self, version: str, scenario: str = "ok", *, steps: int = 4, replicas: int = 1, detach: bool = False
+    ) -> subprocess.Popen[str]:
         args = ["--scenario", scenario, "--steps", str(steps), "--replicas", str(replicas)]
         return self.start("tests.experiments.marker", version, *args, *(["--detach"] if detach else []))
 
@@ -119,7 +110,12 @@ class Lab:
     def rlaunch_process(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """`rlaunch ARGS` as its own process (what a user's shell does)."""
         return subprocess.run(
-            [sys.executable, "-m", "rlaunch", *args], cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout
+            [sys.executable, "-m", "rlaunch", *args],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
 
     def status(self, run: str) -> dict[str, Any]:
@@ -143,7 +139,11 @@ class Lab:
                     supervisors.append(info["pid"])
             state = job / "state.json"
             if state.exists():
-                groups += [r["pid"] for r in json.loads(state.read_text())["replicas"] if r.get("pid") and group_alive(r["pid"])]
+                groups += [
+                    r["pid"]
+                    for r in json.loads(state.read_text())["replicas"]
+                    if r.get("pid") and group_alive(r["pid"])
+                ]
         return supervisors, groups
 
     def stop_everything(self) -> list[str]:

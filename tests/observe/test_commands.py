@@ -9,8 +9,10 @@ import time
 
 import pytest
 
+from tests.polling import wait_for
+
 from .conftest import RL, Runs
-from .lab import REPO, Lab, wait_for
+from .lab import REPO, Lab
 
 
 def test_runs_lists_every_run_newest_first_with_state_and_ids(lab: Lab, runs: Runs) -> None:
@@ -103,12 +105,16 @@ def test_status_of_a_finished_run_renders_in_under_a_second_without_heavy_import
         "heavy = ('matplotlib', 'rich', 'torch', 'ray', 'transformers', 'trl', 'numpy')\n"
         "print('HEAVY', sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n"
     )
-    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=lab.env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, env=lab.env, capture_output=True, text=True, timeout=60
+    )
     assert out.stdout.strip().splitlines()[-1] == "HEAVY []", out.stdout + out.stderr
 
 
 def test_watch_on_a_finished_run_renders_once_and_returns(lab: Lab, runs: Runs) -> None:
     result = lab.rlaunch("status", f"{RL}@{runs.ok}", "--watch", "--interval", "5")
     assert result.exit_code == 0 and result.output.count("state        succeeded") == 1
-    lines = wait_for(lambda: lab.rlaunch("status", f"{RL}@{runs.ok}", "--watch", "--json").output.splitlines(), 5, "json")
+    lines = wait_for(
+        lambda: lab.rlaunch("status", f"{RL}@{runs.ok}", "--watch", "--json").output.splitlines(), 5, "json"
+    )
     assert len(lines) == 1 and json.loads(lines[0])["smoke"]["ok"] is True

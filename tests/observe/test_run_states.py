@@ -42,19 +42,27 @@ def test_succeeded_run_shows_jobs_joins_model_steps_checkpoints_export_and_passe
     record = lab.run_record(RL, runs.ok)["attempts"][-1]
     assert s["state"] == "succeeded" and s["is_terminal"] and s["attempt_id"] == record["attempt_id"]
     assert s["coordinator"]["job_id"] == record["coordinator_job_id"] and s["coordinator"]["state"] == "succeeded"
-    assert s["child"]["job_id"] == record["child_job_id"] and [r["state"] for r in s["child"]["replicas"]] == ["succeeded"]
+    assert s["child"]["job_id"] == record["child_job_id"] and [r["state"] for r in s["child"]["replicas"]] == [
+        "succeeded"
+    ]
     assert [j["rank"] for j in s["tasks"]["replicas"]] == [0] and s["tasks"]["replicas"][0]["time"]
     assert s["tasks"]["expected_trainer_processes"] == 1 and [j["rank"] for j in s["tasks"]["trainers"]] == [0]
     model = s["model"]
     assert model["configured"] == "models/model"
-    assert model["configured_path"].startswith(str(lab.staging)) and model["configured_path"].endswith("/replica-0/models/model")
+    assert model["configured_path"].startswith(str(lab.staging)) and model["configured_path"].endswith(
+        "/replica-0/models/model"
+    )
     assert model["loaded_path"] == model["configured_path"] and model["identity"] == model["expected_identity"]
     assert s["steps"]["latest_step"] == 4 and s["steps"]["final_step"] == 4 and s["steps"]["count"] == 4
     assert s["steps"]["steps_per_minute"] > 0 and s["steps"]["last"]["loss"] == 0.25
     assert s["checkpoints"]["latest_step"] == 4 and 4 in s["checkpoints"]["steps"]
     assert s["checkpoints"]["latest_meta"]["runtime_digest"] == record["runtime_digest"]
     assert s["export"]["present"] and s["export"]["uri"].endswith("/exports/global_step_4/policy")
-    assert s["terminal"]["exists"] and s["terminal"]["state"] == "succeeded" and s["terminal"]["attempt_id"] == s["attempt_id"]
+    assert (
+        s["terminal"]["exists"]
+        and s["terminal"]["state"] == "succeeded"
+        and s["terminal"]["attempt_id"] == s["attempt_id"]
+    )
     code, criteria = verdict(lab, f"{RL}@{runs.ok}")
     assert code == 0 and not failing(criteria) and len(criteria) == 5
 
@@ -62,7 +70,20 @@ def test_succeeded_run_shows_jobs_joins_model_steps_checkpoints_export_and_passe
 def test_succeeded_run_text_names_every_section(lab: Lab, runs: Runs) -> None:
     result = lab.rlaunch("status", f"{RL}@{runs.ok}")
     assert result.exit_code == 0
-    for label in ("run", "state", "runtime", "topology", "coordinator", "child", "joined", "model", "steps", "checkpoints", "export", "terminal"):
+    for label in (
+        "run",
+        "state",
+        "runtime",
+        "topology",
+        "coordinator",
+        "child",
+        "joined",
+        "model",
+        "steps",
+        "checkpoints",
+        "export",
+        "terminal",
+    ):
         assert any(line.split()[0] == label for line in result.output.splitlines() if line.strip()), label
     text = lab.rlaunch("verify-smoke", f"{RL}@{runs.ok}").output
     assert "PASS" in text.splitlines()[0] and text.count("[ok]") == 5
@@ -89,7 +110,10 @@ def test_run_without_optimizer_steps_fails_the_steps_criterion(lab: Lab, runs: R
     code, criteria = verdict(lab, f"{RL}@{runs.no_steps}")
     bad = failing(criteria)
     assert code == 1
-    assert "no optimizer step recorded" in bad["optimizer steps advance"] and "model was loaded" in bad["optimizer steps advance"]
+    assert (
+        "no optimizer step recorded" in bad["optimizer steps advance"]
+        and "model was loaded" in bad["optimizer steps advance"]
+    )
     assert "no checkpoint `latest` marker" in bad["terminal checkpoint/export metadata exists"]
     assert "configured model-loading path active" not in bad
 

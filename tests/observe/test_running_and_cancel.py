@@ -9,9 +9,10 @@ import sys
 import threading
 
 from rlaunch.cluster.local.backend import LocalBackend
+from tests.polling import wait_for
 
 from .conftest import RL
-from .lab import REPO, Lab, wait_for
+from .lab import REPO, Lab
 from .test_run_states import failing, verdict
 
 VERSION = "2026.11.10"
@@ -20,6 +21,7 @@ VERSION = "2026.11.10"
 def test_running_run_fails_verify_then_cancel_stops_both_jobs_and_records_who(lab: Lab) -> None:
     run = f"{RL}@{VERSION}"
     assert lab.marker(VERSION, "slow", steps=200, detach=True).wait(60) == 0
+
     def advancing() -> dict | None:
         result = lab.rlaunch("status", run, "--json")
         if result.exit_code != 0:
@@ -76,7 +78,10 @@ def test_running_run_fails_verify_then_cancel_stops_both_jobs_and_records_who(la
     attempt = lab.run_record(RL, VERSION)["attempts"][-1]
     assert attempt["state"] == "cancelled" and attempt["cancelled"]["by"]["user"] == getpass.getuser()
     record = json.loads((lab.output_path(RL, VERSION) / "cancellations" / f"{attempt['attempt_id']}.json").read_text())
-    assert record["jobs"] == [attempt["coordinator_job_id"], attempt["child_job_id"]] and record["reason"] == "observe test stops it"
+    assert (
+        record["jobs"] == [attempt["coordinator_job_id"], attempt["child_job_id"]]
+        and record["reason"] == "observe test stops it"
+    )
     assert attempt["cancelled"]["states_after"][attempt["coordinator_job_id"]] == "cancelled"
     job = LocalBackend(lab.jobs_root).status(attempt["coordinator_job_id"])
     assert "rlaunch cancel by" in (job.message or "") and "observe test stops it" in (job.message or "")

@@ -35,11 +35,22 @@ def passing() -> RunStatus:
         state="succeeded",
         record_state="succeeded",
         runtime_digest=DIGEST,
-        tasks=Tasks(expected_replicas=1, replicas=[Joined(0, "h")], expected_trainer_processes=2, trainers=[Joined(0), Joined(1)]),
+        tasks=Tasks(
+            expected_replicas=1,
+            replicas=[Joined(0, "h")],
+            expected_trainer_processes=2,
+            trainers=[Joined(0), Joined(1)],
+        ),
         model=ModelLoad(
-            configured="models/model", expected_identity="x/model@1:ff", recorded=True,
-            configured_path=STAGED, loaded_path=STAGED, identity="x/model@1:ff",
-            weights_sha256="ab", weight_files={"model.safetensors": "ab"}, expected_weight_files={"model.safetensors": "ab"},
+            configured="models/model",
+            expected_identity="x/model@1:ff",
+            recorded=True,
+            configured_path=STAGED,
+            loaded_path=STAGED,
+            identity="x/model@1:ff",
+            weights_sha256="ab",
+            weight_files={"model.safetensors": "ab"},
+            expected_weight_files={"model.safetensors": "ab"},
         ),  # fmt: skip
         steps=Steps(count=3, first_step=1, latest_step=3, latest_training_step=3, final_step=3),
         checkpoints=Checkpoints(root="/t/ckpt", steps=[3], latest_step=3, latest_meta={"runtime_digest": DIGEST}),
@@ -92,10 +103,16 @@ def test_a_single_step_or_steps_going_backwards_do_not_advance() -> None:
 def test_a_checkpoint_from_another_runtime_or_before_the_last_step_is_not_terminal() -> None:
     s = passing()
     s.checkpoints.latest_meta = {"runtime_digest": "e" * 64}
-    assert "written by runtime digest eeeeeeeeeeee, not the run's dddddddddddd" in failed(s)["terminal checkpoint/export metadata exists"]
+    assert (
+        "written by runtime digest eeeeeeeeeeee, not the run's dddddddddddd"
+        in failed(s)["terminal checkpoint/export metadata exists"]
+    )
     s = passing()
     s.checkpoints.latest_step = 2
-    assert "latest checkpoint is step 2 but training reached step 3" in failed(s)["terminal checkpoint/export metadata exists"]
+    assert (
+        "latest checkpoint is step 2 but training reached step 3"
+        in failed(s)["terminal checkpoint/export metadata exists"]
+    )
     s = passing()
     s.terminal.attempt_id = "older"
     assert "belongs to attempt older" in failed(s)["terminal checkpoint/export metadata exists"]
@@ -116,11 +133,17 @@ def job(role: str, state: str) -> JobView:
 
 def test_the_state_is_reconciled_with_the_jobs() -> None:
     none = Terminal()
-    assert effective_state("running", job("coordinator", "running"), job("child", "running"), none, None, "a")[0] == "running"
+    assert (
+        effective_state("running", job("coordinator", "running"), job("child", "running"), none, None, "a")[0]
+        == "running"
+    )
     assert effective_state("launching", job("coordinator", "running"), None, none, None, "a")[0] == "launching"
     state, reason = effective_state("running", job("coordinator", "failed"), job("child", "cancelled"), none, None, "a")
     assert state == "failed" and "never finalised" in reason
-    assert effective_state("running", job("coordinator", "cancelled"), job("child", "cancelled"), none, None, "a")[0] == "cancelled"
+    assert (
+        effective_state("running", job("coordinator", "cancelled"), job("child", "cancelled"), none, None, "a")[0]
+        == "cancelled"
+    )
     cancel = Cancellation(by="u@h", at="t")
     assert effective_state("failed", job("coordinator", "cancelled"), None, none, cancel, "a")[0] == "cancelled"
     assert effective_state("failed", job("coordinator", "failed"), None, none, None, "a")[0] == "failed"
@@ -131,7 +154,10 @@ def test_the_state_is_reconciled_with_the_jobs() -> None:
 
 def test_a_long_metrics_log_is_read_as_head_and_tail(tmp_path) -> None:
     path = tmp_path / "metrics.jsonl"
-    path.write_text("".join(json.dumps({"step": i, "loss": 1.0 / i, "time": float(i)}) + "\n" for i in range(1, 20001)) + '{"step": 20001, "lo')
+    path.write_text(
+        "".join(json.dumps({"step": i, "loss": 1.0 / i, "time": float(i)}) + "\n" for i in range(1, 20001))
+        + '{"step": 20001, "lo'
+    )
     log = read_metrics(str(path), limit=100_000)
     assert not log.complete and log.steps[0] == 1 and log.steps[-1] == 20000
     assert all(b > a for a, b in zip(log.steps, log.steps[1:])) and log.bad_lines == 1

@@ -147,7 +147,13 @@ def start_multinode(*, worker_cpus: int, workers: int, env: dict[str, str]) -> R
     log = temp_dir / "multinode.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("ray_multinode.py")), str(info), str(workers), str(worker_cpus)],
+            [
+                sys.executable,
+                str(Path(__file__).with_name("ray_multinode.py")),
+                str(info),
+                str(workers),
+                str(worker_cpus),
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**env, "RAY_TMPDIR": str(temp_dir)},
@@ -192,9 +198,13 @@ def _cluster_processes(cluster: RayCluster) -> list[str]:
             cwd = os.readlink(f"{base}/cwd")
         except OSError:
             continue
-        mine = temp in cmdline or cwd.startswith(temp) or any(
-            var.startswith((b"RLAUNCH_RAY_GCS_ADDRESS=", b"RAY_ADDRESS=")) and var.endswith(f":{gcs_port}".encode())
-            for var in environ
+        mine = (
+            temp in cmdline
+            or cwd.startswith(temp)
+            or any(
+                var.startswith((b"RLAUNCH_RAY_GCS_ADDRESS=", b"RAY_ADDRESS=")) and var.endswith(f":{gcs_port}".encode())
+                for var in environ
+            )
         )
         if mine:
             found.append(f"{entry} {cmdline[:200]}")

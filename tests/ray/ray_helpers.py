@@ -4,30 +4,19 @@ __init__.py, so that no package named `ray` can shadow the real one)."""
 from __future__ import annotations
 
 import json
-import sys
-import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from tests.polling import py  # noqa: F401 - shared by the Ray tests
+from tests.polling import wait_for as _wait_for
+
 T = TypeVar("T")
 
 
-def py(code: str) -> tuple[str, ...]:
-    """argv running `code` with this interpreter (the test cluster runs on this machine)."""
-    return (sys.executable, "-c", textwrap.dedent(code))
-
-
 def wait_for(probe: Callable[[], T | None], timeout: float = 60.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
+    """Ray round trips are slower than local processes: a longer default limit, a calmer poll."""
+    return _wait_for(probe, timeout=timeout, what=what, interval=0.1)
 
 
 def pid_alive(pid: int) -> bool:
@@ -47,7 +36,9 @@ def ray_job_record(gcs: str, job_id: str) -> dict[str, object]:
     """What Ray itself stored for a job (entrypoint resources are not in the Jobs API's answer)."""
     from ray._raylet import GcsClient
 
-    raw = GcsClient(address=gcs).internal_kv_get(f"_ray_internal_job_info_{job_id}".encode(), namespace=b"job", timeout=10)
+    raw = GcsClient(address=gcs).internal_kv_get(
+        f"_ray_internal_job_info_{job_id}".encode(), namespace=b"job", timeout=10
+    )
     assert raw is not None, f"Ray has no job info for {job_id}"
     record: dict[str, object] = json.loads(raw)
     return record

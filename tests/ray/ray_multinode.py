@@ -53,7 +53,10 @@ def main() -> int:
         cluster.wait_for_nodes()
         gcs_port = cluster.gcs_address.rpartition(":")[2]
         with open(info_file + ".tmp", "w", encoding="utf-8") as handle:
-            json.dump({"dashboard": f"http://127.0.0.1:{dashboard_port}", "gcs": f"127.0.0.1:{gcs_port}", "nodes": nodes}, handle)
+            json.dump(
+                {"dashboard": f"http://127.0.0.1:{dashboard_port}", "gcs": f"127.0.0.1:{gcs_port}", "nodes": nodes},
+                handle,
+            )
         os.replace(info_file + ".tmp", info_file)
         print(f"multi-node cluster up: {nodes}", flush=True)
         stop.wait()

@@ -30,10 +30,22 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_experiment(module: str, args: list[str], cwd: Path, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def run_experiment(
+    module: str, args: list[str], cwd: Path, env: dict[str, str], timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     cwd.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([sys.executable, "-m", module, *args], check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, f"{module} {args} failed ({done.returncode}):\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        check=False,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, (
+        f"{module} {args} failed ({done.returncode}):\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
+    )
     return done
 
 
@@ -57,7 +69,9 @@ def plan(module: str, backend: str, tmp_path: Path, stubs: Path) -> dict[str, An
         RLAUNCH_RUNTIME_PLUGINS="tests.plugins.marker_runtime",
         RAY_ADDRESS="http://127.0.0.1:9",  # a dry run must never contact the cluster
     )
-    done = subprocess.run([sys.executable, "-c", code], check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     *printed, heavy = done.stdout.strip().splitlines()
     assert json.loads(heavy) == [], f"a {backend} dry run of {module} imported {heavy}"
@@ -84,7 +98,9 @@ def relative_files(root: Path) -> list[str]:
 
 
 def attempt_dir(output: Path) -> Path:
-    (manifest,) = sorted((output.parents[2] / ".tmp").glob(f"ttl=*/{output.relative_to(output.parents[2])}/attempts/*.json"))
+    (manifest,) = sorted(
+        (output.parents[2] / ".tmp").glob(f"ttl=*/{output.relative_to(output.parents[2])}/attempts/*.json")
+    )
     return manifest.with_suffix("")
 
 
@@ -96,7 +112,9 @@ def launch_outputs(output: Path) -> dict[str, Any]:
     attempt_manifest = json.loads(attempt.with_suffix(".json").read_text())
     joined = {p.name: json.loads(p.read_text()) for p in sorted((attempt / "joined").glob("*.json"))}
     metrics = [json.loads(line) for line in (attempt / "metrics.jsonl").read_text().splitlines()]
-    export = {p.relative_to(output).as_posix(): p.read_bytes() for p in sorted((output / "exports").rglob("*")) if p.is_file()}
+    export = {
+        p.relative_to(output).as_posix(): p.read_bytes() for p in sorted((output / "exports").rglob("*")) if p.is_file()
+    }
     return {
         "output files": relative_files(output),
         "temporary files": relative_files(temp_root),
@@ -116,11 +134,23 @@ def run_record(output: Path) -> dict[str, Any]:
     return record
 
 
-def test_the_marker_experiment_on_ray_leaves_what_it_leaves_on_the_local_backend(ray_env: RayCluster, tmp_path: Path) -> None:
+def test_the_marker_experiment_on_ray_leaves_what_it_leaves_on_the_local_backend(
+    ray_env: RayCluster, tmp_path: Path
+) -> None:
     args = ["--version", VERSION, "--run", "--replicas", "2"]
     common = {"RLAUNCH_RUNTIME_PLUGINS": "tests.plugins.marker_runtime"}
-    local_env = clean_env(**common, RLAUNCH_PREFIX=str(tmp_path / "local"), RLAUNCH_LOCAL_ROOT=str(tmp_path / "jobs"), RLAUNCH_STAGING_ROOT=str(tmp_path / "stage-local"))
-    ray_env_vars = clean_env(**common, RLAUNCH_PREFIX=str(tmp_path / "ray"), RLAUNCH_STAGING_ROOT=str(tmp_path / "stage-ray"), RAY_ADDRESS=ray_env.dashboard)
+    local_env = clean_env(
+        **common,
+        RLAUNCH_PREFIX=str(tmp_path / "local"),
+        RLAUNCH_LOCAL_ROOT=str(tmp_path / "jobs"),
+        RLAUNCH_STAGING_ROOT=str(tmp_path / "stage-local"),
+    )
+    ray_env_vars = clean_env(
+        **common,
+        RLAUNCH_PREFIX=str(tmp_path / "ray"),
+        RLAUNCH_STAGING_ROOT=str(tmp_path / "stage-ray"),
+        RAY_ADDRESS=ray_env.dashboard,
+    )
     run_experiment("tests.experiments.marker", [*args, "--backend", "local"], tmp_path / "cwd-local", local_env)
     done = run_experiment("tests.experiments.marker", [*args, "--backend", "ray"], tmp_path / "cwd-ray", ray_env_vars)
     local_out, ray_out = tmp_path / "local" / "marker/rl" / VERSION, tmp_path / "ray" / "marker/rl" / VERSION
@@ -157,7 +187,12 @@ def test_the_cpu_smoke_on_ray_leaves_what_it_leaves_on_the_local_backend(ray_env
             env[name] = os.environ[name]
     run_experiment("experiments.smoke", [*base, "--backend", "local"], tmp_path / "cwd", env)
     other = f"{VERSION}.1"
-    run_experiment("experiments.smoke", [*base, "--override", f"smoke/rl={other}", "--backend", "ray"], tmp_path / "cwd", {**env, "RAY_ADDRESS": ray_env.dashboard})
+    run_experiment(
+        "experiments.smoke",
+        [*base, "--override", f"smoke/rl={other}", "--backend", "ray"],
+        tmp_path / "cwd",
+        {**env, "RAY_ADDRESS": ray_env.dashboard},
+    )
     local_out, ray_out = prefix / "smoke/rl" / VERSION, prefix / "smoke/rl" / other
     local, ray = launch_outputs(local_out), launch_outputs(ray_out)
     assert ray == local  # down to the exported weights: same seed, same machine

@@ -17,7 +17,9 @@ from rlaunch.cluster.protocol import CapacityError, JobSpec, JobState, Resources
 pytestmark = pytest.mark.ray
 
 
-def test_entrypoint_job_replays_its_argv_with_entrypoint_resources_and_an_isolated_env(backend, ray_env: RayCluster, tmp_path: Path) -> None:
+def test_entrypoint_job_replays_its_argv_with_entrypoint_resources_and_an_isolated_env(
+    backend, ray_env: RayCluster, tmp_path: Path
+) -> None:
     code = """
         import json, os, sys
         print(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ)}))
@@ -108,7 +110,11 @@ def test_two_replica_gang_gets_ranks_a_shared_rendezvous_and_per_replica_retries
     ]
     rank0, rank1 = list(backend.logs(job_id, replica=0)), list(backend.logs(job_id, replica=1))
     assert rank0[0].startswith("rank 0 of 2 rendezvous ") and rank0[-1] == "rank 0 heard: hello from rank 1"
-    assert rank1 == [rank0[0].replace("rank 0", "rank 1", 1), "rank 1 fails its first attempt", rank0[0].replace("rank 0", "rank 1", 1)]
+    assert rank1 == [
+        rank0[0].replace("rank 0", "rank 1", 1),
+        "rank 1 fails its first attempt",
+        rank0[0].replace("rank 0", "rank 1", 1),
+    ]
     everything = list(backend.logs(job_id))
     assert "[rlaunch] rank 1 attempt 1 failed (exit code 3); retrying" in everything
     assert everything[-1] == "[rlaunch] job succeeded"
@@ -117,9 +123,13 @@ def test_two_replica_gang_gets_ranks_a_shared_rendezvous_and_per_replica_retries
         backend.logs(job_id, replica=2)
 
 
-def test_failures_timeouts_and_status_seen_from_anywhere(backend, ray_env: RayCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failures_timeouts_and_status_seen_from_anywhere(
+    backend, ray_env: RayCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     failing = backend.submit(JobSpec(name="fails", argv=py("import sys; print('boom'); sys.exit(3)"), max_retries=1))
-    slow = backend.submit(JobSpec(name="slow", argv=py("import time; print('sleeping', flush=True); time.sleep(120)"), timeout_seconds=3))
+    slow = backend.submit(
+        JobSpec(name="slow", argv=py("import time; print('sleeping', flush=True); time.sleep(120)"), timeout_seconds=3)
+    )
     failed = backend.wait(failing, timeout=90)
     assert failed.state == JobState.FAILED
     assert failed.message == "replica 0 failed: exit code 3 on attempt 2 of 2; stopped the other replicas"
@@ -201,7 +211,11 @@ def _submit_parent(backend, pids: str, *, linger: bool) -> str:
 
 
 def _children_ready(backend, parent: str, pids: str) -> tuple[str, list[int]]:
-    wait_for(lambda: "[rank 0] children ready" in backend.client.get_job_logs(parent), timeout=120, what="the child's replicas")
+    wait_for(
+        lambda: "[rank 0] children ready" in backend.client.get_job_logs(parent),
+        timeout=120,
+        what="the child's replicas",
+    )
     (child,) = backend.status(parent).children
     replica_pids = [pid for rank in (0, 1) for pid in read_pids(Path(f"{pids}{rank}"))]
     assert len(replica_pids) == 4  # each replica and its grandchild
@@ -227,7 +241,9 @@ def test_cancel_cascades_to_child_jobs_and_no_child_outlives_its_parent(backend,
     assert child_status.state == JobState.CANCELLED
     assert child_status.message.endswith(f"parent job {lingering} was cancelled: operator asked")
     assert [r.state for r in child_status.replicas] == [JobState.CANCELLED, JobState.CANCELLED]
-    wait_for(lambda: not any(pid_alive(p) for p in replica_pids), timeout=20, what="the child's replica processes to stop")
+    wait_for(
+        lambda: not any(pid_alive(p) for p in replica_pids), timeout=20, what="the child's replica processes to stop"
+    )
     assert backend.cancel(lingering).state == JobState.CANCELLED  # idempotent on a terminal job
 
     orphan, orphan_pids = _children_ready(backend, finishing, finished_pids)
@@ -235,7 +251,9 @@ def test_cancel_cascades_to_child_jobs_and_no_child_outlives_its_parent(backend,
     orphan_status = backend.wait(orphan, timeout=60)
     assert orphan_status.state == JobState.CANCELLED
     assert orphan_status.message.endswith(f"parent job {finishing} ended (succeeded)")
-    wait_for(lambda: not any(pid_alive(p) for p in orphan_pids), timeout=20, what="the orphaned child's processes to stop")
+    wait_for(
+        lambda: not any(pid_alive(p) for p in orphan_pids), timeout=20, what="the orphaned child's processes to stop"
+    )
 
 
 def test_a_plan_that_can_never_fit_is_refused_before_submission(backend) -> None:
@@ -248,7 +266,14 @@ def test_a_plan_that_can_never_fit_is_refused_before_submission(backend) -> None
     with pytest.raises(CapacityError, match=r"memory: each replica needs 64GB but the largest node offers 8GB"):
         backend.submit(JobSpec(name="fat", argv=("true",), resources=Resources(cpu=1, memory_bytes=64 * 10**9)))
     with pytest.raises(CapacityError, match=r"GPU: each replica needs 8 but the largest node offers 0"):
-        backend.check(JobSpec(name="gpus", argv=("true",), replicas=2, resources=Resources(cpu=1, accelerators=8, accelerator_type="H100")))
+        backend.check(
+            JobSpec(
+                name="gpus",
+                argv=("true",),
+                replicas=2,
+                resources=Resources(cpu=1, accelerators=8, accelerator_type="H100"),
+            )
+        )
     with pytest.raises(CapacityError, match=r"CPU: 5 replicas need 5 \(1 each\) but the cluster has 4 in total"):
         backend.submit(JobSpec(name="many", argv=("true",), replicas=5, resources=Resources(cpu=1)))
     from rlaunch.cluster.ray.backend import RayBackend
@@ -259,7 +284,14 @@ def test_a_plan_that_can_never_fit_is_refused_before_submission(backend) -> None
     assert backend.check(JobSpec(name="fits", argv=("true",), replicas=2, resources=Resources(cpu=2))) == "PACK"
     # Before a coordinator is submitted: its child gang must fit beside the coordinator's own resources.
     gang = JobSpec(name="gang", argv=("true",), replicas=4, resources=Resources(cpu=1))
-    with pytest.raises(CapacityError, match=r"CPU: 4 replicas need 4 \(1 each\) but the cluster has 3 in total after what its parent"):
+    with pytest.raises(
+        CapacityError, match=r"CPU: 4 replicas need 4 \(1 each\) but the cluster has 3 in total after what its parent"
+    ):
         backend.check(gang, beside=Resources(cpu=1))
-    assert backend.check(JobSpec(name="gang", argv=("true",), replicas=3, resources=Resources(cpu=1)), beside=Resources(cpu=1)) == "PACK"
+    assert (
+        backend.check(
+            JobSpec(name="gang", argv=("true",), replicas=3, resources=Resources(cpu=1)), beside=Resources(cpu=1)
+        )
+        == "PACK"
+    )
     assert len(backend.client.list_jobs()) == before, "a refused job reached the cluster"

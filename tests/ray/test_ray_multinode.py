@@ -50,7 +50,9 @@ def test_a_two_node_gang_runs_one_replica_per_node(multinode: RayCluster, monkey
     assert [rank for _, _, rank in seen] == ["0", "1"]
 
     with pytest.raises(CapacityError, match="STRICT_SPREAD puts each replica on its own node, so it needs 3 nodes"):
-        RayBackend(strategy="STRICT_SPREAD").submit(JobSpec(name="wider", argv=("true",), replicas=3, resources=Resources(cpu=1)))
+        RayBackend(strategy="STRICT_SPREAD").submit(
+            JobSpec(name="wider", argv=("true",), replicas=3, resources=Resources(cpu=1))
+        )
     with pytest.raises(CapacityError, match=r"CPU: 3 replicas need 3 \(1 each\) but the cluster has 2 in total"):
         backend.submit(JobSpec(name="wider", argv=("true",), replicas=3, resources=Resources(cpu=1)))
     assert [s.job_id for s in backend.list_jobs()] == [job_id]

@@ -31,7 +31,10 @@ def nodes(*cpus: float, memory: float = 16e9, gpus: float = 0, kind: str | None 
     extra = {"GPU": gpus} if gpus else {}
     if kind:
         extra[f"accelerator_type:{kind}"] = 1.0
-    return [Node(f"node{i}", f"10.0.0.{i}", {"CPU": c, "memory": memory, **extra}, is_head=i == 0) for i, c in enumerate(cpus)]
+    return [
+        Node(f"node{i}", f"10.0.0.{i}", {"CPU": c, "memory": memory, **extra}, is_head=i == 0)
+        for i, c in enumerate(cpus)
+    ]
 
 
 def spec(replicas: int = 1, **resources: object) -> JobSpec:
@@ -57,7 +60,11 @@ def test_auto_spreads_over_nodes_when_there_are_enough_and_packs_on_one_node_oth
 
 def test_refusals_name_every_missing_resource() -> None:
     with pytest.raises(CapacityError) as refused:
-        check_fits(spec(2, cpu=8, memory_bytes=64 * 10**9, accelerators=8, accelerator_type="H100"), nodes(4, 4), cluster="the Ray cluster at X")
+        check_fits(
+            spec(2, cpu=8, memory_bytes=64 * 10**9, accelerators=8, accelerator_type="H100"),
+            nodes(4, 4),
+            cluster="the Ray cluster at X",
+        )
     text = str(refused.value)
     assert "does not fit the Ray cluster at X" in text
     assert "CPU: each replica needs 8 but the largest node offers 4" in text
@@ -76,7 +83,10 @@ def test_refusals_name_every_missing_resource() -> None:
         check_fits(spec(2, cpu=3), nodes(4, 4), strategy="STRICT_PACK")
     with pytest.raises(CapacityError, match="the cluster has no alive nodes"):
         check_fits(spec(1), [])
-    assert check_fits(spec(2, cpu=1, accelerators=1, accelerator_type="A100"), nodes(4, 4, gpus=1, kind="A100")).strategy == "STRICT_SPREAD"
+    assert (
+        check_fits(spec(2, cpu=1, accelerators=1, accelerator_type="A100"), nodes(4, 4, gpus=1, kind="A100")).strategy
+        == "STRICT_SPREAD"
+    )
 
 
 def test_what_the_parent_jobs_hold_is_not_available_to_their_child() -> None:
@@ -114,7 +124,9 @@ def test_choosing_the_ray_backend_without_ray_names_the_extra(tmp_path: Path) ->
         """
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RLAUNCH_", "RAY_"))}
-    done = subprocess.run([sys.executable, "-c", code], check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("RayNotInstalledError ")
     assert "pip install 'rlaunch[ray]'" in done.stdout
@@ -146,7 +158,18 @@ def test_a_job_rebuilds_the_backend_that_started_it_from_its_environment(monkeyp
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     rebuilt = RayBackend.from_env()
-    fields = ("address", "gcs_address", "working_dir", "excludes", "py_executable", "pip", "strategy", "check_capacity", "kill_grace", "priority")
+    fields = (
+        "address",
+        "gcs_address",
+        "working_dir",
+        "excludes",
+        "py_executable",
+        "pip",
+        "strategy",
+        "check_capacity",
+        "kill_grace",
+        "priority",
+    )
     assert {f: getattr(rebuilt, f) for f in fields} == {f: getattr(original, f) for f in fields}
     assert rebuilt._jobs_address == "head:6379"  # inside the cluster, through the GCS (valid on every node)
     assert rebuilt.environment() == env
@@ -172,7 +195,9 @@ def test_the_interpreter_and_runtime_env_policy(tmp_path: Path, monkeypatch: pyt
 
 
 @needs_ray
-def test_bad_addresses_and_owned_variables_are_refused_before_contacting_anything(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_addresses_and_owned_variables_are_refused_before_contacting_anything(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from ray_clusters import free_port
 
     from rlaunch.cluster.ray.backend import RayBackend, RayClusterUnreachableError
@@ -199,7 +224,9 @@ def test_status_falls_back_on_what_ray_knows_when_the_driver_could_not_record_it
     backend = RayBackend("http://h:8265")  # no GCS address: no KV, nothing contacted
 
     def info(status: str, code: int | None = None, message: str | None = None) -> SimpleNamespace:
-        return SimpleNamespace(status=SimpleNamespace(value=status), driver_exit_code=code, message=message, submission_id="j")
+        return SimpleNamespace(
+            status=SimpleNamespace(value=status), driver_exit_code=code, message=message, submission_id="j"
+        )
 
     failed = "Job entrypoint command failed with exit code 1, last available logs:\n[rank 0] boom\n[rlaunch] job failed: replica 0 failed: exit code 3"
     assert _outcome_line(failed) == "replica 0 failed: exit code 3"
@@ -211,7 +238,10 @@ def test_status_falls_back_on_what_ray_knows_when_the_driver_could_not_record_it
     assert backend._state(info("STOPPED"), None, False) == (JobState.CANCELLED, "stopped through the Ray Jobs API")
     assert backend._state(info("FAILED", 2, "Traceback ... ModuleNotFoundError"), None, False)[0] == JobState.FAILED
     assert backend._state(info("RUNNING"), None, False) == (JobState.RUNNING, None)
-    assert backend._state(info("RUNNING"), None, True) == (JobState.PENDING, None)  # the driver has not started the gang yet
+    assert backend._state(info("RUNNING"), None, True) == (
+        JobState.PENDING,
+        None,
+    )  # the driver has not started the gang yet
     assert backend._state(info("PENDING"), None, True) == (JobState.PENDING, None)
     recorded = {"state": "running", "message": None}
     assert backend._state(info("RUNNING"), recorded, True) == (JobState.RUNNING, None)
@@ -273,20 +303,32 @@ sys.stderr.write("to stderr\\n")
 
 def test_an_attempt_streams_its_output_and_leaves_nothing_behind(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
-    env = replica_environment({"TOKEN": "t0k3n-value"}, rank=3, rendezvous="h:1", source={"PATH": os.environ["PATH"], "UNRELATED": "x"})
+    env = replica_environment(
+        {"TOKEN": "t0k3n-value"}, rank=3, rendezvous="h:1", source={"PATH": os.environ["PATH"], "UNRELATED": "x"}
+    )
     assert set(env) == {"PATH", "PYTHONUNBUFFERED", "TOKEN", "RLAUNCH_REPLICA_RANK", "RLAUNCH_RENDEZVOUS"}
-    events = list(run_attempt([sys.executable, "-c", REPLICA.format(pids=str(pids), then="sys.exit(4)")], env, str(tmp_path), 1.0))
+    events = list(
+        run_attempt([sys.executable, "-c", REPLICA.format(pids=str(pids), then="sys.exit(4)")], env, str(tmp_path), 1.0)
+    )
     kinds = [kind for kind, _ in events]
     assert kinds[0] == "started" and kinds[-1] == "exit" and events[-1][1] == 4
     lines = [line for kind, data in events if kind == "out" for line in data]
     assert lines == ["rank 3 secret t0k3n-value", "to stderr"]
-    wait_for(lambda: not any(pid_alive(p) for p in read_pids(pids)), timeout=10, what="the replica's group to be stopped")
+    wait_for(
+        lambda: not any(pid_alive(p) for p in read_pids(pids)), timeout=10, what="the replica's group to be stopped"
+    )
     assert list(run_attempt(["/no/such/program"], env, None, 1.0))[-1] == ("exit", 127)
 
 
 def test_a_stopped_attempt_stops_its_whole_group() -> None:
     stop_after = []
-    events = run_attempt([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(120)"], {"PATH": os.environ["PATH"]}, None, 1.0, lambda: bool(stop_after))
+    events = run_attempt(
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(120)"],
+        {"PATH": os.environ["PATH"]},
+        None,
+        1.0,
+        lambda: bool(stop_after),
+    )
     for kind, data in events:
         if kind == "out":
             stop_after.append(True)
@@ -308,11 +350,15 @@ def test_the_keeper_stops_the_replica_when_its_starter_is_killed(tmp_path: Path)
         """
     )
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    starter = subprocess.Popen([sys.executable, "-c", starter_code], env=env, stdout=subprocess.DEVNULL, start_new_session=True)
+    starter = subprocess.Popen(
+        [sys.executable, "-c", starter_code], env=env, stdout=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         replica_pids = wait_for(lambda: read_pids(pids), timeout=30, what="the replica to start")
         assert all(pid_alive(p) for p in replica_pids)
     finally:
         os.killpg(starter.pid, signal.SIGKILL)  # the starter's group only: the keeper left it
         starter.wait()
-    wait_for(lambda: not any(pid_alive(p) for p in replica_pids), timeout=15, what="the keeper to stop the orphaned replica")
+    wait_for(
+        lambda: not any(pid_alive(p) for p in replica_pids), timeout=15, what="the keeper to stop the orphaned replica"
+    )

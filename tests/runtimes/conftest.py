@@ -9,7 +9,6 @@ about 1.5 minutes; later ones are instant.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
@@ -44,7 +43,9 @@ def tiny_assets(trl_env, tmp_path_factory: pytest.TempPathFactory):
         ["model", "--tokenizer", str(root / "tokenizer"), "--out", str(root / "model"), "--seed", "3"],
     )
     data = run_module(
-        env, "rlaunch_trl_cpu.tiny", ["data", "--out", str(root / "data" / "train.jsonl"), "--rows", "32", "--seed", "3"]
+        env,
+        "rlaunch_trl_cpu.tiny",
+        ["data", "--out", str(root / "data" / "train.jsonl"), "--rows", "32", "--seed", "3"],
     )
     run_module(
         env, "rlaunch_trl_cpu.tiny", ["data", "--out", str(root / "data" / "val.jsonl"), "--rows", "8", "--seed", "4"]

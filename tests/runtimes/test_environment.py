@@ -22,7 +22,9 @@ from rlaunch.runtimes.registry import Capabilities, RuntimeProfile, get_profile
 LOCK = "# a tiny lock for builder tests\nsix==1.17.0\n"
 
 
-def make_profile(root: Path, *, python: str | None = None, lock: str = LOCK, message: str = "one", write: bool = True) -> RuntimeProfile:
+def make_profile(
+    root: Path, *, python: str | None = None, lock: str = LOCK, message: str = "one", write: bool = True
+) -> RuntimeProfile:
     """The fake profile under `root`; `write=False` only describes files another process wrote."""
     directory = root / "profile"
     if write:
@@ -173,7 +175,9 @@ print(json.dumps({{"venv_built": env.venv_built, "built": env.built, "python": e
 
 def test_two_concurrent_builders_build_once(tmp_path):
     make_profile(tmp_path / "src")
-    script = BUILDER.format(tests=str(Path(__file__).parents[1]), src=str(tmp_path / "src"), cache=str(tmp_path / "cache"))
+    script = BUILDER.format(
+        tests=str(Path(__file__).parents[1]), src=str(tmp_path / "src"), cache=str(tmp_path / "cache")
+    )
     procs = [
         subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(2)

@@ -97,7 +97,13 @@ def test_run_writes_records_checkpoints_and_export(full_run, trl_env, tiny_asset
     assert json.loads((step4 / "trainer_state.json").read_text())["global_step"] == 4
 
     policy = root / "exports" / "global_step_4" / "policy"
-    for name in ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "tokenizer_config.json"):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ):
         assert (policy / name).exists(), name
     assert _sha(policy / "model.safetensors") != _sha(tiny_assets["model"] / "model.safetensors"), "weights must change"
 
@@ -128,13 +134,17 @@ def test_export_reloads_and_generates(full_run, trl_env, tiny_assets):
 def test_resume_continues_to_the_same_final_step(full_run, trl_env, tiny_assets, tmp_path):
     env, _ = trl_env
     first = small_recipe(tiny_assets, tmp_path, trainer__max_training_steps=2)
-    result = run_entry(env, write_final(tmp_path / "a.yaml", first), attempt=str(tmp_path / "att1"), task_dir=tmp_path / "t")
+    result = run_entry(
+        env, write_final(tmp_path / "a.yaml", first), attempt=str(tmp_path / "att1"), task_dir=tmp_path / "t"
+    )
     assert result.returncode == 0, explain(result)
     assert [m["step"] for m in metrics(tmp_path / "att1")] == [1, 2]
     assert (tmp_path / "ckpts" / "latest").read_text().strip() == "2"
 
     second = small_recipe(tiny_assets, tmp_path)  # max_training_steps 4, resume_mode latest
-    result = run_entry(env, write_final(tmp_path / "b.yaml", second), attempt=str(tmp_path / "att2"), task_dir=tmp_path / "t")
+    result = run_entry(
+        env, write_final(tmp_path / "b.yaml", second), attempt=str(tmp_path / "att2"), task_dir=tmp_path / "t"
+    )
     assert result.returncode == 0, explain(result)
     resumed = metrics(tmp_path / "att2")
     assert [m["step"] for m in resumed] == [3, 4]
@@ -175,7 +185,9 @@ def test_checkpoint_from_another_digest_is_refused(full_run, trl_env):
     env, _ = trl_env
     root = full_run["root"]
     other = "f" * 64
-    result = run_entry(env, full_run["final"], attempt=str(root / "attempt-refused"), task_dir=root / "task", digest=other)
+    result = run_entry(
+        env, full_run["final"], attempt=str(root / "attempt-refused"), task_dir=root / "task", digest=other
+    )
     assert result.returncode == 2, explain(result)
     message = result.stderr
     assert "global_step_4" in message
@@ -194,7 +206,9 @@ def test_unhonoured_recipe_keys_are_refused(trl_env, tiny_assets, tmp_path):
         trainer__algorithm__advantage_estimator="rloo",
         trainer__logger="wandb",
     )
-    result = run_entry(env, write_final(tmp_path / "F.yaml", recipe), attempt=str(tmp_path / "att"), task_dir=tmp_path / "t")
+    result = run_entry(
+        env, write_final(tmp_path / "F.yaml", recipe), attempt=str(tmp_path / "att"), task_dir=tmp_path / "t"
+    )
     assert result.returncode == 2, explain(result)
     for key, value in (
         ("trainer.hf_save_interval", "5"),
@@ -242,6 +256,8 @@ def test_wrong_process_count_is_refused(trl_env, tiny_assets, tmp_path):
         trainer__placement__policy_num_gpus_per_node=2,
         generator__inference_engine__num_engines=2,
     )
-    result = run_entry(env, write_final(tmp_path / "F.yaml", recipe), attempt=str(tmp_path / "att"), task_dir=tmp_path / "t")
+    result = run_entry(
+        env, write_final(tmp_path / "F.yaml", recipe), attempt=str(tmp_path / "att"), task_dir=tmp_path / "t"
+    )
     assert result.returncode == 2, explain(result)
     assert "--nproc_per_node=2" in result.stderr

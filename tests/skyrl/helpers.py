@@ -122,8 +122,12 @@ def seed_plan(**overrides: Any) -> SkyRLRolePlan:
     return SkyRLRolePlan(**values)
 
 
-def topology(role_plan: SkyRLRolePlan | None = None, *, num_nodes: int = 1, gpus_per_node: int = 8, gpu_variant: str = "H100") -> SkyRLTopology:
-    return SkyRLTopology(num_nodes=num_nodes, gpus_per_node=gpus_per_node, gpu_variant=gpu_variant, role_plan=role_plan or plan())
+def topology(
+    role_plan: SkyRLRolePlan | None = None, *, num_nodes: int = 1, gpus_per_node: int = 8, gpu_variant: str = "H100"
+) -> SkyRLTopology:
+    return SkyRLTopology(
+        num_nodes=num_nodes, gpus_per_node=gpus_per_node, gpu_variant=gpu_variant, role_plan=role_plan or plan()
+    )
 
 
 def seed_topology(**plan_overrides: Any) -> SkyRLTopology:
@@ -150,11 +154,17 @@ def cpu_plan(**overrides: Any) -> SkyRLRolePlan:
     return SkyRLRolePlan(**values)
 
 
-def cpu_topology(role_plan: SkyRLRolePlan | None = None, *, num_nodes: int = 1, gpus_per_node: int = 1, gpu_variant: str = "cpu") -> SkyRLTopology:
-    return SkyRLTopology(num_nodes=num_nodes, gpus_per_node=gpus_per_node, gpu_variant=gpu_variant, role_plan=role_plan or cpu_plan())
+def cpu_topology(
+    role_plan: SkyRLRolePlan | None = None, *, num_nodes: int = 1, gpus_per_node: int = 1, gpu_variant: str = "cpu"
+) -> SkyRLTopology:
+    return SkyRLTopology(
+        num_nodes=num_nodes, gpus_per_node=gpus_per_node, gpu_variant=gpu_variant, role_plan=role_plan or cpu_plan()
+    )
 
 
-def violations(topo: SkyRLTopology, tree: dict[str, Any] | None = None, profile: str = "fsdp", **kwargs: Any) -> list[PreflightError]:
+def violations(
+    topo: SkyRLTopology, tree: dict[str, Any] | None = None, profile: str = "fsdp", **kwargs: Any
+) -> list[PreflightError]:
     return check_plan(topo, BASE_RECIPE if tree is None else tree, profile, **kwargs)
 
 
@@ -185,11 +195,23 @@ def _never(config: Any) -> None:
 
 
 def model_step(name: str = "models/qwen3-8b", version: str = DAY) -> ArtifactStep[HfModel]:
-    return ArtifactStep(name=name, version=version, artifact_type=HfModel, run=_never, build_config=lambda ctx: {"source": f"hf://{name}", "out": ctx.output_path})
+    return ArtifactStep(
+        name=name,
+        version=version,
+        artifact_type=HfModel,
+        run=_never,
+        build_config=lambda ctx: {"source": f"hf://{name}", "out": ctx.output_path},
+    )
 
 
 def data_step(name: str = "data/gsm8k", version: str = DAY) -> ArtifactStep[Directory]:
-    return ArtifactStep(name=name, version=version, artifact_type=Directory, run=_never, build_config=lambda ctx: {"source": f"hf://{name}"})
+    return ArtifactStep(
+        name=name,
+        version=version,
+        artifact_type=Directory,
+        run=_never,
+        build_config=lambda ctx: {"source": f"hf://{name}"},
+    )
 
 
 def spec(
@@ -244,4 +266,3 @@ def local(**overrides: Any) -> LocalSkyRLExecution:
 
 def replace_plan(p: SkyRLRolePlan, **changes: Any) -> SkyRLRolePlan:
     return dataclasses.replace(p, **changes)
-

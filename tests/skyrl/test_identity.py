@@ -43,8 +43,12 @@ ROLE_PLAN_CHANGES: dict[str, SkyRLTopology] = {
     "policy_num_nodes": topo(n=6, policy_num_nodes=2),
     "policy_num_gpus_per_node": topo(n=6, g=16, policy_num_gpus_per_node=16),
     "num_inference_engines": topo(n=6, num_inference_engines=2),
-    "inference_engine_tensor_parallel_size": topo(inference_engine_tensor_parallel_size=2, inference_engine_data_parallel_size=4),
-    "inference_engine_pipeline_parallel_size": topo(inference_engine_pipeline_parallel_size=2, inference_engine_data_parallel_size=4),
+    "inference_engine_tensor_parallel_size": topo(
+        inference_engine_tensor_parallel_size=2, inference_engine_data_parallel_size=4
+    ),
+    "inference_engine_pipeline_parallel_size": topo(
+        inference_engine_pipeline_parallel_size=2, inference_engine_data_parallel_size=4
+    ),
     "inference_engine_data_parallel_size": topo(n=6, inference_engine_data_parallel_size=4),
     "inference_engine_expert_parallel_size": topo(inference_engine_expert_parallel_size=8),
     "train_batch_size": topo(train_batch_size=128),
@@ -124,7 +128,9 @@ def test_fingerprint_changes_with_the_runtime_profile_and_digest(tmp_path, monke
         {"version": "2026.12.01"},
         {"compatible_checkpoint_digests": ("0" * 64,)},
     ],
-    ids=lambda c: next(iter(c)) + ("=" + str(next(iter(c.values()))) if next(iter(c)) in ("seed", "export_hf", "version") else ""),
+    ids=lambda c: (
+        next(iter(c)) + ("=" + str(next(iter(c.values()))) if next(iter(c)) in ("seed", "export_hf", "version") else "")
+    ),
 )
 def test_fingerprint_changes_with_identity(change: dict[str, Any]) -> None:
     assert fingerprint(**change) != BASE
@@ -169,7 +175,16 @@ def test_deps_are_model_then_data_deduplicated_in_order() -> None:
     assert step.deps == (model, train, val)
     shared = skyrl_step(spec(model=model, data=train), iris())  # validation reads the train step too
     assert shared.deps == (model, train)
-    many = spec(model=model, data=train, train_data=(ArtifactDataSource(train, "a.parquet"), ArtifactDataSource(val, "b.parquet"), ArtifactDataSource(train, "c.parquet")), validation_data=(ArtifactDataSource(val, "d"),))
+    many = spec(
+        model=model,
+        data=train,
+        train_data=(
+            ArtifactDataSource(train, "a.parquet"),
+            ArtifactDataSource(val, "b.parquet"),
+            ArtifactDataSource(train, "c.parquet"),
+        ),
+        validation_data=(ArtifactDataSource(val, "d"),),
+    )
     assert skyrl_step(many, iris()).deps == (model, train, val)
 
 

@@ -35,7 +35,12 @@ def test_mini_batch_divisible_by_micro_batch() -> None:
 
 def test_per_gpu_mini_batch_is_positive() -> None:
     # mini x n // dp = 1 x 4 // 8 = 0 sequences per GPU.
-    found = violations(topology(plan(train_batch_size=1, policy_mini_batch_size=1, micro_train_batch_size_per_gpu=1, n_samples_per_prompt=4)), recipe(trainer=NO_KL))
+    found = violations(
+        topology(
+            plan(train_batch_size=1, policy_mini_batch_size=1, micro_train_batch_size_per_gpu=1, n_samples_per_prompt=4)
+        ),
+        recipe(trainer=NO_KL),
+    )
     v = only(found, "batch.per_gpu_mini_zero")
     assert v.fields == ("role_plan.policy_mini_batch_size", "role_plan.n_samples_per_prompt")
     assert_useful(v, "1*4//8 = 0")
@@ -44,7 +49,13 @@ def test_per_gpu_mini_batch_is_positive() -> None:
 
 def test_per_gpu_mini_batch_divisible_by_micro_batch() -> None:
     # mini 16 divides by micro 8, but per GPU 16 x 2 // 8 = 4 does not.
-    found = violations(topology(plan(train_batch_size=32, policy_mini_batch_size=16, micro_train_batch_size_per_gpu=8, n_samples_per_prompt=2)))
+    found = violations(
+        topology(
+            plan(
+                train_batch_size=32, policy_mini_batch_size=16, micro_train_batch_size_per_gpu=8, n_samples_per_prompt=2
+            )
+        )
+    )
     assert codes(found) == ["batch.per_gpu_mini_micro"]
     v = found[0]
     assert v.fields == ("role_plan.micro_train_batch_size_per_gpu",)
@@ -54,7 +65,13 @@ def test_per_gpu_mini_batch_divisible_by_micro_batch() -> None:
 
 def test_per_gpu_train_batch_divisible_by_per_gpu_mini_batch() -> None:
     # train 24 % mini 6 == 0, yet per GPU (24 x 3 // 8) = 9 is not a multiple of (6 x 3 // 8) = 2 (floor).
-    found = violations(topology(plan(train_batch_size=24, policy_mini_batch_size=6, micro_train_batch_size_per_gpu=2, n_samples_per_prompt=3)))
+    found = violations(
+        topology(
+            plan(
+                train_batch_size=24, policy_mini_batch_size=6, micro_train_batch_size_per_gpu=2, n_samples_per_prompt=3
+            )
+        )
+    )
     assert codes(found) == ["batch.per_gpu_train_mini"]
     v = found[0]
     assert v.fields == ("role_plan.train_batch_size", "role_plan.policy_mini_batch_size")
@@ -63,7 +80,9 @@ def test_per_gpu_train_batch_divisible_by_per_gpu_mini_batch() -> None:
 
 def test_reference_model_needs_train_times_n_at_least_lcm_of_dps() -> None:
     # Megatron policy TP8 -> policy dp 1; the reference keeps TP1 -> ref dp 8; lcm = 8 > 2 x 2.
-    topo = topology(plan(train_batch_size=2, policy_mini_batch_size=2, micro_train_batch_size_per_gpu=1, n_samples_per_prompt=2))
+    topo = topology(
+        plan(train_batch_size=2, policy_mini_batch_size=2, micro_train_batch_size_per_gpu=1, n_samples_per_prompt=2)
+    )
     found = violations(topo, megatron(policy={"tensor_model_parallel_size": 8}), profile="megatron")
     v = only(found, "batch.reference_lcm")
     assert v.fields == ("role_plan.train_batch_size", "role_plan.n_samples_per_prompt")
@@ -75,7 +94,13 @@ def test_reference_model_needs_train_times_n_at_least_lcm_of_dps() -> None:
 
 def test_tail_trim_stride_divides_train_batch() -> None:
     # dp 8, n 1: SkyRL keeps a multiple of 8 / gcd(8, 1) = 8 prompts; 12 is not one (SkyRL #1609).
-    found = violations(topology(plan(train_batch_size=12, policy_mini_batch_size=12, micro_train_batch_size_per_gpu=1, n_samples_per_prompt=1)))
+    found = violations(
+        topology(
+            plan(
+                train_batch_size=12, policy_mini_batch_size=12, micro_train_batch_size_per_gpu=1, n_samples_per_prompt=1
+            )
+        )
+    )
     assert codes(found) == ["batch.tail_stride"]
     v = found[0]
     assert v.fields == ("role_plan.train_batch_size", "role_plan.n_samples_per_prompt")
@@ -85,22 +110,46 @@ def test_tail_trim_stride_divides_train_batch() -> None:
 
 def test_tail_trim_stride_uses_the_samples_per_prompt() -> None:
     # Same dp, n 2: stride 8 / gcd(8, 2) = 4, and 12 is a multiple of 4.
-    assert violations(topology(plan(train_batch_size=12, policy_mini_batch_size=12, micro_train_batch_size_per_gpu=1, n_samples_per_prompt=2))) == []
+    assert (
+        violations(
+            topology(
+                plan(
+                    train_batch_size=12,
+                    policy_mini_batch_size=12,
+                    micro_train_batch_size_per_gpu=1,
+                    n_samples_per_prompt=2,
+                )
+            )
+        )
+        == []
+    )
 
 
 def test_fsdp_dp_is_world_over_sequence_parallel() -> None:
-    tight = plan(train_batch_size=32, policy_mini_batch_size=16, micro_train_batch_size_per_gpu=8, n_samples_per_prompt=2)
+    tight = plan(
+        train_batch_size=32, policy_mini_batch_size=16, micro_train_batch_size_per_gpu=8, n_samples_per_prompt=2
+    )
     # dp 8: 16 x 2 // 8 = 4 per GPU, not divisible by micro 8 ...
     assert codes(violations(topology(tight))) == ["batch.per_gpu_mini_micro"]
     # ... Ulysses SP 2 halves dp to 4: 16 x 2 // 4 = 8 per GPU.
-    assert violations(topology(tight), recipe(trainer={"policy": {"sequence_parallel_size": 2}, "ref": {"sequence_parallel_size": 2}})) == []
+    assert (
+        violations(
+            topology(tight),
+            recipe(trainer={"policy": {"sequence_parallel_size": 2}, "ref": {"sequence_parallel_size": 2}}),
+        )
+        == []
+    )
 
 
 def test_fsdp_sequence_parallel_divides_the_world() -> None:
-    v = only(violations(topology(), recipe(trainer={"policy": {"sequence_parallel_size": 3}})), "strategy.sequence_parallel")
+    v = only(
+        violations(topology(), recipe(trainer={"policy": {"sequence_parallel_size": 3}})), "strategy.sequence_parallel"
+    )
     assert v.fields == ("config_yaml.trainer.policy.sequence_parallel_size",)
     assert_useful(v, "sequence_parallel_size=3", "world size 8")
-    ref = only(violations(topology(), recipe(trainer={"ref": {"sequence_parallel_size": 5}})), "strategy.sequence_parallel")
+    ref = only(
+        violations(topology(), recipe(trainer={"ref": {"sequence_parallel_size": 5}})), "strategy.sequence_parallel"
+    )
     assert ref.fields == ("config_yaml.trainer.ref.sequence_parallel_size",)
 
 
@@ -117,19 +166,38 @@ def test_megatron_dp_is_world_over_model_parallel() -> None:
     # FSDP dp 8: 2 x 1 // 8 = 0 per GPU.
     assert "batch.per_gpu_mini_zero" in codes(violations(topology(small), recipe(trainer=NO_KL)))
     # Megatron TP2 x PP2 on 8 GPUs: dp 2, 1 sequence per GPU.
-    assert violations(topology(small), megatron(policy={"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2}, **NO_KL), profile="megatron") == []
+    assert (
+        violations(
+            topology(small),
+            megatron(policy={"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2}, **NO_KL),
+            profile="megatron",
+        )
+        == []
+    )
 
 
 def test_megatron_context_parallel_needs_padding_removal_and_no_ulysses() -> None:
-    found = violations(topology(), megatron(policy={"context_parallel_size": 2}, ref={"context_parallel_size": 2}, remove_microbatch_padding=False), profile="megatron")
+    found = violations(
+        topology(),
+        megatron(
+            policy={"context_parallel_size": 2}, ref={"context_parallel_size": 2}, remove_microbatch_padding=False
+        ),
+        profile="megatron",
+    )
     v = only(found, "strategy.megatron_context_parallel")
     assert v.fields == ("config_yaml.trainer.remove_microbatch_padding",)
-    sp = only(violations(topology(), recipe(trainer={"policy": {"sequence_parallel_size": 2}}), profile="megatron"), "strategy.megatron_sequence_parallel")
+    sp = only(
+        violations(topology(), recipe(trainer={"policy": {"sequence_parallel_size": 2}}), profile="megatron"),
+        "strategy.megatron_sequence_parallel",
+    )
     assert sp.fields == ("config_yaml.trainer.policy.sequence_parallel_size",)
 
 
 def test_megatron_expert_parallel_divides_the_world() -> None:
-    v = only(violations(topology(), megatron(policy={"expert_model_parallel_size": 3}), profile="megatron"), "strategy.megatron_expert")
+    v = only(
+        violations(topology(), megatron(policy={"expert_model_parallel_size": 3}), profile="megatron"),
+        "strategy.megatron_expert",
+    )
     assert_useful(v, "world size 8", "PP*EP*ETP=1*3*1")
 
 
@@ -137,7 +205,13 @@ def test_seed_batch_numbers_on_the_64_gpu_plan() -> None:
     # dp 32, n 8: per-GPU mini 64 x 8 // 32 = 16; micro 2; per-GPU train 64; stride 32 / 8 = 4.
     assert violations(seed_topology()) == []
     found = violations(seed_topology(train_batch_size=250, micro_train_batch_size_per_gpu=3))
-    assert set(codes(found)) >= {"batch.train_mini", "batch.mini_micro", "batch.per_gpu_mini_micro", "batch.per_gpu_train_mini", "batch.tail_stride"}
+    assert set(codes(found)) >= {
+        "batch.train_mini",
+        "batch.mini_micro",
+        "batch.per_gpu_mini_micro",
+        "batch.per_gpu_train_mini",
+        "batch.tail_stride",
+    }
 
 
 def test_forward_micro_batch_is_positive_and_defaults_to_the_train_micro_batch() -> None:

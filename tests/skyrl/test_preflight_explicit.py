@@ -23,7 +23,6 @@ from .helpers import (
     recipe,
     seed_topology,
     spec,
-    topology,
     violations,
     without,
 )
@@ -74,7 +73,10 @@ def test_policy_settings_must_be_explicit(key: str, code: str, what: str) -> Non
 def test_token_budget_within_the_model_context_length() -> None:
     # 1024 prompt + 3072 response = 4096 tokens for a 4000-token model.
     v = only(violations(seed_topology(), model=ModelFacts(context_length=4000)), "model.context_budget")
-    assert v.fields == ("config_yaml.trainer.max_prompt_length", "config_yaml.generator.sampling_params.max_generate_length")
+    assert v.fields == (
+        "config_yaml.trainer.max_prompt_length",
+        "config_yaml.generator.sampling_params.max_generate_length",
+    )
     assert_useful(v, "= 4096 exceeds the model's context length 4000")
     assert "at most 4000" in v.fix
     assert violations(seed_topology(), model=ModelFacts(context_length=4096)) == []
@@ -97,7 +99,12 @@ def _built_model(prefix: str, *, context_length: int, heads: int) -> ArtifactSte
         return {"output_path": ctx.output_path, "heads": heads, "context_length": context_length}
 
     def run(config: dict) -> HfModel:
-        return HfModel(path=config["output_path"], num_attention_heads=config["heads"], context_length=config["context_length"], files={"config.json": "0" * 64})
+        return HfModel(
+            path=config["output_path"],
+            num_attention_heads=config["heads"],
+            context_length=config["context_length"],
+            files={"config.json": "0" * 64},
+        )
 
     step = ArtifactStep(name="models/tiny", version=DAY, artifact_type=HfModel, run=run, build_config=build)
     Runner(prefix, report=lambda _: None).run([step])
@@ -114,11 +121,17 @@ def test_spec_reads_the_model_record_for_context_length_and_heads(prefix: str) -
     assert "4096 exceeds the model's context length 2048" in budget.message
     # A budget inside the recorded context and a TP dividing the heads pass.
     ok = recipe(trainer={"max_prompt_length": 512}, generator={"sampling_params": {"max_generate_length": 1536}})
-    assert spec(model=model, tree=ok, topo=seed_topology()).model.stored_facts() == ModelFacts(num_attention_heads=12, context_length=2048)
+    assert spec(model=model, tree=ok, topo=seed_topology()).model.stored_facts() == ModelFacts(
+        num_attention_heads=12, context_length=2048
+    )
 
 
 def test_an_unbuilt_model_has_no_facts_to_check() -> None:
-    s = spec(model=ArtifactStep(name="models/unbuilt", version=DAY, artifact_type=HfModel, run=lambda c: None, build_config=lambda ctx: {}))
+    s = spec(
+        model=ArtifactStep(
+            name="models/unbuilt", version=DAY, artifact_type=HfModel, run=lambda c: None, build_config=lambda ctx: {}
+        )
+    )
     assert s.model.stored_facts() == ModelFacts()
 
 

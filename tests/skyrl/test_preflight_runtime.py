@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import SkyRLTopology, check_plan
 from rlaunch.skyrl.recipe import render_recipe
-from rlaunch.runtimes.registry import get_profile
 
 from .helpers import (
     BASE_RECIPE,
@@ -43,7 +43,16 @@ def test_fully_async_requires_train_equal_mini() -> None:
 
 
 def test_fully_async_requires_disaggregated_roles() -> None:
-    found = violations(topology(plan(train_batch_size=32)), recipe(entrypoint="fully_async", trainer={"algorithm": {"policy_loss_type": "rollout_is"}, "fully_async": {"num_parallel_generation_workers": 64}}))
+    found = violations(
+        topology(plan(train_batch_size=32)),
+        recipe(
+            entrypoint="fully_async",
+            trainer={
+                "algorithm": {"policy_loss_type": "rollout_is"},
+                "fully_async": {"num_parallel_generation_workers": 64},
+            },
+        ),
+    )
     assert codes(found) == ["entrypoint.fully_async_colocated"]
     assert found[0].fields == ("role_plan.colocate_all",)
     assert_useful(found[0], "disaggregated", "colocate_all is true")
@@ -67,7 +76,13 @@ def test_fully_async_needs_a_rollout_logprob_policy_loss() -> None:
 
 
 def test_fully_async_needs_unbatched_generation() -> None:
-    v = only(violations(seed_topology(train_batch_size=64), recipe(**{**FULLY_ASYNC_OK, "generator": {**FULLY_ASYNC_OK["generator"], "batched": True}})), "entrypoint.fully_async_batched")
+    v = only(
+        violations(
+            seed_topology(train_batch_size=64),
+            recipe(**{**FULLY_ASYNC_OK, "generator": {**FULLY_ASYNC_OK["generator"], "batched": True}}),
+        ),
+        "entrypoint.fully_async_batched",
+    )
     assert v.fields == ("config_yaml.generator.batched",)
 
 
@@ -77,7 +92,15 @@ def test_fully_async_enabled_flag_follows_the_entrypoint() -> None:
     assert "entrypoint" not in rendered
     standard = render_recipe(BASE_RECIPE, seed_topology().role_plan, get_profile("fsdp"), 0)
     assert "fully_async" not in standard["trainer"]
-    off = recipe(**{**FULLY_ASYNC_OK, "trainer": {**FULLY_ASYNC_OK["trainer"], "fully_async": {"enabled": False, "num_parallel_generation_workers": 128}}})
+    off = recipe(
+        **{
+            **FULLY_ASYNC_OK,
+            "trainer": {
+                **FULLY_ASYNC_OK["trainer"],
+                "fully_async": {"enabled": False, "num_parallel_generation_workers": 128},
+            },
+        }
+    )
     v = only(violations(seed_topology(train_batch_size=64), off), "entrypoint.fully_async_enabled")
     assert v.fields == ("config_yaml.trainer.fully_async.enabled",)
     on = recipe(trainer={"fully_async": {"enabled": True}})
@@ -96,8 +119,19 @@ def test_unknown_entrypoint_is_refused_listing_the_registered_ones() -> None:
 # --- runtime profile vs trainer.strategy ----------------------------------------------------------
 
 
-@pytest.mark.parametrize(("profile", "written", "rendered"), [("fsdp", None, "fsdp"), ("fsdp", "fsdp", "fsdp"), ("fsdp", "fsdp2", "fsdp"), ("megatron", None, "megatron"), ("megatron", "megatron", "megatron")])
-def test_strategy_matching_the_profile_is_accepted_and_rendered(profile: str, written: str | None, rendered: str) -> None:
+@pytest.mark.parametrize(
+    ("profile", "written", "rendered"),
+    [
+        ("fsdp", None, "fsdp"),
+        ("fsdp", "fsdp", "fsdp"),
+        ("fsdp", "fsdp2", "fsdp"),
+        ("megatron", None, "megatron"),
+        ("megatron", "megatron", "megatron"),
+    ],
+)
+def test_strategy_matching_the_profile_is_accepted_and_rendered(
+    profile: str, written: str | None, rendered: str
+) -> None:
     tree = recipe(trainer={"strategy": written}) if written else BASE_RECIPE
     assert violations(topology(), tree, profile=profile) == []
     assert render_recipe(tree, plan(), get_profile(profile), 0)["trainer"]["strategy"] == rendered
@@ -105,7 +139,9 @@ def test_strategy_matching_the_profile_is_accepted_and_rendered(profile: str, wr
 
 @pytest.mark.parametrize(("profile", "written"), [("fsdp", "megatron"), ("megatron", "fsdp"), ("megatron", "fsdp2")])
 def test_strategy_contradicting_the_profile_is_refused(profile: str, written: str) -> None:
-    v = only(violations(topology(), recipe(trainer={"strategy": written}), profile=profile), "runtime.strategy_mismatch")
+    v = only(
+        violations(topology(), recipe(trainer={"strategy": written}), profile=profile), "runtime.strategy_mismatch"
+    )
     assert v.fields == ("runtime.profile", "config_yaml.trainer.strategy")
     assert_useful(v, f"runtime profile {profile!r}", f"trainer.strategy={written!r}")
 
@@ -115,19 +151,32 @@ def test_strategy_contradicting_the_profile_is_refused(profile: str, written: st
 
 def test_trl_cpu_accepts_the_smoke_shape() -> None:
     assert violations(cpu_topology(), profile="trl-cpu") == []
-    two = SkyRLTopology(num_nodes=1, gpus_per_node=2, gpu_variant="cpu", role_plan=cpu_plan(policy_num_gpus_per_node=2, num_inference_engines=2))
+    two = SkyRLTopology(
+        num_nodes=1,
+        gpus_per_node=2,
+        gpu_variant="cpu",
+        role_plan=cpu_plan(policy_num_gpus_per_node=2, num_inference_engines=2),
+    )
     assert violations(two, profile="trl-cpu") == []
 
 
 def test_trl_cpu_is_colocated_only() -> None:
-    topo = SkyRLTopology(num_nodes=1, gpus_per_node=2, gpu_variant="cpu", role_plan=cpu_plan(colocate_all=False, policy_num_gpus_per_node=2, num_inference_engines=1))
+    topo = SkyRLTopology(
+        num_nodes=1,
+        gpus_per_node=2,
+        gpu_variant="cpu",
+        role_plan=cpu_plan(colocate_all=False, policy_num_gpus_per_node=2, num_inference_engines=1),
+    )
     found = violations(topo, profile="trl-cpu")
     v = [x for x in found if x.code == "runtime.capability"]
     assert len(v) == 1 and v[0].fields == ("role_plan.colocate_all",)
     assert_useful(v[0], "'trl-cpu' supports only colocated roles")
 
 
-@pytest.mark.parametrize(("field", "label"), [("inference_engine_tensor_parallel_size", "TP"), ("inference_engine_pipeline_parallel_size", "PP")])
+@pytest.mark.parametrize(
+    ("field", "label"),
+    [("inference_engine_tensor_parallel_size", "TP"), ("inference_engine_pipeline_parallel_size", "PP")],
+)
 def test_trl_cpu_refuses_model_parallel_inference(field: str, label: str) -> None:
     topo = cpu_topology(cpu_plan(policy_num_gpus_per_node=2, **{field: 2}), gpus_per_node=2)
     v = only(violations(topo, profile="trl-cpu"), "runtime.capability")
@@ -154,8 +203,16 @@ def test_gpu_variant_matches_the_accelerator() -> None:
 @pytest.mark.parametrize(
     ("tree", "key", "fragment"),
     [
-        (recipe(trainer={"max_tokens_per_microbatch": 4096}), "trainer.max_tokens_per_microbatch", "does not honour this key"),
-        (recipe(trainer={"algorithm": {"advantage_estimator": "rloo"}}), "trainer.algorithm.advantage_estimator", "accepts only ['grpo']"),
+        (
+            recipe(trainer={"max_tokens_per_microbatch": 4096}),
+            "trainer.max_tokens_per_microbatch",
+            "does not honour this key",
+        ),
+        (
+            recipe(trainer={"algorithm": {"advantage_estimator": "rloo"}}),
+            "trainer.algorithm.advantage_estimator",
+            "accepts only ['grpo']",
+        ),
         (WANDB_RECIPE, "trainer.logger", "accepts only ['console']"),
     ],
 )

@@ -22,23 +22,47 @@ MEGATRON_TP2_PP2 = {"tensor_model_parallel_size": 2, "pipeline_model_parallel_si
 SHAPES = {
     "1x8 colocated": (topology(plan()), BASE_RECIPE, "fsdp"),
     "2x8 colocated": (
-        SkyRLTopology(num_nodes=2, gpus_per_node=8, gpu_variant="H100", role_plan=plan(policy_num_nodes=2, num_inference_engines=8, inference_engine_tensor_parallel_size=2)),
+        SkyRLTopology(
+            num_nodes=2,
+            gpus_per_node=8,
+            gpu_variant="H100",
+            role_plan=plan(policy_num_nodes=2, num_inference_engines=8, inference_engine_tensor_parallel_size=2),
+        ),
         BASE_RECIPE,
         "fsdp",
     ),
-    "4x8 + 4x8 disaggregated (64 GPUs)": (SkyRLTopology(num_nodes=8, gpus_per_node=8, gpu_variant="H100", role_plan=seed_plan()), BASE_RECIPE, "fsdp"),
+    "4x8 + 4x8 disaggregated (64 GPUs)": (
+        SkyRLTopology(num_nodes=8, gpus_per_node=8, gpu_variant="H100", role_plan=seed_plan()),
+        BASE_RECIPE,
+        "fsdp",
+    ),
     "megatron TP2 PP2 on 2x8": (
-        SkyRLTopology(num_nodes=2, gpus_per_node=8, gpu_variant="H100", role_plan=plan(policy_num_nodes=2, num_inference_engines=4, inference_engine_tensor_parallel_size=4)),
+        SkyRLTopology(
+            num_nodes=2,
+            gpus_per_node=8,
+            gpu_variant="H100",
+            role_plan=plan(policy_num_nodes=2, num_inference_engines=4, inference_engine_tensor_parallel_size=4),
+        ),
         recipe(trainer={"policy": {"megatron_config": MEGATRON_TP2_PP2}, "ref": {"megatron_config": MEGATRON_TP2_PP2}}),
         "megatron",
     ),
     "MoE EP8: 4 engines DP8 EP8 on 8x8": (
-        SkyRLTopology(num_nodes=8, gpus_per_node=8, gpu_variant="H100", role_plan=seed_plan(inference_engine_expert_parallel_size=8)),
+        SkyRLTopology(
+            num_nodes=8,
+            gpus_per_node=8,
+            gpu_variant="H100",
+            role_plan=seed_plan(inference_engine_expert_parallel_size=8),
+        ),
         BASE_RECIPE,
         "fsdp",
     ),
     "MoE EP8: 1 engine DP8 EP8 next to a 4x8 policy": (
-        SkyRLTopology(num_nodes=5, gpus_per_node=8, gpu_variant="H100", role_plan=seed_plan(num_inference_engines=1, inference_engine_expert_parallel_size=8)),
+        SkyRLTopology(
+            num_nodes=5,
+            gpus_per_node=8,
+            gpu_variant="H100",
+            role_plan=seed_plan(num_inference_engines=1, inference_engine_expert_parallel_size=8),
+        ),
         BASE_RECIPE,
         "fsdp",
     ),
@@ -63,7 +87,12 @@ def test_production_shape_passes_and_renders_a_valid_document(name: str, prefix:
 def test_megatron_shape_uses_its_own_model_parallel_for_dp() -> None:
     topo, _, _ = SHAPES["megatron TP2 PP2 on 2x8"]
     # The same plan with Megatron TP3 does not divide the 16-GPU world.
-    bad = recipe(trainer={"policy": {"megatron_config": {"tensor_model_parallel_size": 3}}, "ref": {"megatron_config": MEGATRON_TP2_PP2}})
+    bad = recipe(
+        trainer={
+            "policy": {"megatron_config": {"tensor_model_parallel_size": 3}},
+            "ref": {"megatron_config": MEGATRON_TP2_PP2},
+        }
+    )
     assert "strategy.megatron_world" in codes(check_plan(topo, bad, "megatron"))
     # FSDP derives dp from the world alone: Megatron TP3 means nothing there.
     assert check_plan(topo, bad, "fsdp") == []
@@ -71,8 +100,16 @@ def test_megatron_shape_uses_its_own_model_parallel_for_dp() -> None:
 
 # --- every violation at once ----------------------------------------------------------------------
 
-BROKEN = seed_plan(inference_engine_data_parallel_size=1, train_batch_size=250, micro_train_batch_size_per_gpu=3, inference_engine_expert_parallel_size=3)
-BROKEN_RECIPE = recipe(trainer={"ckpt_path": "/ambient", "strategy": "megatron", "resume_mode": None}, generator={"n_samples_per_prompt": 4})
+BROKEN = seed_plan(
+    inference_engine_data_parallel_size=1,
+    train_batch_size=250,
+    micro_train_batch_size_per_gpu=3,
+    inference_engine_expert_parallel_size=3,
+)
+BROKEN_RECIPE = recipe(
+    trainer={"ckpt_path": "/ambient", "strategy": "megatron", "resume_mode": None},
+    generator={"n_samples_per_prompt": 4},
+)
 
 
 def test_all_violations_are_reported_at_once() -> None:
@@ -104,7 +141,14 @@ def test_all_violations_are_reported_at_once() -> None:
 
 def test_a_single_violation_is_raised_as_itself() -> None:
     with pytest.raises(PreflightError) as info:
-        spec(topo=SkyRLTopology(num_nodes=8, gpus_per_node=8, gpu_variant="H100", role_plan=seed_plan(inference_engine_data_parallel_size=1)))
+        spec(
+            topo=SkyRLTopology(
+                num_nodes=8,
+                gpus_per_node=8,
+                gpu_variant="H100",
+                role_plan=seed_plan(inference_engine_data_parallel_size=1),
+            )
+        )
     assert info.value.code == "topology.gpu_budget"
     assert info.value.codes == ["topology.gpu_budget"]
     assert info.value.to_json()["values"] == {"planned": 36, "allocated": 64}
@@ -113,7 +157,9 @@ def test_a_single_violation_is_raised_as_itself() -> None:
 def test_combine_flattens_nested_errors() -> None:
     a = PreflightError("a.one", ["x"], "first", "fix x")
     b = PreflightError("b.two", ["y"], "second", "fix y")
-    nested = PreflightError.combine([PreflightError.combine([a, b]), PreflightError("c.three", ["z"], "third", "fix z")])
+    nested = PreflightError.combine(
+        [PreflightError.combine([a, b]), PreflightError("c.three", ["z"], "third", "fix z")]
+    )
     assert nested.codes == ["a.one", "b.two", "c.three"]
     assert nested.fields == ("x", "y", "z")
 
@@ -139,7 +185,10 @@ def no_io(monkeypatch: pytest.MonkeyPatch):
 
 def test_check_plan_is_pure(no_io) -> None:
     broken = SkyRLTopology(num_nodes=8, gpus_per_node=8, gpu_variant="H100", role_plan=BROKEN)
-    cases = [(topo, tree, profile) for topo, tree, profile in SHAPES.values()] + [(broken, BROKEN_RECIPE, "fsdp"), (cpu_topology(gpu_variant="H100"), recipe(trainer={"max_tokens_per_microbatch": 7}), "trl-cpu")]
+    cases = [(topo, tree, profile) for topo, tree, profile in SHAPES.values()] + [
+        (broken, BROKEN_RECIPE, "fsdp"),
+        (cpu_topology(gpu_variant="H100"), recipe(trainer={"max_tokens_per_microbatch": 7}), "trl-cpu"),
+    ]
     # Loading a profile's definition happens once per process, like an import; then nothing is read.
     expected = [check_plan(topo, tree, profile) for topo, tree, profile in cases]
     no_io()

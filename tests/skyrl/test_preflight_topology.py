@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from rlaunch.skyrl import SkyRLTopology
 
-from .helpers import codes, only, plan, seed_topology, topology, violations, assert_useful
+from .helpers import assert_useful, codes, only, plan, seed_topology, topology, violations
 
 
 def test_dimensions_must_be_positive() -> None:
@@ -20,7 +20,9 @@ def test_dimensions_must_be_positive() -> None:
     plan_hits = {v.fields: v for v in found if v.code == "role_plan.non_positive"}
     assert set(plan_hits) == {("role_plan.train_batch_size",), ("role_plan.inference_engine_expert_parallel_size",)}
     assert_useful(plan_hits[("role_plan.train_batch_size",)], "train_batch_size=0 must be positive")
-    assert_useful(plan_hits[("role_plan.inference_engine_expert_parallel_size",)], "inference_engine_expert_parallel_size=-1")
+    assert_useful(
+        plan_hits[("role_plan.inference_engine_expert_parallel_size",)], "inference_engine_expert_parallel_size=-1"
+    )
     # Derived arithmetic over non-positive numbers is not attempted (no ZeroDivisionError, no noise).
     assert not [c for c in codes(found) if c.startswith(("batch.", "engine."))]
 
@@ -41,13 +43,19 @@ def test_policy_nodes_must_fit_the_topology() -> None:
 
 
 def test_policy_gpus_per_node_must_fit_one_node() -> None:
-    v = only(violations(topology(plan(policy_num_gpus_per_node=16, num_inference_engines=16))), "role_plan.policy_gpus_exceed_node")
+    v = only(
+        violations(topology(plan(policy_num_gpus_per_node=16, num_inference_engines=16))),
+        "role_plan.policy_gpus_exceed_node",
+    )
     assert v.fields == ("role_plan.policy_num_gpus_per_node", "topology.gpus_per_node")
     assert_useful(v, "policy_num_gpus_per_node=16", "8 GPUs")
 
 
 def test_node_width_equals_policy_width() -> None:
-    v = only(violations(topology(plan(policy_num_gpus_per_node=4, num_inference_engines=4))), "role_plan.policy_width_mismatch")
+    v = only(
+        violations(topology(plan(policy_num_gpus_per_node=4, num_inference_engines=4))),
+        "role_plan.policy_width_mismatch",
+    )
     assert v.fields == ("role_plan.policy_num_gpus_per_node", "topology.gpus_per_node")
     assert_useful(v, "policy_num_gpus_per_node=4", "gpus_per_node=8")
     assert "policy_num_gpus_per_node=8" in v.fix
@@ -55,19 +63,39 @@ def test_node_width_equals_policy_width() -> None:
 
 def test_colocated_engine_slice_divides_a_node() -> None:
     # TP3 on 8-GPU nodes: a TP x PP slice would straddle the node boundary.
-    v = only(violations(topology(plan(num_inference_engines=2, inference_engine_tensor_parallel_size=3))), "engine.colocated_slice")
-    assert v.fields == ("role_plan.inference_engine_tensor_parallel_size", "role_plan.inference_engine_pipeline_parallel_size")
+    v = only(
+        violations(topology(plan(num_inference_engines=2, inference_engine_tensor_parallel_size=3))),
+        "engine.colocated_slice",
+    )
+    assert v.fields == (
+        "role_plan.inference_engine_tensor_parallel_size",
+        "role_plan.inference_engine_pipeline_parallel_size",
+    )
     assert_useful(v, "TP*PP=3", "gpus_per_node=8")
     assert "[1, 2, 4, 8]" in v.fix
 
 
 def test_colocated_pipeline_slice_divides_a_node() -> None:
-    v = only(violations(topology(plan(num_inference_engines=2, inference_engine_tensor_parallel_size=1, inference_engine_pipeline_parallel_size=3))), "engine.colocated_slice")
+    v = only(
+        violations(
+            topology(
+                plan(
+                    num_inference_engines=2,
+                    inference_engine_tensor_parallel_size=1,
+                    inference_engine_pipeline_parallel_size=3,
+                )
+            )
+        ),
+        "engine.colocated_slice",
+    )
     assert_useful(v, "TP*PP=3")
 
 
 def test_colocated_engines_use_exactly_the_policy_gpus() -> None:
-    v = only(violations(topology(plan(num_inference_engines=3, inference_engine_tensor_parallel_size=2))), "engine.colocated_gpu_mismatch")
+    v = only(
+        violations(topology(plan(num_inference_engines=3, inference_engine_tensor_parallel_size=2))),
+        "engine.colocated_gpu_mismatch",
+    )
     assert v.fields == ("role_plan.num_inference_engines", "role_plan.inference_engine_data_parallel_size")
     assert_useful(v, "policy=8, rollout=6", "3 engines x TP2 x PP1 x DP1")
     assert v.values == {"policy": 8, "rollout": 6}
@@ -76,23 +104,64 @@ def test_colocated_engines_use_exactly_the_policy_gpus() -> None:
 
 def test_colocated_engine_ranks_count_dp() -> None:
     # slice = TP x PP = 2; ranks = slice x DP = 4; 2 engines x 4 = 8 GPUs = the policy: valid.
-    assert violations(topology(plan(num_inference_engines=2, inference_engine_tensor_parallel_size=2, inference_engine_data_parallel_size=2))) == []
+    assert (
+        violations(
+            topology(
+                plan(
+                    num_inference_engines=2,
+                    inference_engine_tensor_parallel_size=2,
+                    inference_engine_data_parallel_size=2,
+                )
+            )
+        )
+        == []
+    )
     # ... and DP 4 doubles it to 16 GPUs: refused.
-    v = only(violations(topology(plan(num_inference_engines=2, inference_engine_tensor_parallel_size=2, inference_engine_data_parallel_size=4))), "engine.colocated_gpu_mismatch")
+    v = only(
+        violations(
+            topology(
+                plan(
+                    num_inference_engines=2,
+                    inference_engine_tensor_parallel_size=2,
+                    inference_engine_data_parallel_size=4,
+                )
+            )
+        ),
+        "engine.colocated_gpu_mismatch",
+    )
     assert_useful(v, "policy=8, rollout=16")
 
 
 def test_disaggregated_engine_fits_one_node() -> None:
-    topo = SkyRLTopology(num_nodes=3, gpus_per_node=8, gpu_variant="H100", role_plan=plan(colocate_all=False, num_inference_engines=1, inference_engine_tensor_parallel_size=2, inference_engine_data_parallel_size=8))
+    topo = SkyRLTopology(
+        num_nodes=3,
+        gpus_per_node=8,
+        gpu_variant="H100",
+        role_plan=plan(
+            colocate_all=False,
+            num_inference_engines=1,
+            inference_engine_tensor_parallel_size=2,
+            inference_engine_data_parallel_size=8,
+        ),
+    )
     v = only(violations(topo), "engine.exceeds_node")
-    assert v.fields == ("role_plan.inference_engine_tensor_parallel_size", "role_plan.inference_engine_pipeline_parallel_size", "role_plan.inference_engine_data_parallel_size")
+    assert v.fields == (
+        "role_plan.inference_engine_tensor_parallel_size",
+        "role_plan.inference_engine_pipeline_parallel_size",
+        "role_plan.inference_engine_data_parallel_size",
+    )
     assert_useful(v, "TP*PP*DP=16", "gpus_per_node=8")
     assert "gpu_budget" not in " ".join(codes(violations(topo)))  # 8 + 16 = 24 = 3 x 8: only the fit is wrong
 
 
 def test_disaggregated_engines_never_straddle_nodes() -> None:
     # 8 engines of TP3 = 24 GPUs = 3 nodes' worth, but only two 3-GPU engines fit on an 8-GPU node.
-    topo = SkyRLTopology(num_nodes=4, gpus_per_node=8, gpu_variant="H100", role_plan=plan(colocate_all=False, num_inference_engines=8, inference_engine_tensor_parallel_size=3))
+    topo = SkyRLTopology(
+        num_nodes=4,
+        gpus_per_node=8,
+        gpu_variant="H100",
+        role_plan=plan(colocate_all=False, num_inference_engines=8, inference_engine_tensor_parallel_size=3),
+    )
     v = only(violations(topo), "engine.rollout_packing")
     assert v.fields == ("role_plan.num_inference_engines",)
     assert_useful(v, "8 engines of 3 GPUs need 4 whole node(s)", "3 remain")

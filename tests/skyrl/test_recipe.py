@@ -9,7 +9,19 @@ from rlaunch.launch_config.recipe import get_path
 from rlaunch.skyrl import PreflightError
 from rlaunch.skyrl.recipe import PLAN_KEYS
 
-from .helpers import BASE_RECIPE, assert_useful, codes, only, plan, recipe, seed_topology, spec, to_yaml, topology, violations
+from .helpers import (
+    BASE_RECIPE,
+    assert_useful,
+    codes,
+    only,
+    plan,
+    recipe,
+    seed_topology,
+    spec,
+    to_yaml,
+    topology,
+    violations,
+)
 
 # Every geometry and batch key and where its value comes from in the 64-GPU seed plan.
 SEED_RENDERED = {
@@ -54,7 +66,10 @@ def test_rendering_does_not_mutate_the_recipe() -> None:
 
 
 def test_recipe_may_repeat_a_plan_value_with_the_identical_typed_value() -> None:
-    tree = recipe(trainer={"train_batch_size": 256, "placement": {"colocate_all": False}}, generator={"inference_engine": {"data_parallel_size": 8}})
+    tree = recipe(
+        trainer={"train_batch_size": 256, "placement": {"colocate_all": False}},
+        generator={"inference_engine": {"data_parallel_size": 8}},
+    )
     s = spec(tree=tree)
     assert get_path(s.rendered_recipe(), "trainer.train_batch_size") == 256
 
@@ -62,13 +77,33 @@ def test_recipe_may_repeat_a_plan_value_with_the_identical_typed_value() -> None
 @pytest.mark.parametrize(
     ("tree", "key", "got", "want"),
     [
-        (recipe(trainer={"placement": {"colocate_all": 0}}), "trainer.placement.colocate_all", "0", "False"),  # 0 is not false
+        (
+            recipe(trainer={"placement": {"colocate_all": 0}}),
+            "trainer.placement.colocate_all",
+            "0",
+            "False",
+        ),  # 0 is not false
         (recipe(trainer={"train_batch_size": 256.0}), "trainer.train_batch_size", "256.0", "256"),  # 256.0 is not 256
-        (recipe(generator={"inference_engine": {"num_engines": 2}}), "generator.inference_engine.num_engines", "2", "4"),
+        (
+            recipe(generator={"inference_engine": {"num_engines": 2}}),
+            "generator.inference_engine.num_engines",
+            "2",
+            "4",
+        ),
         (recipe(generator={"n_samples_per_prompt": 5}), "generator.n_samples_per_prompt", "5", "8"),
         (recipe(trainer={"placement": {"ref_num_nodes": 1}}), "trainer.placement.ref_num_nodes", "1", "4"),
-        (recipe(trainer={"placement": {"colocate_policy_ref": False}}), "trainer.placement.colocate_policy_ref", "False", "True"),
-        (recipe(generator={"inference_engine": {"run_engines_locally": False}}), "generator.inference_engine.run_engines_locally", "False", "True"),
+        (
+            recipe(trainer={"placement": {"colocate_policy_ref": False}}),
+            "trainer.placement.colocate_policy_ref",
+            "False",
+            "True",
+        ),
+        (
+            recipe(generator={"inference_engine": {"run_engines_locally": False}}),
+            "generator.inference_engine.run_engines_locally",
+            "False",
+            "True",
+        ),
     ],
 )
 def test_recipe_repeating_a_plan_value_differently_is_refused(tree: dict, key: str, got: str, want: str) -> None:
@@ -113,7 +148,11 @@ def test_recipe_seed_must_equal_the_spec_seed() -> None:
 )
 def test_launcher_owned_keys_are_refused(key: str) -> None:
     head, *rest = key.split(".")
-    value: object = ["/ambient"] if key.startswith("data.") else (3 if key == "trainer.max_ckpts_to_keep" else (True if key.endswith("artifact") else "/ambient/path"))
+    value: object = (
+        ["/ambient"]
+        if key.startswith("data.")
+        else (3 if key == "trainer.max_ckpts_to_keep" else (True if key.endswith("artifact") else "/ambient/path"))
+    )
     for part in reversed(rest):
         value = {part: value}
     v = only(violations(seed_topology(), recipe(**{head: value})), "recipe.launcher_owned")
@@ -123,9 +162,15 @@ def test_launcher_owned_keys_are_refused(key: str) -> None:
 
 
 def test_unknown_recipe_keys_are_refused_by_path_with_a_suggestion() -> None:
-    found = violations(seed_topology(), recipe(trainer={"ckpt_intervall": 3, "placement": {"colocate": True}}, nonsense={"a": 1}))
+    found = violations(
+        seed_topology(), recipe(trainer={"ckpt_intervall": 3, "placement": {"colocate": True}}, nonsense={"a": 1})
+    )
     unknown = {v.fields: v for v in found if v.code == "recipe.unknown_key"}
-    assert set(unknown) == {("config_yaml.trainer.ckpt_intervall",), ("config_yaml.trainer.placement.colocate",), ("config_yaml.nonsense",)}
+    assert set(unknown) == {
+        ("config_yaml.trainer.ckpt_intervall",),
+        ("config_yaml.trainer.placement.colocate",),
+        ("config_yaml.nonsense",),
+    }
     assert "did you mean trainer.ckpt_interval?" in unknown[("config_yaml.trainer.ckpt_intervall",)].fix
     assert "did you mean trainer.placement.colocate_all?" in unknown[("config_yaml.trainer.placement.colocate",)].fix
     assert_useful(unknown[("config_yaml.nonsense",)], "nonsense is not a key")
@@ -142,7 +187,11 @@ def test_fork_era_inference_keys_are_unknown_on_skyrl_040() -> None:
     [
         ({"trainer": {"ckpt_interval": "20"}}, "trainer.ckpt_interval", "must be an integer"),
         ({"trainer": {"ckpt_interval": True}}, "trainer.ckpt_interval", "must be an integer"),
-        ({"trainer": {"policy": {"optimizer_config": {"lr": "1e-6"}}}}, "trainer.policy.optimizer_config.lr", "must be a number"),
+        (
+            {"trainer": {"policy": {"optimizer_config": {"lr": "1e-6"}}}},
+            "trainer.policy.optimizer_config.lr",
+            "must be a number",
+        ),
         ({"trainer": {"algorithm": {"use_kl_loss": 1}}}, "trainer.algorithm.use_kl_loss", "must be true or false"),
         ({"trainer": {"logger": 5}}, "trainer.logger", "must be a string"),
         ({"trainer": {"algorithm": "grpo"}}, "trainer.algorithm", "must be a mapping"),
@@ -173,7 +222,9 @@ def test_lr_written_as_bare_exponent_gets_a_yaml_hint() -> None:
     assert "write 1.0e-3" in info.value.fix
 
 
-@pytest.mark.parametrize(("text", "code"), [("trainer: [1, 2", "recipe.invalid_yaml"), ("- a\n- b\n", "recipe.not_mapping")])
+@pytest.mark.parametrize(
+    ("text", "code"), [("trainer: [1, 2", "recipe.invalid_yaml"), ("- a\n- b\n", "recipe.not_mapping")]
+)
 def test_config_yaml_must_be_a_yaml_mapping(text: str, code: str) -> None:
     with pytest.raises(PreflightError) as info:
         spec(config_yaml=text)

@@ -17,7 +17,7 @@ from rlaunch.artifacts import ArtifactStep
 from rlaunch.cli import rl_build_options
 from rlaunch.skyrl import LocalSkyRLExecution, skyrl_step
 
-from .helpers import DAY, data_step, iris, model_step, spec
+from .helpers import DAY, data_step, iris, spec
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -27,7 +27,9 @@ def rl(execution: Any = None, name: str = "checkpoints/gsm8k-grpo") -> ArtifactS
 
 
 @click.command()
-@click.option("--shape", type=click.Choice(["rl", "no-rl", "two-routes", "two-priorities", "two-same-route"]), default="rl")
+@click.option(
+    "--shape", type=click.Choice(["rl", "no-rl", "two-routes", "two-priorities", "two-same-route"]), default="rl"
+)
 @rl_build_options
 def experiment(shape: str) -> Any:
     if shape == "no-rl":
@@ -107,7 +109,13 @@ def test_plan_json_carries_the_details() -> None:
     payload = json.loads(result.output)
     detail = payload["details"][f"checkpoints/gsm8k-grpo@{DAY}"]
     joined = "\n".join(detail)
-    for fragment in ("source digest", "role geometry", "policy dp           32", "gradient-accumulation", "2048 samples"):
+    for fragment in (
+        "source digest",
+        "role geometry",
+        "policy dp           32",
+        "gradient-accumulation",
+        "2048 samples",
+    ):
         assert fragment in joined
     rl_row = next(s for s in payload["steps"] if s["name"] == "checkpoints/gsm8k-grpo")
     assert rl_row["deps"] == [f"models/qwen3-8b@{DAY}", f"data/gsm8k@{DAY}"]
@@ -119,7 +127,9 @@ def test_preflight_failure_fails_the_plan_listing_every_violation() -> None:
     def broken() -> Any:
         from .helpers import seed_topology
 
-        return skyrl_step(spec(topo=seed_topology(inference_engine_data_parallel_size=1, micro_train_batch_size_per_gpu=3)), iris())
+        return skyrl_step(
+            spec(topo=seed_topology(inference_engine_data_parallel_size=1, micro_train_batch_size_per_gpu=3)), iris()
+        )
 
     result = CliRunner().invoke(broken, ["--version", DAY])
     assert result.exit_code != 0
@@ -133,7 +143,14 @@ def run_example(tmp_path: pathlib.Path, *args: str) -> subprocess.CompletedProce
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RLAUNCH_", "WANDB_"))}
     env["RLAUNCH_PREFIX"] = str(tmp_path / "prefix")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "src")])
-    return subprocess.run([sys.executable, "-m", "experiments.rl_plan_example", "--version", DAY, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "experiments.rl_plan_example", "--version", DAY, *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("stage", ["rl", "evaluation"])
@@ -152,7 +169,14 @@ def test_example_prints_the_plan(tmp_path: pathlib.Path, stage: str) -> None:
 def test_example_broken_lists_every_violation(tmp_path: pathlib.Path) -> None:
     done = run_example(tmp_path, "--stage", "rl", "--broken")
     assert done.returncode != 0
-    for code in ("topology.gpu_budget", "batch.train_mini", "batch.mini_micro", "batch.per_gpu_mini_micro", "batch.per_gpu_train_mini", "batch.tail_stride"):
+    for code in (
+        "topology.gpu_budget",
+        "batch.train_mini",
+        "batch.mini_micro",
+        "batch.per_gpu_mini_micro",
+        "batch.per_gpu_train_mini",
+        "batch.tail_stride",
+    ):
         assert f"[{code}]" in done.stderr, done.stderr
     assert "describes 36 GPUs" in done.stderr
     assert "Plan (" not in done.stdout
@@ -167,14 +191,19 @@ def test_example_plan_json(tmp_path: pathlib.Path) -> None:
     assert "source digest" in text and "per training step   256 prompts, 2048 samples" in text
 
 
-
-
 @pytest.mark.parametrize("slots", ["1", "2"])
 def test_cpu_smoke_plans_without_running(tmp_path: pathlib.Path, slots: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RLAUNCH_", "WANDB_"))}
     env["RLAUNCH_PREFIX"] = str(tmp_path / "prefix")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "src")])
-    done = subprocess.run([sys.executable, "-m", "experiments.smoke", "--version", DAY, "--stage", "rl", "--slots", slots], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.smoke", "--version", DAY, "--stage", "rl", "--slots", slots],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "runtime            trl-cpu  source digest " in done.stdout
     assert f"allocation         1 node(s) x {slots} CPU slot" in done.stdout

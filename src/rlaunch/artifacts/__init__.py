@@ -10,7 +10,7 @@ from rlaunch.artifacts.context import (
 from rlaunch.artifacts.fingerprint import CanonicalizationError, canonical_json
 from rlaunch.artifacts.identity import InvalidIdentityError, is_mutable, validate_name, validate_version
 from rlaunch.artifacts.plan import PlannedStep, plan_graph
-from rlaunch.artifacts.runner import FingerprintDriftError, Runner, RunFailedError, StepOutcome
+from rlaunch.artifacts.runner import FingerprintDriftError, RunFailedError, Runner, StepOutcome
 from rlaunch.artifacts.step import ArtifactStep, FingerprintMismatchError, GraphError, graph_handles
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context, current_build_context, resolve_version
 

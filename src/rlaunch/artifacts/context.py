@@ -9,7 +9,7 @@ fingerprint wherever and however it runs.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -47,12 +47,12 @@ class StepContext:
     def __init__(
         self,
         *,
-        step: "ArtifactStep[Any]",
+        step: ArtifactStep[Any],
         output_path: str,
         prefix: str,
         region: str | None,
         is_fingerprint: bool,
-        load: Callable[["ArtifactStep[Any]"], "Artifact"] | None = None,
+        load: Callable[[ArtifactStep[Any]], Artifact] | None = None,
     ) -> None:
         self._step = step
         self._output_path = output_path
@@ -64,16 +64,16 @@ class StepContext:
         self.is_fingerprint = is_fingerprint
 
     @classmethod
-    def for_fingerprint(cls, step: "ArtifactStep[Any]") -> "StepContext":
+    def for_fingerprint(cls, step: ArtifactStep[Any]) -> StepContext:
         return cls(step=step, output_path="<output_path>", prefix="<prefix>", region="<region>", is_fingerprint=True)
 
     @classmethod
     def for_run(
         cls,
-        step: "ArtifactStep[Any]",
+        step: ArtifactStep[Any],
         prefix: str,
-        load: Callable[["ArtifactStep[Any]"], "Artifact"] | None = None,
-    ) -> "StepContext":
+        load: Callable[[ArtifactStep[Any]], Artifact] | None = None,
+    ) -> StepContext:
         return cls(
             step=step,
             output_path=step.path(prefix),
@@ -95,13 +95,13 @@ class StepContext:
     def region(self) -> str | None:
         return self._region
 
-    def artifact_path(self, dep: "ArtifactStep[Any]") -> str:
+    def artifact_path(self, dep: ArtifactStep[Any]) -> str:
         self._check_declared(dep)
         if self.is_fingerprint:
             return f"<{dep.identity}>"
         return dep.path(self._prefix)
 
-    def resolved(self, dep: "ArtifactStep[Any]") -> "Artifact":
+    def resolved(self, dep: ArtifactStep[Any]) -> Artifact:
         """The loaded value of a declared dependency (read once from its record)."""
         self._check_declared(dep)
         if self.is_fingerprint:
@@ -123,10 +123,8 @@ class StepContext:
             )
         return f"<{key}>" if self.is_fingerprint else args[key]
 
-    def _check_declared(self, dep: "ArtifactStep[Any]") -> None:
+    def _check_declared(self, dep: ArtifactStep[Any]) -> None:
         if id(dep) not in self._declared:
             raise UndeclaredDependencyError(
-                f"{dep.identity} is not a declared dependency of {self._step.identity}; "
-                f"add it to deps=(...)"
+                f"{dep.identity} is not a declared dependency of {self._step.identity}; add it to deps=(...)"
             )
-

@@ -15,6 +15,7 @@ import time
 import uuid
 
 from rlaunch.artifacts import storage
+from rlaunch.processes import process_alive
 
 LOCK_FILE = ".lock.json"
 HEARTBEAT_ENV = "RLAUNCH_LOCK_HEARTBEAT_SECONDS"
@@ -47,7 +48,7 @@ class StepLock:
         if time.time() - float(holder.get("heartbeat_at", 0)) > self.stale_seconds:
             return True
         if holder.get("host") == socket.gethostname():
-            return not _pid_alive(int(holder.get("pid", -1)))
+            return not process_alive(int(holder.get("pid", -1)))
         return False
 
     def try_acquire(self) -> bool:
@@ -101,15 +102,3 @@ class StepLock:
             if holder is None or holder.get("owner") != self.owner:
                 return  # taken over; the new holder owns the output now
             storage.write_bytes_atomic(self.url, self._payload())
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

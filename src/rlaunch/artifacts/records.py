@@ -29,7 +29,7 @@ FAILED = "failed"
 
 
 def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
 
 
 def record_url(output_path: str) -> str:
@@ -75,6 +75,20 @@ def write_status(
     )
 
 
+def find_record(uri: str, depth: int = 6) -> dict[str, Any] | None:
+    """The record at `uri` or the nearest one above it (e.g. an export inside an RL artifact)."""
+    current = uri.rstrip("/")
+    for _ in range(depth):
+        record = read_record(current)
+        if record is not None:
+            return record
+        parent = current.rsplit("/", 1)[0]
+        if parent == current or not parent or parent.endswith(":/"):
+            return None
+        current = parent
+    return None
+
+
 def is_succeeded(output_path: str) -> bool:
     status = read_status(output_path)
     return bool(status and status.get("state") == SUCCEEDED and read_record(output_path) is not None)
@@ -93,7 +107,7 @@ class Provenance:
     cwd: str
 
     @classmethod
-    def capture(cls, argv: list[str] | None = None) -> "Provenance":
+    def capture(cls, argv: list[str] | None = None) -> Provenance:
         commit, dirty = _git_state()
         return cls(
             user=_user(),

@@ -28,7 +28,7 @@ class FingerprintDriftError(ValueError):
 
 
 class RunFailedError(RuntimeError):
-    def __init__(self, failed: list["StepOutcome"]):
+    def __init__(self, failed: list[StepOutcome]):
         self.failed = failed
         names = ", ".join(o.identity for o in failed)
         super().__init__(f"{len(failed)} step(s) failed: {names}")
@@ -95,7 +95,9 @@ class Runner:
                         continue
                     failed_deps = [d for d in deps[ident] if not done[d].ok]
                     if failed_deps:
-                        done[ident] = StepOutcome(ident, "skipped", p.path, error=f"dependency failed: {', '.join(failed_deps)}")
+                        done[ident] = StepOutcome(
+                            ident, "skipped", p.path, error=f"dependency failed: {', '.join(failed_deps)}"
+                        )
                         self._say(f"  skipped {ident}: dependency failed ({', '.join(failed_deps)})")
                         continue
                     if len(running) < self.max_concurrent:
@@ -129,7 +131,9 @@ class Runner:
     def _serve(self, step: ArtifactStep[Any], path: str) -> StepOutcome:
         record = records.read_record(path)
         if record is None:
-            raise FileNotFoundError(f"{step.identity}: stored output at {path} lost its record; rerun with a new version")
+            raise FileNotFoundError(
+                f"{step.identity}: stored output at {path} lost its record; rerun with a new version"
+            )
         drift = self._drift(step, record)
         value = step.artifact_type.load(path)
         return StepOutcome(step.identity, "served", path, drift=drift, value=value)
@@ -166,9 +170,13 @@ class Runner:
             if not step.mutable and records.is_succeeded(path):
                 return self._serve(step, path)
             self._say(f"  {'rebuilding' if step.mutable else 'building'} {step.identity}")
-            records.write_status(path, records.RUNNING, owner=lock.owner, identity=step.identity, fingerprint=step.fingerprint)
+            records.write_status(
+                path, records.RUNNING, owner=lock.owner, identity=step.identity, fingerprint=step.fingerprint
+            )
             try:
-                ctx = StepContext.for_run(step, self.prefix, load=lambda dep: dep.artifact_type.load(dep.path(self.prefix)))
+                ctx = StepContext.for_run(
+                    step, self.prefix, load=lambda dep: dep.artifact_type.load(dep.path(self.prefix))
+                )
                 config = step.build_config(ctx)
                 value = _as_artifact(step, step.run(config), path)
                 records.write_record(path, self._record(step, path, config, value))
@@ -184,7 +192,9 @@ class Runner:
                 if isinstance(exc, Exception):
                     self._say(traceback.format_exc().rstrip())
                 raise
-            records.write_status(path, records.SUCCEEDED, owner=lock.owner, identity=step.identity, fingerprint=step.fingerprint)
+            records.write_status(
+                path, records.SUCCEEDED, owner=lock.owner, identity=step.identity, fingerprint=step.fingerprint
+            )
             return StepOutcome(step.identity, "rebuilt" if action == "rebuild" else "built", path, value=value)
         finally:
             lock.release()
@@ -211,7 +221,9 @@ def _as_artifact(step: ArtifactStep[Any], result: Any, path: str) -> Artifact:
         try:
             return step.artifact_type(path=path)
         except TypeError as exc:
-            raise TypeError(f"{step.identity}: run() returned None but {step.artifact_type.type_name()} has value fields") from exc
+            raise TypeError(
+                f"{step.identity}: run() returned None but {step.artifact_type.type_name()} has value fields"
+            ) from exc
     if not isinstance(result, step.artifact_type):
         raise ArtifactTypeMismatchError(
             f"{step.identity}: run() returned {type(result).__qualname__}, expected {step.artifact_type.type_name()}"

@@ -35,7 +35,7 @@ class ArtifactStep(Generic[A]):
     artifact_type: type[A]
     run: Callable[[Any], A | None]
     build_config: Callable[[StepContext], Any]
-    deps: tuple["ArtifactStep[Any]", ...] = ()
+    deps: tuple[ArtifactStep[Any], ...] = ()
     runtime_args: Mapping[str, Any] = field(default_factory=dict)
     expected_fingerprint: str | None = None
     describe: Callable[[Any], list[str]] | None = None

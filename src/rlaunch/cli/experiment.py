@@ -59,7 +59,7 @@ class LocalRunExecutor:
         return None
 
     def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
-        from rlaunch.artifacts.runner import Runner, RunFailedError
+        from rlaunch.artifacts.runner import RunFailedError, Runner
 
         click.echo(f"Running {len(handles)} terminal step(s) with at most {invocation.max_concurrent} at a time")
         runner = Runner(invocation.prefix, max_concurrent=invocation.max_concurrent, report=click.echo)
@@ -170,7 +170,7 @@ def make_build_options(executor: Executor) -> Callable[[Callable[..., Any]], Cal
                     raise
                 raise click.ClickException(str(exc)) from exc
             if not do_run:
-                _print_plan(planned, invocation, plan_format)
+                _print_plan(planned, handles, invocation, plan_format)
                 return
             sys.exit(executor.run(handles, invocation))
 
@@ -192,7 +192,11 @@ def make_build_options(executor: Executor) -> Callable[[Callable[..., Any]], Cal
             ),
             click.option("--run", "do_run", is_flag=True, help="Execute the graph instead of printing the plan."),
             click.option(
-                "--max-concurrent", type=click.IntRange(min=1), default=8, show_default=True, help="Steps built at once."
+                "--max-concurrent",
+                type=click.IntRange(min=1),
+                default=8,
+                show_default=True,
+                help="Steps built at once.",
             ),
             click.option(
                 "--plan-format",
@@ -210,11 +214,14 @@ def make_build_options(executor: Executor) -> Callable[[Callable[..., Any]], Cal
     return decorate
 
 
-def _print_plan(planned: list[PlannedStep], invocation: Invocation, plan_format: str) -> None:
+def _print_plan(
+    planned: list[PlannedStep], handles: list[ArtifactStep[Any]], invocation: Invocation, plan_format: str
+) -> None:
+    terminal = [h.identity for h in handles]
     if plan_format == "json":
-        click.echo(plan_view.plan_json(planned, invocation.prefix))
+        click.echo(plan_view.plan_json(planned, invocation.prefix, terminal))
     else:
-        click.echo(plan_view.plan_text(planned, invocation.prefix))
+        click.echo(plan_view.plan_text(planned, invocation.prefix, terminal))
 
 
 build_options = make_build_options(LocalRunExecutor())

@@ -24,12 +24,13 @@ def _details(planned: list[PlannedStep]) -> list[tuple[str, list[str]]]:
     return out
 
 
-def plan_text(planned: list[PlannedStep], prefix: str) -> str:
+def plan_text(planned: list[PlannedStep], prefix: str, terminal: list[str]) -> str:
     lines: list[str] = []
     for identity, detail in _details(planned):
         lines.append(f"== {identity} ==")
         lines.extend(detail)
         lines.append("")
+    lines.append(f"Terminal step(s): {', '.join(terminal)}")
     lines.append(f"Plan ({len(planned)} steps, prefix {prefix}):")
     width = max(len(p.step.identity) for p in planned)
     action_width = max(len(ACTION_LABEL[p.action]) for p in planned)
@@ -45,9 +46,10 @@ def plan_text(planned: list[PlannedStep], prefix: str) -> str:
     return "\n".join(lines)
 
 
-def plan_json(planned: list[PlannedStep], prefix: str) -> str:
+def plan_json(planned: list[PlannedStep], prefix: str, terminal: list[str]) -> str:
     payload: dict[str, Any] = {
         "prefix": prefix,
+        "terminal": terminal,
         "steps": [p.to_json() for p in planned],
         "details": {identity: detail for identity, detail in _details(planned)},
         "resolved_versions": [p.step.identity for p in planned],

@@ -18,7 +18,16 @@ import click
 
 from rlaunch.artifacts.step import ArtifactStep, graph_handles
 from rlaunch.cli.experiment import Invocation, LocalRunExecutor, make_build_options
-from rlaunch.cluster.protocol import JOB_ID_ENV, CapacityError, JobSpec, Resources, get_backend, sanitize_job_name
+from rlaunch.cluster.protocol import (
+    JOB_ID_ENV,
+    BackendUnavailableError,
+    CapacityError,
+    JobSpec,
+    Resources,
+    get_backend,
+    sanitize_job_name,
+    single_replica_lines,
+)
 from rlaunch.units import parse_size
 
 
@@ -44,7 +53,9 @@ class CoordinatorExecutor:
             raise ValueError(f"one RL main cannot submit through multiple cluster routes: {sorted(map(str, routes))}")
         priorities = {e.priority for e in executions}
         if len(priorities) != 1:
-            raise ValueError(f"one RL main cannot submit with multiple coordinator priorities: {sorted(map(str, priorities))}")
+            raise ValueError(
+                f"one RL main cannot submit with multiple coordinator priorities: {sorted(map(str, priorities))}"
+            )
 
     def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
         if os.environ.get(JOB_ID_ENV):
@@ -57,7 +68,9 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
     from rlaunch.skyrl.submission import submission_problems
 
     if invocation.module is None:
-        raise click.UsageError("--run replays the experiment on the cluster, so run it as `python -m <package>.<module>` from the repository root")
+        raise click.UsageError(
+            "--run replays the experiment on the cluster, so run it as `python -m <package>.<module>` from the repository root"
+        )
     steps = skyrl_steps(handles)
     problems = [p for s in steps for p in submission_problems(s.spec, invocation.prefix)]
     if problems:
@@ -77,7 +90,14 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
     execution = executions[0]
     terminal = graph_handles(handles)[-1]
     name = sanitize_job_name(f"{terminal.name}-{terminal.version}-coordinator-{uuid.uuid4().hex[:8]}")
-    argv = [sys.executable, "-m", invocation.module, *_without_max_concurrent(invocation.argv), "--max-concurrent", str(invocation.max_concurrent)]
+    argv = [
+        sys.executable,
+        "-m",
+        invocation.module,
+        *_without_max_concurrent(invocation.argv),
+        "--max-concurrent",
+        str(invocation.max_concurrent),
+    ]
     spec = JobSpec(
         name=name,
         argv=tuple(argv),
@@ -89,14 +109,18 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
             disk_bytes=parse_size(execution.coordinator_disk),
         ),
         timeout_seconds=max(e.coordinator_timeout_hours for e in executions) * 3600,
-        labels={"rlaunch.kind": "coordinator", "rlaunch.artifact": terminal.identity, "rlaunch.module": invocation.module},
+        labels={
+            "rlaunch.kind": "coordinator",
+            "rlaunch.artifact": terminal.identity,
+            "rlaunch.module": invocation.module,
+        },
     )
-    backend = get_backend(execution.backend, **execution.placement())
     try:
+        backend = get_backend(execution.backend, **execution.placement())
         for step in steps:
             backend.check(child_gang(step), beside=spec.resources)
         job_id = backend.submit(spec)
-    except CapacityError as exc:
+    except (CapacityError, BackendUnavailableError, ImportError, ConnectionError) as exc:
         click.echo(f"error: {exc}", err=True)
         click.echo("Nothing was submitted.", err=True)
         return 2
@@ -105,10 +129,12 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
         click.echo(f"detached; follow with: rlaunch jobs logs {job_id} --follow")
         return 0
     try:
-        for line in backend.logs(job_id, follow=True):
+        for line in single_replica_lines(backend.logs(job_id, follow=True), spec.replicas):
             click.echo(line)
     except KeyboardInterrupt:
-        click.echo(f"\nstopped following; the coordinator keeps running (rlaunch jobs cancel {job_id} to stop it)", err=True)
+        click.echo(
+            f"\nstopped following; the coordinator keeps running (rlaunch jobs cancel {job_id} to stop it)", err=True
+        )
         return 130
     status = backend.wait(job_id)
     click.echo(f"RL coordinator {job_id} {status.state.value}" + (f": {status.message}" if status.message else ""))
@@ -118,18 +144,12 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
 def child_gang(step: Any) -> JobSpec:
     """The child gang an RL step will ask for, for the capacity check before anything is submitted."""
     from rlaunch.host.allocate import child_resources
-    from rlaunch.launch_config.schema import Allocation
+    from rlaunch.skyrl.render import allocation
 
-    topology, execution = step.spec.topology, step.execution
-    allocation = Allocation(
-        num_nodes=topology.num_nodes,
-        gpus_per_node=topology.gpus_per_node,
-        gpu_variant=topology.gpu_variant,
-        cpu=float(execution.cpu),
-        memory=execution.memory,
-        disk=execution.disk,
+    alloc = allocation(step.spec, step.execution)
+    return JobSpec(
+        name=f"{step.name}-gang", argv=(sys.executable,), resources=child_resources(alloc), replicas=alloc.num_nodes
     )
-    return JobSpec(name=f"{step.name}-gang", argv=(sys.executable,), resources=child_resources(allocation), replicas=topology.num_nodes)
 
 
 def _without_max_concurrent(argv: tuple[str, ...]) -> list[str]:

@@ -75,7 +75,9 @@ class JobSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", sanitize_job_name(self.name))
         if isinstance(self.argv, str) or not self.argv or not all(isinstance(a, str) for a in self.argv):
-            raise TypeError(f"JobSpec.argv must be a non-empty list of strings (never a shell string); got {self.argv!r}")
+            raise TypeError(
+                f"JobSpec.argv must be a non-empty list of strings (never a shell string); got {self.argv!r}"
+            )
         object.__setattr__(self, "argv", tuple(self.argv))
         bad_env = [k for k, v in self.env.items() if not isinstance(k, str) or not isinstance(v, str)]
         if bad_env:
@@ -131,9 +133,7 @@ class JobStatus:
             "name": self.name,
             "backend": self.backend,
             "state": self.state.value,
-            "replicas": [
-                {**r.__dict__, "state": r.state.value} for r in self.replicas
-            ],
+            "replicas": [{**r.__dict__, "state": r.state.value} for r in self.replicas],
             "parent": self.parent,
             "children": list(self.children),
             "submitted_at": self.submitted_at,
@@ -142,6 +142,10 @@ class JobStatus:
             "message": self.message,
             "labels": dict(self.labels),
         }
+
+
+class BackendUnavailableError(ValueError):
+    """A backend this build cannot construct (unknown name, or one not implemented here)."""
 
 
 class CapacityError(ValueError):
@@ -170,7 +174,9 @@ class Backend(Protocol):
     def wait(self, job_id: str, timeout: float | None = None) -> JobStatus:
         """Block until the job is terminal (or `timeout` seconds pass); returns the last status."""
 
-    def logs(self, job_id: str, *, replica: int | None = None, follow: bool = False, tail: int | None = None) -> Iterator[str]:
+    def logs(
+        self, job_id: str, *, replica: int | None = None, follow: bool = False, tail: int | None = None
+    ) -> Iterator[str]:
         """Log lines (all replicas interleaved with a `[rank]` prefix unless `replica` is given)."""
 
     def cancel(self, job_id: str, *, reason: str | None = None) -> JobStatus:
@@ -182,11 +188,25 @@ class Backend(Protocol):
         """Variables a process needs to reach this same backend (forwarded into every job)."""
 
 
+def single_replica_lines(lines: Iterator[str], replicas: int) -> Iterator[str]:
+    """Drop the `[rank 0] ` prefix from a one-replica job's log lines (for people reading them)."""
+    if replicas != 1:
+        yield from lines
+        return
+    for line in lines:
+        yield line.removeprefix("[rank 0] ")
+
+
 def get_backend(name: str, **options: Any) -> Backend:
     """Construct a backend by name; an optional dependency missing gives an error naming the extra."""
     target = _BACKENDS.get(name)
+    if name == "iris":
+        raise BackendUnavailableError(
+            "this rlaunch has no Iris backend yet: IrisSkyRLExecution plans and validates, but launching needs "
+            "LocalSkyRLExecution or RaySkyRLExecution (placement only: the fingerprints stay the same)"
+        )
     if target is None:
-        raise ValueError(f"unknown cluster backend {name!r}; choose one of {sorted(_BACKENDS)}")
+        raise BackendUnavailableError(f"unknown cluster backend {name!r}; choose one of {sorted(_BACKENDS)}")
     module_name, _, class_name = target.partition(":")
     module = importlib.import_module(module_name)
     return getattr(module, class_name)(**options)

@@ -17,7 +17,11 @@ def child_resources(alloc: Allocation) -> Resources:
     """Per-replica resources of the gang an allocation describes."""
     if alloc.gpu_variant.lower() == "cpu":
         # CPU device slots are training processes: each needs a core, and no accelerator.
-        return Resources(cpu=max(alloc.cpu, float(alloc.gpus_per_node)), memory_bytes=parse_size(alloc.memory), disk_bytes=parse_size(alloc.disk))
+        return Resources(
+            cpu=max(alloc.cpu, float(alloc.gpus_per_node)),
+            memory_bytes=parse_size(alloc.memory),
+            disk_bytes=parse_size(alloc.disk),
+        )
     return Resources(
         cpu=alloc.cpu,
         memory_bytes=parse_size(alloc.memory),

@@ -42,4 +42,6 @@ def terminal_export(doc: SkyRLLaunchConfig) -> ExportedPolicy:
         missing.append("tokenizer files")
     if missing:
         raise ExportError(f"the export at {uri} is not a portable HF model: missing {', '.join(missing)}")
-    return ExportedPolicy(uri, info.step, doc.inputs.model.tokenizer_revision, art.checkpoint_root, art.terminal_manifest_uri)
+    return ExportedPolicy(
+        uri, info.step, doc.inputs.model.tokenizer_revision, art.checkpoint_root, art.terminal_manifest_uri
+    )

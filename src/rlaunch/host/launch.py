@@ -12,17 +12,17 @@ import sys
 from typing import TextIO
 
 from rlaunch.artifacts import storage
-from rlaunch.cluster.protocol import JOB_ID_ENV, Backend, JobState, backend_from_env, get_backend
+from rlaunch.cluster.protocol import JOB_ID_ENV, Backend, JobState, backend_from_env, get_backend, single_replica_lines
 from rlaunch.host.allocate import child_job_spec
 from rlaunch.host.compose import compose_document
 from rlaunch.host.export import ExportError, terminal_export
 from rlaunch.host.manifests import FAILED, PREPARED, SUBMITTED, SUCCEEDED, LaunchResult, write_manifests
-from rlaunch.launch_config.run_record import update_attempt
 from rlaunch.host.validate import validate_resolved
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import attempt_dir
 from rlaunch.launch_config.recipe import get_path
 from rlaunch.launch_config.resume import foreign_checkpoint, refusal
+from rlaunch.launch_config.run_record import update_attempt
 from rlaunch.launch_config.typed import DocumentError
 
 RESOLVED_FILE = "resolved-launch.yaml"
@@ -73,7 +73,9 @@ class HostInterrupted(BaseException):
 def _check_resume(doc: schema.SkyRLLaunchConfig) -> None:
     if get_path(doc.skyrl, "trainer.resume_mode") != "latest":
         return
-    info = foreign_checkpoint(doc.artifacts.checkpoint_root, doc.runtime.source_digest, doc.runtime.compatible_checkpoint_digests)
+    info = foreign_checkpoint(
+        doc.artifacts.checkpoint_root, doc.runtime.source_digest, doc.runtime.compatible_checkpoint_digests
+    )
     if info is not None:
         raise ResumeRefusedError(refusal(info, doc.runtime.source_digest))
 
@@ -96,7 +98,7 @@ def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) ->
         result.state = SUBMITTED
         return result
     try:
-        for line in backend.logs(result.child_job_id, follow=True):
+        for line in single_replica_lines(backend.logs(result.child_job_id, follow=True), spec.replicas):
             log.write(line if line.endswith("\n") else line + "\n")
             log.flush()
         status = backend.wait(result.child_job_id)
@@ -108,7 +110,9 @@ def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) ->
         raise
     result.child_job_state = status.state.value
     if status.state is not JobState.SUCCEEDED:
-        result.failure = f"child job {result.child_job_id} reached {status.state.value}" + (f": {status.message}" if status.message else "")
+        result.failure = f"child job {result.child_job_id} reached {status.state.value}" + (
+            f": {status.message}" if status.message else ""
+        )
     else:
         _succeed(doc, result)
     _finish(doc, result)

@@ -46,5 +46,9 @@ class LaunchResult:
 def write_manifests(doc: SkyRLLaunchConfig, resolved: dict[str, Any], result: LaunchResult) -> None:
     payload = {"config": resolved, "result": result.to_json()}
     storage.write_json_atomic(attempt_manifest(doc.artifacts.attempts_root, doc.run.attempt_id), payload)
-    if result.state == SUCCEEDED and not storage.create_exclusive(doc.artifacts.terminal_manifest_uri, storage.dumps(payload)):
-        raise FileExistsError(f"terminal manifest {doc.artifacts.terminal_manifest_uri} already exists and is immutable")
+    if result.state == SUCCEEDED and not storage.create_exclusive(
+        doc.artifacts.terminal_manifest_uri, storage.dumps(payload)
+    ):
+        raise FileExistsError(
+            f"terminal manifest {doc.artifacts.terminal_manifest_uri} already exists and is immutable"
+        )

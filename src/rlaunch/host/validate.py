@@ -28,17 +28,29 @@ def validate_resolved(doc: SkyRLLaunchConfig) -> Geometry:
         )
     nodes = geo.physical_nodes(alloc.gpus_per_node)
     if alloc.num_nodes != nodes:
-        problems.append(f"cluster.allocation.num_nodes={alloc.num_nodes} does not match the role plan's {nodes} physical node(s)")
+        problems.append(
+            f"cluster.allocation.num_nodes={alloc.num_nodes} does not match the role plan's {nodes} physical node(s)"
+        )
     if alloc.gpus_per_node != geo.policy_gpus_per_node:
-        problems.append(f"cluster.allocation.gpus_per_node={alloc.gpus_per_node} does not match the policy placement ({geo.policy_gpus_per_node})")
+        problems.append(
+            f"cluster.allocation.gpus_per_node={alloc.gpus_per_node} does not match the policy placement ({geo.policy_gpus_per_node})"
+        )
     if geo.planned_gpus != alloc.num_nodes * alloc.gpus_per_node:
-        problems.append(f"the role plan uses {geo.planned_gpus} GPUs but the allocation has {alloc.num_nodes * alloc.gpus_per_node}")
+        problems.append(
+            f"the role plan uses {geo.planned_gpus} GPUs but the allocation has {alloc.num_nodes * alloc.gpus_per_node}"
+        )
     if geo.strategy != profile.strategy:
-        problems.append(f"runtime.profile={profile.name!r} runs {profile.strategy!r} but skyrl.trainer.strategy={geo.strategy!r}")
+        problems.append(
+            f"runtime.profile={profile.name!r} runs {profile.strategy!r} but skyrl.trainer.strategy={geo.strategy!r}"
+        )
     if doc.runtime.entrypoint not in profile.entrypoints:
-        problems.append(f"runtime.entrypoint={doc.runtime.entrypoint!r} is not registered for {profile.name!r}; registered: {sorted(profile.entrypoints)}")
+        problems.append(
+            f"runtime.entrypoint={doc.runtime.entrypoint!r} is not registered for {profile.name!r}; registered: {sorted(profile.entrypoints)}"
+        )
     if doc.runtime.entrypoint == FULLY_ASYNC and geo.train_batch != geo.mini_batch:
-        problems.append(f"fully_async requires trainer.train_batch_size == trainer.policy_mini_batch_size; got {geo.train_batch} and {geo.mini_batch}")
+        problems.append(
+            f"fully_async requires trainer.train_batch_size == trainer.policy_mini_batch_size; got {geo.train_batch} and {geo.mini_batch}"
+        )
     seed = get_path(skyrl, "trainer.seed")
     if seed != doc.run.seed:
         problems.append(f"run.seed={doc.run.seed} does not match skyrl.trainer.seed={seed}")
@@ -48,7 +60,9 @@ def validate_resolved(doc: SkyRLLaunchConfig) -> Geometry:
     if heads and heads % geo.tp:
         problems.append(f"inference TP={geo.tp} does not divide the model's {heads} attention heads")
     context = doc.inputs.model.context_length
-    budget = get_path(skyrl, "trainer.max_prompt_length") + get_path(skyrl, "generator.sampling_params.max_generate_length")
+    budget = get_path(skyrl, "trainer.max_prompt_length") + get_path(
+        skyrl, "generator.sampling_params.max_generate_length"
+    )
     if context and budget > context:
         problems.append(f"token budget {budget} exceeds the model's context length {context}")
     if problems:

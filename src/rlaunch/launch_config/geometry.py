@@ -41,7 +41,7 @@ class Geometry:
     megatron_ref: tuple[int, int, int]
 
     @classmethod
-    def from_recipe(cls, recipe: Mapping[str, Any]) -> "Geometry":
+    def from_recipe(cls, recipe: Mapping[str, Any]) -> Geometry:
         g = lambda key: get_path(recipe, key)  # noqa: E731
         return cls(
             strategy=g("trainer.strategy"),

@@ -39,7 +39,7 @@ class RunPaths:
     terminal_manifest_uri: str
 
     @classmethod
-    def derive(cls, output_path: str, temp_root: str) -> "RunPaths":
+    def derive(cls, output_path: str, temp_root: str) -> RunPaths:
         return cls(
             output_path=output_path,
             checkpoint_root=storage.join(temp_root, "checkpoints"),

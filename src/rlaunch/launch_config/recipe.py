@@ -78,16 +78,28 @@ def _merge(target: dict[str, Any], overlay: Mapping[str, Any], prefix: str, prob
         if key not in target:
             close = difflib.get_close_matches(str(key), [str(k) for k in target], n=1)
             known = sorted(str(k) for k in target)
-            hint = f"did you mean {prefix + '.' if prefix else ''}{close[0]}?" if close else f"remove {path}; keys known at this level: {', '.join(known[:12])}{', ...' if len(known) > 12 else ''}"
+            hint = (
+                f"did you mean {prefix + '.' if prefix else ''}{close[0]}?"
+                if close
+                else f"remove {path}; keys known at this level: {', '.join(known[:12])}{', ...' if len(known) > 12 else ''}"
+            )
             problems.append(
-                RecipeProblem("recipe.unknown_key", path, value, f"{path} is not a key of the runtime's base config", hint)
+                RecipeProblem(
+                    "recipe.unknown_key", path, value, f"{path} is not a key of the runtime's base config", hint
+                )
             )
             continue
         default = target[key]
         if isinstance(default, Mapping):
             if not isinstance(value, Mapping):
                 problems.append(
-                    RecipeProblem("recipe.type_mismatch", path, value, f"{path} must be a mapping, got {value!r}", f"write {path} as a mapping of keys")
+                    RecipeProblem(
+                        "recipe.type_mismatch",
+                        path,
+                        value,
+                        f"{path} must be a mapping, got {value!r}",
+                        f"write {path} as a mapping of keys",
+                    )
                 )
                 continue
             _merge(target[key], value, path, problems)

@@ -54,7 +54,9 @@ class Allocation:
 
     def __post_init__(self) -> None:
         if self.num_nodes < 1 or self.gpus_per_node < 1:
-            raise ValueError(f"allocation needs at least one node and one device; got {self.num_nodes}x{self.gpus_per_node}")
+            raise ValueError(
+                f"allocation needs at least one node and one device; got {self.num_nodes}x{self.gpus_per_node}"
+            )
         if self.cpu <= 0:
             raise ValueError(f"allocation.cpu={self.cpu} must be positive")
         parse_size(self.memory, field="cluster.allocation.memory")
@@ -100,7 +102,9 @@ class ArtifactsSection:
 
     def __post_init__(self) -> None:
         if not 1 <= self.resume_checkpoint_count <= 5:
-            raise ValueError(f"artifacts.resume_checkpoint_count={self.resume_checkpoint_count} must be between 1 and 5")
+            raise ValueError(
+                f"artifacts.resume_checkpoint_count={self.resume_checkpoint_count} must be between 1 and 5"
+            )
 
 
 @dataclass(frozen=True)
@@ -142,12 +146,14 @@ class SkyRLLaunchConfig:
 
     def __post_init__(self) -> None:
         if self.schema_version != SCHEMA_VERSION:
-            raise ValueError(f"schema_version={self.schema_version} is not supported; this rlaunch reads {SCHEMA_VERSION}")
+            raise ValueError(
+                f"schema_version={self.schema_version} is not supported; this rlaunch reads {SCHEMA_VERSION}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return encode(self)
 
-    def replace_skyrl(self, skyrl: Mapping[str, Any]) -> "SkyRLLaunchConfig":
+    def replace_skyrl(self, skyrl: Mapping[str, Any]) -> SkyRLLaunchConfig:
         from dataclasses import replace
 
         return replace(self, skyrl=skyrl)

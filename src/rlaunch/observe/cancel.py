@@ -10,9 +10,6 @@ record, written once the jobs have stopped (so after the interrupted host record
 
 from __future__ import annotations
 
-import getpass
-import os
-import socket
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +19,7 @@ from rlaunch.launch_config import run_record
 from rlaunch.observe import jobs as run_jobs
 from rlaunch.observe.records import cancel_record_url
 from rlaunch.observe.resolve import RunRef
+from rlaunch.processes import actor
 
 
 @dataclass
@@ -31,14 +29,6 @@ class CancelOutcome:
     states: dict[str, str] = field(default_factory=dict)  # job id -> state after the cancel
     record_url: str | None = None
     already_ended: bool = False
-
-
-def actor() -> dict[str, Any]:
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    return {"user": user, "host": socket.gethostname(), "pid": os.getpid()}
 
 
 def live_jobs(ref: RunRef) -> tuple[dict[str, Any], list[run_jobs.JobView]]:
@@ -89,7 +79,9 @@ def cancel_run(ref: RunRef, reason: str | None = None) -> CancelOutcome:
     if outcome.attempt_id:
         current = (run_record.read(ref.output_path) or {}).get("attempts") or []
         entry = next((a for a in current if a.get("attempt_id") == outcome.attempt_id), {})
-        fields: dict[str, Any] = {"cancelled": {"by": who, "at": requested_at, "reason": reason, "states_after": outcome.states}}
+        fields: dict[str, Any] = {
+            "cancelled": {"by": who, "at": requested_at, "reason": reason, "states_after": outcome.states}
+        }
         if entry.get("state") != "succeeded":  # a host interrupted by the cancel records "failed"
             fields["state"] = "cancelled"
         if not entry.get("finished_at"):

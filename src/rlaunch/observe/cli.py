@@ -19,9 +19,14 @@ NOT_FOUND_EXIT = 2
 INTERRUPTED_EXIT = 130
 
 prefix_option = click.option(
-    "--prefix", default=None, metavar="URL", help="Storage prefix the runs live under (default $RLAUNCH_PREFIX, else ./rlaunch-artifacts)."
+    "--prefix",
+    default=None,
+    metavar="URL",
+    help="Storage prefix the runs live under (default $RLAUNCH_PREFIX, else ./rlaunch-artifacts).",
 )
-attempt_option = click.option("--attempt", "attempt_id", default=None, help="An attempt id of the run (default: the latest).")
+attempt_option = click.option(
+    "--attempt", "attempt_id", default=None, help="An attempt id of the run (default: the latest)."
+)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for tools.")
 run_argument = click.argument("run", metavar="RUN")
 
@@ -43,7 +48,9 @@ def _resolve(run: str, prefix: str | None, attempt_id: str | None = None, exit_c
 
 @click.command()
 @prefix_option
-@click.option("--name", "name_prefix", default=None, metavar="PREFIX", help="Only artifacts whose name starts with PREFIX.")
+@click.option(
+    "--name", "name_prefix", default=None, metavar="PREFIX", help="Only artifacts whose name starts with PREFIX."
+)
 @json_option
 def runs(prefix: str | None, name_prefix: str | None, as_json: bool) -> None:
     """List RL runs under the prefix, newest first.
@@ -68,7 +75,13 @@ def runs(prefix: str | None, name_prefix: str | None, as_json: bool) -> None:
 @attempt_option
 @json_option
 @click.option("--watch", is_flag=True, help="Refresh until the run ends (Ctrl-C stops watching, not the run).")
-@click.option("--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True, help="Seconds between --watch refreshes.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.2),
+    default=2.0,
+    show_default=True,
+    help="Seconds between --watch refreshes.",
+)
 def status(run: str, prefix: str | None, attempt_id: str | None, as_json: bool, watch: bool, interval: float) -> None:
     """Show a run's jobs, model, steps and outputs.
 
@@ -125,7 +138,16 @@ def verify_smoke(run: str, prefix: str | None, attempt_id: str | None, as_json: 
     snapshot = collect(_resolve(run, prefix, attempt_id, exit_code=NOT_FOUND_EXIT), run)
     verdict = smoke_verdict(snapshot)
     if as_json:
-        click.echo(dumps({"run": snapshot.artifact, "attempt_id": snapshot.attempt_id, "state": snapshot.state, **verdict.to_json()}))
+        click.echo(
+            dumps(
+                {
+                    "run": snapshot.artifact,
+                    "attempt_id": snapshot.attempt_id,
+                    "state": snapshot.state,
+                    **verdict.to_json(),
+                }
+            )
+        )
     else:
         click.echo(verdict_text(snapshot, verdict))
     sys.exit(0 if verdict.ok else 1)
@@ -136,10 +158,22 @@ def verify_smoke(run: str, prefix: str | None, attempt_id: str | None, as_json: 
 @prefix_option
 @attempt_option
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
-@click.option("--replica", type=click.IntRange(min=0), default=None, help="Only this replica's output (no `[rank N]` prefix).")
+@click.option(
+    "--replica", type=click.IntRange(min=0), default=None, help="Only this replica's output (no `[rank N]` prefix)."
+)
 @click.option("--tail", type=click.IntRange(min=0), default=None, help="Start with the last N lines.")
-@click.option("--coordinator", "of_coordinator", is_flag=True, help="The coordinator's log instead of the child gang's.")
-def logs(run: str, prefix: str | None, attempt_id: str | None, follow: bool, replica: int | None, tail: int | None, of_coordinator: bool) -> None:
+@click.option(
+    "--coordinator", "of_coordinator", is_flag=True, help="The coordinator's log instead of the child gang's."
+)
+def logs(
+    run: str,
+    prefix: str | None,
+    attempt_id: str | None,
+    follow: bool,
+    replica: int | None,
+    tail: int | None,
+    of_coordinator: bool,
+) -> None:
     """Show a run's log (child gang or coordinator).
 
     The child gang's output (all replicas with a `[rank N]` prefix, or one with --replica); before
@@ -152,13 +186,19 @@ def logs(run: str, prefix: str | None, attempt_id: str | None, follow: bool, rep
 
     ref = _resolve(run, prefix, attempt_id)
     attempt = ref.attempt() or {}
-    job_id = attempt.get("coordinator_job_id") if of_coordinator else attempt.get("child_job_id") or attempt.get("coordinator_job_id")
+    job_id = (
+        attempt.get("coordinator_job_id")
+        if of_coordinator
+        else attempt.get("child_job_id") or attempt.get("coordinator_job_id")
+    )
     job_id = job_id or ref.job_id
     if not job_id:
         raise click.ClickException(f"{ref.artifact or ref.output_path} has no job yet")
     if not of_coordinator and not attempt.get("child_job_id"):
         click.echo(f"(no child job yet; showing the coordinator {job_id})", err=True)
-    found = run_jobs.lookup(job_id, run_jobs.backends(attempt.get("backend") or "local", attempt.get("placement"), ref.prefix))
+    found = run_jobs.lookup(
+        job_id, run_jobs.backends(attempt.get("backend") or "local", attempt.get("placement"), ref.prefix)
+    )
     if found is None:
         raise click.ClickException(f"job {job_id} is not known to the {attempt.get('backend') or 'local'} backend")
     backend, _ = found
@@ -195,7 +235,9 @@ def cancel(run: str, prefix: str | None, yes: bool, reason: str | None) -> None:
         return
     if not yes:
         jobs = ", ".join(f"{j.role} {j.job_id} ({j.state})" for j in live)
-        click.confirm(f"Cancel {name} attempt {attempt.get('attempt_id') or '(none recorded yet)'}: {jobs}?", abort=True)
+        click.confirm(
+            f"Cancel {name} attempt {attempt.get('attempt_id') or '(none recorded yet)'}: {jobs}?", abort=True
+        )
     outcome = cancel_run(ref, reason)
     states = ", ".join(f"{job} {state}" for job, state in outcome.states.items()) or "-"
     click.echo(f"{name} attempt {outcome.attempt_id or '(none recorded yet)'}: cancelled ({states})")
@@ -207,7 +249,15 @@ def cancel(run: str, prefix: str | None, yes: bool, reason: str | None) -> None:
 @run_argument
 @prefix_option
 @attempt_option
-@click.option("--output", "-o", "out_path", default="curves.png", show_default=True, type=click.Path(dir_okay=False), help="PNG to write.")
+@click.option(
+    "--output",
+    "-o",
+    "out_path",
+    default="curves.png",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="PNG to write.",
+)
 def plot(run: str, prefix: str | None, attempt_id: str | None, out_path: str) -> None:
     """Plot reward, loss and KL per optimizer step.
 
@@ -223,7 +273,9 @@ def plot(run: str, prefix: str | None, attempt_id: str | None, out_path: str) ->
     ref = _resolve(run, prefix, attempt_id)
     series = plotting.attempt_series(ref, attempt_id)
     if not series:
-        raise click.ClickException(f"{ref.artifact or ref.output_path} has no optimizer steps recorded yet: nothing to plot")
+        raise click.ClickException(
+            f"{ref.artifact or ref.output_path} has no optimizer steps recorded yet: nothing to plot"
+        )
     attempts = ", ".join(s.attempt_id for s in series)
     try:
         panels = plotting.draw(series, f"{ref.artifact or ref.output_path} (attempt {attempts})", out_path)

@@ -29,7 +29,15 @@ from rlaunch.launch_config.layout import (
     export_policy_dir,
 )
 from rlaunch.observe import jobs as run_jobs
-from rlaunch.observe.records import cancel_record_url, get_path, list_names, read_json, read_metrics, read_text, read_yaml
+from rlaunch.observe.records import (
+    cancel_record_url,
+    get_path,
+    list_names,
+    read_json,
+    read_metrics,
+    read_text,
+    read_yaml,
+)
 from rlaunch.observe.resolve import RunRef
 
 TERMINAL_STATES = ("succeeded", "failed", "cancelled", "prepared")
@@ -193,7 +201,7 @@ def iso_time(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, (int, float)):
-        return _dt.datetime.fromtimestamp(float(value), _dt.timezone.utc).isoformat(timespec="milliseconds")
+        return _dt.datetime.fromtimestamp(float(value), _dt.UTC).isoformat(timespec="milliseconds")
     return str(value)
 
 
@@ -286,23 +294,9 @@ def _model(doc: dict[str, Any], directory: str | None) -> ModelLoad:
     model.architecture = record.get("architecture")
     model.num_parameters = record.get("num_parameters")
     if (model.weight_files or model.weights_sha256) and model.input_uri:
-        files = get_path(_artifact_record(model.input_uri) or {}, "result.files") or {}
+        files = get_path(artifact_records.find_record(model.input_uri) or {}, "result.files") or {}
         model.expected_weight_files = {k: v for k, v in files.items() if str(k).endswith(WEIGHT_SUFFIXES)}
     return model
-
-
-def _artifact_record(uri: str, depth: int = 6) -> dict[str, Any] | None:
-    """The artifact record at `uri` or the nearest one above it (an export inside an RL artifact)."""
-    current = uri.rstrip("/")
-    for _ in range(depth):
-        record = read_json(artifact_records.record_url(current))
-        if isinstance(record, dict):
-            return record
-        parent = current.rsplit("/", 1)[0]
-        if parent == current or not parent or parent.endswith(":/"):
-            return None
-        current = parent
-    return None
 
 
 def _steps(doc: dict[str, Any], directory: str | None) -> Steps:

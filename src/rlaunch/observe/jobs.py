@@ -66,7 +66,10 @@ def backends(name: str, placement: dict[str, Any] | None, prefix: str | None) ->
     options = {k: v for k, v in (placement or {}).items() if k != "root"}
     if name != "local":
         return [get_backend(name, **dict(placement or {}))]
-    return [get_backend("local", **options, **({"root": root} if root else {})) for root in _local_roots(placement or {}, prefix)]
+    return [
+        get_backend("local", **options, **({"root": root} if root else {}))
+        for root in _local_roots(placement or {}, prefix)
+    ]
 
 
 def lookup(job_id: str, candidates: list[Backend]) -> tuple[Backend, JobStatus] | None:
@@ -96,7 +99,8 @@ def view(role: str, job_id: str, found: tuple[Backend, JobStatus] | None, error:
         state=status.state.value,
         message=status.message,
         replicas=[
-            ReplicaView(r.rank, r.state.value, r.attempts, r.exit_code, r.started_at, r.finished_at) for r in status.replicas
+            ReplicaView(r.rank, r.state.value, r.attempts, r.exit_code, r.started_at, r.finished_at)
+            for r in status.replicas
         ],
         submitted_at=status.submitted_at,
         started_at=status.started_at,
@@ -111,7 +115,11 @@ def run_jobs(attempt: dict[str, Any], prefix: str | None) -> tuple[list[Backend]
         candidates = backends(name, attempt.get("placement"), prefix)
     except Exception as exc:  # noqa: BLE001 - e.g. the ray extra is not installed here
         error = f"cannot reach the {name} backend: {exc}"
-        coordinator = JobView("coordinator", attempt["coordinator_job_id"], error=error) if attempt.get("coordinator_job_id") else None
+        coordinator = (
+            JobView("coordinator", attempt["coordinator_job_id"], error=error)
+            if attempt.get("coordinator_job_id")
+            else None
+        )
         child = JobView("child", attempt["child_job_id"], error=error) if attempt.get("child_job_id") else None
         return [], coordinator, child
     views: list[JobView | None] = []

@@ -57,7 +57,11 @@ def draw(series: list[Series], title: str, out_path: str) -> list[str]:
     from matplotlib.ticker import MaxNLocator
 
     points = merged(series)
-    panels = [(key, label) for key, label in (("reward_mean", "reward"), ("loss", "loss"), ("kl", "KL")) if any(p.get(key) is not None for p in points)]
+    panels = [
+        (key, label)
+        for key, label in (("reward_mean", "reward"), ("loss", "loss"), ("kl", "KL"))
+        if any(p.get(key) is not None for p in points)
+    ]
     if not panels:
         raise ValueError("the metrics carry none of reward_mean, loss, kl")
     fig, axes = plt.subplots(len(panels), 1, figsize=(7, 2.4 * len(panels) + 0.6), sharex=True, squeeze=False)
@@ -67,8 +71,14 @@ def draw(series: list[Series], title: str, out_path: str) -> list[str]:
         ys = [p[key] for p in points if p.get(key) is not None]
         ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.2)
         if key == "reward_mean" and any(p.get("reward_std") is not None for p in points):
-            band = [(p["step"], p["reward_mean"], p.get("reward_std") or 0.0) for p in points if p.get("reward_mean") is not None]
-            ax.fill_between([b[0] for b in band], [b[1] - b[2] for b in band], [b[1] + b[2] for b in band], alpha=0.2, linewidth=0)
+            band = [
+                (p["step"], p["reward_mean"], p.get("reward_std") or 0.0)
+                for p in points
+                if p.get("reward_mean") is not None
+            ]
+            ax.fill_between(
+                [b[0] for b in band], [b[1] - b[2] for b in band], [b[1] + b[2] for b in band], alpha=0.2, linewidth=0
+            )
         for step in boundaries:
             ax.axvline(step, color="grey", linestyle="--", linewidth=0.8)
         ax.set_ylabel(label)

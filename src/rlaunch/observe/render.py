@@ -94,12 +94,26 @@ def _model(s: RunStatus) -> list[str]:
     m = s.model
     configured = f"configured {m.configured or '-'}" + (f" -> {m.configured_path}" if m.configured_path else "")
     if not m.recorded:
-        return _line("model", configured, "loaded     - (no model_load.json)", f"identity   expected {m.expected_identity or '-'}")
-    loaded_ok = "matches" if m.loaded_path and m.configured_path and _same(m.loaded_path, m.configured_path) else "DIFFERS"
-    identity_ok = "matches the document" if m.identity == m.expected_identity else f"DIFFERS from the document's {m.expected_identity}"
+        return _line(
+            "model",
+            configured,
+            "loaded     - (no model_load.json)",
+            f"identity   expected {m.expected_identity or '-'}",
+        )
+    loaded_ok = (
+        "matches" if m.loaded_path and m.configured_path and _same(m.loaded_path, m.configured_path) else "DIFFERS"
+    )
+    identity_ok = (
+        "matches the document"
+        if m.identity == m.expected_identity
+        else f"DIFFERS from the document's {m.expected_identity}"
+    )
     lines = [configured, f"loaded     {m.loaded_path}  ({loaded_ok})", f"identity   {m.identity}  ({identity_ok})"]
     if m.weights_sha256:
-        lines.append(f"weights    sha256 {short(m.weights_sha256)}" + (f"  {m.architecture}, {m.num_parameters} parameters" if m.architecture else ""))
+        lines.append(
+            f"weights    sha256 {short(m.weights_sha256)}"
+            + (f"  {m.architecture}, {m.num_parameters} parameters" if m.architecture else "")
+        )
     if m.resumed_from_step is not None:
         lines.append(f"resumed    from checkpoint step {m.resumed_from_step}")
     return _line("model", *lines)
@@ -134,8 +148,14 @@ def _checkpoints(s: RunStatus) -> list[str]:
     if c.latest_step is None:
         return _line("checkpoints", f"kept [{kept}], no latest marker  ({c.root})")
     digest = (c.latest_meta or {}).get("runtime_digest")
-    digest_note = "missing rlaunch_checkpoint.json" if c.latest_meta is None else (
-        "digest matches the runtime" if digest == s.runtime_digest else f"digest {short(digest)} DIFFERS from the runtime's"
+    digest_note = (
+        "missing rlaunch_checkpoint.json"
+        if c.latest_meta is None
+        else (
+            "digest matches the runtime"
+            if digest == s.runtime_digest
+            else f"digest {short(digest)} DIFFERS from the runtime's"
+        )
     )
     return _line("checkpoints", f"kept [{kept}], latest {c.latest_step} ({digest_note})", c.root or "-")
 
@@ -166,7 +186,10 @@ def status_text(s: RunStatus) -> str:
         failure = [ln[:300] for ln in s.failure.strip().splitlines()]
         lines += _line("failure", *failure[:MAX_FAILURE_LINES], *(["..."] if len(failure) > MAX_FAILURE_LINES else []))
     if s.cancelled:
-        lines += _line("cancelled", f"by {s.cancelled.by} at {s.cancelled.at}" + (f": {s.cancelled.reason}" if s.cancelled.reason else ""))
+        lines += _line(
+            "cancelled",
+            f"by {s.cancelled.by} at {s.cancelled.at}" + (f": {s.cancelled.reason}" if s.cancelled.reason else ""),
+        )
     lines += _line("output", s.output_path)
     times = f"submitted {s.submitted_at or '-'}" + (f"  finished {s.finished_at}" if s.finished_at else "")
     lines += _line("times", times)

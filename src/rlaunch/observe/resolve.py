@@ -85,7 +85,9 @@ def _artifact_name(output_path: str, record: dict[str, Any] | None) -> str | Non
     return status.get("identity")
 
 
-def at_path(output_path: str, *, prefix: str | None = None, attempt_id: str | None = None, job_id: str | None = None) -> RunRef:
+def at_path(
+    output_path: str, *, prefix: str | None = None, attempt_id: str | None = None, job_id: str | None = None
+) -> RunRef:
     output_path = _normalise(output_path)
     record = read_json(storage.join(output_path, RUN_RECORD))
     if record is None and not any(storage.exists(storage.join(output_path, m)) for m in (RECORD_FILE, STATUS_FILE)):
@@ -101,7 +103,9 @@ def at_path(output_path: str, *, prefix: str | None = None, attempt_id: str | No
     )
     if attempt_id is not None and ref.attempt() is None:
         known = [a.get("attempt_id") for a in (record or {}).get("attempts") or []]
-        raise RunNotFoundError(f"{artifact or output_path} has no attempt {attempt_id!r}; its attempts: {known or 'none yet'}")
+        raise RunNotFoundError(
+            f"{artifact or output_path} has no attempt {attempt_id!r}; its attempts: {known or 'none yet'}"
+        )
     return ref
 
 
@@ -140,7 +144,9 @@ def by_job_id(job_id: str, prefix: str, attempt_id: str | None = None) -> RunRef
     for output_path, record in run_records(prefix):
         for entry in reversed(record.get("attempts") or []):
             if job_id in (entry.get("coordinator_job_id"), entry.get("child_job_id")):
-                return at_path(output_path, prefix=prefix, attempt_id=attempt_id or entry.get("attempt_id"), job_id=job_id)
+                return at_path(
+                    output_path, prefix=prefix, attempt_id=attempt_id or entry.get("attempt_id"), job_id=job_id
+                )
     ref = _by_job_labels(job_id, prefix)
     if ref is not None:
         return ref
@@ -163,7 +169,9 @@ def _by_job_labels(job_id: str, prefix: str) -> RunRef | None:
         return None
     output_path = storage.join(prefix, *parts)
     record = read_json(storage.join(output_path, RUN_RECORD))
-    return RunRef(output_path=output_path, prefix=prefix, artifact=labels["rlaunch.artifact"], record=record, job_id=job_id)
+    return RunRef(
+        output_path=output_path, prefix=prefix, artifact=labels["rlaunch.artifact"], record=record, job_id=job_id
+    )
 
 
 def _pending_coordinator(identity: str, output_path: str, prefix: str) -> RunRef | None:
@@ -184,7 +192,9 @@ def _pending_coordinator(identity: str, output_path: str, prefix: str) -> RunRef
             if j.labels.get("rlaunch.kind") == "coordinator" and j.labels.get("rlaunch.artifact") == identity and not j.state.terminal
         ]  # fmt: skip
         if mine:
-            return RunRef(output_path=output_path, prefix=prefix, artifact=identity, record=None, job_id=mine[-1].job_id)
+            return RunRef(
+                output_path=output_path, prefix=prefix, artifact=identity, record=None, job_id=mine[-1].job_id
+            )
     return None
 
 

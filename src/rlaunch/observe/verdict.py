@@ -63,14 +63,20 @@ def run_succeeded(s: RunStatus) -> Criterion:
     if s.state in ("running", "launching", "pending", "submitted"):
         why = f"state {s.state}: a run that has not ended is not a success"
     else:
-        why = f"state {s.state}" + (f": {s.failure}" if s.failure else "") + (f" ({s.state_reason})" if s.state_reason else "")
+        why = (
+            f"state {s.state}"
+            + (f": {s.failure}" if s.failure else "")
+            + (f" ({s.state_reason})" if s.state_reason else "")
+        )
     return Criterion(RUN_SUCCEEDED, False, why)
 
 
 def tasks_joined(s: RunStatus) -> Criterion:
     t = s.tasks
     if not t.expected_replicas:
-        return Criterion(TASKS_JOINED, False, "the launch document gives no allocation: cannot tell which replicas to expect")
+        return Criterion(
+            TASKS_JOINED, False, "the launch document gives no allocation: cannot tell which replicas to expect"
+        )
     problems = []
     if t.missing_replicas:
         replicas = {r.rank: r for r in (s.child.replicas if s.child else [])}
@@ -112,7 +118,9 @@ def is_staged_copy(path: str, configured: str | None, attempt_id: str | None) ->
         return same_path(path, configured)
     parts = os.path.normpath(path).split(os.sep)
     rel = os.path.normpath(configured).split(os.sep)
-    return os.path.isabs(path) and parts[-len(rel) :] == rel and (attempt_id is None or attempt_id in parts[: -len(rel)])
+    return (
+        os.path.isabs(path) and parts[-len(rel) :] == rel and (attempt_id is None or attempt_id in parts[: -len(rel)])
+    )
 
 
 def model_path_active(s: RunStatus) -> Criterion:
@@ -121,20 +129,28 @@ def model_path_active(s: RunStatus) -> Criterion:
         return Criterion(MODEL_PATH_ACTIVE, False, "the trainer wrote no model_load.json: it never loaded a model")
     problems = []
     if not m.configured_path or not is_staged_copy(m.configured_path, m.configured, s.attempt_id):
-        problems.append(f"the trainer was handed {m.configured_path!r}, not attempt {s.attempt_id}'s staged copy of {m.configured!r}")
+        problems.append(
+            f"the trainer was handed {m.configured_path!r}, not attempt {s.attempt_id}'s staged copy of {m.configured!r}"
+        )
     if not same_path(m.loaded_path, m.configured_path):
         problems.append(f"it loaded {m.loaded_path!r} instead of the configured {m.configured_path!r}")
     if m.identity != m.expected_identity:
         problems.append(f"it loaded identity {m.identity!r} but the document names {m.expected_identity!r}")
     weights = ""
     if m.expected_weight_files:
-        recorded = m.weight_files or ({next(iter(m.expected_weight_files)): m.weights_sha256} if len(m.expected_weight_files) == 1 and m.weights_sha256 else {})
+        recorded = m.weight_files or (
+            {next(iter(m.expected_weight_files)): m.weights_sha256}
+            if len(m.expected_weight_files) == 1 and m.weights_sha256
+            else {}
+        )
         compared = sorted(set(recorded) & set(m.expected_weight_files))
         differ = [n for n in compared if recorded[n] != m.expected_weight_files[n]]
         if differ:
             problems.append(f"weights {differ} differ from the sha256 the model artifact record lists")
         elif compared:
-            weights = f"; weights sha256 {_short(m.weights_sha256)} match the model artifact record ({len(compared)} file(s))"
+            weights = (
+                f"; weights sha256 {_short(m.weights_sha256)} match the model artifact record ({len(compared)} file(s))"
+            )
     if problems:
         return Criterion(MODEL_PATH_ACTIVE, False, "; ".join(problems))
     resumed = f" (resumed from step {m.resumed_from_step})" if m.resumed_from_step is not None else ""
@@ -153,7 +169,9 @@ def steps_advance(s: RunStatus) -> Criterion:
         loaded = " although the model was loaded" if s.model.recorded else ""
         return Criterion(STEPS_ADVANCE, False, f"no optimizer step recorded in {st.url or 'metrics.jsonl'}{loaded}")
     if st.count < 2:
-        return Criterion(STEPS_ADVANCE, False, f"only one optimizer step recorded (step {st.latest_step}): steps have not advanced")
+        return Criterion(
+            STEPS_ADVANCE, False, f"only one optimizer step recorded (step {st.latest_step}): steps have not advanced"
+        )
     if not st.increasing:
         return Criterion(STEPS_ADVANCE, False, f"steps in {st.url} are not strictly increasing")
     rate = f", {st.steps_per_minute:.1f} steps/min" if st.steps_per_minute else ""
@@ -167,8 +185,12 @@ def steps_advance(s: RunStatus) -> Criterion:
     if final is None:
         return Criterion(STEPS_ADVANCE, True, f"{span} (no final step configured)")
     if reached is None or reached < final:
-        return Criterion(STEPS_ADVANCE, False, f"{span}, but reached step {reached} of the configured final step {final}")
-    return Criterion(STEPS_ADVANCE, True, f"{span}; reached the configured final step {final} (trainer.max_training_steps)")
+        return Criterion(
+            STEPS_ADVANCE, False, f"{span}, but reached step {reached} of the configured final step {final}"
+        )
+    return Criterion(
+        STEPS_ADVANCE, True, f"{span}; reached the configured final step {final} (trainer.max_training_steps)"
+    )
 
 
 def terminal_metadata(s: RunStatus) -> Criterion:
@@ -182,11 +204,17 @@ def terminal_metadata(s: RunStatus) -> Criterion:
     else:
         digest = c.latest_meta.get("runtime_digest")
         if digest != s.runtime_digest:
-            problems.append(f"checkpoint step {c.latest_step} was written by runtime digest {_short(digest)}, not the run's {_short(s.runtime_digest)}")
+            problems.append(
+                f"checkpoint step {c.latest_step} was written by runtime digest {_short(digest)}, not the run's {_short(s.runtime_digest)}"
+            )
         elif s.steps.latest_step is not None and c.latest_step != s.steps.latest_step:
-            problems.append(f"the latest checkpoint is step {c.latest_step} but training reached step {s.steps.latest_step}: no terminal checkpoint")
+            problems.append(
+                f"the latest checkpoint is step {c.latest_step} but training reached step {s.steps.latest_step}: no terminal checkpoint"
+            )
         else:
-            found.append(f"checkpoint step {c.latest_step} (latest) carries runtime digest {_short(digest)} = the run's")
+            found.append(
+                f"checkpoint step {c.latest_step} (latest) carries runtime digest {_short(digest)} = the run's"
+            )
     t = s.terminal
     if not t.exists:
         problems.append(f"no terminal manifest at {t.uri}")

@@ -358,7 +358,12 @@ def _pip_install(python: str, lock: Path, total: int, name: str, say: Progress) 
                 )
 
     process = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     beat = threading.Thread(target=heartbeat, daemon=True)
     beat.start()
@@ -372,7 +377,7 @@ def _pip_install(python: str, lock: Path, total: int, name: str, say: Progress) 
                 package = _package_name(match.group(2))
                 if package not in collected:
                     collected.add(package)
-                    state["seen"] = len(collected)
+                    state["seen"] = min(len(collected), total)
                     if state["seen"] == 1 or state["seen"] % 10 == 0:
                         emit(f"installing runtime {name}: collecting {state['seen']}/{total} packages ({package})")
             elif line.startswith("Installing collected packages:"):

@@ -234,10 +234,13 @@ def unsupported_settings(profile: RuntimeProfile, recipe: Mapping[str, Any]) -> 
         if not caps.honours(key):
             if not _same_value(value, default):
                 out.append(
-                    (key, value, f"runtime {profile.name!r} does not honour this key; only the base-config default {default!r} is accepted")
+                    (
+                        key,
+                        value,
+                        f"runtime {profile.name!r} does not honour this key; only the base-config default {default!r} is accepted",
+                    )
                 )
         elif not caps.accepts(key, value):
             allowed = list(caps.allowed_values[key]) if caps.allowed_values else []
             out.append((key, value, f"runtime {profile.name!r} accepts only {allowed!r}"))
     return sorted(out, key=lambda item: item[0])
-

@@ -18,7 +18,7 @@ class PreflightError(ValueError):
         message: str,
         fix: str,
         values: Mapping[str, Any] | None = None,
-        violations: Sequence["PreflightError"] = (),
+        violations: Sequence[PreflightError] = (),
     ) -> None:
         self.code = code
         self.fields = tuple(fields)
@@ -48,12 +48,20 @@ class PreflightError(ValueError):
         return [v.code for v in self.violations]
 
     @classmethod
-    def combine(cls, violations: Sequence["PreflightError"]) -> "PreflightError":
+    def combine(cls, violations: Sequence[PreflightError]) -> PreflightError:
         flat = [leaf for v in violations for leaf in v.violations]
         if len(flat) == 1:
             return flat[0]
         fields = tuple(dict.fromkeys(f for v in flat for f in v.fields))
-        return cls("preflight.violations", fields, f"{len(flat)} violations", "fix each listed violation", violations=flat)
+        return cls(
+            "preflight.violations", fields, f"{len(flat)} violations", "fix each listed violation", violations=flat
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"code": self.code, "fields": list(self.fields), "values": self.values, "message": self.message, "fix": self.fix}
+        return {
+            "code": self.code,
+            "fields": list(self.fields),
+            "values": self.values,
+            "message": self.message,
+            "fix": self.fix,
+        }

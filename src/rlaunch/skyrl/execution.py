@@ -121,7 +121,11 @@ class RaySkyRLExecution(SkyRLExecution):
             require_str(owner, name, getattr(self, name), allow_none=True)
         for name in ("excludes", "pip"):
             value = getattr(self, name)
-            if isinstance(value, str) or not isinstance(value, (tuple, list)) or not all(isinstance(v, str) and v for v in value):
+            if (
+                isinstance(value, str)
+                or not isinstance(value, (tuple, list))
+                or not all(isinstance(v, str) and v for v in value)
+            ):
                 raise TypeError(f"{owner}.{name} must be a tuple of strings, got {value!r}")
             object.__setattr__(self, name, tuple(value))
         if self.address is not None and self.address.startswith("ray://"):

@@ -8,8 +8,8 @@ from rlaunch.artifacts import storage
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.launch_config.layout import RunPaths, latest_checkpoint, temporary_root
 from rlaunch.launch_config.recipe import compose, get_path
-from rlaunch.skyrl.execution import SkyRLExecution
 from rlaunch.launch_config.resume import foreign_checkpoint, refusal
+from rlaunch.skyrl.execution import SkyRLExecution
 from rlaunch.skyrl.spec import SkyRLSpec
 
 
@@ -44,17 +44,29 @@ def describe_step(spec: SkyRLSpec, execution: SkyRLExecution, config: dict[str, 
     rows = [
         ("runtime", f"{profile.name}  source digest {spec.runtime.source_digest}"),
         ("entrypoint", f"{spec.entrypoint} -> {profile.entrypoint_module(spec.entrypoint)} (strategy {geo.strategy})"),
-        ("allocation", f"{topo.num_nodes} node(s) x {topo.gpus_per_node} {unit}; per node {execution.cpu:g} CPU, {execution.memory} memory, {execution.disk} disk; backend {execution.backend}"),
+        (
+            "allocation",
+            f"{topo.num_nodes} node(s) x {topo.gpus_per_node} {unit}; per node {execution.cpu:g} CPU, {execution.memory} memory, {execution.disk} disk; backend {execution.backend}",
+        ),
         ("role geometry", _geometry(plan, geo)),
-        ("batch sizes", f"train {plan.train_batch_size} prompts, mini {plan.policy_mini_batch_size}, micro {plan.micro_train_batch_size_per_gpu}/device, {plan.n_samples_per_prompt} samples/prompt"),
-        ("token budget", f"prompt {get_path(composed, 'trainer.max_prompt_length')} + response {get_path(composed, 'generator.sampling_params.max_generate_length')} tokens"),
+        (
+            "batch sizes",
+            f"train {plan.train_batch_size} prompts, mini {plan.policy_mini_batch_size}, micro {plan.micro_train_batch_size_per_gpu}/device, {plan.n_samples_per_prompt} samples/prompt",
+        ),
+        (
+            "token budget",
+            f"prompt {get_path(composed, 'trainer.max_prompt_length')} + response {get_path(composed, 'generator.sampling_params.max_generate_length')} tokens",
+        ),
         ("model", f"{spec.model.step.identity} (tokenizer revision {spec.model.tokenizer_revision})"),
     ]
     for label, sources in (("train data", spec.train_data), ("validation data", spec.validation_data)):
         rows.append((label, ", ".join(f"{s.step.identity}/{s.relative_path}".rstrip("/") for s in sources) or "none"))
     rows += [
         ("outputs", paths.output_path),
-        ("checkpoints", f"{paths.checkpoint_root} (keep {spec.retention.resume_checkpoint_count}, every {get_path(composed, 'trainer.ckpt_interval')} steps, resume_mode {get_path(composed, 'trainer.resume_mode')})"),
+        (
+            "checkpoints",
+            f"{paths.checkpoint_root} (keep {spec.retention.resume_checkpoint_count}, every {get_path(composed, 'trainer.ckpt_interval')} steps, resume_mode {get_path(composed, 'trainer.resume_mode')})",
+        ),
         ("exports", f"{paths.export_root} (export_hf={document['run']['export_hf']})"),
         ("terminal manifest", paths.terminal_manifest_uri),
         ("resume", _resume_line(spec, prefix, paths)),

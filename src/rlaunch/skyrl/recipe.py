@@ -64,15 +64,27 @@ LAUNCHER_OWNED: dict[str, str] = {
 def parse_config_yaml(text: str) -> dict[str, Any]:
     """The recipe mapping, or a PreflightError saying why the YAML is not one."""
     if not isinstance(text, str):
-        raise PreflightError("recipe.not_text", ["config_yaml"], f"config_yaml must be YAML text, got {type(text).__name__}", "pass the recipe as a YAML string")
+        raise PreflightError(
+            "recipe.not_text",
+            ["config_yaml"],
+            f"config_yaml must be YAML text, got {type(text).__name__}",
+            "pass the recipe as a YAML string",
+        )
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise PreflightError("recipe.invalid_yaml", ["config_yaml"], f"config_yaml is not valid YAML: {exc}", "fix the YAML syntax") from exc
+        raise PreflightError(
+            "recipe.invalid_yaml", ["config_yaml"], f"config_yaml is not valid YAML: {exc}", "fix the YAML syntax"
+        ) from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise PreflightError("recipe.not_mapping", ["config_yaml"], "config_yaml must contain a mapping at the document root", "write the recipe as `trainer: ...`, `generator: ...` sections")
+        raise PreflightError(
+            "recipe.not_mapping",
+            ["config_yaml"],
+            "config_yaml must contain a mapping at the document root",
+            "write the recipe as `trainer: ...`, `generator: ...` sections",
+        )
     return data
 
 
@@ -125,7 +137,11 @@ def render_recipe(recipe: Mapping[str, Any], plan: SkyRLRolePlan, profile: Runti
     for key, value in PLAN_KEYS.items():
         set_path(rendered, key, value(plan))
     strategy = get_path(rendered, "trainer.strategy", None)
-    set_path(rendered, "trainer.strategy", profile.canonical_strategy(strategy) if isinstance(strategy, str) else profile.strategy)
+    set_path(
+        rendered,
+        "trainer.strategy",
+        profile.canonical_strategy(strategy) if isinstance(strategy, str) else profile.strategy,
+    )
     if not has_path(rendered, "trainer.micro_forward_batch_size_per_gpu"):
         set_path(rendered, "trainer.micro_forward_batch_size_per_gpu", plan.micro_train_batch_size_per_gpu)
     set_path(rendered, "trainer.seed", seed)

@@ -40,6 +40,19 @@ def run_paths(spec: SkyRLSpec, ctx: StepContext) -> RunPaths:
     return RunPaths.derive(ctx.output_path, temp)
 
 
+def allocation(spec: SkyRLSpec, execution: SkyRLExecution) -> Allocation:
+    """The physical gang: the topology's shape with the execution's per-node host resources."""
+    topology = spec.topology
+    return Allocation(
+        num_nodes=topology.num_nodes,
+        gpus_per_node=topology.gpus_per_node,
+        gpu_variant=topology.gpu_variant,
+        cpu=float(execution.cpu),
+        memory=execution.memory,
+        disk=execution.disk,
+    )
+
+
 def render_document(
     spec: SkyRLSpec, execution: SkyRLExecution | None, ctx: StepContext, *, attempt_id: str, export_hf: bool
 ) -> dict[str, Any]:
@@ -78,14 +91,7 @@ def render_document(
             ClusterSection(
                 backend=execution.backend,  # type: ignore[arg-type]
                 job_name=sanitize_job_name(f"{rid}-{attempt_id}"),
-                allocation=Allocation(
-                    num_nodes=topology.num_nodes,
-                    gpus_per_node=topology.gpus_per_node,
-                    gpu_variant=topology.gpu_variant,
-                    cpu=float(execution.cpu),
-                    memory=execution.memory,
-                    disk=execution.disk,
-                ),
+                allocation=allocation(spec, execution),
                 placement=dict(execution.placement()),
                 priority=execution.priority,
                 max_retries=execution.max_retries,

@@ -43,7 +43,12 @@ class SkyRLSpec:
         validate_name(self.name, field="SkyRLSpec.name")
         validate_version(self.version, field="SkyRLSpec.version")
         require_int("SkyRLSpec", "seed", self.seed)
-        for field_name, kind in (("runtime", SkyRLRuntime), ("model", ArtifactHfModel), ("topology", SkyRLTopology), ("retention", SkyRLRetentionPolicy)):
+        for field_name, kind in (
+            ("runtime", SkyRLRuntime),
+            ("model", ArtifactHfModel),
+            ("topology", SkyRLTopology),
+            ("retention", SkyRLRetentionPolicy),
+        ):
             if not isinstance(getattr(self, field_name), kind):
                 raise TypeError(f"SkyRLSpec.{field_name} must be a {kind.__name__}, got {getattr(self, field_name)!r}")
         for field_name in ("train_data", "validation_data", "compatible_checkpoint_digests"):
@@ -55,7 +60,9 @@ class SkyRLSpec:
                 raise TypeError(f"SkyRLSpec data sources must be ArtifactDataSource, got {source!r}")
         for digest in self.compatible_checkpoint_digests:
             require_str("SkyRLSpec", "compatible_checkpoint_digests[]", digest)
-        violations = check_plan(self.topology, self.recipe, self.runtime.runtime_profile, seed=self.seed, model=self.model.stored_facts())
+        violations = check_plan(
+            self.topology, self.recipe, self.runtime.runtime_profile, seed=self.seed, model=self.model.stored_facts()
+        )
         if violations:
             raise PreflightError.combine(violations)
 

@@ -59,7 +59,9 @@ def skyrl_step(spec: SkyRLSpec, execution: SkyRLExecution, export_hf: bool = Fal
     if not isinstance(spec, SkyRLSpec):
         raise TypeError(f"skyrl_step needs a SkyRLSpec, got {spec!r}")
     if not isinstance(execution, SkyRLExecution):
-        raise TypeError(f"skyrl_step needs an execution (LocalSkyRLExecution, RaySkyRLExecution, IrisSkyRLExecution), got {execution!r}")
+        raise TypeError(
+            f"skyrl_step needs an execution (LocalSkyRLExecution, RaySkyRLExecution, IrisSkyRLExecution), got {execution!r}"
+        )
     _check_execution(spec, execution)
 
     def build_config(ctx: StepContext) -> dict[str, Any]:

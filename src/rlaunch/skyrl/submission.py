@@ -17,5 +17,7 @@ def submission_problems(spec: SkyRLSpec, prefix: str) -> list[str]:
         problems.append(f"{spec.name}@{spec.version}: {refusal}")
     composed, _ = compose(spec.runtime.runtime_profile.base_config(), spec.rendered_recipe())
     if get_path(composed, "trainer.logger") == "wandb" and not os.environ.get("WANDB_API_KEY"):
-        problems.append(f"{spec.name}@{spec.version}: trainer.logger is wandb but WANDB_API_KEY is not set here, so it cannot be forwarded")
+        problems.append(
+            f"{spec.name}@{spec.version}: trainer.logger is wandb but WANDB_API_KEY is not set here, so it cannot be forwarded"
+        )
     return problems

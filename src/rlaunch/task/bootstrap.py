@@ -63,7 +63,14 @@ def final_document(doc: schema.SkyRLLaunchConfig, staged: dict[str, str]) -> dic
     set_path(skyrl, "trainer.policy.model.path", model_path)
     set_path(skyrl, "trainer.ref.model.path", model_path)
     for key, sources in (("data.train_data", doc.inputs.train_data), ("data.val_data", doc.inputs.validation_data)):
-        set_path(skyrl, key, [os.path.join(staged[d.local_path], d.relative_path) if d.relative_path else staged[d.local_path] for d in sources])
+        set_path(
+            skyrl,
+            key,
+            [
+                os.path.join(staged[d.local_path], d.relative_path) if d.relative_path else staged[d.local_path]
+                for d in sources
+            ],
+        )
     return doc.replace_skyrl(skyrl).to_dict()
 
 

@@ -18,29 +18,14 @@ from collections.abc import Callable
 from rlaunch.artifacts import records, storage
 
 MANIFEST = ".rlaunch-staged.json"
-_RECORD_SEARCH_DEPTH = 6
 
 
 class StagingError(RuntimeError):
     pass
 
 
-def find_record(uri: str) -> dict | None:
-    """The artifact record at `uri` or the nearest one above it (an export inside an RL artifact)."""
-    current = uri.rstrip("/")
-    for _ in range(_RECORD_SEARCH_DEPTH):
-        record = records.read_record(current)
-        if record is not None:
-            return record
-        parent = current.rsplit("/", 1)[0]
-        if parent == current or not parent or parent.endswith(":/"):
-            return None
-        current = parent
-    return None
-
-
 def verify_identity(uri: str, identity: str) -> dict:
-    record = find_record(uri)
+    record = records.find_record(uri)
     if record is None:
         raise StagingError(f"{uri} has no artifact record; it is not the artifact {identity}")
     expected_name, _, fingerprint = identity.partition(":")

@@ -1,9 +1,7 @@
-"""Process liveness and process-group shutdown.
+"""Process-group liveness and shutdown.
 
 A replica is the leader of its own process group, so stopping it means signalling the group:
-that also reaches anything it spawned. Liveness reads /proc where it exists, because a zombie
-(dead, not yet reaped by whoever inherited it) still answers `kill(pid, 0)`, and a pid can be
-reused: a supervisor is identified by pid *and* start time.
+that also reaches anything it spawned. (Single-process liveness lives in `rlaunch.processes`.)
 """
 
 from __future__ import annotations
@@ -14,39 +12,9 @@ import signal
 import time
 from collections.abc import Callable, Iterable
 
-_PROC = "/proc"
+from rlaunch.processes import PROC_ROOT, process_alive, process_identity, stat_fields
 
-
-def _stat_fields(pid: int) -> list[str] | None:
-    """Fields of /proc/<pid>/stat after the command name, or None when there is no such entry."""
-    try:
-        with open(f"{_PROC}/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return text.rpartition(")")[2].split()
-
-
-def process_identity(pid: int) -> str | None:
-    """The process's start time (clock ticks since boot) where /proc exists; None elsewhere."""
-    fields = _stat_fields(pid) if os.path.isdir(_PROC) else None
-    return fields[19] if fields else None
-
-
-def process_alive(pid: int, identity: str | None = None) -> bool:
-    """True while `pid` runs and (when `identity` is given and checkable) is still the same process."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    if not os.path.isdir(_PROC):
-        return True
-    fields = _stat_fields(pid)
-    if fields is None or fields[0] in ("Z", "X"):
-        return False
-    return identity is None or fields[19] == identity
+__all__ = ["group_alive", "process_alive", "process_identity", "stop_groups"]
 
 
 def group_alive(pgid: int) -> bool:
@@ -57,11 +25,11 @@ def group_alive(pgid: int) -> bool:
         return False
     except PermissionError:
         return True
-    if not os.path.isdir(_PROC):
+    if not os.path.isdir(PROC_ROOT):
         return True
-    for entry in os.listdir(_PROC):
+    for entry in os.listdir(PROC_ROOT):
         if entry.isdigit():
-            fields = _stat_fields(int(entry))
+            fields = stat_fields(int(entry))
             if fields and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
                 return True
     return False

@@ -18,12 +18,10 @@ without it is an aborted submission and is ignored.
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import re
 import secrets
-import socket
 import string
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rlaunch.cluster.protocol import JobNotFoundError
+from rlaunch.processes import actor
 
 _JOB_ID = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 _SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
@@ -40,15 +39,6 @@ _SUFFIX_LENGTH = 6
 def now_iso() -> str:
     """UTC timestamps, millisecond precision: sortable as strings and readable in a terminal."""
     return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-def actor() -> dict[str, Any]:
-    """Who is acting (submitting, cancelling): recorded so a stopped job says by whom."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    return {"user": user, "host": socket.gethostname(), "pid": os.getpid()}
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:

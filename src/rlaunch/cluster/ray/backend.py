@@ -53,7 +53,15 @@ from rlaunch.cluster.protocol import (
     ReplicaStatus,
     Resources,
 )
-from rlaunch.cluster.ray.capacity import Fit, Node, auto_strategy, bundle_for, check_fits, check_fits_beside, fetch_nodes
+from rlaunch.cluster.ray.capacity import (
+    Fit,
+    Node,
+    auto_strategy,
+    bundle_for,
+    check_fits,
+    check_fits_beside,
+    fetch_nodes,
+)
 from rlaunch.cluster.ray.common import (
     ADDRESS_ENV,
     CHECK_CAPACITY_ENV,
@@ -270,7 +278,9 @@ class RayBackend:
             try:
                 self._client = JobSubmissionClient(self._jobs_address)
             except Exception as exc:  # noqa: BLE001 - ray raises several kinds for "not a Ray cluster"
-                raise RayClusterUnreachableError(f"cannot use the Ray Jobs API at {self._jobs_address}: {exc}") from None
+                raise RayClusterUnreachableError(
+                    f"cannot use the Ray Jobs API at {self._jobs_address}: {exc}"
+                ) from None
         return self._client
 
     def _status_store(self) -> StatusStore | None:
@@ -371,10 +381,21 @@ class RayBackend:
             return self._fit(spec, parent, placement, force=True).strategy
         strategy = "PACK" if placement == ENTRYPOINT else self.strategy
         nodes = self._nodes()
-        return check_fits_beside(spec, beside, nodes, strategy=strategy, cluster=f"the Ray cluster at {self.address}").strategy
+        return check_fits_beside(
+            spec, beside, nodes, strategy=strategy, cluster=f"the Ray cluster at {self.address}"
+        ).strategy
 
     def _check_spec_env(self, spec: JobSpec) -> None:
-        owned = {*self.environment(), JOB_ID_ENV, WORLD_SIZE_ENV, RANK_ENV, RENDEZVOUS_ENV, GANG_ENV, NODE_ID_ENV, NODE_IP_ENV}
+        owned = {
+            *self.environment(),
+            JOB_ID_ENV,
+            WORLD_SIZE_ENV,
+            RANK_ENV,
+            RENDEZVOUS_ENV,
+            GANG_ENV,
+            NODE_ID_ENV,
+            NODE_IP_ENV,
+        }
         clashes = sorted(set(spec.env) & owned)
         if clashes:
             raise ValueError(f"JobSpec.env sets {clashes}, which the ray backend sets for every replica; remove them")
@@ -393,7 +414,9 @@ class RayBackend:
         except RayClusterUnreachableError:
             raise
         except Exception as exc:  # noqa: BLE001 - the state API failed in one of several ways
-            raise RayClusterUnreachableError(f"cannot read the nodes of the Ray cluster at {self.address}: {exc}") from None
+            raise RayClusterUnreachableError(
+                f"cannot read the nodes of the Ray cluster at {self.address}: {exc}"
+            ) from None
 
     def _fit(self, spec: JobSpec, parent: str | None, placement: str, force: bool = False) -> Fit:
         strategy = "PACK" if placement == ENTRYPOINT else self.strategy
@@ -407,7 +430,9 @@ class RayBackend:
             chosen = auto_strategy(spec, nodes) if strategy == "auto" else strategy
             return Fit(strategy=chosen, bundle=bundle_for(spec.resources))
         reserved = self._held_by_ancestors(parent) if parent else {}
-        return check_fits(spec, nodes, strategy=strategy, reserved=reserved, cluster=f"the Ray cluster at {self.address}")
+        return check_fits(
+            spec, nodes, strategy=strategy, reserved=reserved, cluster=f"the Ray cluster at {self.address}"
+        )
 
     def _held_by_ancestors(self, parent: str) -> dict[str, dict[str, float]]:
         """Entrypoint resources the job's ancestors hold (on their driver's node) while it runs."""
@@ -488,7 +513,9 @@ class RayBackend:
         if ray_state == "STOPPED" or info.driver_exit_code == EXIT_CANCELLED:
             request = self._cancel_request(info.submission_id)
             why = _outcome_line(info.message)
-            return JobState.CANCELLED, cancel_message(request) if request else (why or "stopped through the Ray Jobs API")
+            return JobState.CANCELLED, cancel_message(request) if request else (
+                why or "stopped through the Ray Jobs API"
+            )
         if ray_state == "SUCCEEDED":
             return JobState.SUCCEEDED, None
         return JobState.FAILED, _outcome_line(info.message) or (info.message or "the Ray job failed").strip()[-2000:]
@@ -515,7 +542,9 @@ class RayBackend:
         meta = info.metadata or {}
         replicas = int(meta.get(META_REPLICAS) or 1)
         state, message = self._state(info, record, store_known)
-        rows = (record or {}).get("replicas") or [{"rank": r, "state": JobState.PENDING.value, "attempts": 0} for r in range(replicas)]
+        rows = (record or {}).get("replicas") or [
+            {"rank": r, "state": JobState.PENDING.value, "attempts": 0} for r in range(replicas)
+        ]
         statuses = []
         for row in rows:
             replica_state = JobState(row["state"])
@@ -553,7 +582,9 @@ class RayBackend:
     def status(self, job_id: str) -> JobStatus:
         info = self._info(job_id)
         records, known = self._records([job_id])
-        children = sorted(j.submission_id for j in self._rlaunch_jobs() if (j.metadata or {}).get(META_PARENT) == job_id)
+        children = sorted(
+            j.submission_id for j in self._rlaunch_jobs() if (j.metadata or {}).get(META_PARENT) == job_id
+        )
         return self._build(info, records.get(job_id), known, children)
 
     def _ended(self, job_id: str) -> bool:
@@ -581,7 +612,9 @@ class RayBackend:
             raise ValueError(f"job {job_id} has replicas 0..{replicas - 1}; there is no replica {replica}")
         if tail is not None and tail < 0:
             raise ValueError(f"tail={tail} cannot be negative")
-        return read_logs(self.client, job_id, rank=replica, follow=follow, tail=tail, finished=lambda: self._ended(job_id))
+        return read_logs(
+            self.client, job_id, rank=replica, follow=follow, tail=tail, finished=lambda: self._ended(job_id)
+        )
 
     def list_jobs(self) -> list[JobStatus]:
         jobs = self._rlaunch_jobs()
@@ -591,7 +624,9 @@ class RayBackend:
             parent = (job.metadata or {}).get(META_PARENT)
             if parent:
                 children.setdefault(parent, []).append(job.submission_id)
-        statuses = [self._build(j, records.get(j.submission_id), known, sorted(children.get(j.submission_id, []))) for j in jobs]
+        statuses = [
+            self._build(j, records.get(j.submission_id), known, sorted(children.get(j.submission_id, []))) for j in jobs
+        ]
         return sorted(statuses, key=lambda s: (s.submitted_at or "", s.job_id))
 
     # -- stopping ------------------------------------------------------------------------------

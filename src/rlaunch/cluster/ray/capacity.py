@@ -69,8 +69,12 @@ def _show(resource: str, amount: float) -> str:
 
 
 def _describe(bundle: Mapping[str, float]) -> str:
-    return ", ".join(f"{_show(k, v)} {k}" for k, v in bundle.items() if not k.startswith(ACCELERATOR_TYPE_PREFIX)) + "".join(
-        f", accelerator type {k.removeprefix(ACCELERATOR_TYPE_PREFIX)}" for k in bundle if k.startswith(ACCELERATOR_TYPE_PREFIX)
+    return ", ".join(
+        f"{_show(k, v)} {k}" for k, v in bundle.items() if not k.startswith(ACCELERATOR_TYPE_PREFIX)
+    ) + "".join(
+        f", accelerator type {k.removeprefix(ACCELERATOR_TYPE_PREFIX)}"
+        for k in bundle
+        if k.startswith(ACCELERATOR_TYPE_PREFIX)
     )
 
 
@@ -140,7 +144,9 @@ def check_fits(
                 f"replica; the cluster has {len(fitting)} (of {len(nodes)} alive)"
             )
         elif chosen == "STRICT_PACK" and not any(_copies(available[node.node_id], bundle) >= n for node in nodes):
-            problems.append(f"nodes: STRICT_PACK puts all {n} replicas on one node, and no node fits {n} of them{after}")
+            problems.append(
+                f"nodes: STRICT_PACK puts all {n} replicas on one node, and no node fits {n} of them{after}"
+            )
         elif chosen in ("PACK", "SPREAD") and sum(_copies(available[node.node_id], bundle) for node in nodes) < n:
             for resource, need in bundle.items():
                 total = sum(max(available[node.node_id].get(resource, 0.0), 0.0) for node in nodes)
@@ -157,7 +163,11 @@ def check_fits(
     if problems:
         nodes_text = "; ".join(
             f"{node.ip}{' (head)' if node.is_head else ''}: "
-            + ", ".join(f"{_show(k, v)} {k}" for k, v in sorted(node.resources.items()) if k in ("CPU", "GPU", "memory") or k.startswith(ACCELERATOR_TYPE_PREFIX))
+            + ", ".join(
+                f"{_show(k, v)} {k}"
+                for k, v in sorted(node.resources.items())
+                if k in ("CPU", "GPU", "memory") or k.startswith(ACCELERATOR_TYPE_PREFIX)
+            )
             for node in nodes
         )
         raise CapacityError(f"{header}\n  " + "\n  ".join(problems) + f"\n  (alive nodes: {nodes_text})\n{hint}")

@@ -255,7 +255,9 @@ class Gang:
                 return stop
             if deadline is not None and time.monotonic() >= deadline:
                 return _Outcome(
-                    JobState.FAILED, f"timed out after {self.timeout:g}s (timeout_seconds); stopped every replica", JobState.FAILED
+                    JobState.FAILED,
+                    f"timed out after {self.timeout:g}s (timeout_seconds); stopped every replica",
+                    JobState.FAILED,
                 )
             if all(r.state == JobState.SUCCEEDED for r in self.replicas):
                 return _Outcome(JobState.SUCCEEDED, None, JobState.SUCCEEDED)
@@ -324,7 +326,9 @@ class Gang:
         options: dict[str, Any] = {
             "num_cpus": bundle.get("CPU", 0),
             "num_gpus": bundle.get("GPU", 0),
-            "scheduling_strategy": PlacementGroupSchedulingStrategy(self.placement_group, placement_group_bundle_index=replica.rank),
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                self.placement_group, placement_group_bundle_index=replica.rank
+            ),
         }
         if "memory" in bundle:
             options["memory"] = bundle["memory"]
@@ -409,7 +413,11 @@ class Gang:
         replica.exit_codes.append(code)
         replica.finished_at = now_iso()
         if self.stopping:
-            replica.state = JobState.SUCCEEDED if code == 0 and self.stopping.state == JobState.SUCCEEDED else self.stopping.unfinished_become
+            replica.state = (
+                JobState.SUCCEEDED
+                if code == 0 and self.stopping.state == JobState.SUCCEEDED
+                else self.stopping.unfinished_become
+            )
             return None
         if code == 0:
             replica.state = JobState.SUCCEEDED
@@ -432,7 +440,11 @@ class Gang:
         """The Ray job was stopped (a signal), or this child's parent job has ended."""
         if _SIGNALS:
             request = self._cancel_request()
-            message = cancel_message(request) if request else f"stopped through the Ray Jobs API (the driver got {_SIGNALS[0]})"
+            message = (
+                cancel_message(request)
+                if request
+                else f"stopped through the Ray Jobs API (the driver got {_SIGNALS[0]})"
+            )
             return _Outcome(JobState.CANCELLED, message, JobState.CANCELLED)
         if self.parent and time.monotonic() >= self.next_parent_check:
             self.next_parent_check = time.monotonic() + PARENT_CHECK_SECONDS
@@ -548,7 +560,10 @@ class Gang:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) < 2 or args[0] != "--":
-        print("usage: python -m rlaunch.cluster.ray.gang -- ARGV...  (gang description in $RLAUNCH_RAY_GANG)", file=sys.stderr)
+        print(
+            "usage: python -m rlaunch.cluster.ray.gang -- ARGV...  (gang description in $RLAUNCH_RAY_GANG)",
+            file=sys.stderr,
+        )
         return 2
     install_signal_handlers()
     config = json.loads(os.environ[GANG_ENV])

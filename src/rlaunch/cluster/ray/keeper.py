@@ -117,7 +117,9 @@ def keep(status_fd: int) -> int:
     argv = [str(a) for a in request["argv"]]
     grace = float(request.get("grace") or 5.0)
     try:
-        proc = subprocess.Popen(argv, env=dict(request["env"]), cwd=request.get("cwd") or None, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            argv, env=dict(request["env"]), cwd=request.get("cwd") or None, stdin=subprocess.DEVNULL
+        )
     except OSError as exc:
         print(f"[rlaunch] could not start {argv[0]!r}: {exc}", flush=True)
         return START_FAILED_EXIT

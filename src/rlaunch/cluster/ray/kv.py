@@ -79,7 +79,11 @@ class StatusStore:
 
     def put_state(self, job_id: str, record: dict[str, Any]) -> None:
         self._client.internal_kv_put(
-            state_key(job_id).encode(), dumps(record).encode(), True, namespace=KV_NAMESPACE.encode(), timeout=CALL_TIMEOUT_SECONDS
+            state_key(job_id).encode(),
+            dumps(record).encode(),
+            True,
+            namespace=KV_NAMESPACE.encode(),
+            timeout=CALL_TIMEOUT_SECONDS,
         )
 
     def cancel_request(self, job_id: str) -> dict[str, Any] | None:
@@ -89,15 +93,25 @@ class StatusStore:
     def request_cancel(self, job_id: str, record: dict[str, Any]) -> bool:
         """Record a cancel request unless one exists (the first names who really cancelled)."""
         added = self._client.internal_kv_put(
-            cancel_key(job_id).encode(), dumps(record).encode(), False, namespace=KV_NAMESPACE.encode(), timeout=CALL_TIMEOUT_SECONDS
+            cancel_key(job_id).encode(),
+            dumps(record).encode(),
+            False,
+            namespace=KV_NAMESPACE.encode(),
+            timeout=CALL_TIMEOUT_SECONDS,
         )
         return bool(added)
 
     def put_rendezvous(self, job_id: str, address: str) -> None:
         self._client.internal_kv_put(
-            rendezvous_key(job_id).encode(), address.encode(), True, namespace=KV_NAMESPACE.encode(), timeout=CALL_TIMEOUT_SECONDS
+            rendezvous_key(job_id).encode(),
+            address.encode(),
+            True,
+            namespace=KV_NAMESPACE.encode(),
+            timeout=CALL_TIMEOUT_SECONDS,
         )
 
     def rendezvous(self, job_id: str) -> str | None:
-        raw = self._client.internal_kv_get(rendezvous_key(job_id).encode(), namespace=KV_NAMESPACE.encode(), timeout=CALL_TIMEOUT_SECONDS)
+        raw = self._client.internal_kv_get(
+            rendezvous_key(job_id).encode(), namespace=KV_NAMESPACE.encode(), timeout=CALL_TIMEOUT_SECONDS
+        )
         return None if raw is None else raw.decode()

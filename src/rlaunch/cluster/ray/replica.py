@@ -232,7 +232,9 @@ def run_attempt(
                 gone_at = gone_at or time.monotonic()
                 if time.monotonic() - gone_at > DRAIN_SECONDS:
                     output_open = False
-            if pending and (not output_open or len(pending) >= BATCH_LINES or time.monotonic() - last_flush >= BATCH_SECONDS):
+            if pending and (
+                not output_open or len(pending) >= BATCH_LINES or time.monotonic() - last_flush >= BATCH_SECONDS
+            ):
                 yield ("out", pending)
                 pending, last_flush = [], time.monotonic()
         selector.close()

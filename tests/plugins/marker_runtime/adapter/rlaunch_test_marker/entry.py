@@ -44,10 +44,23 @@ def run(skyrl: dict) -> int:
     ckpt_root, export_root = _get(skyrl, "trainer.ckpt_path"), _get(skyrl, "trainer.export_path")
     final_step = _get(skyrl, "trainer.max_training_steps") or 2
     interval, keep = _get(skyrl, "trainer.ckpt_interval"), _get(skyrl, "trainer.max_ckpts_to_keep")
-    _write(f"{attempt}/joined/trainer-rank-0.json", {"rank": 0, "world_size": 1, "host": socket.gethostname(), "pid": os.getpid(), "time": time.time()})
+    _write(
+        f"{attempt}/joined/trainer-rank-0.json",
+        {"rank": 0, "world_size": 1, "host": socket.gethostname(), "pid": os.getpid(), "time": time.time()},
+    )
     loaded = "/elsewhere/model" if scenario == "wrong_model" else os.path.realpath(model)
-    _write(f"{attempt}/model_load.json", {"configured_path": model, "loaded_path": loaded, "identity": os.environ.get("RLAUNCH_MODEL_IDENTITY"), "time": time.time()})
-    credentials = {k: hashlib.sha256(os.environ[k].encode()).hexdigest() for k in ("HF_TOKEN", "WANDB_API_KEY") if k in os.environ}
+    _write(
+        f"{attempt}/model_load.json",
+        {
+            "configured_path": model,
+            "loaded_path": loaded,
+            "identity": os.environ.get("RLAUNCH_MODEL_IDENTITY"),
+            "time": time.time(),
+        },
+    )
+    credentials = {
+        k: hashlib.sha256(os.environ[k].encode()).hexdigest() for k in ("HF_TOKEN", "WANDB_API_KEY") if k in os.environ
+    }
     _write(f"{attempt}/marker.json", {
         "skyrl": skyrl,
         "model_files": sorted(os.listdir(model)),
@@ -69,7 +82,20 @@ def run(skyrl: dict) -> int:
             return 3
         time.sleep(0.5 if scenario == "slow" else 0.05)
         with open(f"{attempt}/metrics.jsonl", "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"step": step, "loss": 1.0 / step, "reward_mean": step / final_step, "reward_std": 0.1, "kl": 0.01 * step, "learning_rate": 1e-3, "time": time.time()}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "step": step,
+                        "loss": 1.0 / step,
+                        "reward_mean": step / final_step,
+                        "reward_std": 0.1,
+                        "kl": 0.01 * step,
+                        "learning_rate": 1e-3,
+                        "time": time.time(),
+                    }
+                )
+                + "\n"
+            )
         if step % interval == 0 or step == final_step:
             directory = os.path.join(ckpt_root, f"global_step_{step}")
             _write(os.path.join(directory, "rlaunch_checkpoint.json"), {"global_step": step, "runtime_digest": digest})

@@ -69,7 +69,9 @@ class CheckpointStore:
         """Copy a finished local Trainer checkpoint to `global_step_<step>/`, then move `latest`."""
         import os
 
-        storage.write_json_atomic(os.path.join(local_dir, INFO_FILE), {"global_step": step, "written_at": time.time(), **info})
+        storage.write_json_atomic(
+            os.path.join(local_dir, INFO_FILE), {"global_step": step, "written_at": time.time(), **info}
+        )
         destination = self.step_dir(step)
         storage.publish_dir(local_dir, destination, last=[INFO_FILE])
         storage.write_bytes_atomic(storage.join(self.root, LATEST_FILE), f"{step}\n".encode())
@@ -90,9 +92,7 @@ class CheckpointStore:
         return doomed
 
 
-def check_digest(
-    store: CheckpointStore, step: int, info: dict[str, Any], current: str, compatible: list[str]
-) -> None:
+def check_digest(store: CheckpointStore, step: int, info: dict[str, Any], current: str, compatible: list[str]) -> None:
     """Refuse a checkpoint written by another runtime source, unless declared compatible."""
     written = info.get("runtime_digest")
     if not current:

@@ -49,7 +49,9 @@ def score(
     try:
         for start in range(0, len(rows), max(1, batch_size)):
             batch = rows[start : start + max(1, batch_size)]
-            texts = [tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) for r in batch]
+            texts = [
+                tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) for r in batch
+            ]
             encoded = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
             kwargs = {"max_new_tokens": max_new_tokens, "do_sample": do_sample, "pad_token_id": tokenizer.pad_token_id}
             if do_sample:
@@ -114,7 +116,13 @@ def evaluate(
     if samples > 1 and temperature <= 0:
         raise SystemExit("--samples > 1 needs --temperature > 0")
     scores, example = score(
-        model, tokenizer, rows, max_new_tokens=max_new_tokens, batch_size=batch_size, temperature=temperature, samples=samples
+        model,
+        tokenizer,
+        rows,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        temperature=temperature,
+        samples=samples,
     )
     weights = {name: sha256_file(os.path.join(model_dir, name)) for name in weight_files(model_dir)}
     return {
@@ -134,7 +142,9 @@ def evaluate(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rlaunch_trl_cpu.evaluate", description="score a model with a reward")
+    parser = argparse.ArgumentParser(
+        prog="python -m rlaunch_trl_cpu.evaluate", description="score a model with a reward"
+    )
     parser.add_argument("--model", required=True)
     parser.add_argument("--data", required=True)
     parser.add_argument("--env-class", required=True)

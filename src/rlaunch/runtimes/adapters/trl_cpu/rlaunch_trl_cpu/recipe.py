@@ -255,20 +255,30 @@ def unsupported(skyrl: dict[str, Any], defaults: dict[str, Any]) -> list[tuple[s
         value = given.get(key, default)
         if not honours(key):
             if not _same(value, default):
-                out.append((key, value, f"not honoured by trl-cpu; only the base-config default {default!r} is accepted"))
+                out.append(
+                    (key, value, f"not honoured by trl-cpu; only the base-config default {default!r} is accepted")
+                )
         elif key in ALLOWED and not any(_same(value, a) for a in ALLOWED[key]):
             out.append((key, value, f"trl-cpu accepts only {ALLOWED[key]!r}"))
     policy_path = get(skyrl, "trainer.policy.model.path")
     ref_path = get(skyrl, "trainer.ref.model.path")
     if ref_path not in (None, policy_path):
         out.append(
-            ("trainer.ref.model.path", ref_path, f"trl-cpu uses the initial policy as reference; accepted: null or {policy_path!r}")
+            (
+                "trainer.ref.model.path",
+                ref_path,
+                f"trl-cpu uses the initial policy as reference; accepted: null or {policy_path!r}",
+            )
         )
     max_input = get(skyrl, "generator.max_input_length")
     prompt_len = get(skyrl, "trainer.max_prompt_length")
     if max_input is not None and max_input != prompt_len:
         out.append(
-            ("generator.max_input_length", max_input, f"single-turn: accepted null or trainer.max_prompt_length ({prompt_len})")
+            (
+                "generator.max_input_length",
+                max_input,
+                f"single-turn: accepted null or trainer.max_prompt_length ({prompt_len})",
+            )
         )
     if get(skyrl, "trainer.max_ckpts_to_keep") == 0:
         out.append(("trainer.max_ckpts_to_keep", 0, "0 is refused (as by SkyRL); use -1 to keep all or N > 0"))
@@ -307,7 +317,7 @@ class Plan:
     max_steps: int = 0
     notes: list[str] = field(default_factory=list)
 
-    def with_rows(self, rows: int) -> "Plan":
+    def with_rows(self, rows: int) -> Plan:
         """Fix max_steps once the number of (kept) prompt rows is known."""
         if rows < self.train_batch_size:
             raise RecipeRefused(

@@ -36,8 +36,7 @@ def names() -> list[str]:
 def get(name: str) -> RewardFn:
     if name not in _REGISTRY:
         raise UnknownRewardError(
-            f"environment.env_class = {name!r} has no reward registered in the trl-cpu runtime; "
-            f"registered: {names()}"
+            f"environment.env_class = {name!r} has no reward registered in the trl-cpu runtime; registered: {names()}"
         )
     return _REGISTRY[name]
 

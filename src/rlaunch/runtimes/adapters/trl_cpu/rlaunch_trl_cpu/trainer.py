@@ -55,7 +55,7 @@ class Context:
     world_size: int
 
     @classmethod
-    def from_env(cls) -> "Context":
+    def from_env(cls) -> Context:
         task_dir = os.path.abspath(os.path.expanduser(os.environ.get(ENV_TASK_DIR) or os.getcwd()))
         attempt = os.environ.get(ENV_ATTEMPT_DIR) or os.path.join(task_dir, "attempt")
         if not storage.is_url(attempt):
@@ -249,7 +249,9 @@ def run(skyrl: dict[str, Any]) -> None:
 
     local_resume: str | None = None
     if resume_step is not None:
-        local_resume = storage.fetch_dir(store.step_dir(resume_step), os.path.join(stage_root, f"resume-rank{ctx.rank}"))
+        local_resume = storage.fetch_dir(
+            store.step_dir(resume_step), os.path.join(stage_root, f"resume-rank{ctx.rank}")
+        )
         ctx.log(f"resuming from {store.step_dir(resume_step)} (step {resume_step})")
 
     if resume_step is not None and resume_step >= plan.max_steps:
@@ -324,7 +326,9 @@ def _build_trainer(
         result = {"step": step, "training_step": math.ceil(step / k), **summarise(scores), "time": time.time()}
         assert evals is not None
         evals.write(result)
-        ctx.log(f"eval at step {step}: reward={result['reward_mean']:.3f} n={result['n']} ({time.time() - started:.1f}s)")
+        ctx.log(
+            f"eval at step {step}: reward={result['reward_mean']:.3f} n={result['n']} ({time.time() - started:.1f}s)"
+        )
         return result
 
     class RlaunchCallback(TrainerCallback):
@@ -363,7 +367,9 @@ def _build_trainer(
                 "time": time.time(),
             }
             for key, value in logs.items():
-                if key not in ("loss", "reward", "reward_std", "kl", "learning_rate") and isinstance(value, (int, float)):
+                if key not in ("loss", "reward", "reward_std", "kl", "learning_rate") and isinstance(
+                    value, (int, float)
+                ):
                     record.setdefault(key, _clean(value))
             if self.pending_eval is not None and self.pending_eval["step"] == step:
                 for key in ("reward_mean", "reward_std", "accuracy", "n"):

@@ -1,16 +1,13 @@
-"""Launch tests run real experiments as subprocesses: coordinator, host, child job, task."""
+"""Running real experiments as subprocesses (coordinator, host, child job, task) in a tmp prefix."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 MARKER_PLUGIN = "tests.plugins.marker_runtime"
 
 
@@ -30,24 +27,19 @@ class Launcher:
         if os.environ.get("RLAUNCH_RUNTIME_CACHE"):
             self.env["RLAUNCH_RUNTIME_CACHE"] = os.environ["RLAUNCH_RUNTIME_CACHE"]
 
-    def run(self, *args: str, timeout: float = 180, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, timeout: float = 180, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, *args], cwd=REPO, env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=timeout
+            [sys.executable, *args],
+            cwd=REPO,
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
 
     def backend(self):  # noqa: ANN201 - the local backend over this prefix's job root
         from rlaunch.cluster.local.backend import LocalBackend
 
         return LocalBackend(root=str(self.prefix / ".jobs"))
-
-
-@pytest.fixture
-def launcher(tmp_path: Path) -> Iterator[Launcher]:
-    runner = Launcher(tmp_path / "prefix", {})
-    yield runner
-    jobs_root = runner.prefix / ".jobs"
-    if jobs_root.exists():
-        backend = runner.backend()
-        for job in backend.list_jobs():
-            if not job.state.terminal:
-                backend.cancel(job.job_id, reason="test teardown")

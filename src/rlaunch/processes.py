@@ -1,0 +1,58 @@
+"""This process and others: who is acting, and whether a pid is still the process it was.
+
+Liveness reads /proc where it exists, because a zombie (dead, not yet reaped) still answers
+`kill(pid, 0)`, and a pid can be reused: a long-lived process is identified by pid *and* start
+time.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+from typing import Any
+
+PROC_ROOT = "/proc"
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name, or None when there is no such entry."""
+    try:
+        with open(f"{PROC_ROOT}/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return text.rpartition(")")[2].split()
+
+
+def process_identity(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot) where /proc exists; None elsewhere."""
+    fields = stat_fields(pid) if os.path.isdir(PROC_ROOT) else None
+    return fields[19] if fields else None
+
+
+def process_alive(pid: int, identity: str | None = None) -> bool:
+    """True while `pid` runs and (when `identity` is given and checkable) is still the same process."""
+    if pid <= 0:
+        return False  # kill(0 or -n, 0) would ask about a process group, not a process
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if not os.path.isdir(PROC_ROOT):
+        return True
+    fields = stat_fields(pid)
+    if fields is None or fields[0] in ("Z", "X"):
+        return False
+    return identity is None or fields[19] == identity
+
+
+def actor() -> dict[str, Any]:
+    """Who is acting (submitting, cancelling): recorded so a stopped job says by whom."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return {"user": user, "host": socket.gethostname(), "pid": os.getpid()}
