@@ -15,6 +15,8 @@ from rlaunch.artifacts import storage
 
 TEMP_PREFIX_ENV = "RLAUNCH_TEMP_PREFIX"
 LATEST_MARKER = "latest"
+SKYRL_LATEST_MARKER = "latest_ckpt_global_step.txt"
+RUNTIME_FILE = "rlaunch_runtime.json"
 CHECKPOINT_META = "rlaunch_checkpoint.json"
 METRICS = "metrics.jsonl"
 MODEL_LOAD = "model_load.json"
@@ -83,11 +85,23 @@ def checkpoint_steps(checkpoint_root: str) -> list[int]:
 
 
 def latest_checkpoint(checkpoint_root: str) -> CheckpointInfo | None:
-    """The checkpoint the `latest` marker names (None when no checkpoint was committed)."""
-    marker = storage.join(checkpoint_root, LATEST_MARKER)
-    if not storage.exists(marker):
+    """The newest committed checkpoint (None when there is none).
+
+    rlaunch's `latest` marker is read, and SkyRL's own `latest_ckpt_global_step.txt` too (a run
+    killed before the adapter mirrored it); the digest comes from the checkpoint's metadata, else
+    from the digest the runtime recorded at the checkpoint root when it started.
+    """
+    steps = []
+    for name in (LATEST_MARKER, SKYRL_LATEST_MARKER):
+        marker = storage.join(checkpoint_root, name)
+        if storage.exists(marker):
+            steps.append(int(storage.read_text(marker).strip()))
+    if not steps:
         return None
-    step = int(storage.read_text(marker).strip())
+    step = max(steps)
     path = checkpoint_dir(checkpoint_root, step)
     meta = storage.read_json(storage.join(path, CHECKPOINT_META)) or {}
-    return CheckpointInfo(step=step, path=path, runtime_digest=meta.get("runtime_digest"))
+    digest = meta.get("runtime_digest") or (storage.read_json(storage.join(checkpoint_root, RUNTIME_FILE)) or {}).get(
+        "runtime_digest"
+    )
+    return CheckpointInfo(step=step, path=path, runtime_digest=digest)

@@ -1,0 +1,76 @@
+"""The runtime digest beside SkyRL's checkpoints, so a resume across a runtime change is refused.
+
+SkyRL writes `global_step_<N>/` and `latest_ckpt_global_step.txt` under `trainer.ckpt_path`. This
+adapter records the runtime digest at the checkpoint root before training, refuses to resume a
+root another digest wrote (unless declared compatible), and afterwards adds rlaunch's `latest`
+marker and a `rlaunch_checkpoint.json` to every checkpoint, which rlaunch's host and `status` read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import fsspec
+
+SKYRL_LATEST = "latest_ckpt_global_step.txt"
+RUNTIME_FILE = "rlaunch_runtime.json"
+META = "rlaunch_checkpoint.json"
+_STEP = re.compile(r"^global_step_(\d+)$")
+
+
+class ForeignCheckpointError(RuntimeError):
+    pass
+
+
+def _fs(url: str) -> tuple[Any, str]:
+    return fsspec.core.url_to_fs(url)
+
+
+def _read(fs: Any, path: str) -> str | None:
+    try:
+        return fs.cat_file(path).decode("utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def guard(ckpt_root: str, resume_mode: str | None, digest: str, compatible: list[str]) -> None:
+    """Refuse to resume checkpoints another runtime wrote; then claim the root for this digest."""
+    fs, root = _fs(ckpt_root)
+    recorded = _read(fs, f"{root}/{RUNTIME_FILE}")
+    previous = json.loads(recorded)["runtime_digest"] if recorded else None
+    has_checkpoint = _read(fs, f"{root}/{SKYRL_LATEST}") is not None
+    if resume_mode == "latest" and has_checkpoint and previous not in (None, digest, *compatible):
+        raise ForeignCheckpointError(
+            f"{ckpt_root} holds checkpoints written by runtime digest {previous[:16]}, but this runtime is "
+            f"{digest[:16]}; use a fresh RL artifact version, or declare the checkpoint compatible in the spec "
+            "(compatible_checkpoint_digests)"
+        )
+    fs.makedirs(root, exist_ok=True)
+    fs.pipe_file(f"{root}/{RUNTIME_FILE}", json.dumps({"runtime_digest": digest, "written_at": time.time()}).encode())
+
+
+def mirror(ckpt_root: str, digest: str) -> int | None:
+    """Describe SkyRL's checkpoints in rlaunch's layout; returns the latest step (None if none)."""
+    fs, root = _fs(ckpt_root)
+    latest = _read(fs, f"{root}/{SKYRL_LATEST}")
+    if latest is None:
+        return None
+    names = [os.path.basename(p.rstrip("/")) for p in fs.ls(root, detail=False)]
+    for name in names:
+        match = _STEP.match(name)
+        if match and not fs.exists(f"{root}/{name}/{META}"):
+            meta = {"global_step": int(match.group(1)), "runtime_digest": digest, "written_at": time.time()}
+            fs.pipe_file(f"{root}/{name}/{META}", json.dumps(meta).encode())
+    step = int(latest.strip())
+    fs.pipe_file(f"{root}/latest", str(step).encode())
+    return step
+
+
+def resume_settings(skyrl: Mapping[str, Any]) -> tuple[str, str | None]:
+    trainer = skyrl["trainer"]
+    return trainer["ckpt_path"], trainer.get("resume_mode")
