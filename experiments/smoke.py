@@ -154,7 +154,8 @@ def evaluate(config: dict[str, Any]) -> EvalReport:
         fs, root = storage.filesystem(config["model_uri"])
         fs.get(root, model, recursive=True)
         data = os.path.join(tmp, "validation.jsonl")
-        storage.filesystem(config["data_uri"])[0].get_file(storage.filesystem(config["data_uri"])[1], data)
+        data_fs, data_path = storage.filesystem(config["data_uri"])
+        data_fs.get_file(data_path, data)
         info = runtime_tool(
             "rlaunch_trl_cpu.evaluate", "--model", model, "--data", data, "--env-class", "arithmetic",
             "--max-new-tokens", str(config["max_new_tokens"]), "--seed", str(config["seed"]),

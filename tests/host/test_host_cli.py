@@ -98,3 +98,14 @@ def test_unknown_document_keys_are_refused_naming_the_path(launcher: Launcher, d
     document["run"]["color"] = "blue"
     code, result, _ = launch(launcher, document, "bad2")
     assert code == 1 and result["state"] == "failed" and "run.color: unknown key" in result["failure"]
+
+
+def test_a_checkpoint_of_another_runtime_digest_is_not_resumed(launcher: Launcher, document: dict) -> None:
+    root = Path(document["artifacts"]["checkpoint_root"])
+    (root / "global_step_9").mkdir(parents=True)
+    (root / "global_step_9" / "rlaunch_checkpoint.json").write_text(json.dumps({"runtime_digest": "f" * 64}))
+    (root / "latest").write_text("9")
+    jobs = len(launcher.backend().list_jobs())
+    code, result, _ = launch(launcher, document, "foreign1")
+    assert code == 1 and result["state"] == "failed" and "fresh RL artifact version" in result["failure"]
+    assert len(launcher.backend().list_jobs()) == jobs

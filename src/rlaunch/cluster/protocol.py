@@ -16,31 +16,22 @@ from __future__ import annotations
 import enum
 import importlib
 import os
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from rlaunch.names import sanitize_job_name
 
 JOB_ID_ENV = "RLAUNCH_JOB_ID"
 BACKEND_ENV = "RLAUNCH_BACKEND"
 RANK_ENV = "RLAUNCH_REPLICA_RANK"
 WORLD_SIZE_ENV = "RLAUNCH_WORLD_SIZE"
 RENDEZVOUS_ENV = "RLAUNCH_RENDEZVOUS"
-MAX_JOB_NAME = 63
 
 _BACKENDS = {
     "local": "rlaunch.cluster.local.backend:LocalBackend",
     "ray": "rlaunch.cluster.ray.backend:RayBackend",
 }
-
-
-def sanitize_job_name(name: str) -> str:
-    """Lowercase, `[a-z0-9.-]` only, no leading/trailing separators, at most 63 characters."""
-    cleaned = re.sub(r"[^a-z0-9.-]+", "-", name.lower()).strip("-.")
-    cleaned = re.sub(r"-{2,}", "-", cleaned)[:MAX_JOB_NAME].rstrip("-.")
-    if not cleaned:
-        raise ValueError(f"job name {name!r} has no usable characters; use letters or digits")
-    return cleaned
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import sys
 from typing import TextIO
 
 from rlaunch.artifacts import storage
+from rlaunch.artifacts.records import utc_now
 from rlaunch.cluster.protocol import JOB_ID_ENV, Backend, JobState, backend_from_env, get_backend, single_replica_lines
 from rlaunch.host.allocate import child_job_spec
 from rlaunch.host.compose import compose_document
@@ -93,7 +94,7 @@ def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) ->
     result.child_job_id = backend.submit_child(spec) if os.environ.get(JOB_ID_ENV) else backend.submit(spec)
     log.write(f"submitted child job {result.child_job_id} ({spec.replicas} replica(s)) via {backend.name}\n")
     log.flush()
-    _record(doc, result, "running")
+    _record(doc, result, "running", backend)
     if doc.run.submission == "detach":
         result.state = SUBMITTED
         return result
@@ -106,7 +107,7 @@ def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) ->
         backend.cancel(result.child_job_id, reason="launch host interrupted")
         result.child_job_state = JobState.CANCELLED.value
         result.failure = f"the launch host was interrupted; child job {result.child_job_id} was cancelled"
-        _finish(doc, result)
+        _finish(doc, result, backend)
         raise
     result.child_job_state = status.state.value
     if status.state is not JobState.SUCCEEDED:
@@ -115,7 +116,7 @@ def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) ->
         )
     else:
         _succeed(doc, result)
-    _finish(doc, result)
+    _finish(doc, result, backend)
     return result
 
 
@@ -131,23 +132,14 @@ def _succeed(doc: schema.SkyRLLaunchConfig, result: LaunchResult) -> None:
     result.state = SUCCEEDED
 
 
-def _finish(doc: schema.SkyRLLaunchConfig, result: LaunchResult) -> None:
-    from rlaunch.artifacts.records import utc_now
-
+def _finish(doc: schema.SkyRLLaunchConfig, result: LaunchResult, backend: Backend | None = None) -> None:
     result.finished_at = utc_now()
     write_manifests(doc, doc.to_dict(), result)
-    _record(doc, result, result.state)
+    _record(doc, result, result.state, backend)
 
 
-def _backend_settings(doc: schema.SkyRLLaunchConfig) -> dict[str, str]:
-    """Where this run's jobs can be found again (e.g. the local job root); never credentials."""
-    try:
-        return host_backend(doc).environment()
-    except Exception:  # noqa: BLE001 - a record must still be written when the backend is gone
-        return {}
-
-
-def _record(doc: schema.SkyRLLaunchConfig, result: LaunchResult, state: str) -> None:
+def _record(doc: schema.SkyRLLaunchConfig, result: LaunchResult, state: str, backend: Backend | None) -> None:
+    """The attempt's run-record entry; `backend_settings` say where its jobs can be found again."""
     alloc = doc.cluster.allocation
     update_attempt(doc.artifacts.output_path, doc.run.id, doc.run.attempt_id, {
         "state": state,
@@ -155,7 +147,7 @@ def _record(doc: schema.SkyRLLaunchConfig, result: LaunchResult, state: str) -> 
         "child_job_id": result.child_job_id,
         "backend": doc.cluster.backend,
         "placement": dict(doc.cluster.placement),
-        "backend_settings": _backend_settings(doc),
+        "backend_settings": backend.environment() if backend is not None else {},
         "runtime_profile": doc.runtime.profile,
         "runtime_digest": doc.runtime.source_digest,
         "allocation": alloc.__dict__.copy(),

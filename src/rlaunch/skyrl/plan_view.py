@@ -6,25 +6,19 @@ from typing import Any
 
 from rlaunch.artifacts import storage
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.launch_config.layout import RunPaths, latest_checkpoint, temporary_root
-from rlaunch.launch_config.recipe import compose, get_path
+from rlaunch.launch_config.layout import RunPaths, latest_checkpoint
+from rlaunch.launch_config.recipe import get_path
 from rlaunch.launch_config.resume import foreign_checkpoint, refusal
 from rlaunch.skyrl.execution import SkyRLExecution
+from rlaunch.skyrl.render import live_run_paths
 from rlaunch.skyrl.spec import SkyRLSpec
-
-
-def live_paths(spec: SkyRLSpec, prefix: str) -> RunPaths:
-    output = storage.join(prefix, spec.name, spec.version)
-    temp = temporary_root(prefix, spec.name, spec.version, spec.retention.temporary_storage_ttl_days)
-    return RunPaths.derive(output, temp)
 
 
 def resume_refusal(spec: SkyRLSpec, prefix: str) -> str | None:
     """Why `--run` must be refused because of checkpoints another runtime wrote (None: fine)."""
-    composed, _ = compose(spec.runtime.runtime_profile.base_config(), spec.rendered_recipe())
-    if get_path(composed, "trainer.resume_mode") != "latest":
+    if get_path(spec.composed_recipe, "trainer.resume_mode") != "latest":
         return None
-    paths = live_paths(spec, prefix)
+    paths = live_run_paths(spec, prefix)
     info = foreign_checkpoint(paths.checkpoint_root, spec.runtime.source_digest, spec.compatible_checkpoint_digests)
     return None if info is None else refusal(info, spec.runtime.source_digest)
 
@@ -32,12 +26,12 @@ def resume_refusal(spec: SkyRLSpec, prefix: str) -> str | None:
 def describe_step(spec: SkyRLSpec, execution: SkyRLExecution, config: dict[str, Any]) -> list[str]:
     document = config["launch_document"]
     profile = spec.runtime.runtime_profile
-    composed, _ = compose(profile.base_config(), document["skyrl"])
+    composed = spec.composed_recipe
     geo = Geometry.from_recipe(composed)
     plan = spec.topology.role_plan
     topo = spec.topology
     prefix = storage.default_prefix()
-    paths = live_paths(spec, prefix)
+    paths = live_run_paths(spec, prefix)
     dp = geo.policy_dp or 0
     per_gpu_mini = geo.per_gpu_mini(dp) if dp else 0
     unit = "CPU slot" if profile.capabilities.accelerator == "cpu" else topo.gpu_variant

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlaunch.artifacts import StepContext
-from rlaunch.cluster.protocol import sanitize_job_name
+from rlaunch.artifacts import StepContext, storage
 from rlaunch.launch_config.layout import RunPaths, temporary_root
 from rlaunch.launch_config.schema import (
     SCHEMA_VERSION,
@@ -23,6 +22,7 @@ from rlaunch.launch_config.schema import (
     from_dict,
 )
 from rlaunch.launch_config.typed import encode
+from rlaunch.names import sanitize_job_name
 from rlaunch.skyrl.execution import SkyRLExecution
 from rlaunch.skyrl.spec import SkyRLSpec
 
@@ -33,11 +33,16 @@ def run_id(spec: SkyRLSpec) -> str:
     return f"{spec.name}-{spec.version}"
 
 
+def live_run_paths(spec: SkyRLSpec, prefix: str) -> RunPaths:
+    """Where a run's outputs live under `prefix` (durable path, TTL checkpoint and attempt roots)."""
+    temp = temporary_root(prefix, spec.name, spec.version, spec.retention.temporary_storage_ttl_days)
+    return RunPaths.derive(storage.join(prefix, spec.name, spec.version), temp)
+
+
 def run_paths(spec: SkyRLSpec, ctx: StepContext) -> RunPaths:
     if ctx.is_fingerprint:
         return RunPaths.derive(ctx.output_path, "<temporary_output_path>")
-    temp = temporary_root(ctx.prefix, spec.name, spec.version, spec.retention.temporary_storage_ttl_days)
-    return RunPaths.derive(ctx.output_path, temp)
+    return live_run_paths(spec, ctx.prefix)
 
 
 def allocation(spec: SkyRLSpec, execution: SkyRLExecution) -> Allocation:

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records, storage
-from rlaunch.cluster.protocol import JOB_ID_ENV
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import attempt_dir
-from rlaunch.launch_config.recipe import compose, get_path
+from rlaunch.launch_config.recipe import get_path
 from rlaunch.launch_config.run_record import update_attempt
 from rlaunch.skyrl import launcher
 from rlaunch.skyrl.errors import PreflightError
@@ -90,8 +88,7 @@ def skyrl_step(spec: SkyRLSpec, execution: SkyRLExecution, export_hf: bool = Fal
 
 
 def _check_execution(spec: SkyRLSpec, execution: SkyRLExecution) -> None:
-    composed, _ = compose(spec.runtime.runtime_profile.base_config(), spec.rendered_recipe())
-    if get_path(composed, "trainer.logger") == "wandb" and not execution.wandb_entity:
+    if get_path(spec.composed_recipe, "trainer.logger") == "wandb" and not execution.wandb_entity:
         raise PreflightError(
             "explicit.wandb_entity",
             ["execution.wandb_entity"],
@@ -111,7 +108,6 @@ def run_skyrl(config: dict[str, Any]) -> SkyRLRun:
         "state": "launching",
         "artifact": f"{config['artifact']['name']}@{config['artifact']['version']}",
         "fingerprint": status.get("fingerprint"),
-        "coordinator_job_id": os.environ.get(JOB_ID_ENV),
         "backend": document.cluster.backend,
         "placement": dict(document.cluster.placement),
         "runtime_profile": document.runtime.profile,

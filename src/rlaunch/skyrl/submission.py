@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from rlaunch.launch_config.recipe import compose, get_path
+from rlaunch.launch_config.recipe import get_path
 from rlaunch.skyrl.plan_view import resume_refusal
 from rlaunch.skyrl.spec import SkyRLSpec
 
@@ -15,8 +15,7 @@ def submission_problems(spec: SkyRLSpec, prefix: str) -> list[str]:
     refusal = resume_refusal(spec, prefix)
     if refusal:
         problems.append(f"{spec.name}@{spec.version}: {refusal}")
-    composed, _ = compose(spec.runtime.runtime_profile.base_config(), spec.rendered_recipe())
-    if get_path(composed, "trainer.logger") == "wandb" and not os.environ.get("WANDB_API_KEY"):
+    if get_path(spec.composed_recipe, "trainer.logger") == "wandb" and not os.environ.get("WANDB_API_KEY"):
         problems.append(
             f"{spec.name}@{spec.version}: trainer.logger is wandb but WANDB_API_KEY is not set here, so it cannot be forwarded"
         )

@@ -22,10 +22,11 @@ import click
 
 from rlaunch.artifacts import storage
 from rlaunch.artifacts.records import utc_now
-from rlaunch.cluster.protocol import JOB_ID_ENV, RANK_ENV, WORLD_SIZE_ENV, sanitize_job_name
+from rlaunch.cluster.protocol import JOB_ID_ENV, RANK_ENV, WORLD_SIZE_ENV
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import JOINED, attempt_dir
 from rlaunch.launch_config.recipe import set_path
+from rlaunch.names import sanitize_job_name
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.task.staging import stage
 
