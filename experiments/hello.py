@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import click
 
-from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, resolve_version, storage
+from rlaunch import storage
+from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, resolve_version
 from rlaunch.cli import build_options
 
 TEXT = (

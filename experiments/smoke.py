@@ -25,7 +25,8 @@ from typing import Any
 
 import click
 
-from rlaunch.artifacts import Artifact, ArtifactStep, Directory, StepContext, resolve_version, storage
+from rlaunch import storage
+from rlaunch.artifacts import Artifact, ArtifactStep, Directory, StepContext, resolve_version
 from rlaunch.cli import rl_build_options
 from rlaunch.skyrl import (
     ArtifactDataSource,

@@ -15,7 +15,8 @@ import os
 import sys
 import time
 
-from rlaunch.artifacts import ArtifactStep, Directory, Runner, storage
+from rlaunch import storage
+from rlaunch.artifacts import ArtifactStep, Directory, Runner
 
 
 def slow(config):

@@ -7,7 +7,7 @@ import uuid
 import fsspec
 import pytest
 
-from rlaunch.artifacts import storage
+from rlaunch import storage
 
 from .helpers import Recorder
 

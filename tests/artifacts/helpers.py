@@ -8,7 +8,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rlaunch.artifacts import Artifact, ArtifactStep, Directory, StepContext, storage
+from rlaunch import storage
+from rlaunch.artifacts import Artifact, ArtifactStep, Directory, StepContext
 
 DAY = "2026.11.30"
 

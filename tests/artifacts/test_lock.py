@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from rlaunch.artifacts import storage
+from rlaunch import storage
 from rlaunch.artifacts.lock import StepLock
 
 

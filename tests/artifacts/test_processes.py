@@ -10,7 +10,8 @@ import subprocess
 import sys
 import time
 
-from rlaunch.artifacts import records, storage
+from rlaunch import storage
+from rlaunch.artifacts import records
 
 SCRIPT = pathlib.Path(__file__).with_name("_proc_build.py")
 

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from rlaunch.artifacts import RunFailedError, Runner, records, storage
+from rlaunch import storage
+from rlaunch.artifacts import RunFailedError, Runner, records
 from rlaunch.artifacts.records import Provenance, redact_argv
 
 from .helpers import Count, make_step, quiet

@@ -7,7 +7,7 @@ import os
 import fsspec
 import pytest
 
-from rlaunch.artifacts import storage
+from rlaunch import storage
 
 from .helpers import make_step
 

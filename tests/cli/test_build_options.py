@@ -17,7 +17,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from rlaunch.artifacts import Artifact, ArtifactStep, Directory, records, resolve_version, storage
+from rlaunch import storage
+from rlaunch.artifacts import Artifact, ArtifactStep, Directory, records, resolve_version
 from rlaunch.cli import build_options
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -14,7 +14,8 @@ from typing import Any
 
 import click
 
-from rlaunch.artifacts import ArtifactStep, Directory, resolve_version, storage
+from rlaunch import storage
+from rlaunch.artifacts import ArtifactStep, Directory, resolve_version
 from rlaunch.cli import rl_build_options
 from rlaunch.skyrl import (
     ArtifactDataSource,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlaunch.artifacts import storage
+from rlaunch import storage
 
 
 @pytest.fixture(autouse=True)

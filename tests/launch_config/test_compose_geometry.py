@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlaunch.artifacts import storage
+from rlaunch import storage
 from rlaunch.launch_config import layout
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.launch_config.recipe import compose, get_path, has_path, leaves, set_path

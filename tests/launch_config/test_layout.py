@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlaunch.artifacts import storage
+from rlaunch import storage
 from rlaunch.launch_config import layout
 from rlaunch.launch_config.layout import RunPaths, temporary_root
 

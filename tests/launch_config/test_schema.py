@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rlaunch.artifacts import storage
+from rlaunch import storage
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.typed import DocumentError
 

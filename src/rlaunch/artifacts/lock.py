@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 
-from rlaunch.artifacts import storage
+from rlaunch import storage
 from rlaunch.processes import process_alive
 
 LOCK_FILE = ".lock.json"

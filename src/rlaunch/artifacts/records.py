@@ -8,7 +8,6 @@ sees a success without its record.
 
 from __future__ import annotations
 
-import datetime as _dt
 import getpass
 import os
 import socket
@@ -17,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from rlaunch.artifacts import storage
+from rlaunch import storage
 
 RECORD_FILE = ".artifact.json"
 STATUS_FILE = ".status.json"
@@ -26,10 +25,6 @@ RECORD_SCHEMA = 1
 RUNNING = "running"
 SUCCEEDED = "succeeded"
 FAILED = "failed"
-
-
-def utc_now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
 
 
 def record_url(output_path: str) -> str:
@@ -66,7 +61,7 @@ def write_status(
         status_url(output_path),
         {
             "state": state,
-            "updated_at": utc_now(),
+            "updated_at": storage.utc_now(),
             "error": error,
             "owner": owner,
             "identity": identity,
@@ -112,7 +107,7 @@ class Provenance:
         return cls(
             user=_user(),
             host=socket.gethostname(),
-            time=utc_now(),
+            time=storage.utc_now(),
             git_commit=commit,
             git_dirty=dirty,
             argv=tuple(redact_argv(list(sys.argv if argv is None else argv))),

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlaunch.artifacts import records, storage
+from rlaunch import storage
+from rlaunch.artifacts import records
 from rlaunch.artifacts.artifact import Artifact, ArtifactTypeMismatchError
 from rlaunch.artifacts.context import StepContext
 from rlaunch.artifacts.fingerprint import CanonicalizationError, canonical_value, diff_paths
@@ -212,7 +213,7 @@ class Runner:
             "fingerprint_payload": json.loads(step.fingerprint_payload),
             "result": canonical_value(value.values(), "result"),
             "provenance": self.provenance.to_json(),
-            "written_at": records.utc_now(),
+            "written_at": storage.utc_now(),
         }
 
 

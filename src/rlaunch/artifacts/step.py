@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from rlaunch.artifacts import storage
+from rlaunch import storage
 from rlaunch.artifacts.artifact import Artifact
 from rlaunch.artifacts.context import StepContext
 from rlaunch.artifacts.fingerprint import canonical_json, canonical_value, fingerprint_hash

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import click
 
-from rlaunch.artifacts import storage
+from rlaunch import storage
 from rlaunch.artifacts.identity import InvalidIdentityError, validate_name, validate_version
 from rlaunch.artifacts.plan import PlannedStep, plan_graph
 from rlaunch.artifacts.step import ArtifactStep

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlaunch.artifacts import storage
+from rlaunch import storage
 from rlaunch.launch_config.layout import attempt_dir
 from rlaunch.launch_config.recipe import compose, set_path
 from rlaunch.launch_config.schema import SkyRLLaunchConfig

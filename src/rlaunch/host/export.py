@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlaunch.artifacts import storage
+from rlaunch import storage
 from rlaunch.launch_config.layout import export_policy_dir, latest_checkpoint
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 

@@ -11,8 +11,7 @@ import os
 import sys
 from typing import TextIO
 
-from rlaunch.artifacts import storage
-from rlaunch.artifacts.records import utc_now
+from rlaunch import storage
 from rlaunch.cluster.protocol import JOB_ID_ENV, Backend, JobState, backend_from_env, get_backend, single_replica_lines
 from rlaunch.host.allocate import child_job_spec
 from rlaunch.host.compose import compose_document
@@ -25,6 +24,7 @@ from rlaunch.launch_config.recipe import get_path
 from rlaunch.launch_config.resume import foreign_checkpoint, refusal
 from rlaunch.launch_config.run_record import update_attempt
 from rlaunch.launch_config.typed import DocumentError
+from rlaunch.storage import utc_now
 
 RESOLVED_FILE = "resolved-launch.yaml"
 

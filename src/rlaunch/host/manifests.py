@@ -10,10 +10,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from rlaunch.artifacts import storage
-from rlaunch.artifacts.records import utc_now
+from rlaunch import storage
 from rlaunch.launch_config.layout import attempt_manifest
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
+from rlaunch.storage import utc_now
 
 PREPARED, SUBMITTED, SUCCEEDED, FAILED = "prepared", "submitted", "succeeded", "failed"
 

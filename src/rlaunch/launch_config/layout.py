@@ -11,7 +11,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from rlaunch.artifacts import storage
+from rlaunch import storage
 
 TEMP_PREFIX_ENV = "RLAUNCH_TEMP_PREFIX"
 LATEST_MARKER = "latest"

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import yaml
 
-from rlaunch.artifacts import storage
+from rlaunch import storage
 from rlaunch.launch_config.typed import decode, encode
 from rlaunch.units import parse_size
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlaunch.artifacts import storage
-from rlaunch.artifacts.records import utc_now
+from rlaunch import storage
 from rlaunch.launch_config import run_record
 from rlaunch.observe import jobs as run_jobs
 from rlaunch.observe.records import cancel_record_url
 from rlaunch.observe.resolve import RunRef
 from rlaunch.processes import actor
+from rlaunch.storage import utc_now
 
 
 @dataclass

@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlaunch import storage
 from rlaunch.artifacts import records as artifact_records
-from rlaunch.artifacts import storage
 from rlaunch.launch_config.layout import (
     CHECKPOINT_META,
     JOINED,

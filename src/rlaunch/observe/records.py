@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlaunch.artifacts import storage
+from rlaunch import storage
 
 # A metrics log larger than this is read as its head and its tail (status and the verdict need
 # the first step, the last steps and whether steps increase; a plot reads everything).

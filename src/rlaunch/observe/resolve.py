@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rlaunch.artifacts import storage
+from rlaunch import storage
 from rlaunch.artifacts.records import RECORD_FILE, STATUS_FILE
 from rlaunch.launch_config.layout import RUN_RECORD
 from rlaunch.observe.records import read_json

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlaunch.artifacts import storage
+from rlaunch import storage
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.launch_config.layout import RunPaths, latest_checkpoint
 from rlaunch.launch_config.recipe import get_path

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlaunch.artifacts import StepContext, storage
+from rlaunch import storage
+from rlaunch.artifacts import StepContext
 from rlaunch.launch_config.layout import RunPaths, temporary_root
 from rlaunch.launch_config.schema import (
     SCHEMA_VERSION,

@@ -10,7 +10,8 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records, storage
+from rlaunch import storage
+from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
 from rlaunch.launch_config.schema import DataInput, ModelInput
 from rlaunch.skyrl.fields import require_str
 

@@ -8,7 +8,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records, storage
+from rlaunch import storage
+from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import attempt_dir
 from rlaunch.launch_config.recipe import get_path
@@ -115,7 +116,7 @@ def run_skyrl(config: dict[str, Any]) -> SkyRLRun:
         "topology": config["topology"],
         "argv": records.redact_argv(list(sys.argv)),
         "launch_document_uri": url,
-        "submitted_at": records.utc_now(),
+        "submitted_at": storage.utc_now(),
     })  # fmt: skip
     try:
         result = launcher.launch(url)

@@ -20,14 +20,14 @@ import time
 
 import click
 
-from rlaunch.artifacts import storage
-from rlaunch.artifacts.records import utc_now
+from rlaunch import storage
 from rlaunch.cluster.protocol import JOB_ID_ENV, RANK_ENV, WORLD_SIZE_ENV
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import JOINED, attempt_dir
 from rlaunch.launch_config.recipe import set_path
 from rlaunch.names import sanitize_job_name
 from rlaunch.runtimes.registry import get_profile
+from rlaunch.storage import utc_now
 from rlaunch.task.staging import stage
 
 STAGING_ENV = "RLAUNCH_STAGING_ROOT"

@@ -15,7 +15,8 @@ import shutil
 import uuid
 from collections.abc import Callable
 
-from rlaunch.artifacts import records, storage
+from rlaunch import storage
+from rlaunch.artifacts import records
 
 MANIFEST = ".rlaunch-staged.json"
 

@@ -63,7 +63,7 @@ def default_root() -> Path:
     configured = os.environ.get(ROOT_ENV)
     if configured:
         return Path(os.path.abspath(os.path.expanduser(configured)))
-    from rlaunch.artifacts.storage import default_prefix  # imports fsspec: paid only when no root is set
+    from rlaunch.storage import default_prefix  # imports fsspec: paid only when no root is set
 
     prefix = default_prefix()
     if "://" not in prefix:

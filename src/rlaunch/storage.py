@@ -1,19 +1,21 @@
-"""Durable state as files under a prefix, through fsspec.
+"""Durable state as files under a prefix, through fsspec: the ground floor every package shares.
 
-Every write here is atomic: a local file is written under a temporary name and renamed; an object
+fsspec is imported only when a path is first touched, so importing this module (and everything
+built on it: the preflight, the host, the task) costs nothing until I/O happens. Every write here is atomic: a local file is written under a temporary name and renamed; an object
 store gets a single put. `create_exclusive` writes a file only if it does not exist yet, which is
 what terminal manifests and locks need.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import fsspec
-from fsspec.implementations.local import LocalFileSystem
+if TYPE_CHECKING:  # pragma: no cover
+    import fsspec
 
 PREFIX_ENV = "RLAUNCH_PREFIX"
 DEFAULT_PREFIX_DIR = "rlaunch-artifacts"
@@ -40,19 +42,32 @@ def join(base: str, *parts: str) -> str:
     return f"{head}{tail}" if head.endswith("/") else f"{head}/{tail}"
 
 
+def utc_now() -> str:
+    """Now, as an ISO-8601 UTC timestamp with milliseconds (the one clock format of every record)."""
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+
+
 def filesystem(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
+    import fsspec.core
+
     fs, path = fsspec.core.url_to_fs(url)
     return fs, path
 
 
+def _is_local_fs(fs: fsspec.AbstractFileSystem) -> bool:
+    from fsspec.implementations.local import LocalFileSystem
+
+    return isinstance(fs, LocalFileSystem)
+
+
 def is_local(url: str) -> bool:
-    return isinstance(filesystem(url)[0], LocalFileSystem)
+    return _is_local_fs(filesystem(url)[0])
 
 
 def local_path(url: str) -> str:
     """The filesystem path of a local URL; raises for remote storage."""
     fs, path = filesystem(url)
-    if not isinstance(fs, LocalFileSystem):
+    if not _is_local_fs(fs):
         raise ValueError(f"{url} is not on the local filesystem")
     return path
 
@@ -87,7 +102,7 @@ def dumps(obj: Any) -> bytes:
 
 def write_bytes_atomic(url: str, data: bytes) -> None:
     fs, path = filesystem(url)
-    if isinstance(fs, LocalFileSystem):
+    if _is_local_fs(fs):
         directory = os.path.dirname(path)
         os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}")
@@ -119,7 +134,7 @@ def create_exclusive(url: str, data: bytes) -> bool:
     stores without conditional puts get check-then-put, which is as strong as the store allows.
     """
     fs, path = filesystem(url)
-    if isinstance(fs, LocalFileSystem):
+    if _is_local_fs(fs):
         directory = os.path.dirname(path)
         os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}")
@@ -160,7 +175,7 @@ def rename(src: str, dst: str) -> bool:
     """Move `src` to `dst`; False if `src` vanished first (someone else moved it)."""
     fs, spath = filesystem(src)
     _, dpath = filesystem(dst)
-    if isinstance(fs, LocalFileSystem):
+    if _is_local_fs(fs):
         try:
             os.rename(spath, dpath)
             return True
