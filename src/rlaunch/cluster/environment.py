@@ -1,14 +1,23 @@
-"""The environment a job gets from its submitter: allow-listed credentials and rlaunch settings.
+"""The environment a job gets: allow-listed credentials and rlaunch settings from its submitter,
+and for each replica an allow-listed base of the machine it runs on.
 
 Nothing else crosses. Backends start jobs from a minimal base environment, so a credential that
-is not allow-listed never reaches a coordinator, a host or a trainer.
+is not allow-listed never reaches a coordinator, a host or a trainer. The base is what ordinary
+programs need to find executables, a home directory and a locale.
 """
 
 from __future__ import annotations
 
 import os
+import socket
+from collections.abc import Mapping
 
 from rlaunch.secrets import FORWARD_ENV, forwarded_credentials
+
+BASE_VARIABLES = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR")
+BASE_PREFIXES = ("LC_",)
+# Unbuffered Python output makes `logs --follow` show lines when they are printed; spec.env may override.
+DEFAULTS = {"PYTHONUNBUFFERED": "1"}
 
 # Non-secret settings that decide where state lives and what code is loaded.
 PLATFORM_SETTINGS = (
@@ -31,3 +40,16 @@ def job_environment() -> dict[str, str]:
     env = {name: os.environ[name] for name in PLATFORM_SETTINGS if os.environ.get(name)}
     env.update(forwarded_credentials())
     return env
+
+
+def base_environment(source: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The allow-listed part of `source`."""
+    return {k: v for k, v in source.items() if k in BASE_VARIABLES or k.startswith(BASE_PREFIXES)}
+
+
+def free_port(host: str = "") -> int:
+    """A TCP port free on this machine now (a gang's rendezvous)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port

@@ -14,28 +14,21 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import rlaunch
+from rlaunch.cluster.base import GangBackend
+from rlaunch.cluster.environment import base_environment
+from rlaunch.cluster.lifecycle import cancel_message, parent_ended_reason, replica_status
 from rlaunch.cluster.local.capacity import Machine, check_fits, env_number
-from rlaunch.cluster.local.environment import base_environment, check_spec_env, replica_environment
+from rlaunch.cluster.local.environment import replica_environment
 from rlaunch.cluster.local.logs import read_log
 from rlaunch.cluster.local.procs import process_alive, stop_groups
-from rlaunch.cluster.local.state import (
-    JobDir,
-    actor,
-    cancel_message,
-    existing_job,
-    job_ids,
-    new_job,
-    now_iso,
-    read_json,
-    write_json_atomic,
-)
+from rlaunch.cluster.local.state import JobDir, existing_job, job_ids, new_job, read_json, write_json_atomic
+from rlaunch.cluster.logs import LogQuery
 from rlaunch.cluster.protocol import (
     BACKEND_ENV,
     JOB_ID_ENV,
@@ -44,10 +37,11 @@ from rlaunch.cluster.protocol import (
     JobSpec,
     JobState,
     JobStatus,
-    ReplicaStatus,
     Resources,
 )
+from rlaunch.processes import actor
 from rlaunch.secrets import scrub
+from rlaunch.storage import utc_now
 
 ROOT_ENV = "RLAUNCH_LOCAL_ROOT"
 KILL_GRACE_ENV = "RLAUNCH_LOCAL_KILL_GRACE"
@@ -55,7 +49,6 @@ DEFAULT_KILL_GRACE = 5.0
 SUPERVISOR_START_TIMEOUT = 60.0
 # A job with no supervisor record this long after submission was abandoned mid-submit.
 SUPERVISOR_MISSING_AFTER = 2 * SUPERVISOR_START_TIMEOUT
-MAX_POLL = 1.0
 
 
 def default_root() -> Path:
@@ -94,7 +87,7 @@ def _age_seconds(timestamp: str) -> float:
     return (datetime.now().astimezone() - datetime.fromisoformat(timestamp)).total_seconds()
 
 
-class LocalBackend:
+class LocalBackend(GangBackend):
     """The embedded backend. Arguments override `RLAUNCH_LOCAL_*`, which override what the OS reports."""
 
     name = "local"
@@ -139,12 +132,13 @@ class LocalBackend:
 
     def submit(self, spec: JobSpec, *, parent: str | None = None) -> str:
         self.check(spec, parent=parent)
-        check_spec_env(spec.env, [*self.environment(), JOB_ID_ENV, WORLD_SIZE_ENV])
+        self._check_spec_env(spec)
         working_dir = os.path.abspath(spec.working_dir or os.getcwd())
         if not os.path.isdir(working_dir):
             raise ValueError(f"JobSpec.working_dir {working_dir!r} is not a directory")
         _check_executable(spec.argv[0], {**base_environment(), **spec.env}.get("PATH"), working_dir)
-        parent_job = self._live_parent(parent) if parent is not None else None
+        if parent is not None:
+            self._check_live_parent(parent)
 
         job = new_job(self.root, spec.name)
         variables = {**self.environment(), JOB_ID_ENV: job.job_id, WORLD_SIZE_ENV: str(spec.replicas)}
@@ -171,29 +165,14 @@ class LocalBackend:
             "max_retries": spec.max_retries,
             "labels": dict(spec.labels),
             "parent": parent,
-            "submitted_at": now_iso(),
+            "submitted_at": utc_now(),
             "submitted_by": actor(),
             "kill_grace": self.kill_grace,
         })  # fmt: skip
-        if parent_job is not None:
-            parent_job.add_child(job.job_id)
+        if parent is not None:
+            existing_job(self.root, parent).add_child(job.job_id)
         self._start_supervisor(job, list(spec.argv), env)
         return job.job_id
-
-    def submit_child(self, spec: JobSpec) -> str:
-        parent = os.environ.get(JOB_ID_ENV)
-        if not parent:
-            raise RuntimeError(f"submit_child needs ${JOB_ID_ENV}: call it from inside a running job, or use submit()")
-        return self.submit(spec, parent=parent)
-
-    def _live_parent(self, parent: str) -> JobDir:
-        try:
-            status = self.status(parent)
-        except JobNotFoundError as exc:
-            raise JobNotFoundError(f"parent job: {exc}") from None
-        if status.state.terminal:
-            raise ValueError(f"parent job {parent} already ended ({status.state.value}); a child cannot outlive it")
-        return existing_job(self.root, parent)
 
     def _start_supervisor(self, job: JobDir, argv: list[str], env: dict[str, str]) -> None:
         """Start the detached supervisor; its own environment is the allow-list plus how to import rlaunch."""
@@ -216,7 +195,7 @@ class LocalBackend:
         if proc.returncode != 0:
             message = f"supervisor failed to start (exit {proc.returncode}); see {job.supervisor_log}"
             job.write_state(
-                {**job.read_state(), "state": JobState.FAILED.value, "message": message, "finished_at": now_iso()}
+                {**job.read_state(), "state": JobState.FAILED.value, "message": message, "finished_at": utc_now()}
             )
             raise RuntimeError(f"job {job.job_id}: {message}")
 
@@ -235,17 +214,7 @@ class LocalBackend:
             name=record["name"],
             backend=self.name,
             state=JobState(state["state"]),
-            replicas=tuple(
-                ReplicaStatus(
-                    rank=r["rank"],
-                    state=JobState(r["state"]),
-                    attempts=r["attempts"],
-                    exit_code=r["exit_code"],
-                    started_at=r["started_at"],
-                    finished_at=r["finished_at"],
-                )
-                for r in state["replicas"]
-            ),
+            replicas=tuple(replica_status(r, JobState(state["state"])) for r in state["replicas"]),
             parent=record["parent"],
             children=tuple(job.children()),
             submitted_at=record["submitted_at"],
@@ -255,54 +224,22 @@ class LocalBackend:
             labels=record["labels"],
         )
 
-    def wait(self, job_id: str, timeout: float | None = None) -> JobStatus:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        delay = 0.05
-        while True:
-            status = self.status(job_id)
-            if status.state.terminal or (deadline is not None and time.monotonic() >= deadline):
-                return status
-            pause = delay if deadline is None else min(delay, max(deadline - time.monotonic(), 0.0))
-            time.sleep(pause)
-            delay = min(delay * 1.5, MAX_POLL)
+    def _replica_count(self, job_id: str) -> int:
+        return int(existing_job(self.root, job_id).read_job()["replicas"])
 
-    def logs(
-        self, job_id: str, *, replica: int | None = None, follow: bool = False, tail: int | None = None
-    ) -> Iterator[str]:
-        job = existing_job(self.root, job_id)
-        replicas = job.read_job()["replicas"]
-        if replica is not None and not 0 <= replica < replicas:
-            raise ValueError(f"job {job_id} has replicas 0..{replicas - 1}; there is no replica {replica}")
-        if tail is not None and tail < 0:
-            raise ValueError(f"tail={tail} cannot be negative")
-        return read_log(
-            job.combined_log,
-            rank=replica,
-            follow=follow,
-            tail=tail,
-            finished=lambda: self.status(job_id).state.terminal,
-        )
+    def _log_lines(self, job_id: str, query: LogQuery) -> Iterator[str]:
+        return read_log(existing_job(self.root, job_id).combined_log, query)
 
-    def list_jobs(self) -> list[JobStatus]:
+    def _statuses(self) -> list[JobStatus]:
         statuses = []
         for job_id in job_ids(self.root):
             try:
                 statuses.append(self.status(job_id))
             except JobNotFoundError:
                 continue  # removed while listing
-        return sorted(statuses, key=lambda s: (s.submitted_at or "", s.job_id))
+        return statuses
 
     # -- stopping ------------------------------------------------------------------------------
-
-    def cancel(self, job_id: str, *, reason: str | None = None) -> JobStatus:
-        """Request cancellation of the job and every descendant, then wait until they have stopped."""
-        self.status(job_id)
-        descendants = self._descendants(job_id)
-        because = f"parent job {job_id} was cancelled" + (f": {reason}" if reason else "")
-        self._request_cancel([job_id], reason)
-        self._request_cancel(descendants, because)
-        self._await_terminal([job_id, *descendants])
-        return self.status(job_id)
 
     def cancel_children(self, job_id: str, *, reason: str, wait: bool = True) -> None:
         """Cancel the job's unfinished children (their supervisors cascade further down).
@@ -312,30 +249,18 @@ class LocalBackend:
         children = existing_job(self.root, job_id).children()
         self._request_cancel(children, reason)
         if wait:
-            self._await_terminal(children)
+            self._await_ended(children)
+
+    def _ended(self, job_id: str) -> bool:
+        return self.status(job_id).state.terminal
 
     def _request_cancel(self, job_ids: list[str], reason: str | None) -> None:
         for job_id in job_ids:
-            if not self.status(job_id).state.terminal:
+            if not self._ended(job_id):
                 existing_job(self.root, job_id).request_cancel(reason)
 
-    def _await_terminal(self, job_ids: list[str]) -> None:
-        deadline = time.monotonic() + self.kill_grace + 15.0
-        pending, delay = list(job_ids), 0.05
-        while pending and time.monotonic() < deadline:
-            pending = [j for j in pending if not self.status(j).state.terminal]
-            if pending:
-                time.sleep(delay)
-                delay = min(delay * 1.5, MAX_POLL)
-
-    def _descendants(self, job_id: str) -> list[str]:
-        found: list[str] = []
-        frontier = [job_id]
-        while frontier:
-            children = [c for j in frontier for c in existing_job(self.root, j).children() if c not in found]
-            found.extend(children)
-            frontier = children
-        return found
+    def _child_lookup(self) -> Callable[[str], list[str]]:
+        return lambda job_id: existing_job(self.root, job_id).children()
 
     # -- a supervisor that is gone -------------------------------------------------------------
 
@@ -364,8 +289,8 @@ class LocalBackend:
         unfinished = [r for r in state["replicas"] if not JobState(r["state"]).terminal]
         stop_groups([r["pid"] for r in unfinished if r["pid"]], self.kill_grace)
         for replica in unfinished:
-            replica.update(state=ended.value, finished_at=now_iso())
-        state.update(state=ended.value, message=message, finished_at=now_iso(), cancel=cancel)
+            replica.update(state=ended.value, finished_at=utc_now())
+        state.update(state=ended.value, message=message, finished_at=utc_now(), cancel=cancel)
         job.write_state(state)
-        self.cancel_children(job.job_id, reason=f"parent job {job.job_id} ended ({ended.value})", wait=False)
+        self.cancel_children(job.job_id, reason=parent_ended_reason(job.job_id, ended.value), wait=False)
         return state

@@ -8,19 +8,13 @@ so the read that follows that check drains everything.
 
 from __future__ import annotations
 
-import collections
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
+from rlaunch.cluster.logs import LogQuery, pick_lines
+
 _MAX_POLL = 0.5
-
-
-def _select(rank: int | None) -> Callable[[str], str | None]:
-    if rank is None:
-        return lambda line: line
-    prefix = f"[rank {rank}] "
-    return lambda line: line[len(prefix) :] if line.startswith(prefix) else None
 
 
 class _Reader:
@@ -47,24 +41,15 @@ class _Reader:
         return [c.decode("utf-8", errors="replace") for c in chunks]
 
 
-def read_log(
-    path: Path,
-    *,
-    rank: int | None,
-    follow: bool,
-    tail: int | None,
-    finished: Callable[[], bool],
-) -> Iterator[str]:
-    """Lines of the combined log; with `follow`, keep yielding until `finished()` and drained."""
-    select = _select(rank)
+def read_log(path: Path, query: LogQuery) -> Iterator[str]:
+    """Lines of the combined log; with `follow`, keep yielding until `query.finished()` and drained."""
     reader = _Reader(path)
-    done = not follow or finished()
-    selected = (s for s in map(select, reader.read_lines(final=done)) if s is not None)
-    yield from collections.deque(selected, maxlen=tail) if tail is not None else selected
+    done = not query.follow or query.finished()
+    yield from pick_lines(reader.read_lines(final=done), query.pick, query.tail)
     delay = 0.05
     while not done:
         time.sleep(delay)
-        done = finished()
-        lines = [s for s in map(select, reader.read_lines(final=done)) if s is not None]
+        done = query.finished()
+        lines = list(pick_lines(reader.read_lines(final=done), query.pick))
         yield from lines
         delay = 0.05 if lines else min(delay * 1.5, _MAX_POLL)

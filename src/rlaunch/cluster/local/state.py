@@ -24,21 +24,15 @@ import re
 import secrets
 import string
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rlaunch.cluster.lifecycle import cancel_request
 from rlaunch.cluster.protocol import JobNotFoundError
-from rlaunch.processes import actor
 
 _JOB_ID = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 _SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
 _SUFFIX_LENGTH = 6
-
-
-def now_iso() -> str:
-    """UTC timestamps, millisecond precision: sortable as strings and readable in a terminal."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
@@ -77,6 +71,10 @@ def read_json(path: Path) -> Any | None:
         return None
 
 
+def _under_job(*parts: str) -> property:
+    return property(lambda self: self.path.joinpath(*parts))
+
+
 @dataclass(frozen=True)
 class JobDir:
     """Paths of one job's directory; reading and writing goes through here so the layout is in one place."""
@@ -88,37 +86,14 @@ class JobDir:
     def path(self) -> Path:
         return self.root / self.job_id
 
-    @property
-    def job_file(self) -> Path:
-        return self.path / "job.json"
-
-    @property
-    def state_file(self) -> Path:
-        return self.path / "state.json"
-
-    @property
-    def supervisor_file(self) -> Path:
-        return self.path / "supervisor.json"
-
-    @property
-    def cancel_file(self) -> Path:
-        return self.path / "cancel.json"
-
-    @property
-    def children_dir(self) -> Path:
-        return self.path / "children"
-
-    @property
-    def logs_dir(self) -> Path:
-        return self.path / "logs"
-
-    @property
-    def combined_log(self) -> Path:
-        return self.logs_dir / "job.log"
-
-    @property
-    def supervisor_log(self) -> Path:
-        return self.path / "supervisor.log"
+    job_file = _under_job("job.json")
+    state_file = _under_job("state.json")
+    supervisor_file = _under_job("supervisor.json")
+    cancel_file = _under_job("cancel.json")
+    children_dir = _under_job("children")
+    logs_dir = _under_job("logs")
+    combined_log = _under_job("logs", "job.log")
+    supervisor_log = _under_job("supervisor.log")
 
     def attempt_log(self, rank: int, attempt: int) -> Path:
         return self.logs_dir / f"rank-{rank}.attempt-{attempt}.log"
@@ -143,7 +118,7 @@ class JobDir:
 
     def request_cancel(self, reason: str | None) -> None:
         """Ask the job to stop; the first request wins, so the record names who really cancelled."""
-        create_json_exclusive(self.cancel_file, {**actor(), "at": now_iso(), "reason": reason})
+        create_json_exclusive(self.cancel_file, cancel_request(reason))
 
     def add_child(self, child_id: str) -> None:
         self.children_dir.mkdir(exist_ok=True)
@@ -153,12 +128,6 @@ class JobDir:
         if not self.children_dir.is_dir():
             return []
         return sorted(p.name for p in self.children_dir.iterdir() if not p.name.startswith("."))
-
-
-def cancel_message(record: dict[str, Any]) -> str:
-    """One line for a cancel record: `cancelled by user@host (pid N) at T: reason`."""
-    text = f"cancelled by {record['user']}@{record['host']} (pid {record['pid']}) at {record['at']}"
-    return f"{text}: {record['reason']}" if record.get("reason") else text
 
 
 def existing_job(root: Path, job_id: str) -> JobDir:

@@ -20,65 +20,41 @@ import subprocess
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any, NamedTuple
+from typing import IO
 
+from rlaunch.cluster import lifecycle
+from rlaunch.cluster.environment import free_port
+from rlaunch.cluster.lifecycle import Decision, GangLifecycle, Outcome
 from rlaunch.cluster.local.backend import LocalBackend
 from rlaunch.cluster.local.procs import process_identity, stop_groups
-from rlaunch.cluster.local.state import JobDir, cancel_message, now_iso, write_json_atomic
+from rlaunch.cluster.local.state import JobDir, write_json_atomic
+from rlaunch.cluster.logs import rank_prefix
 from rlaunch.cluster.protocol import RANK_ENV, RENDEZVOUS_ENV, JobNotFoundError, JobState
 from rlaunch.secrets import secret_values
+from rlaunch.storage import utc_now
 
 POLL_SECONDS = 0.1
-PARENT_CHECK_SECONDS = 1.0
 DRAIN_SECONDS = 1.0
 MAX_LINE_BYTES = 64 * 1024
 START_FAILED_EXIT = 127  # what a shell reports for a command it could not run
 
 
-class _Outcome(NamedTuple):
-    state: JobState
-    message: str | None
-    unfinished_become: JobState  # what replicas not yet finished when the job ends are recorded as
-
-
 @dataclass
-class _Replica:
+class _Attempt:
+    """The transport's side of a replica's current attempt: its process and its output."""
+
     rank: int
-    state: JobState = JobState.PENDING
-    attempts: int = 0
-    exit_codes: list[int] = field(default_factory=list)
     proc: subprocess.Popen[bytes] | None = None
     start_error: int | None = None
     log: IO[bytes] | None = None
     partial: bytes = b""
-    started_at: str | None = None
-    finished_at: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rank": self.rank,
-            "state": self.state.value,
-            "attempts": self.attempts,
-            "exit_code": self.exit_codes[-1] if self.exit_codes else None,
-            "exit_codes": self.exit_codes,
-            "pid": self.proc.pid if self.proc else None,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-        }
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _say(message: str) -> None:
-    print(f"{now_iso()} {message}", file=sys.stderr, flush=True)
+    print(f"{utc_now()} {message}", file=sys.stderr, flush=True)
 
 
 class Supervisor:
@@ -92,12 +68,18 @@ class Supervisor:
         self.env = env
         self.secrets = [s.encode() for s in secret_values(env)]
         self.backend = LocalBackend(root=job.root, kill_grace=float(self.record["kill_grace"]))
-        self.replicas = [_Replica(rank) for rank in range(self.record["replicas"])]
+        self.gang = GangLifecycle(
+            job.job_id,
+            self.record["replicas"],
+            max_retries=self.record["max_retries"],
+            timeout_seconds=self.record["timeout_seconds"],
+            parent=self.record["parent"],
+        )
+        self.attempts = [_Attempt(rank) for rank in range(self.record["replicas"])]
         self.selector = selectors.DefaultSelector()
         self.combined = open(job.combined_log, "ab")
-        self.rendezvous = f"127.0.0.1:{_free_port()}"
+        self.rendezvous = f"127.0.0.1:{free_port('127.0.0.1')}"
         self.signalled: str | None = None
-        self.next_parent_check = 0.0
 
     def run(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
@@ -106,9 +88,7 @@ class Supervisor:
             outcome = self._stop_requested() or self._supervise()
         except Exception as exc:
             traceback.print_exc()
-            outcome = _Outcome(
-                JobState.FAILED, f"supervisor error: {exc!r} (see {self.job.supervisor_log})", JobState.FAILED
-            )
+            outcome = lifecycle.failed(f"supervisor error: {exc!r} (see {self.job.supervisor_log})")
         self._finish(outcome)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -116,77 +96,61 @@ class Supervisor:
 
     # -- the main loop -------------------------------------------------------------------------
 
-    def _supervise(self) -> _Outcome:
-        self.state.update(state=JobState.RUNNING.value, started_at=now_iso(), rendezvous=self.rendezvous)
-        for replica in self.replicas:
-            self._start(replica)
+    def _supervise(self) -> Outcome:
+        self.gang.begin(time.monotonic())
+        self.state["rendezvous"] = self.rendezvous
+        for attempt in self.attempts:
+            self._start(attempt)
         self._save()
-        timeout = self.record["timeout_seconds"]
-        deadline = time.monotonic() + timeout if timeout else None
-        max_attempts = self.record["max_retries"] + 1
         while True:
             self._pump(POLL_SECONDS)
             stop = self._stop_requested()
             if stop:
                 return stop
-            if deadline is not None and time.monotonic() >= deadline:
-                return _Outcome(
-                    JobState.FAILED,
-                    f"timed out after {timeout:g}s (timeout_seconds); stopped every replica",
-                    JobState.FAILED,
-                )
             changed = False
-            for replica in self.replicas:
-                code = self._exit_code(replica)
-                if replica.state != JobState.RUNNING or code is None:
+            for attempt in self.attempts:
+                code = self._exit_code(attempt)
+                if self.gang.replicas[attempt.rank].state != JobState.RUNNING or code is None:
                     continue
                 changed = True
-                self._end_attempt(replica, code)
-                if code == 0:
-                    replica.state = JobState.SUCCEEDED
-                elif replica.attempts < max_attempts:
-                    _say(f"rank {replica.rank} attempt {replica.attempts} exited {code}; retrying")
-                    self._start(replica)
-                else:
-                    replica.state = JobState.FAILED
-                    return _Outcome(
-                        JobState.FAILED,
-                        f"replica {replica.rank} failed: exit code {code} on attempt {replica.attempts} "
-                        f"of {max_attempts}; stopped the other replicas",
-                        JobState.CANCELLED,
-                    )
-            if all(r.state == JobState.SUCCEEDED for r in self.replicas):
-                return _Outcome(JobState.SUCCEEDED, None, JobState.SUCCEEDED)
+                self._end_attempt(attempt, code)
+                verdict = self.gang.attempt_ended(attempt.rank, code)
+                if verdict.note:
+                    _say(verdict.note)
+                if verdict.decision is Decision.RETRY:
+                    self._start(attempt)
+                elif verdict.outcome is not None:
+                    return verdict.outcome
+            outcome = self.gang.check(time.monotonic())
+            if outcome:
+                return outcome
             if changed:
                 self._save()
 
-    def _stop_requested(self) -> _Outcome | None:
+    def _stop_requested(self) -> Outcome | None:
         """A cancel request, a signal to the supervisor, or the parent job having ended."""
         if self.signalled:
             self.job.request_cancel(f"supervisor received {self.signalled}")
-        parent = self.record["parent"]
-        if parent and not self.job.cancel_file.exists() and time.monotonic() >= self.next_parent_check:
-            self.next_parent_check = time.monotonic() + PARENT_CHECK_SECONDS
+        parent = self.gang.parent
+        if parent and not self.job.cancel_file.exists() and self.gang.parent_due(time.monotonic()):
             try:
                 parent_state = self.backend.status(parent).state
             except JobNotFoundError:
                 parent_state = None
             if parent_state is None or parent_state.terminal:
                 ended = parent_state.value if parent_state else "its record is gone"
-                self.job.request_cancel(f"parent job {parent} ended ({ended})")
+                self.job.request_cancel(lifecycle.parent_ended_reason(parent, ended))
         cancel = self.job.read_cancel()
-        return _Outcome(JobState.CANCELLED, cancel_message(cancel), JobState.CANCELLED) if cancel else None
+        return lifecycle.cancelled(lifecycle.cancel_message(cancel)) if cancel else None
 
     # -- replicas ------------------------------------------------------------------------------
 
-    def _start(self, replica: _Replica) -> None:
-        replica.attempts += 1
-        replica.state = JobState.RUNNING
-        replica.started_at, replica.finished_at = now_iso(), None
-        replica.log = open(self.job.attempt_log(replica.rank, replica.attempts), "ab")
-        env = {**self.env, RANK_ENV: str(replica.rank), RENDEZVOUS_ENV: self.rendezvous}
+    def _start(self, attempt: _Attempt) -> None:
+        replica = self.gang.attempt_started(attempt.rank)
+        attempt.log = open(self.job.attempt_log(attempt.rank, replica.attempts), "ab")
+        env = {**self.env, RANK_ENV: str(attempt.rank), RENDEZVOUS_ENV: self.rendezvous}
         try:
-            replica.proc = subprocess.Popen(
+            attempt.proc = subprocess.Popen(
                 self.argv,
                 cwd=self.record["working_dir"],
                 env=env,
@@ -196,126 +160,119 @@ class Supervisor:
                 process_group=0,
             )
         except OSError as exc:
-            replica.proc, replica.start_error = None, START_FAILED_EXIT
-            self._write(replica, f"[rlaunch] could not start {self.argv[0]!r}: {exc}\n".encode())
-            self._flush(replica)
+            attempt.proc, attempt.start_error = None, START_FAILED_EXIT
+            replica.details["pid"] = None
+            self._write(attempt, f"[rlaunch] could not start {self.argv[0]!r}: {exc}\n".encode())
+            self._flush(attempt)
             return
-        replica.start_error = None
-        assert replica.proc.stdout is not None
-        self.selector.register(replica.proc.stdout, selectors.EVENT_READ, replica)
-        _say(f"rank {replica.rank} attempt {replica.attempts} started: pid {replica.proc.pid}")
+        attempt.start_error = None
+        replica.details["pid"] = attempt.proc.pid
+        assert attempt.proc.stdout is not None
+        self.selector.register(attempt.proc.stdout, selectors.EVENT_READ, attempt)
+        _say(f"rank {attempt.rank} attempt {replica.attempts} started: pid {attempt.proc.pid}")
 
-    def _exit_code(self, replica: _Replica) -> int | None:
-        return replica.proc.poll() if replica.proc else replica.start_error
+    def _exit_code(self, attempt: _Attempt) -> int | None:
+        return attempt.proc.poll() if attempt.proc else attempt.start_error
 
-    def _end_attempt(self, replica: _Replica, code: int) -> None:
-        """Record one attempt's end; whatever it left running in its process group is stopped."""
-        if replica.proc:
-            stop_groups([replica.proc.pid], self.backend.kill_grace, tick=lambda: self._pump(0))
-            self._drain(replica)
-        replica.exit_codes.append(code)
-        replica.finished_at = now_iso()
-        if replica.log:
-            replica.log.close()
-        _say(f"rank {replica.rank} attempt {replica.attempts} exited {code}")
+    def _end_attempt(self, attempt: _Attempt, code: int) -> None:
+        """Close one attempt; whatever it left running in its process group is stopped."""
+        if attempt.proc:
+            stop_groups([attempt.proc.pid], self.backend.kill_grace, tick=lambda: self._pump(0))
+            self._drain(attempt)
+        if attempt.log:
+            attempt.log.close()
+        _say(f"rank {attempt.rank} attempt {self.gang.replicas[attempt.rank].attempts} exited {code}")
 
     # -- output --------------------------------------------------------------------------------
 
     def _pump(self, timeout: float) -> None:
-        """Copy whatever replicas have printed into their attempt log and the combined log."""
+        """Copy whatever attempts have printed into their attempt log and the combined log."""
         if not self.selector.get_map():
             time.sleep(timeout)
             return
-        touched: list[_Replica] = []
+        touched: list[_Attempt] = []
         for key, _ in self.selector.select(timeout):
-            replica: _Replica = key.data
+            attempt: _Attempt = key.data
             data = os.read(key.fd, 65536)
             if data:
-                self._output(replica, data)
+                self._output(attempt, data)
             else:
-                self._close_pipe(replica)
-            touched.append(replica)
-        for replica in touched:
-            self._flush(replica)
+                self._close_pipe(attempt)
+            touched.append(attempt)
+        for attempt in touched:
+            self._flush(attempt)
 
-    def _output(self, replica: _Replica, data: bytes) -> None:
-        lines = (replica.partial + data).split(b"\n")
-        replica.partial = lines.pop()
-        if len(replica.partial) > MAX_LINE_BYTES:
-            lines.append(replica.partial)
-            replica.partial = b""
+    def _output(self, attempt: _Attempt, data: bytes) -> None:
+        lines = (attempt.partial + data).split(b"\n")
+        attempt.partial = lines.pop()
+        if len(attempt.partial) > MAX_LINE_BYTES:
+            lines.append(attempt.partial)
+            attempt.partial = b""
         for line in lines:
-            self._write(replica, line + b"\n")
+            self._write(attempt, line + b"\n")
 
-    def _write(self, replica: _Replica, line: bytes) -> None:
+    def _write(self, attempt: _Attempt, line: bytes) -> None:
         for secret in self.secrets:
             line = line.replace(secret, b"<redacted>")
-        if replica.log:
-            replica.log.write(line)
-        self.combined.write(b"[rank %d] " % replica.rank + line)
+        if attempt.log:
+            attempt.log.write(line)
+        self.combined.write(rank_prefix(attempt.rank).encode() + line)
 
-    def _flush(self, replica: _Replica) -> None:
-        if replica.log and not replica.log.closed:
-            replica.log.flush()
+    def _flush(self, attempt: _Attempt) -> None:
+        if attempt.log and not attempt.log.closed:
+            attempt.log.flush()
         self.combined.flush()
 
-    def _close_pipe(self, replica: _Replica) -> None:
-        if replica.partial:
-            self._write(replica, replica.partial + b"\n")
-            replica.partial = b""
-        assert replica.proc is not None and replica.proc.stdout is not None
-        self.selector.unregister(replica.proc.stdout)
-        replica.proc.stdout.close()
-        self._flush(replica)
+    def _close_pipe(self, attempt: _Attempt) -> None:
+        if attempt.partial:
+            self._write(attempt, attempt.partial + b"\n")
+            attempt.partial = b""
+        assert attempt.proc is not None and attempt.proc.stdout is not None
+        self.selector.unregister(attempt.proc.stdout)
+        attempt.proc.stdout.close()
+        self._flush(attempt)
 
-    def _drain(self, replica: _Replica) -> None:
+    def _drain(self, attempt: _Attempt) -> None:
         """Read a finished attempt's pipe to the end (bounded: an escaped daemon may hold it open)."""
-        assert replica.proc is not None and replica.proc.stdout is not None
+        assert attempt.proc is not None and attempt.proc.stdout is not None
         deadline = time.monotonic() + DRAIN_SECONDS
-        while not replica.proc.stdout.closed and time.monotonic() < deadline:
+        while not attempt.proc.stdout.closed and time.monotonic() < deadline:
             self._pump(0.05)
-        if not replica.proc.stdout.closed:
-            self._close_pipe(replica)
+        if not attempt.proc.stdout.closed:
+            self._close_pipe(attempt)
 
     # -- the end -------------------------------------------------------------------------------
 
     def _tick(self) -> None:
         self._pump(0)
-        for replica in self.replicas:
-            if replica.proc:
-                replica.proc.poll()
+        for attempt in self.attempts:
+            if attempt.proc:
+                attempt.proc.poll()
 
-    def _finish(self, outcome: _Outcome) -> None:
-        unfinished = [r for r in self.replicas if not r.state.terminal]
-        stop_groups([r.proc.pid for r in unfinished if r.proc], self.backend.kill_grace, tick=self._tick)
-        for replica in unfinished:
-            code = self._exit_code(replica)
-            if replica.proc:
-                self._drain(replica)
+    def _finish(self, outcome: Outcome) -> None:
+        self.gang.stop(outcome)
+        unfinished = [a for a in self.attempts if self.gang.replicas[a.rank].state == JobState.RUNNING]
+        stop_groups([a.proc.pid for a in unfinished if a.proc], self.backend.kill_grace, tick=self._tick)
+        for attempt in unfinished:
+            code = self._exit_code(attempt)
+            if attempt.proc:
+                self._drain(attempt)
             if code is not None:
-                replica.exit_codes.append(code)
-            replica.state = outcome.unfinished_become
-            replica.finished_at = now_iso()
-            if replica.log:
-                replica.log.close()
+                self.gang.attempt_ended(attempt.rank, code)
+            if attempt.log:
+                attempt.log.close()
+        self.gang.finish(outcome)
         try:
-            self.backend.cancel_children(
-                self.job.job_id, reason=f"parent job {self.job.job_id} ended ({outcome.state.value})"
-            )
+            self.backend.cancel_children(self.job.job_id, reason=self.gang.children_reason())
         except Exception:
             traceback.print_exc()
-        self.state.update(
-            state=outcome.state.value,
-            message=outcome.message,
-            finished_at=now_iso(),
-            cancel=self.job.read_cancel() if outcome.state == JobState.CANCELLED else None,
-        )
+        self.state["cancel"] = self.job.read_cancel() if outcome.state == JobState.CANCELLED else None
         self._save()
         self.combined.close()
-        _say(f"job {outcome.state.value}" + (f": {outcome.message}" if outcome.message else ""))
+        _say(lifecycle.outcome_line(outcome))
 
     def _save(self) -> None:
-        self.state["replicas"] = [r.to_json() for r in self.replicas]
+        self.state.update(self.gang.record())
         self.job.write_state(self.state)
 
 
@@ -334,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     if pid:
         write_json_atomic(
             job.supervisor_file,
-            {"pid": pid, "identity": process_identity(pid), "host": socket.gethostname(), "started_at": now_iso()},
+            {"pid": pid, "identity": process_identity(pid), "host": socket.gethostname(), "started_at": utc_now()},
         )
         return 0
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)

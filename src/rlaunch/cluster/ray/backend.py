@@ -34,23 +34,21 @@ import socket
 import string
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlparse
 
-from rlaunch.cluster.local.state import actor, cancel_message, now_iso
+from rlaunch.cluster.base import GangBackend
+from rlaunch.cluster.lifecycle import cancel_message, cancel_request, replica_status
+from rlaunch.cluster.logs import LogQuery
 from rlaunch.cluster.protocol import (
     BACKEND_ENV,
     JOB_ID_ENV,
-    RANK_ENV,
-    RENDEZVOUS_ENV,
-    WORLD_SIZE_ENV,
     JobNotFoundError,
     JobSpec,
     JobState,
     JobStatus,
-    ReplicaStatus,
     Resources,
 )
 from rlaunch.cluster.ray.capacity import (
@@ -94,11 +92,12 @@ from rlaunch.cluster.ray.common import (
     env_flag,
 )
 from rlaunch.cluster.ray.kv import StatusStore, split_host_port
+from rlaunch.processes import actor
+from rlaunch.storage import utc_now
 
 INSTALL_HINT = "pip install 'rlaunch[ray]'"
 DRIVER_MODULE = "rlaunch.cluster.ray.gang"
 DEFAULT_KILL_GRACE = 5.0
-MAX_POLL = 1.0
 REACH_TIMEOUT = 5.0
 STORE_RETRY_SECONDS = 30.0
 _SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
@@ -167,10 +166,11 @@ def _outcome_line(text: str | None) -> str | None:
     return why or None
 
 
-class RayBackend:
+class RayBackend(GangBackend):
     """Ray Jobs API backend. Every option is forwarded into jobs, so a job's children run alike."""
 
     name = "ray"
+    owned_variables = (GANG_ENV, NODE_ID_ENV, NODE_IP_ENV)
 
     def __init__(
         self,
@@ -302,7 +302,7 @@ class RayBackend:
     def submit(self, spec: JobSpec, *, parent: str | None = None) -> str:
         self._check_spec_env(spec)
         if parent is not None:
-            self._live_parent(parent)
+            self._check_live_parent(parent)
         placement = PLACEMENT_GROUP if parent is not None or spec.replicas > 1 else ENTRYPOINT
         client = self.client
         fit = self._fit(spec, parent, placement)
@@ -330,7 +330,7 @@ class RayBackend:
             META_REPLICAS: str(spec.replicas),
             META_RESOURCES: dumps(dict(vars(spec.resources))),
             META_PLACEMENT: placement,
-            META_SUBMITTED_AT: now_iso(),
+            META_SUBMITTED_AT: utc_now(),
             META_SUBMITTED_BY: dumps(actor()),
             META_PRIORITY: self.priority or "",
         }
@@ -363,12 +363,6 @@ class RayBackend:
                     raise RuntimeError(f"the Ray Jobs API refused job {spec.name!r}: {exc}") from None
         raise RuntimeError(f"could not find a free job id for {spec.name!r}")
 
-    def submit_child(self, spec: JobSpec) -> str:
-        parent = os.environ.get(JOB_ID_ENV)
-        if not parent:
-            raise RuntimeError(f"submit_child needs ${JOB_ID_ENV}: call it from inside a running job, or use submit()")
-        return self.submit(spec, parent=parent)
-
     def check(self, spec: JobSpec, *, parent: str | None = None, beside: Resources | None = None) -> str:
         """Raise CapacityError when `spec` could never be placed; returns the strategy it would use.
 
@@ -384,29 +378,6 @@ class RayBackend:
         return check_fits_beside(
             spec, beside, nodes, strategy=strategy, cluster=f"the Ray cluster at {self.address}"
         ).strategy
-
-    def _check_spec_env(self, spec: JobSpec) -> None:
-        owned = {
-            *self.environment(),
-            JOB_ID_ENV,
-            WORLD_SIZE_ENV,
-            RANK_ENV,
-            RENDEZVOUS_ENV,
-            GANG_ENV,
-            NODE_ID_ENV,
-            NODE_IP_ENV,
-        }
-        clashes = sorted(set(spec.env) & owned)
-        if clashes:
-            raise ValueError(f"JobSpec.env sets {clashes}, which the ray backend sets for every replica; remove them")
-
-    def _live_parent(self, parent: str) -> None:
-        try:
-            status = self.status(parent)
-        except JobNotFoundError as exc:
-            raise JobNotFoundError(f"parent job: {exc}") from None
-        if status.state.terminal:
-            raise ValueError(f"parent job {parent} already ended ({status.state.value}); a child cannot outlive it")
 
     def _nodes(self) -> list[Node]:
         try:
@@ -545,21 +516,7 @@ class RayBackend:
         rows = (record or {}).get("replicas") or [
             {"rank": r, "state": JobState.PENDING.value, "attempts": 0} for r in range(replicas)
         ]
-        statuses = []
-        for row in rows:
-            replica_state = JobState(row["state"])
-            if state.terminal and not replica_state.terminal:
-                replica_state = state  # the driver could not record it: the job's end is the replica's
-            statuses.append(
-                ReplicaStatus(
-                    rank=int(row["rank"]),
-                    state=replica_state,
-                    attempts=int(row.get("attempts") or 0),
-                    exit_code=row.get("exit_code"),
-                    started_at=row.get("started_at"),
-                    finished_at=row.get("finished_at") or (_iso_ms(info.end_time) if state.terminal else None),
-                )
-            )
+        statuses = [replica_status(row, state, _iso_ms(info.end_time)) for row in rows]
         finished = (record or {}).get("finished_at") if record and JobState(record["state"]).terminal else None
         return JobStatus(
             job_id=info.submission_id,
@@ -582,95 +539,56 @@ class RayBackend:
     def status(self, job_id: str) -> JobStatus:
         info = self._info(job_id)
         records, known = self._records([job_id])
-        children = sorted(
-            j.submission_id for j in self._rlaunch_jobs() if (j.metadata or {}).get(META_PARENT) == job_id
-        )
+        children = self._children_by_parent(self._rlaunch_jobs()).get(job_id, [])
         return self._build(info, records.get(job_id), known, children)
 
     def _ended(self, job_id: str) -> bool:
         """Ray reports the job's driver gone (the driver records its outcome before it exits)."""
         return bool(self._info(job_id).status.value in _TERMINAL_RAY)
 
-    def wait(self, job_id: str, timeout: float | None = None) -> JobStatus:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        delay = 0.05
-        while True:
-            if self._ended(job_id) or (deadline is not None and time.monotonic() >= deadline):
-                return self.status(job_id)
-            pause = delay if deadline is None else min(delay, max(deadline - time.monotonic(), 0.0))
-            time.sleep(pause)
-            delay = min(delay * 1.5, MAX_POLL)
+    def _replica_count(self, job_id: str) -> int:
+        return int((self._info(job_id).metadata or {}).get(META_REPLICAS) or 1)
 
-    def logs(
-        self, job_id: str, *, replica: int | None = None, follow: bool = False, tail: int | None = None
-    ) -> Iterator[str]:
+    def _log_lines(self, job_id: str, query: LogQuery) -> Iterator[str]:
         from rlaunch.cluster.ray.logs import read_logs
 
-        info = self._info(job_id)
-        replicas = int((info.metadata or {}).get(META_REPLICAS) or 1)
-        if replica is not None and not 0 <= replica < replicas:
-            raise ValueError(f"job {job_id} has replicas 0..{replicas - 1}; there is no replica {replica}")
-        if tail is not None and tail < 0:
-            raise ValueError(f"tail={tail} cannot be negative")
-        return read_logs(
-            self.client, job_id, rank=replica, follow=follow, tail=tail, finished=lambda: self._ended(job_id)
-        )
+        return read_logs(self.client, job_id, query)
 
-    def list_jobs(self) -> list[JobStatus]:
+    def _statuses(self) -> list[JobStatus]:
         jobs = self._rlaunch_jobs()
         records, known = self._records([j.submission_id for j in jobs])
+        children = self._children_by_parent(jobs)
+        return [self._build(j, records.get(j.submission_id), known, children.get(j.submission_id, [])) for j in jobs]
+
+    @staticmethod
+    def _children_by_parent(jobs: list[Any]) -> dict[str, list[str]]:
         children: dict[str, list[str]] = {}
         for job in jobs:
             parent = (job.metadata or {}).get(META_PARENT)
             if parent:
                 children.setdefault(parent, []).append(job.submission_id)
-        statuses = [
-            self._build(j, records.get(j.submission_id), known, sorted(children.get(j.submission_id, []))) for j in jobs
-        ]
-        return sorted(statuses, key=lambda s: (s.submitted_at or "", s.job_id))
+        return {parent: sorted(ids) for parent, ids in children.items()}
 
     # -- stopping ------------------------------------------------------------------------------
 
-    def cancel(self, job_id: str, *, reason: str | None = None) -> JobStatus:
-        """Stop the job and every descendant (stop_job), then wait until Ray reports them ended."""
-        self._info(job_id)
-        descendants = self._descendants(job_id)
-        because = f"parent job {job_id} was cancelled" + (f": {reason}" if reason else "")
-        self._record_cancel([job_id], reason)
-        self._record_cancel(descendants, because)
-        for target in [job_id, *descendants]:
-            try:
-                if not self._ended(target):
-                    self.client.stop_job(target)
-            except (JobNotFoundError, RuntimeError):
-                continue  # gone meanwhile
-        deadline = time.monotonic() + self.kill_grace + 15.0
-        pending, delay = [job_id, *descendants], 0.05
-        while pending and time.monotonic() < deadline:
-            pending = [j for j in pending if not self._ended(j)]
-            if pending:
-                time.sleep(delay)
-                delay = min(delay * 1.5, MAX_POLL)
-        return self.status(job_id)
-
-    def _record_cancel(self, job_ids: list[str], reason: str | None) -> None:
+    def _request_cancel(self, job_ids: list[str], reason: str | None) -> None:
+        """Record who cancelled and why next to each job (the cancel itself goes through the Jobs API)."""
         store = self._status_store()
         if store is None:
             return
-        record = {**actor(), "at": now_iso(), "reason": reason}
+        record = cancel_request(reason)
         for job_id in job_ids:
-            with contextlib.suppress(Exception):  # the cancel itself goes through the Jobs API
+            with contextlib.suppress(Exception):
                 store.request_cancel(job_id, record)
 
-    def _descendants(self, job_id: str) -> list[str]:
-        by_parent: dict[str, list[str]] = {}
-        for job in self._rlaunch_jobs():
-            parent = (job.metadata or {}).get(META_PARENT)
-            if parent:
-                by_parent.setdefault(parent, []).append(job.submission_id)
-        found: list[str] = []
-        frontier = [job_id]
-        while frontier:
-            frontier = [c for j in frontier for c in by_parent.get(j, []) if c not in found]
-            found.extend(frontier)
-        return found
+    def _stop(self, job_ids: list[str]) -> None:
+        for job_id in job_ids:
+            try:
+                if not self._ended(job_id):
+                    self.client.stop_job(job_id)
+            except (JobNotFoundError, RuntimeError):
+                continue  # gone meanwhile
+
+    def _child_lookup(self) -> Callable[[str], list[str]]:
+        children = self._children_by_parent(self._rlaunch_jobs())
+        return lambda job_id: children.get(job_id, [])

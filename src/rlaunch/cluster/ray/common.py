@@ -85,10 +85,6 @@ def rendezvous_key(job_id: str) -> str:
     return f"ray-jobs/{job_id}/rendezvous"
 
 
-def rank_prefix(rank: int) -> str:
-    return f"[rank {rank}] "
-
-
 def dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 

@@ -40,9 +40,12 @@ import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, NamedTuple
+from typing import Any
 
-from rlaunch.cluster.local.state import cancel_message, now_iso
+from rlaunch.cluster import lifecycle
+from rlaunch.cluster.environment import free_port
+from rlaunch.cluster.lifecycle import Decision, GangLifecycle, Outcome
+from rlaunch.cluster.logs import rank_prefix
 from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV, WORLD_SIZE_ENV, JobState
 from rlaunch.cluster.ray.common import (
     ENTRYPOINT,
@@ -52,16 +55,14 @@ from rlaunch.cluster.ray.common import (
     GANG_ENV,
     GCS_ADDRESS_ENV,
     NOTE_PREFIX,
-    OUTCOME_PREFIX,
     WORKING_DIR_ENV,
-    rank_prefix,
 )
 from rlaunch.cluster.ray.kv import StatusStore
-from rlaunch.cluster.ray.replica import free_port, replica_cwd, replica_environment, run_attempt
+from rlaunch.cluster.ray.replica import replica_cwd, replica_environment, run_attempt
 from rlaunch.secrets import secret_values
+from rlaunch.storage import utc_now
 
 POLL_SECONDS = 0.1
-PARENT_CHECK_SECONDS = 1.0
 PLACEMENT_NOTE_AFTER = 10.0
 WIND_DOWN_EXTRA = 3.0
 RAY_JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"  # Ray sets it for the entrypoint (runtime_env, metadata)
@@ -81,44 +82,12 @@ def install_signal_handlers() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # Ray blocks it in its processes
 
 
-class _Outcome(NamedTuple):
-    state: JobState
-    message: str | None
-    unfinished_become: JobState
-
-
 @dataclass
 class _Attempt:
     number: int
     stop: threading.Event = field(default_factory=threading.Event)
     ref: Any = None  # the ObjectRefGenerator of a placement-group attempt
     ended: bool = False
-
-
-@dataclass
-class _Replica:
-    rank: int
-    state: JobState = JobState.PENDING
-    attempts: int = 0
-    exit_codes: list[int | None] = field(default_factory=list)
-    started_at: str | None = None
-    finished_at: str | None = None
-    node_id: str | None = None
-    node_ip: str | None = None
-    attempt: _Attempt | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rank": self.rank,
-            "state": self.state.value,
-            "attempts": self.attempts,
-            "exit_code": self.exit_codes[-1] if self.exit_codes else None,
-            "exit_codes": self.exit_codes,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "node_id": self.node_id,
-            "node_ip": self.node_ip,
-        }
 
 
 def package_uri(environ: Mapping[str, str]) -> str | None:
@@ -138,32 +107,26 @@ class Gang:
         self.job_id = environ[JOB_ID_ENV]
         self.mode = config["placement"]
         self.grace = float(config["kill_grace"])
-        self.max_attempts = int(config["max_retries"]) + 1
-        self.timeout: float | None = float(config["timeout_seconds"]) if config.get("timeout_seconds") else None
-        self.parent = config.get("parent")
+        self.gang = GangLifecycle(
+            self.job_id,
+            int(config["replicas"]),
+            max_retries=int(config["max_retries"]),
+            timeout_seconds=config.get("timeout_seconds"),
+            parent=config.get("parent"),
+        )
+        self.replicas = self.gang.replicas
+        self.attempts: dict[int, _Attempt] = {}  # rank -> its current attempt
         self.resources = config["resources"]
         self.gcs = environ.get("RAY_ADDRESS") or environ.get(GCS_ADDRESS_ENV)
         self.package = package_uri(environ)
         self.job_env = self._job_env(environ)
         self.secrets = secret_values(self.job_env)
-        self.replicas = [_Replica(rank) for rank in range(int(config["replicas"]))]
         self.events: queue.Queue[tuple[int, int, str, Any]] = queue.Queue()
         self.rendezvous: str | None = None
-        self.stopping: _Outcome | None = None
-        self.next_parent_check = 0.0
         self.placement_group: Any = None
         self.node_ip: str | None = None
         self._client: Any = None
-        self.record: dict[str, Any] = {
-            "state": JobState.PENDING.value,
-            "message": None,
-            "started_at": None,
-            "finished_at": None,
-            "rendezvous": None,
-            "placement": self.mode,
-            "strategy": config.get("strategy"),
-            "driver": {"pid": os.getpid(), "started_at": now_iso()},
-        }
+        self.driver = {"pid": os.getpid(), "started_at": utc_now()}
         try:
             self.store = StatusStore.connect(self.gcs)
         except Exception as exc:  # noqa: BLE001 - status detail is lost, the job still runs
@@ -201,12 +164,17 @@ class Gang:
     # -- status ---------------------------------------------------------------------------------
 
     def _publish(self) -> None:
-        self.record["replicas"] = [r.to_json() for r in self.replicas]
-        self.record["rendezvous"] = self.rendezvous
         if self.store is None:
             return
+        record = {
+            **self.gang.record(),
+            "rendezvous": self.rendezvous,
+            "placement": self.mode,
+            "strategy": self.config.get("strategy"),
+            "driver": self.driver,
+        }
         try:
-            self.store.put_state(self.job_id, self.record)
+            self.store.put_state(self.job_id, record)
         except Exception as exc:  # noqa: BLE001 - a GCS hiccup must not fail the job
             self._note(f"could not publish status: {exc!r}")
 
@@ -224,10 +192,10 @@ class Gang:
             outcome = self._stop_requested() or self._supervise()
         except Exception as exc:  # noqa: BLE001 - recorded as the job's failure
             traceback.print_exc()
-            outcome = _Outcome(JobState.FAILED, f"driver error: {exc!r}", JobState.FAILED)
+            outcome = lifecycle.failed(f"driver error: {exc!r}")
         return self._finish(outcome)
 
-    def _supervise(self) -> _Outcome:
+    def _supervise(self) -> Outcome:
         self._publish()
         if self.mode == ENTRYPOINT:
             import ray.util
@@ -238,31 +206,19 @@ class Gang:
             stop = self._place()
             if stop:
                 return stop
-        self.record.update(state=JobState.RUNNING.value, started_at=now_iso())
+        self.gang.begin(time.monotonic())
         if self.rendezvous is not None or self.store is not None:
             for replica in self.replicas:  # placement group: the ranks meet through the KV (see tasks)
-                self._start(replica)
+                self._start(replica.rank)
         else:
-            self._start(self.replicas[0])  # no KV: the others start once rank 0 has picked the rendezvous
+            self._start(0)  # no KV: the others start once rank 0 has picked the rendezvous
         self._publish()
-        deadline = time.monotonic() + self.timeout if self.timeout else None
         while True:
-            outcome = self._pump(POLL_SECONDS)
+            outcome = self._pump(POLL_SECONDS) or self._stop_requested() or self.gang.check(time.monotonic())
             if outcome:
                 return outcome
-            stop = self._stop_requested()
-            if stop:
-                return stop
-            if deadline is not None and time.monotonic() >= deadline:
-                return _Outcome(
-                    JobState.FAILED,
-                    f"timed out after {self.timeout:g}s (timeout_seconds); stopped every replica",
-                    JobState.FAILED,
-                )
-            if all(r.state == JobState.SUCCEEDED for r in self.replicas):
-                return _Outcome(JobState.SUCCEEDED, None, JobState.SUCCEEDED)
 
-    def _place(self) -> _Outcome | None:
+    def _place(self) -> Outcome | None:
         """Reserve one bundle per replica; wait (cancellable) until the cluster has placed them all."""
         import ray
         from ray.util.placement_group import placement_group
@@ -291,19 +247,19 @@ class Gang:
                     f"({strategy}); resources are busy"
                 )
 
-    def _start(self, replica: _Replica) -> None:
-        replica.attempts += 1
-        replica.state = JobState.RUNNING
-        replica.started_at, replica.finished_at = now_iso(), None
+    def _start(self, rank: int) -> None:
+        replica = self.gang.attempt_started(rank)
+        replica.details.setdefault("node_id", None)
         attempt = _Attempt(replica.attempts)
-        replica.attempt = attempt
+        self.attempts[rank] = attempt
         if self.mode == ENTRYPOINT:
-            replica.node_ip = self.node_ip
+            replica.details["node_ip"] = self.node_ip
             target = self._run_local
         else:
-            attempt.ref = self._launch_remote(replica)
+            replica.details.setdefault("node_ip", None)
+            attempt.ref = self._launch_remote(rank)
             target = self._follow_remote
-        threading.Thread(target=target, args=(replica.rank, attempt), daemon=True).start()
+        threading.Thread(target=target, args=(rank, attempt), daemon=True).start()
 
     def _run_local(self, rank: int, attempt: _Attempt) -> None:
         try:
@@ -317,7 +273,7 @@ class Gang:
         finally:
             self.events.put((rank, attempt.number, "done", None))
 
-    def _launch_remote(self, replica: _Replica) -> Any:
+    def _launch_remote(self, rank: int) -> Any:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         from rlaunch.cluster.ray.tasks import replica_attempt
@@ -327,7 +283,7 @@ class Gang:
             "num_cpus": bundle.get("CPU", 0),
             "num_gpus": bundle.get("GPU", 0),
             "scheduling_strategy": PlacementGroupSchedulingStrategy(
-                self.placement_group, placement_group_bundle_index=replica.rank
+                self.placement_group, placement_group_bundle_index=rank
             ),
         }
         if "memory" in bundle:
@@ -338,7 +294,7 @@ class Gang:
         return replica_attempt.options(**options).remote(
             self.argv,
             self.job_env,
-            replica.rank,
+            rank,
             self.rendezvous,
             int(self.resources.get("accelerators") or 0),
             bool(self.package),
@@ -363,7 +319,7 @@ class Gang:
 
     # -- events ---------------------------------------------------------------------------------
 
-    def _pump(self, timeout: float) -> _Outcome | None:
+    def _pump(self, timeout: float) -> Outcome | None:
         try:
             first = self.events.get(timeout=timeout)
         except queue.Empty:
@@ -377,89 +333,71 @@ class Gang:
         outcome = None
         changed = False
         for rank, number, kind, data in batch:
-            replica = self.replicas[rank]
             if kind == "out":
                 prefix = rank_prefix(rank)
                 self._write([prefix + line for line in data])
                 continue
-            current = replica.attempt is not None and replica.attempt.number == number
-            if not current or replica.attempt is None or replica.attempt.ended:
+            attempt = self.attempts.get(rank)
+            if attempt is None or attempt.number != number or attempt.ended:
                 continue
             if kind == "rendezvous":
                 if self.rendezvous is None:
                     self.rendezvous = data
-                    if not self.stopping:
+                    if not self.gang.stopping:
                         for other in self.replicas[1:]:
                             if other.attempts == 0:
-                                self._start(other)
+                                self._start(other.rank)
                 changed = True
             elif kind == "node":
-                replica.node_id, replica.node_ip = data.get("node_id"), data.get("ip")
+                self.replicas[rank].details.update(node_id=data.get("node_id"), node_ip=data.get("ip"))
                 changed = True
             elif kind in ("exit", "error", "done"):
                 code = data if kind == "exit" else None
                 if kind == "error":
                     self._note(f"rank {rank} attempt {number} ended abnormally: {data}")
-                ended = self._attempt_ended(replica, code, data if kind != "exit" else None)
+                ended = self._attempt_ended(rank, code, data if kind != "exit" else None)
                 outcome = outcome or ended
                 changed = True
         if changed:
             self._publish()
         return outcome
 
-    def _attempt_ended(self, replica: _Replica, code: int | None, error: str | None) -> _Outcome | None:
-        assert replica.attempt is not None
-        replica.attempt.ended = True
-        replica.exit_codes.append(code)
-        replica.finished_at = now_iso()
-        if self.stopping:
-            replica.state = (
-                JobState.SUCCEEDED
-                if code == 0 and self.stopping.state == JobState.SUCCEEDED
-                else self.stopping.unfinished_become
-            )
-            return None
-        if code == 0:
-            replica.state = JobState.SUCCEEDED
-            return None
-        how = f"exit code {code}" if code is not None else f"its Ray task ended ({error or 'no exit code'})"
-        if replica.attempts < self.max_attempts:
-            self._note(f"rank {replica.rank} attempt {replica.attempts} failed ({how}); retrying")
-            self._start(replica)
-            return None
-        replica.state = JobState.FAILED
-        return _Outcome(
-            JobState.FAILED,
-            f"replica {replica.rank} failed: {how} on attempt {replica.attempts} of {self.max_attempts}; stopped the other replicas",
-            JobState.CANCELLED,
-        )
+    def _attempt_ended(self, rank: int, code: int | None, error: str | None) -> Outcome | None:
+        self.attempts[rank].ended = True
+        why = f"its Ray task ended ({error or 'no exit code'})"
+        verdict = self.gang.attempt_ended(rank, code, why)
+        if verdict.note:
+            self._note(verdict.note)
+        if verdict.decision is Decision.RETRY:
+            self._start(rank)
+        return verdict.outcome
 
     # -- stopping -------------------------------------------------------------------------------
 
-    def _stop_requested(self) -> _Outcome | None:
+    def _stop_requested(self) -> Outcome | None:
         """The Ray job was stopped (a signal), or this child's parent job has ended."""
         if _SIGNALS:
             request = self._cancel_request()
             message = (
-                cancel_message(request)
+                lifecycle.cancel_message(request)
                 if request
                 else f"stopped through the Ray Jobs API (the driver got {_SIGNALS[0]})"
             )
-            return _Outcome(JobState.CANCELLED, message, JobState.CANCELLED)
-        if self.parent and time.monotonic() >= self.next_parent_check:
-            self.next_parent_check = time.monotonic() + PARENT_CHECK_SECONDS
+            return lifecycle.cancelled(message)
+        if self.gang.parent_due(time.monotonic()):
             ended = self._parent_ended()
             if ended:
-                reason = f"parent job {self.parent} ended ({ended})"
+                assert self.gang.parent is not None
+                reason = lifecycle.parent_ended_reason(self.gang.parent, ended)
                 self._request_cancel(self.job_id, reason)
                 request = self._cancel_request()
-                return _Outcome(JobState.CANCELLED, cancel_message(request) if request else reason, JobState.CANCELLED)
+                return lifecycle.cancelled(lifecycle.cancel_message(request) if request else reason)
         return None
 
     def _parent_ended(self) -> str | None:
         """The parent's final Ray state when it has ended, "its record is gone", or None."""
         try:
-            status = self._jobs().get_job_status(self.parent)
+            status = self._jobs().get_job_status(self.gang.parent)
         except RuntimeError as exc:
             return "its record is gone" if "does not exist" in str(exc) else None
         except Exception:  # noqa: BLE001 - the dashboard is briefly unreachable: check again later
@@ -477,36 +415,33 @@ class Gang:
     def _request_cancel(self, job_id: str, reason: str) -> None:
         if self.store is None:
             return
-        from rlaunch.cluster.local.state import actor
-
         with contextlib.suppress(Exception):  # the cancel itself goes through the Jobs API
-            self.store.request_cancel(job_id, {**actor(), "at": now_iso(), "reason": reason})
+            self.store.request_cancel(job_id, lifecycle.cancel_request(reason))
 
-    def _running(self) -> list[_Replica]:
-        return [r for r in self.replicas if r.attempt is not None and not r.attempt.ended]
+    def _running(self) -> list[int]:
+        return [rank for rank, attempt in self.attempts.items() if not attempt.ended]
 
     def _wind_down(self) -> None:
         """Stop every running attempt; wait for them (draining output); force what is left."""
-        running = self._running()
-        for replica in running:
-            assert replica.attempt is not None
-            replica.attempt.stop.set()
-            if replica.attempt.ref is not None:
+        for rank in self._running():
+            attempt = self.attempts[rank]
+            attempt.stop.set()
+            if attempt.ref is not None:
                 import ray
 
                 with contextlib.suppress(Exception):  # it finished meanwhile
-                    ray.cancel(replica.attempt.ref)
+                    ray.cancel(attempt.ref)
         deadline = time.monotonic() + self.grace + WIND_DOWN_EXTRA
         while self._running() and time.monotonic() < deadline:
             self._pump(POLL_SECONDS)
-        for replica in self._running():
-            assert replica.attempt is not None
-            if replica.attempt.ref is not None:
+        for rank in self._running():
+            attempt = self.attempts[rank]
+            if attempt.ref is not None:
                 import ray
 
                 with contextlib.suppress(Exception):  # the keeper stops the group when its worker dies
-                    ray.cancel(replica.attempt.ref, force=True)
-            self._attempt_ended(replica, None, "did not stop in time")
+                    ray.cancel(attempt.ref, force=True)
+            self._attempt_ended(rank, None, "did not stop in time")
         while True:  # output still queued
             try:
                 rank, _number, kind, data = self.events.get_nowait()
@@ -535,24 +470,20 @@ class Gang:
             except Exception as exc:  # noqa: BLE001
                 self._note(f"could not stop child job {job.submission_id}: {exc!r}")
 
-    def _finish(self, outcome: _Outcome) -> int:
-        self.stopping = outcome
+    def _finish(self, outcome: Outcome) -> int:
+        self.gang.stop(outcome)
         try:
             self._wind_down()
         except Exception:  # noqa: BLE001
             traceback.print_exc()
-        for replica in self.replicas:
-            if not replica.state.terminal:
-                replica.state = outcome.unfinished_become
-                replica.finished_at = replica.finished_at or now_iso()
-        self._cancel_children(f"parent job {self.job_id} ended ({outcome.state.value})")
+        self.gang.finish(outcome)
+        self._cancel_children(self.gang.children_reason())
         if self.placement_group is not None:
             from ray.util.placement_group import remove_placement_group
 
             with contextlib.suppress(Exception):  # the job's end removes it anyway
                 remove_placement_group(self.placement_group)
-        self.record.update(state=outcome.state.value, message=outcome.message, finished_at=now_iso())
-        self._write([OUTCOME_PREFIX + outcome.state.value + (f": {outcome.message}" if outcome.message else "")])
+        self._write([NOTE_PREFIX + lifecycle.outcome_line(outcome)])
         self._publish()
         return {JobState.SUCCEEDED: EXIT_SUCCEEDED, JobState.CANCELLED: EXIT_CANCELLED}.get(outcome.state, EXIT_FAILED)
 

@@ -14,25 +14,17 @@ alone notices the end only seconds later).
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import queue
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from rlaunch.cluster.ray.common import rank_prefix
+from rlaunch.cluster.logs import LogQuery, pick_lines
 
 STATE_POLL_SECONDS = 0.5
-
-
-def select(rank: int | None) -> Callable[[str], str | None]:
-    if rank is None:
-        return lambda line: line
-    prefix = rank_prefix(rank)
-    return lambda line: line[len(prefix) :] if line.startswith(prefix) else None
 
 
 def split_lines(text: str) -> list[str]:
@@ -76,28 +68,19 @@ class _Stream:
                 pass  # the loop closed meanwhile
 
 
-def read_logs(
-    client: Any,
-    job_id: str,
-    *,
-    rank: int | None,
-    follow: bool,
-    tail: int | None,
-    finished: Callable[[], bool],
-) -> Iterator[str]:
+def read_logs(client: Any, job_id: str, query: LogQuery) -> Iterator[str]:
     """Lines of the job's log; with `follow`, keep yielding until the job is terminal and drained."""
-    pick = select(rank)
-    if not follow or finished():
-        selected = (s for s in map(pick, split_lines(client.get_job_logs(job_id))) if s is not None)
-        yield from collections.deque(selected, maxlen=tail) if tail is not None else selected
+    pick, finished = query.pick, query.finished
+    if not query.follow or finished():
+        yield from pick_lines(split_lines(client.get_job_logs(job_id)), pick, query.tail)
         return
     consumed = 0  # characters of the log already turned into lines (or skipped by `tail`)
     partial = ""
-    if tail is not None:
+    if query.tail is not None:
         text = client.get_job_logs(job_id)
         complete = text[: text.rfind("\n") + 1]
         consumed = len(complete)
-        yield from collections.deque((s for s in map(pick, split_lines(complete)) if s is not None), maxlen=tail)
+        yield from pick_lines(split_lines(complete), pick, query.tail)
     stream = _Stream(client, job_id)
     seen = 0  # characters the stream delivered
 
@@ -106,7 +89,7 @@ def read_logs(
         consumed += len(fresh)
         pieces = (partial + fresh).split("\n")
         partial = pieces.pop()
-        return [p for p in map(pick, pieces) if p is not None]
+        return list(pick_lines(pieces, pick))
 
     try:
         next_check = time.monotonic() + STATE_POLL_SECONDS
@@ -132,4 +115,4 @@ def read_logs(
         yield from take(client.get_job_logs(job_id)[consumed:])
     # The job is terminal, so its log is complete: read what the stream had not delivered.
     rest = partial + client.get_job_logs(job_id)[consumed:]
-    yield from (p for p in map(pick, split_lines(rest)) if p is not None)
+    yield from pick_lines(split_lines(rest), pick)

@@ -20,14 +20,13 @@ import os
 import select
 import selectors
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from rlaunch.cluster.local.environment import DEFAULTS, base_environment
+from rlaunch.cluster.environment import DEFAULTS, base_environment
 from rlaunch.cluster.protocol import RANK_ENV, RENDEZVOUS_ENV
 from rlaunch.cluster.ray.common import DEVICE_VARIABLES, MAX_LINE_BYTES, NODE_ID_ENV, NODE_IP_ENV
 
@@ -39,13 +38,6 @@ DRAIN_SECONDS = 1.0
 KEEPER_EXTRA_SECONDS = 6.0  # beyond the grace: how long a keeper may take before its group is killed
 
 Event = tuple[str, Any]
-
-
-def free_port(host: str = "") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def replica_environment(

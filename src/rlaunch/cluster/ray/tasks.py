@@ -23,10 +23,11 @@ from typing import Any
 
 import ray
 
+from rlaunch.cluster.environment import free_port
 from rlaunch.cluster.protocol import JOB_ID_ENV
 from rlaunch.cluster.ray.common import GCS_ADDRESS_ENV
 from rlaunch.cluster.ray.kv import StatusStore
-from rlaunch.cluster.ray.replica import free_port, replica_cwd, replica_environment, run_attempt
+from rlaunch.cluster.ray.replica import replica_cwd, replica_environment, run_attempt
 
 RENDEZVOUS_POLL_SECONDS = 0.05
 
