@@ -11,7 +11,7 @@ from typing import Any
 
 from rlaunch import storage
 from rlaunch.launch_config.layout import attempt_dir
-from rlaunch.launch_config.recipe import compose, set_path
+from rlaunch.launch_config.recipe import set_path
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.runtimes.registry import get_profile
@@ -38,7 +38,7 @@ def injected_values(doc: SkyRLLaunchConfig) -> dict[str, Any]:
 def compose_document(doc: SkyRLLaunchConfig) -> SkyRLLaunchConfig:
     """The resolved document: `skyrl` is the full composed tree with canonical values injected."""
     profile = get_profile(doc.runtime.profile)
-    composed, problems = compose(profile.base_config(), doc.skyrl)
+    composed, problems = profile.compose(doc.skyrl)
     if problems:
         raise DocumentError([f"skyrl.{p.path}: {p.message}; {p.fix}" for p in problems], what="SkyRL recipe")
     for key, value in injected_values(doc).items():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import difflib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 _MISSING = object()
@@ -54,27 +54,92 @@ def set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def leaves(tree: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """Every (dotted path, value) whose value is not a mapping (lists are leaves)."""
+def leaves(
+    tree: Mapping[str, Any], prefix: str = "", *, stop: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, Any]]:
+    """Every (dotted path, value) whose value is not a mapping (lists are leaves); a path in `stop`
+    is one leaf whatever its value (a free-form mapping)."""
     for key, value in tree.items():
         path = f"{prefix}.{key}" if prefix else str(key)
-        if isinstance(value, Mapping) and value:
-            yield from leaves(value, path)
+        if isinstance(value, Mapping) and value and path not in stop:
+            yield from leaves(value, path, stop=stop)
         else:
             yield path, value
 
 
-def compose(base: Mapping[str, Any], recipe: Mapping[str, Any]) -> tuple[dict[str, Any], list[RecipeProblem]]:
+@dataclass(frozen=True)
+class BaseConfigShape:
+    """What a base config's plain tree cannot say: `open_mappings` are free-form dicts (any key is
+    accepted under them); `optional_sections` default to None and, when given as a mapping, take
+    the keys of the tree recorded for them."""
+
+    open_mappings: frozenset[str] = frozenset()
+    optional_sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, raw: Mapping[str, Any] | None) -> BaseConfigShape:
+        raw = raw or {}
+        return cls(frozenset(raw.get("open_mappings") or ()), dict(raw.get("optional_sections") or {}))
+
+    @property
+    def stops(self) -> frozenset[str]:
+        """Paths whose whole value is one setting (compared as a unit)."""
+        return self.open_mappings | frozenset(self.optional_sections)
+
+
+def compose(
+    base: Mapping[str, Any], recipe: Mapping[str, Any], shape: BaseConfigShape | None = None
+) -> tuple[dict[str, Any], list[RecipeProblem]]:
     """`recipe` laid over a deep copy of `base`; problems for unknown keys and type mismatches."""
     composed = copy.deepcopy(dict(base))
     problems: list[RecipeProblem] = []
-    _merge(composed, recipe, "", problems)
+    _merge(composed, recipe, "", problems, shape or BaseConfigShape())
     return composed, problems
 
 
-def _merge(target: dict[str, Any], overlay: Mapping[str, Any], prefix: str, problems: list[RecipeProblem]) -> None:
+def _merge_open(target: dict[str, Any], overlay: Mapping[str, Any]) -> None:
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(target.get(key), dict):
+            _merge_open(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+def _merge(
+    target: dict[str, Any],
+    overlay: Mapping[str, Any],
+    prefix: str,
+    problems: list[RecipeProblem],
+    shape: BaseConfigShape,
+) -> None:
     for key, value in overlay.items():
         path = f"{prefix}.{key}" if prefix else str(key)
+        if path in shape.open_mappings and key in target:
+            if isinstance(value, Mapping) and isinstance(target[key], dict):
+                _merge_open(target[key], value)
+            elif value is None or isinstance(value, Mapping):
+                target[key] = copy.deepcopy(value)
+            else:
+                problems.append(
+                    RecipeProblem(
+                        "recipe.type_mismatch",
+                        path,
+                        value,
+                        f"{path} must be a mapping, got {value!r}",
+                        f"write {path} as a mapping",
+                    )
+                )
+            continue
+        if (
+            path in shape.optional_sections
+            and key in target
+            and isinstance(value, Mapping)
+            and not isinstance(target[key], Mapping)
+        ):
+            section = copy.deepcopy(dict(shape.optional_sections[path]))
+            _merge(section, value, path, problems, shape)
+            target[key] = section
+            continue
         if key not in target:
             close = difflib.get_close_matches(str(key), [str(k) for k in target], n=1)
             known = sorted(str(k) for k in target)
@@ -102,7 +167,7 @@ def _merge(target: dict[str, Any], overlay: Mapping[str, Any], prefix: str, prob
                     )
                 )
                 continue
-            _merge(target[key], value, path, problems)
+            _merge(target[key], value, path, problems, shape)
             continue
         problem = type_problem(path, default, value)
         if problem is not None:

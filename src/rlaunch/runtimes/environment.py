@@ -219,6 +219,12 @@ def venv_key(profile: RuntimeProfile) -> str:
     return _sha256(profile.lock_file.read_bytes())[:16]
 
 
+def lock_requirements(lock_file: Path) -> list[str]:
+    """The requirement lines of a lock (comments and blank lines dropped)."""
+    lines = lock_file.read_text(encoding="utf-8").splitlines()
+    return [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("#")]
+
+
 def _venv_complete(venv: Path) -> bool:
     return (venv / COMPLETE).is_file() and (venv / "bin" / "python").exists()
 
@@ -226,55 +232,77 @@ def _venv_complete(venv: Path) -> bool:
 def _ensure_venv(profile: RuntimeProfile, root: Path, say: Progress) -> tuple[Path, bool]:
     if not profile.lock_file.is_file():
         raise RuntimeEnvironmentError(f"runtime {profile.name!r} has no lock file at {profile.lock_file}")
-    lock_bytes = profile.lock_file.read_bytes()
+    return build_venv(f"runtime {profile.name}", profile.lock_file, profile.python, root=root, progress=say)
+
+
+def build_venv(
+    what: str,
+    lock_file: Path,
+    python: str,
+    *,
+    interpreter: str | None = None,
+    root: Path | None = None,
+    progress: Progress | None = None,
+) -> tuple[Path, bool]:
+    """The venv for `lock_file` under `<root>/venvs/<sha256(lock)[:16]>`, built once; (venv, built now).
+
+    `what` names it in progress and errors ("runtime fsdp", "test tier skyrl"); `interpreter`
+    creates it (default: `base_interpreter(python)`). Shared by runtime profiles and the test
+    tiers that need another Python (tests/py312_tier.py)."""
+    say = progress or _stderr_progress
+    root = root if root is not None else cache_root()
+    lock_bytes = lock_file.read_bytes()
     key = _sha256(lock_bytes)[:16]
     venv = root / "venvs" / key
     if _venv_complete(venv):
-        _check_venv_python(profile, venv)
+        _check_venv_python(what, python, venv)
         return venv, False
-    with _locked(root / ".locks" / f"venv-{key}.lock", say, f"the venv for runtime {profile.name}"):
+    with _locked(root / ".locks" / f"venv-{key}.lock", say, f"the venv for {what}"):
         if _venv_complete(venv):
-            _check_venv_python(profile, venv)
+            _check_venv_python(what, python, venv)
             return venv, False
         if venv.exists():
-            say(f"removing half-built runtime venv {venv} (no completion marker)")
+            say(f"removing half-built venv {venv} (no completion marker)")
             shutil.rmtree(venv)
         started = time.monotonic()
-        interpreter = base_interpreter(profile.python)
-        say(f"building runtime {profile.name}: creating venv (Python {profile.python}) at {venv}")
+        interpreter = interpreter or base_interpreter(python)
+        say(f"building {what}: creating venv (Python {python}) at {venv}")
         venv.parent.mkdir(parents=True, exist_ok=True)
-        _run_checked([interpreter, "-m", "venv", str(venv)], f"create the venv for runtime {profile.name}")
+        _run_checked([interpreter, "-m", "venv", str(venv)], f"create the venv for {what}")
         (venv / "lock.txt").write_bytes(lock_bytes)
-        python = str(venv / "bin" / "python")
-        requirements = profile.lock_requirements()
-        _pip_install(python, venv / "lock.txt", len(requirements), profile.name, say)
+        venv_python = str(venv / "bin" / "python")
+        requirements = lock_requirements(lock_file)
+        _pip_install(venv_python, venv / "lock.txt", len(requirements), what, say)
         freeze = subprocess.run(
-            [python, "-m", "pip", "freeze", "--disable-pip-version-check"], capture_output=True, text=True, check=False
+            [venv_python, "-m", "pip", "freeze", "--disable-pip-version-check"],
+            capture_output=True,
+            text=True,
+            check=False,
         ).stdout
         (venv / "freeze.txt").write_text(freeze, encoding="utf-8")
         seconds = time.monotonic() - started
         marker = {
-            "profile": profile.name,
+            "profile": what,
             "lock_sha256": _sha256(lock_bytes),
-            "python": profile.python,
+            "python": python,
             "requirements": len(requirements),
             "seconds": round(seconds, 1),
             "built_at": time.time(),
         }
         _write_atomic(venv / COMPLETE, json.dumps(marker, indent=2, sort_keys=True) + "\n")
-        say(f"runtime {profile.name} venv ready in {seconds:.0f}s ({venv})")
+        say(f"{what} venv ready in {seconds:.0f}s ({venv})")
         return venv, True
 
 
-def _check_venv_python(profile: RuntimeProfile, venv: Path) -> None:
+def _check_venv_python(what: str, python: str, venv: Path) -> None:
     try:
         marker = json.loads((venv / COMPLETE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return
-    built_with = str(marker.get("python", profile.python))
-    if built_with != str(profile.python):
+    built_with = str(marker.get("python", python))
+    if built_with != str(python):
         raise RuntimeEnvironmentError(
-            f"runtime {profile.name!r} wants Python {profile.python}, but the venv for its lock at {venv} was built "
+            f"{what} wants Python {python}, but the venv for its lock at {venv} was built "
             f"with Python {built_with}; remove {venv} (or use another {CACHE_ENV})"
         )
 
@@ -334,7 +362,7 @@ def _pip_install(python: str, lock: Path, total: int, name: str, say: Progress) 
         "-r",
         str(lock),
     ]
-    say(f"installing runtime {name}: {total} packages from {lock.name} with pip")
+    say(f"installing {name}: {total} packages from {lock.name} with pip")
     started = time.monotonic()
     tail: collections.deque[str] = collections.deque(maxlen=60)
     state = {"phase": "collecting", "seen": 0, "last_say": time.monotonic()}
@@ -353,7 +381,7 @@ def _pip_install(python: str, lock: Path, total: int, name: str, say: Progress) 
                 quiet = time.monotonic() - state["last_say"]
             if quiet >= HEARTBEAT_S:
                 emit(
-                    f"installing runtime {name}: {state['phase']} {state['seen']}/{total} packages ... "
+                    f"installing {name}: {state['phase']} {state['seen']}/{total} packages ... "
                     f"{time.monotonic() - started:.0f}s"
                 )
 
@@ -379,10 +407,10 @@ def _pip_install(python: str, lock: Path, total: int, name: str, say: Progress) 
                     collected.add(package)
                     state["seen"] = min(len(collected), total)
                     if state["seen"] == 1 or state["seen"] % 10 == 0:
-                        emit(f"installing runtime {name}: collecting {state['seen']}/{total} packages ({package})")
+                        emit(f"installing {name}: collecting {state['seen']}/{total} packages ({package})")
             elif line.startswith("Installing collected packages:"):
                 state["phase"] = "installing"
-                emit(f"installing runtime {name}: {state['seen']}/{total} collected, installing them ...")
+                emit(f"installing {name}: {state['seen']}/{total} collected, installing them ...")
         returncode = process.wait()
     finally:
         done.set()
@@ -391,9 +419,9 @@ def _pip_install(python: str, lock: Path, total: int, name: str, say: Progress) 
             process.wait()
     if returncode != 0:
         raise RuntimeEnvironmentError(
-            f"pip could not install runtime {name} from {lock} (exit {returncode}); last lines:\n" + "\n".join(tail)
+            f"pip could not install {name} from {lock} (exit {returncode}); last lines:\n" + "\n".join(tail)
         )
-    emit(f"installing runtime {name}: {total}/{total} packages ... done in {time.monotonic() - started:.0f}s")
+    emit(f"installing {name}: {total}/{total} packages ... done in {time.monotonic() - started:.0f}s")
 
 
 # ---------------------------------------------------------------- snapshot

@@ -23,6 +23,9 @@ from typing import Any
 
 import yaml
 
+from rlaunch.launch_config.recipe import BaseConfigShape, RecipeProblem, compose, leaves
+
+SHAPE_KEY = "_rlaunch"  # the generated base config's description of its own shape, not a SkyRL key
 PLUGINS_ENV = "RLAUNCH_RUNTIME_PLUGINS"
 _PROFILE_DIRS = {"trl-cpu": "trl_cpu", "fsdp": "fsdp", "megatron": "megatron"}
 _HERE = Path(__file__).parent
@@ -92,13 +95,23 @@ class RuntimeProfile:
         return self.directory / "lock.txt"
 
     @functools.cached_property
-    def _parsed_base_config(self) -> dict[str, Any]:
+    def _parsed_base_config(self) -> tuple[dict[str, Any], BaseConfigShape]:
         with open(self.base_config_file, encoding="utf-8") as handle:
-            return yaml.safe_load(handle) or {}
+            tree = yaml.safe_load(handle) or {}
+        return tree, BaseConfigShape.of(tree.pop(SHAPE_KEY, None))
 
     def base_config(self) -> dict[str, Any]:
-        """A fresh copy of the base config (parsed once per profile)."""
-        return copy.deepcopy(self._parsed_base_config)
+        """A fresh copy of the base config (parsed once per profile), without its `_rlaunch` shape block."""
+        return copy.deepcopy(self._parsed_base_config[0])
+
+    @property
+    def base_shape(self) -> BaseConfigShape:
+        """Which mappings of the base config are free-form and which sections are optional."""
+        return self._parsed_base_config[1]
+
+    def compose(self, recipe: Mapping[str, Any]) -> tuple[dict[str, Any], list[RecipeProblem]]:
+        """`recipe` laid over this profile's base config (see `rlaunch.launch_config.recipe.compose`)."""
+        return compose(self.base_config(), recipe, self.base_shape)
 
     def lock_requirements(self) -> list[str]:
         if not self.lock_file.exists():
@@ -202,18 +215,6 @@ def _same_value(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _leaves(tree: Any, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if isinstance(tree, Mapping):
-        for key, value in tree.items():
-            path = f"{prefix}.{key}" if prefix else str(key)
-            if isinstance(value, Mapping) and value:
-                out.update(_leaves(value, path))
-            else:
-                out[path] = value
-    return out
-
-
 def unsupported_settings(profile: RuntimeProfile, recipe: Mapping[str, Any]) -> list[tuple[str, object, str]]:
     """Every setting of a composed `recipe` that `profile` cannot honour, as (key, value, reason).
 
@@ -223,8 +224,9 @@ def unsupported_settings(profile: RuntimeProfile, recipe: Mapping[str, Any]) -> 
     does not have is reported too. Sorted by key; empty when the recipe is fine.
     """
     caps = profile.capabilities
-    base = _leaves(profile.base_config())
-    given = _leaves(recipe)
+    stops = profile.base_shape.stops
+    base = dict(leaves(profile.base_config(), stop=stops))
+    given = dict(leaves(recipe, stop=stops))
     out: list[tuple[str, object, str]] = []
     for key in sorted(set(given) - set(base)):
         out.append((key, given[key], f"not a key of the {profile.base_config_file.stem} base config"))

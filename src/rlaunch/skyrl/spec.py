@@ -8,7 +8,6 @@ from typing import Any
 
 from rlaunch.artifacts import ArtifactStep
 from rlaunch.artifacts.identity import validate_name, validate_version
-from rlaunch.launch_config.recipe import compose
 from rlaunch.skyrl.errors import PreflightError
 from rlaunch.skyrl.fields import require_int, require_str
 from rlaunch.skyrl.preflight import check_plan
@@ -79,7 +78,7 @@ class SkyRLSpec:
     @functools.cached_property
     def composed_recipe(self) -> dict[str, Any]:
         """The rendered recipe laid over the runtime's base config: every key explicit (read-only use)."""
-        composed, _ = compose(self.runtime.runtime_profile.base_config(), self.rendered_recipe())
+        composed, _ = self.runtime.runtime_profile.compose(self.rendered_recipe())
         return composed
 
     def rendered_recipe(self) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.launch_config.recipe import RecipeProblem, compose
+from rlaunch.launch_config.recipe import RecipeProblem
 from rlaunch.runtimes.registry import RuntimeProfile, get_profile
 from rlaunch.skyrl.errors import PreflightError
 from rlaunch.skyrl.preflight.batches import batch_rules
@@ -46,20 +46,19 @@ def check_plan(
     out += plan_disagreements(recipe, plan, seed)
     out += launcher_owned(recipe)
     out += explicitness(recipe)
-    base = prof.base_config()
     try:
         rendered = render_recipe(recipe, plan, prof, seed if seed is not None else 0)
     except ValueError as exc:
         # A section the role plan renders into is not a mapping: report it and every other
         # unknown key or type mismatch of the recipe as written, each by its path.
-        _, problems = compose(base, recipe)
+        _, problems = prof.compose(recipe)
         out += [_recipe_problem(p) for p in problems]
         if not problems:
             out.append(
                 violation("recipe.not_mapping", ["config_yaml"], str(exc), "make every section of the recipe a mapping")
             )
         return out
-    composed, problems = compose(base, rendered)
+    composed, problems = prof.compose(rendered)
     out += [_recipe_problem(p) for p in problems]
     if problems:
         return out  # derived numbers need a well-typed recipe

@@ -231,7 +231,9 @@ def load_base_config() -> dict[str, Any]:
     import yaml
 
     with open(base_config_path(), encoding="utf-8") as handle:
-        return yaml.safe_load(handle) or {}
+        tree = yaml.safe_load(handle) or {}
+    tree.pop("_rlaunch", None)  # the generated file's description of its shape, not a SkyRL key
+    return tree
 
 
 # ---------------------------------------------------------------- checks
