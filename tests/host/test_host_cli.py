@@ -76,9 +76,12 @@ def test_wait_supervises_and_writes_attempt_and_terminal_manifests(launcher: Lau
     [
         (lambda d: d["skyrl"]["trainer"].update(no_such_key=1), "skyrl.trainer.no_such_key"),
         (lambda d: d["skyrl"]["trainer"].update(train_batch_size="2"), "skyrl.trainer.train_batch_size"),
-        (lambda d: d["cluster"]["allocation"].update(num_nodes=2), "does not match the role plan's 1 physical node"),
-        (lambda d: d["skyrl"]["trainer"].update(seed=8), "run.seed=7 does not match skyrl.trainer.seed=8"),
-        (lambda d: d["runtime"].update(entrypoint="fully_async"), "runtime.entrypoint='fully_async' is not registered"),
+        (lambda d: d["cluster"]["allocation"].update(num_nodes=2), "[topology.gpu_budget] role plan describes 1 GPUs"),
+        (lambda d: d["skyrl"]["trainer"].update(seed=8), "trainer.seed=8 disagrees with run.seed value 7"),
+        (
+            lambda d: d["runtime"].update(entrypoint="fully_async"),
+            "[entrypoint.unknown] entrypoint 'fully_async' is not registered",
+        ),
         (lambda d: d["runtime"].update(source_digest="0" * 64), "does not match runtime 'test-marker' installed here"),
     ],
 )

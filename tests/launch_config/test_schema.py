@@ -125,7 +125,7 @@ def test_every_problem_is_reported_at_once(document: dict[str, Any]) -> None:
     [
         ("schema_version", 2, "schema_version=2 is not supported"),
         ("artifacts.resume_checkpoint_count", 6, "between 1 and 5"),
-        ("cluster.allocation.num_nodes", 0, "at least one node"),
+        ("cluster.allocation.cpu", 0, "must be positive"),
         ("cluster.max_retries", -1, "cannot be negative"),
         ("cluster.allocation.memory", "lots", "memory"),
     ],

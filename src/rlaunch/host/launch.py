@@ -1,8 +1,9 @@
 """The host lifecycle: document in, one result out.
 
-load -> refuse if the terminal manifest exists -> compose -> validate -> refuse a foreign resume
--> write the resolved document -> submit the child gang (prepare: build it only; detach: submit
-and return; wait: supervise, streaming its logs) -> export -> manifests and run record.
+load -> refuse if the terminal manifest exists -> validate (every rule the preflight applies) ->
+compose -> refuse a foreign resume -> write the resolved document -> submit the child gang
+(prepare: build it only; detach: submit and return; wait: supervise, streaming its logs) ->
+export -> manifests and run record.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from rlaunch.host.allocate import child_job_spec
 from rlaunch.host.compose import compose_document
 from rlaunch.host.export import ExportError, terminal_export
 from rlaunch.host.manifests import FAILED, PREPARED, SUBMITTED, SUCCEEDED, LaunchResult, write_manifests
-from rlaunch.host.validate import validate_resolved
+from rlaunch.host.validate import DocumentRefused, validate_document
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import attempt_dir
 from rlaunch.launch_config.recipe import get_path
@@ -53,12 +54,13 @@ def execute_launch(url: str, log: TextIO = sys.stderr) -> LaunchResult:
         return result
     resolved_doc = doc
     try:
+        validate_document(doc)
         resolved_doc = compose_document(doc)
-        validate_resolved(resolved_doc)
         _check_resume(resolved_doc)
         return _submit(resolved_doc, result, log)
     except (DocumentError, ResumeRefusedError) as exc:
         result.failure = str(exc)
+        result.violations = exc.to_json() if isinstance(exc, DocumentRefused) else []
         _finish(resolved_doc, result)
         return result
 

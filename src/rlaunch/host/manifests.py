@@ -31,6 +31,7 @@ class LaunchResult:
     child_job_state: str | None = None
     model: dict[str, Any] | None = None
     failure: str | None = None
+    violations: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # a refused document's rule violations
     resolved_config_uri: str | None = None
     started_at: str = dataclasses.field(default_factory=utc_now)
     finished_at: str | None = None

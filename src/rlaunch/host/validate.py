@@ -1,70 +1,91 @@
-"""Re-validate a resolved document at the host: it may have been written by hand.
+"""Validate a launch document at the host with the one rule set: it may have been written by hand.
 
-The allocation must equal what the role plan derives, the profile must run the recipe's
-strategy, the entrypoint must be registered, fully_async must have train == mini batch, the
-seeds must agree, and the runtime must honour every setting.
+`rlaunch launch --config` applies every rule the preflight applies (`rlaunch.rules`: topology
+arithmetic, batches, runtime capabilities, recipe rules) to the document before anything is
+submitted, so a hand-written document gets the verdict its experiment would have got. Each
+violation keeps its code; its fields are translated to the document's own paths.
 """
 
 from __future__ import annotations
 
-from rlaunch.launch_config.geometry import FULLY_ASYNC, Geometry
-from rlaunch.launch_config.recipe import get_path
+from collections.abc import Sequence
+from typing import Any
+
+from rlaunch import rules
+from rlaunch.launch_config.geometry import ROLE_PLAN_KEYS, plan_values
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.launch_config.typed import DocumentError
-from rlaunch.runtimes.registry import get_profile, unsupported_settings
+from rlaunch.runtimes.registry import UnknownRuntimeError, get_profile
+
+# Where the experiment side's fields live in a launch document (longest prefix first).
+_DOCUMENT_PATHS = (
+    ("config_yaml.entrypoint", "runtime.entrypoint"),
+    ("execution.wandb_entity", "cluster.wandb_entity"),
+    ("config_yaml", "skyrl"),
+    ("topology", "cluster.allocation"),
+    ("role_plan", "skyrl"),
+)
 
 
-def validate_resolved(doc: SkyRLLaunchConfig) -> Geometry:
-    """Every problem of a resolved document at once (DocumentError); returns its geometry."""
-    profile = get_profile(doc.runtime.profile)
-    skyrl = doc.skyrl
-    geo = Geometry.from_recipe(skyrl)
-    alloc = doc.cluster.allocation
-    problems: list[str] = []
-    if doc.runtime.source_digest != profile.source_digest:
-        problems.append(
-            f"runtime.source_digest={doc.runtime.source_digest[:16]} does not match runtime {profile.name!r} "
-            f"installed here ({profile.source_digest[:16]}); render the document with this rlaunch (fresh RL version)"
-        )
-    nodes = geo.physical_nodes(alloc.gpus_per_node)
-    if alloc.num_nodes != nodes:
-        problems.append(
-            f"cluster.allocation.num_nodes={alloc.num_nodes} does not match the role plan's {nodes} physical node(s)"
-        )
-    if alloc.gpus_per_node != geo.policy_gpus_per_node:
-        problems.append(
-            f"cluster.allocation.gpus_per_node={alloc.gpus_per_node} does not match the policy placement ({geo.policy_gpus_per_node})"
-        )
-    if geo.planned_gpus != alloc.num_nodes * alloc.gpus_per_node:
-        problems.append(
-            f"the role plan uses {geo.planned_gpus} GPUs but the allocation has {alloc.num_nodes * alloc.gpus_per_node}"
-        )
-    if geo.strategy != profile.strategy:
-        problems.append(
-            f"runtime.profile={profile.name!r} runs {profile.strategy!r} but skyrl.trainer.strategy={geo.strategy!r}"
-        )
-    if doc.runtime.entrypoint not in profile.entrypoints:
-        problems.append(
-            f"runtime.entrypoint={doc.runtime.entrypoint!r} is not registered for {profile.name!r}; registered: {sorted(profile.entrypoints)}"
-        )
-    if doc.runtime.entrypoint == FULLY_ASYNC and geo.train_batch != geo.mini_batch:
-        problems.append(
-            f"fully_async requires trainer.train_batch_size == trainer.policy_mini_batch_size; got {geo.train_batch} and {geo.mini_batch}"
-        )
-    seed = get_path(skyrl, "trainer.seed")
-    if seed != doc.run.seed:
-        problems.append(f"run.seed={doc.run.seed} does not match skyrl.trainer.seed={seed}")
-    for key, value, reason in unsupported_settings(profile, skyrl):
-        problems.append(f"skyrl.{key}={value!r}: runtime {profile.name!r} cannot honour it ({reason})")
-    heads = doc.inputs.model.num_attention_heads
-    if heads and heads % geo.tp:
-        problems.append(f"inference TP={geo.tp} does not divide the model's {heads} attention heads")
-    context = doc.inputs.model.context_length
-    budget = get_path(skyrl, "trainer.max_prompt_length") + get_path(
-        skyrl, "generator.sampling_params.max_generate_length"
+class DocumentRefused(DocumentError):
+    """The rules refused a launch document; each violation keeps its code, values and fix."""
+
+    def __init__(self, violations: Sequence[rules.Violation]) -> None:
+        self.violations = tuple(violations)
+        super().__init__([v.line(document_fields(v)) for v in self.violations], what="launch document")
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "code": v.code,
+                "fields": list(document_fields(v)),
+                "values": dict(v.values),
+                "message": v.message,
+                "fix": v.fix,
+            }
+            for v in self.violations
+        ]
+
+
+def document_fields(v: rules.Violation) -> tuple[str, ...]:
+    return tuple(document_path(f) for f in v.fields)
+
+
+def document_path(field: str) -> str:
+    """The launch-document path of a rule's field (`role_plan.train_batch_size` -> `skyrl.trainer.train_batch_size`)."""
+    head, _, name = field.partition(".")
+    if head == "role_plan" and name in ROLE_PLAN_KEYS:
+        return f"skyrl.{ROLE_PLAN_KEYS[name]}"
+    for prefix, path in _DOCUMENT_PATHS:
+        if field == prefix or field.startswith(prefix + "."):
+            return path + field[len(prefix) :]
+    return field
+
+
+def validate_document(doc: SkyRLLaunchConfig) -> None:
+    """Every violation of a launch document at once (DocumentRefused), before anything is submitted."""
+    try:
+        profile = get_profile(doc.runtime.profile)
+    except UnknownRuntimeError as exc:
+        raise DocumentError([f"runtime.profile: {exc}"]) from None
+    composed, _ = profile.compose(doc.skyrl)
+    model, alloc = doc.inputs.model, doc.cluster.allocation
+    subject = rules.Subject(
+        num_nodes=alloc.num_nodes,
+        gpus_per_node=alloc.gpus_per_node,
+        gpu_variant=alloc.gpu_variant,
+        plan=plan_values(composed),
+        recipe=doc.skyrl,
+        profile=profile,
+        entrypoint=doc.runtime.entrypoint,
+        seed=doc.run.seed,
+        source_digest=doc.runtime.source_digest,
+        num_attention_heads=model.num_attention_heads,
+        context_length=model.context_length,
+        seed_source="run.seed",
+        plan_in_recipe=True,
     )
-    if context and budget > context:
-        problems.append(f"token budget {budget} exceeds the model's context length {context}")
-    if problems:
-        raise DocumentError(problems, what="resolved launch document")
-    return geo
+    violations = rules.check(subject, doc.skyrl)
+    violations += rules.wandb_entity(composed, doc.cluster.wandb_entity, "cluster.wandb_entity in the document")
+    if violations:
+        raise DocumentRefused(violations)

@@ -1,8 +1,10 @@
-"""Role geometry read from a composed recipe: the derived numbers both sides agree on.
+"""The one geometry: every number derived from a role plan rendered into a composed recipe.
 
-The preflight (experiment side) and the launch host both derive policy data-parallel size,
-rollout GPUs and the physical node count from here, so they can never disagree about what a
-recipe asks for.
+GPUs by role, engine sizes, engines per node, rollout nodes, physical nodes, data-parallel sizes,
+per-device batches, gradient accumulation, optimizer steps per training step and SkyRL's tail
+stride are computed here and nowhere else. The rules (`rlaunch.rules`, applied by the preflight
+and the launch host), the plan view and observe read them. Nothing here raises on a zero or
+negative size: a number that cannot be derived is None, and the rules report why.
 """
 
 from __future__ import annotations
@@ -15,6 +17,40 @@ from typing import Any
 from rlaunch.launch_config.recipe import get_path
 
 FULLY_ASYNC = "fully_async"
+# SkyRL's fully-async trainer asserts this flag; it follows the entrypoint, so rlaunch renders it.
+FULLY_ASYNC_ENABLED_KEY = "trainer.fully_async.enabled"
+
+# Role-plan field -> the recipe key it is rendered into (SkyRL 0.4.0 key paths).
+ROLE_PLAN_KEYS: dict[str, str] = {
+    "colocate_all": "trainer.placement.colocate_all",
+    "policy_num_nodes": "trainer.placement.policy_num_nodes",
+    "policy_num_gpus_per_node": "trainer.placement.policy_num_gpus_per_node",
+    "num_inference_engines": "generator.inference_engine.num_engines",
+    "inference_engine_tensor_parallel_size": "generator.inference_engine.tensor_parallel_size",
+    "inference_engine_pipeline_parallel_size": "generator.inference_engine.pipeline_parallel_size",
+    "inference_engine_data_parallel_size": "generator.inference_engine.data_parallel_size",
+    "inference_engine_expert_parallel_size": "generator.inference_engine.expert_parallel_size",
+    "train_batch_size": "trainer.train_batch_size",
+    "policy_mini_batch_size": "trainer.policy_mini_batch_size",
+    "micro_train_batch_size_per_gpu": "trainer.micro_train_batch_size_per_gpu",
+    "n_samples_per_prompt": "generator.n_samples_per_prompt",
+}
+
+
+def rendered_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """Every recipe key a role plan (field -> value) decides: its own twelve, plus the reference
+    sharing the policy's GPUs and engines running inside the gang."""
+    out = {key: plan[name] for name, key in ROLE_PLAN_KEYS.items()}
+    out["trainer.placement.colocate_policy_ref"] = True
+    out["trainer.placement.ref_num_nodes"] = plan["policy_num_nodes"]
+    out["trainer.placement.ref_num_gpus_per_node"] = plan["policy_num_gpus_per_node"]
+    out["generator.inference_engine.run_engines_locally"] = True
+    return out
+
+
+def plan_values(recipe: Mapping[str, Any]) -> dict[str, Any]:
+    """The role plan (field -> value) a composed recipe carries."""
+    return {name: get_path(recipe, key) for name, key in ROLE_PLAN_KEYS.items()}
 
 
 @dataclass(frozen=True)
@@ -43,28 +79,31 @@ class Geometry:
     @classmethod
     def from_recipe(cls, recipe: Mapping[str, Any]) -> Geometry:
         g = lambda key: get_path(recipe, key)  # noqa: E731
+        plan = plan_values(recipe)
         return cls(
             strategy=g("trainer.strategy"),
-            colocate_all=g("trainer.placement.colocate_all"),
-            policy_nodes=g("trainer.placement.policy_num_nodes"),
-            policy_gpus_per_node=g("trainer.placement.policy_num_gpus_per_node"),
+            colocate_all=plan["colocate_all"],
+            policy_nodes=plan["policy_num_nodes"],
+            policy_gpus_per_node=plan["policy_num_gpus_per_node"],
             ref_nodes=g("trainer.placement.ref_num_nodes"),
             ref_gpus_per_node=g("trainer.placement.ref_num_gpus_per_node"),
-            engines=g("generator.inference_engine.num_engines"),
-            tp=g("generator.inference_engine.tensor_parallel_size"),
-            pp=g("generator.inference_engine.pipeline_parallel_size"),
-            dp=g("generator.inference_engine.data_parallel_size"),
-            ep=g("generator.inference_engine.expert_parallel_size"),
-            train_batch=g("trainer.train_batch_size"),
-            mini_batch=g("trainer.policy_mini_batch_size"),
-            micro_batch=g("trainer.micro_train_batch_size_per_gpu"),
-            n_samples=g("generator.n_samples_per_prompt"),
+            engines=plan["num_inference_engines"],
+            tp=plan["inference_engine_tensor_parallel_size"],
+            pp=plan["inference_engine_pipeline_parallel_size"],
+            dp=plan["inference_engine_data_parallel_size"],
+            ep=plan["inference_engine_expert_parallel_size"],
+            train_batch=plan["train_batch_size"],
+            mini_batch=plan["policy_mini_batch_size"],
+            micro_batch=plan["micro_train_batch_size_per_gpu"],
+            n_samples=plan["n_samples_per_prompt"],
             use_reference=bool(g("trainer.algorithm.use_kl_loss")) or bool(g("trainer.algorithm.use_kl_in_reward")),
             policy_sp=g("trainer.policy.sequence_parallel_size"),
             ref_sp=g("trainer.ref.sequence_parallel_size"),
             megatron_policy=_megatron(recipe, "trainer.policy"),
             megatron_ref=_megatron(recipe, "trainer.ref"),
         )
+
+    # --- GPUs by role -------------------------------------------------------------------------
 
     @property
     def policy_world(self) -> int:
@@ -92,24 +131,37 @@ class Geometry:
     def planned_gpus(self) -> int:
         return self.policy_world if self.colocate_all else self.policy_world + self.rollout_gpus
 
-    def rollout_nodes(self, gpus_per_node: int) -> int:
+    # --- nodes -------------------------------------------------------------------------------
+
+    def engines_per_node(self, gpus_per_node: int) -> int | None:
+        """Whole engines one node holds (0: an engine is wider than a node); None if underivable."""
+        if self.engine_gpus <= 0 or gpus_per_node <= 0:
+            return None
+        return gpus_per_node // self.engine_gpus
+
+    def rollout_nodes(self, gpus_per_node: int) -> int | None:
         """Whole nodes the disaggregated engines need, engines never straddling a node."""
         if self.colocate_all:
             return 0
-        per_node = gpus_per_node // self.engine_gpus if self.engine_gpus <= gpus_per_node else 0
+        per_node = self.engines_per_node(gpus_per_node)
+        if per_node is None:
+            return None
         if per_node == 0:
-            return math.ceil(self.rollout_gpus / gpus_per_node)
-        return math.ceil(self.engines / per_node)
+            return _ceil_div(self.rollout_gpus, gpus_per_node)
+        return _ceil_div(self.engines, per_node)
 
-    def physical_nodes(self, gpus_per_node: int) -> int:
-        return self.policy_nodes + self.rollout_nodes(gpus_per_node)
+    def physical_nodes(self, gpus_per_node: int) -> int | None:
+        rollout = self.rollout_nodes(gpus_per_node)
+        return None if rollout is None else self.policy_nodes + rollout
+
+    # --- data parallelism and batches ----------------------------------------------------------
 
     def data_parallel(self, world: int, sp: int, megatron: tuple[int, int, int]) -> int | None:
         """SkyRL's data-parallel size of a role; None when its model parallelism does not divide it."""
-        if self.strategy == "megatron":
-            tp, pp, cp = megatron
-            return world // (tp * pp * cp) if world % (tp * pp * cp) == 0 else None
-        return world // sp if sp > 0 and world % sp == 0 else None
+        model_parallel = math.prod(megatron) if self.strategy == "megatron" else sp
+        if world <= 0 or model_parallel <= 0 or world % model_parallel:
+            return None
+        return world // model_parallel
 
     @property
     def policy_dp(self) -> int | None:
@@ -120,21 +172,39 @@ class Geometry:
         return self.data_parallel(self.ref_world, self.ref_sp, self.megatron_ref)
 
     def per_gpu_mini(self, dp: int) -> int:
-        return self.mini_batch * self.n_samples // dp
+        """Sequences of one mini batch on one data-parallel rank (SkyRL floors it)."""
+        return self.mini_batch * self.n_samples // dp if dp > 0 else 0
 
     def per_gpu_train(self, dp: int) -> int:
-        return self.train_batch * self.n_samples // dp
+        return self.train_batch * self.n_samples // dp if dp > 0 else 0
+
+    @property
+    def gradient_accumulation(self) -> int | None:
+        """Micro batches per optimizer step on one policy rank."""
+        dp = self.policy_dp
+        if dp is None or self.micro_batch <= 0:
+            return None
+        return self.per_gpu_mini(dp) // self.micro_batch
+
+    @property
+    def optimizer_steps(self) -> int | None:
+        """Optimizer steps per training step (one per mini batch)."""
+        return self.train_batch // self.mini_batch if self.mini_batch > 0 else None
 
     def lcm_dp(self) -> int | None:
         dps = [self.policy_dp] + ([self.ref_dp] if self.use_reference else [])
-        if any(d is None for d in dps):
-            return None
-        return math.lcm(*[d for d in dps if d is not None])
+        known = [d for d in dps if d is not None]
+        return math.lcm(*known) if len(known) == len(dps) else None
 
     def tail_stride(self) -> int | None:
         """Prompts SkyRL keeps a multiple of after generation (it trims the tail to this stride)."""
         lcm = self.lcm_dp()
         return None if lcm is None else lcm // math.gcd(lcm, self.n_samples)
+
+
+def _ceil_div(a: int, b: int) -> int:
+    """Integer ceiling (exact for integers of any size, unlike math.ceil(a / b))."""
+    return -(-a // b)
 
 
 def _megatron(recipe: Mapping[str, Any], role: str) -> tuple[int, int, int]:

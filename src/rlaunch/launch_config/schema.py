@@ -53,10 +53,7 @@ class Allocation:
     disk: str
 
     def __post_init__(self) -> None:
-        if self.num_nodes < 1 or self.gpus_per_node < 1:
-            raise ValueError(
-                f"allocation needs at least one node and one device; got {self.num_nodes}x{self.gpus_per_node}"
-            )
+        # Node and device counts are judged by the rules the host applies (`rlaunch.rules`).
         if self.cpu <= 0:
             raise ValueError(f"allocation.cpu={self.cpu} must be positive")
         parse_size(self.memory, field="cluster.allocation.memory")

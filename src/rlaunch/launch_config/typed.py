@@ -13,10 +13,12 @@ import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from rlaunch.errors import UserError
+
 T = TypeVar("T")
 
 
-class DocumentError(ValueError):
+class DocumentError(UserError, ValueError):
     """Every problem found while decoding a document, each naming its path."""
 
     def __init__(self, problems: list[str], what: str = "launch document"):

@@ -1,16 +1,21 @@
 """`PreflightError`: a deterministic mistake found before anything is submitted.
 
 Each violation carries a stable `code`, the offending field path(s), the values involved and the
-fix. Constructing a spec raises one `PreflightError` whose `violations` lists every problem.
+fix; the rules that find them live once, in `rlaunch.rules`. Constructing a spec raises one `PreflightError` whose `violations` lists every problem.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from rlaunch.errors import UserError
+
+if TYPE_CHECKING:
+    from rlaunch.rules import Violation
 
 
-class PreflightError(ValueError):
+class PreflightError(UserError, ValueError):
     def __init__(
         self,
         code: str,
@@ -27,6 +32,10 @@ class PreflightError(ValueError):
         self.fix = fix
         self.violations: tuple[PreflightError, ...] = tuple(violations) or (self,)
         super().__init__(self._render())
+
+    @classmethod
+    def from_violation(cls, v: Violation) -> PreflightError:
+        return cls(v.code, v.fields, v.message, v.fix, v.values)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Exceptions pickle through their args; keep every field (e.g. across a process pool).

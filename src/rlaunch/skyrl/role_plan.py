@@ -1,8 +1,9 @@
 """The role plan and topology: every parallelism and batch number, stated once.
 
 `SkyRLRolePlan` has no defaults on purpose: a researcher writes every geometry and batch value,
-and rlaunch renders them into the trainer recipe. The arithmetic between them is checked by the
-preflight (`rlaunch.skyrl.preflight`), which reports every violation at once.
+and rlaunch renders them into the trainer recipe. Every number derived from them lives in
+`rlaunch.launch_config.geometry`; the arithmetic between them is checked by the rules
+(`rlaunch.rules`, run by the preflight and the launch host), which report every violation at once.
 """
 
 from __future__ import annotations
@@ -33,26 +34,6 @@ class SkyRLRolePlan:
             if f.name != "colocate_all":
                 require_int("SkyRLRolePlan", f.name, getattr(self, f.name))
 
-    @property
-    def policy_gpus(self) -> int:
-        return self.policy_num_nodes * self.policy_num_gpus_per_node
-
-    @property
-    def engine_slice(self) -> int:
-        return self.inference_engine_tensor_parallel_size * self.inference_engine_pipeline_parallel_size
-
-    @property
-    def engine_gpus(self) -> int:
-        return self.engine_slice * self.inference_engine_data_parallel_size
-
-    @property
-    def rollout_gpus(self) -> int:
-        return self.num_inference_engines * self.engine_gpus
-
-    @property
-    def planned_gpus(self) -> int:
-        return self.policy_gpus if self.colocate_all else self.policy_gpus + self.rollout_gpus
-
 
 @dataclass(frozen=True)
 class SkyRLTopology:
@@ -73,7 +54,3 @@ class SkyRLTopology:
         require_str("SkyRLTopology", "gpu_variant", self.gpu_variant)
         if not isinstance(self.role_plan, SkyRLRolePlan):
             raise TypeError(f"SkyRLTopology.role_plan must be a SkyRLRolePlan, got {self.role_plan!r}")
-
-    @property
-    def allocated_gpus(self) -> int:
-        return self.num_nodes * self.gpus_per_node

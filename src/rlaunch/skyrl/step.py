@@ -12,8 +12,8 @@ from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import attempt_dir
-from rlaunch.launch_config.recipe import get_path
 from rlaunch.launch_config.run_record import update_attempt
+from rlaunch.rules import wandb_entity
 from rlaunch.skyrl import launcher
 from rlaunch.skyrl.errors import PreflightError
 from rlaunch.skyrl.execution import SkyRLExecution
@@ -89,13 +89,9 @@ def skyrl_step(spec: SkyRLSpec, execution: SkyRLExecution, export_hf: bool = Fal
 
 
 def _check_execution(spec: SkyRLSpec, execution: SkyRLExecution) -> None:
-    if get_path(spec.composed_recipe, "trainer.logger") == "wandb" and not execution.wandb_entity:
-        raise PreflightError(
-            "explicit.wandb_entity",
-            ["execution.wandb_entity"],
-            "trainer.logger is wandb but the execution names no W&B entity",
-            f"set {type(execution).__name__}(wandb_entity=...) or use logger: console",
-        )
+    found = wandb_entity(spec.composed_recipe, execution.wandb_entity, f"{type(execution).__name__}(wandb_entity=...)")
+    if found:
+        raise PreflightError.combine([PreflightError.from_violation(v) for v in found])
 
 
 def run_skyrl(config: dict[str, Any]) -> SkyRLRun:

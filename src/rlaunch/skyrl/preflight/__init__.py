@@ -1,29 +1,25 @@
 """The preflight: every deterministic mistake in a role plan and recipe, before submission.
 
-`check_plan` is pure (no I/O) and returns every violation it finds. It covers the launcher's own
-topology arithmetic (exact GPU budget, engines that never straddle a node, colocated slices),
+`check_plan` is pure (no I/O) and bounded, and returns every violation it finds. The rules live
+once, in `rlaunch.rules`, which the launch host applies to a launch document too: the launcher's
+own topology arithmetic (exact GPU budget, engines that never straddle a node, colocated slices),
 everything upstream SkyRL's `validate_cfg` would refuse only after GPUs are allocated (batch
 divisibility per data-parallel rank, the reference-model lcm rule, Megatron and Ulysses
 divisibility, fully-async rules), the tail-trim stride that empties the first batch (SkyRL
 #1609), the runtime's capabilities, and the explicitness a reviewer expects (token budget,
-checkpoint and resume policy, W&B identity).
+checkpoint and resume policy, W&B identity). Here they are raised as `PreflightError`s.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from rlaunch.launch_config.geometry import Geometry
-from rlaunch.launch_config.recipe import RecipeProblem
+from rlaunch import rules
 from rlaunch.runtimes.registry import RuntimeProfile, get_profile
 from rlaunch.skyrl.errors import PreflightError
-from rlaunch.skyrl.preflight.batches import batch_rules
-from rlaunch.skyrl.preflight.common import violation
-from rlaunch.skyrl.preflight.recipe_rules import explicitness, model_rules, recipe_rules, wandb_project
-from rlaunch.skyrl.preflight.runtime import entrypoint_rules, runtime_rules
-from rlaunch.skyrl.preflight.topology import structure, topology_rules
-from rlaunch.skyrl.recipe import launcher_owned, plan_disagreements, render_recipe
+from rlaunch.skyrl.recipe import entrypoint_of, render_recipe
 from rlaunch.skyrl.role_plan import SkyRLTopology
 from rlaunch.skyrl.sources import ModelFacts
 
@@ -41,40 +37,31 @@ def check_plan(
     """Every violation of `topology` + `recipe` (the sparse SkyRL recipe) for `profile`; [] when valid."""
     prof = profile if isinstance(profile, RuntimeProfile) else get_profile(profile)
     plan = topology.role_plan
-    out: list[PreflightError] = []
-    out += structure(topology)
-    out += plan_disagreements(recipe, plan, seed)
-    out += launcher_owned(recipe)
-    out += explicitness(recipe)
+    subject = rules.Subject(
+        num_nodes=topology.num_nodes,
+        gpus_per_node=topology.gpus_per_node,
+        gpu_variant=topology.gpu_variant,
+        plan=dataclasses.asdict(plan),
+        recipe=recipe,
+        profile=prof,
+        entrypoint=entrypoint_of(recipe),
+        seed=seed,
+        num_attention_heads=model.num_attention_heads if model else None,
+        context_length=model.context_length if model else None,
+    )
     try:
         rendered = render_recipe(recipe, plan, prof, seed if seed is not None else 0)
     except ValueError as exc:
-        # A section the role plan renders into is not a mapping: report it and every other
-        # unknown key or type mismatch of the recipe as written, each by its path.
-        _, problems = prof.compose(recipe)
-        out += [_recipe_problem(p) for p in problems]
-        if not problems:
-            out.append(
-                violation("recipe.not_mapping", ["config_yaml"], str(exc), "make every section of the recipe a mapping")
-            )
-        return out
-    composed, problems = prof.compose(rendered)
-    out += [_recipe_problem(p) for p in problems]
+        return [PreflightError.from_violation(v) for v in _unrenderable(subject, exc)]
+    return [PreflightError.from_violation(v) for v in rules.check(subject, rendered)]
+
+
+def _unrenderable(subject: rules.Subject, exc: ValueError) -> list[rules.Violation]:
+    """A section the role plan renders into is not a mapping: every problem of the recipe as written."""
+    out = rules.check_written(subject)
+    _, problems = subject.profile.compose(subject.recipe)
     if problems:
-        return out  # derived numbers need a well-typed recipe
-    geometry = Geometry.from_recipe(composed)
-    positive = not structure(topology)
-    if positive:
-        out += topology_rules(topology)
-        out += batch_rules(plan, geometry, composed)
-    out += entrypoint_rules(recipe, prof, geometry, composed)
-    out += runtime_rules(topology, prof, composed)
-    out += recipe_rules(composed)
-    out += wandb_project(recipe, composed)
-    if positive:
-        out += model_rules(model, plan, composed)
-    return out
-
-
-def _recipe_problem(p: RecipeProblem) -> PreflightError:
-    return PreflightError(p.code, [f"config_yaml.{p.path}"], p.message, p.fix, {"value": p.value})
+        return out + [rules.recipe_problem(p) for p in problems]
+    return out + [
+        rules.violation("recipe.not_mapping", ["config_yaml"], str(exc), "make every section of the recipe a mapping")
+    ]

@@ -8,18 +8,36 @@ from typing import Any
 
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.launch_config.recipe import get_path
-from rlaunch.skyrl.errors import PreflightError
-from rlaunch.skyrl.preflight.common import divisors, violation
-from rlaunch.skyrl.role_plan import SkyRLRolePlan
+from rlaunch.rules.common import Violation, divisor_hint, violation
+
+CODES = (
+    "batch.train_mini",
+    "batch.mini_micro",
+    "batch.micro_forward",
+    "batch.per_gpu_mini_zero",
+    "batch.per_gpu_mini_micro",
+    "batch.per_gpu_train_mini",
+    "batch.reference_lcm",
+    "batch.tail_stride",
+    "strategy.megatron_non_positive",
+    "strategy.megatron_world",
+    "strategy.megatron_expert",
+    "strategy.megatron_sequence_parallel",
+    "strategy.megatron_context_parallel",
+    "strategy.sequence_parallel",
+)
+
+MEGATRON_SIZES = (
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "context_parallel_size",
+    "expert_model_parallel_size",
+    "expert_tensor_parallel_size",
+)
 
 
-def batch_rules(p: SkyRLRolePlan, geo: Geometry, composed: Mapping[str, Any]) -> list[PreflightError]:
-    train, mini, micro, n = (
-        p.train_batch_size,
-        p.policy_mini_batch_size,
-        p.micro_train_batch_size_per_gpu,
-        p.n_samples_per_prompt,
-    )
+def batch_rules(geo: Geometry, composed: Mapping[str, Any]) -> list[Violation]:
+    train, mini, micro, n = geo.train_batch, geo.mini_batch, geo.micro_batch, geo.n_samples
     out = []
     if train % mini:
         out.append(
@@ -27,7 +45,7 @@ def batch_rules(p: SkyRLRolePlan, geo: Geometry, composed: Mapping[str, Any]) ->
                 "batch.train_mini",
                 ["role_plan.train_batch_size", "role_plan.policy_mini_batch_size"],
                 f"train_batch_size={train} must be divisible by policy_mini_batch_size={mini}",
-                f"choose a mini batch among the divisors of {train}: {divisors(train)}",
+                f"choose a mini batch among the divisors of {train}: {divisor_hint(train)}",
                 train=train,
                 mini=mini,
             )
@@ -38,7 +56,7 @@ def batch_rules(p: SkyRLRolePlan, geo: Geometry, composed: Mapping[str, Any]) ->
                 "batch.mini_micro",
                 ["role_plan.policy_mini_batch_size", "role_plan.micro_train_batch_size_per_gpu"],
                 f"policy_mini_batch_size={mini} must be divisible by micro_train_batch_size_per_gpu={micro}",
-                f"choose a micro batch among the divisors of {mini}: {divisors(mini)}",
+                f"choose a micro batch among the divisors of {mini}: {divisor_hint(mini)}",
                 mini=mini,
                 micro=micro,
             )
@@ -54,6 +72,10 @@ def batch_rules(p: SkyRLRolePlan, geo: Geometry, composed: Mapping[str, Any]) ->
                 value=micro_forward,
             )
         )
+    sizes = strategy_sizes(geo, composed)
+    out += sizes
+    if sizes:
+        return out  # the data-parallel size needs positive model-parallel sizes
     out += strategy_divisibility(geo, composed)
     dp = geo.policy_dp
     if dp is None:
@@ -78,7 +100,7 @@ def batch_rules(p: SkyRLRolePlan, geo: Geometry, composed: Mapping[str, Any]) ->
                     "batch.per_gpu_mini_micro",
                     ["role_plan.micro_train_batch_size_per_gpu"],
                     f"per-GPU mini batch {mini}*{n}//{dp}={mini_per_gpu} is not divisible by micro_train_batch_size_per_gpu={micro}",
-                    f"choose a micro batch among the divisors of {mini_per_gpu}: {divisors(mini_per_gpu)}",
+                    f"choose a micro batch among the divisors of {mini_per_gpu}: {divisor_hint(mini_per_gpu)}",
                     per_gpu_mini=mini_per_gpu,
                     micro=micro,
                 )
@@ -123,7 +145,31 @@ def batch_rules(p: SkyRLRolePlan, geo: Geometry, composed: Mapping[str, Any]) ->
     return out
 
 
-def strategy_divisibility(geo: Geometry, composed: Mapping[str, Any]) -> list[PreflightError]:
+def strategy_sizes(geo: Geometry, composed: Mapping[str, Any]) -> list[Violation]:
+    """Megatron's model-parallel sizes of both roles are positive integers (ETP may stay null)."""
+    if geo.strategy != "megatron":
+        return []
+    out = []
+    for role in ("policy", "ref"):
+        for name in MEGATRON_SIZES:
+            key = f"trainer.{role}.megatron_config.{name}"
+            value = get_path(composed, key, 1)
+            if value is None and name == "expert_tensor_parallel_size":
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                out.append(
+                    violation(
+                        "strategy.megatron_non_positive",
+                        [f"config_yaml.{key}"],
+                        f"Megatron {role} {name}={value!r} must be a positive integer",
+                        f"set {key} to a positive integer (1: no parallelism of that kind)",
+                        value=value,
+                    )
+                )
+    return out
+
+
+def strategy_divisibility(geo: Geometry, composed: Mapping[str, Any]) -> list[Violation]:
     out = []
     world = geo.policy_world
     if geo.strategy == "megatron":
@@ -134,7 +180,7 @@ def strategy_divisibility(geo: Geometry, composed: Mapping[str, Any]) -> list[Pr
                     "strategy.megatron_world",
                     ["config_yaml.trainer.policy.megatron_config"],
                     f"Megatron policy world size {world} must be divisible by TP*PP*CP={tp}*{pp}*{cp}={tp * pp * cp}",
-                    f"choose Megatron TP*PP*CP among the divisors of {world}: {divisors(world)}",
+                    f"choose Megatron TP*PP*CP among the divisors of {world}: {divisor_hint(world)}",
                     world=world,
                     model_parallel=tp * pp * cp,
                 )
@@ -180,7 +226,7 @@ def strategy_divisibility(geo: Geometry, composed: Mapping[str, Any]) -> list[Pr
                         "strategy.sequence_parallel",
                         [f"config_yaml.trainer.{role}.sequence_parallel_size"],
                         f"trainer.{role}.sequence_parallel_size={sp} must divide the {role} world size {role_world}",
-                        f"choose sequence_parallel_size among the divisors of {role_world}: {divisors(role_world)}",
+                        f"choose sequence_parallel_size among the divisors of {role_world}: {divisor_hint(role_world)}",
                         sp=sp,
                         world=role_world,
                     )

@@ -1,16 +1,55 @@
-"""Recipe rules: what SkyRL's validator refuses inside an allocated job, the explicitness a
-reviewer expects, and the model facts (attention heads, context length) when known."""
+"""Recipe rules: what the recipe may say (the role plan's keys only with its values, no keys the
+launcher owns), the explicitness a reviewer expects, what SkyRL's validator refuses inside an
+allocated job, W&B identity, and the model facts (attention heads, context length) when known."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from rlaunch.launch_config.recipe import get_path, has_path
-from rlaunch.skyrl.errors import PreflightError
-from rlaunch.skyrl.preflight.common import divisors, violation
-from rlaunch.skyrl.role_plan import SkyRLRolePlan
-from rlaunch.skyrl.sources import ModelFacts
+from rlaunch.launch_config.geometry import ROLE_PLAN_KEYS, rendered_plan
+from rlaunch.launch_config.recipe import RecipeProblem, get_path, has_path
+from rlaunch.rules.common import Subject, Violation, divisor_hint, violation
+
+CODES = (
+    "recipe.unknown_key",
+    "recipe.type_mismatch",
+    "recipe.disagrees_with_plan",
+    "recipe.launcher_owned",
+    "explicit.checkpoint_interval",
+    "explicit.resume_mode",
+    "explicit.export_policy",
+    "explicit.token_budget",
+    "explicit.wandb_project",
+    "explicit.wandb_entity",
+    "recipe.critic",
+    "recipe.kl_exclusive",
+    "recipe.gae_needs_critic",
+    "recipe.max_training_steps",
+    "recipe.resume_mode",
+    "recipe.input_length",
+    "recipe.prefill_decode",
+    "recipe.external_engines",
+    "recipe.executor_backend",
+    "model.tp_heads",
+    "model.context_budget",
+)
+
+# Injected by the launch host from the launch document; a recipe setting them would point a run
+# at ambient paths or fork the seed and retention away from the spec.
+LAUNCHER_OWNED: dict[str, str] = {
+    "trainer.ckpt_path": "the RL artifact's checkpoint root",
+    "trainer.export_path": "the RL artifact's export root",
+    "trainer.resume_path": "the checkpoint root (resume_mode: latest)",
+    "trainer.max_ckpts_to_keep": "SkyRLRetentionPolicy.resume_checkpoint_count",
+    "trainer.run_name": "the RL artifact's name and version",
+    "trainer.log_path": "the attempt directory",
+    "trainer.export_hf_artifact": "skyrl_step(export_hf=...)",
+    "trainer.policy.model.path": "SkyRLSpec.model (an artifact dependency)",
+    "trainer.ref.model.path": "SkyRLSpec.model (an artifact dependency)",
+    "data.train_data": "SkyRLSpec.train_data (artifact dependencies)",
+    "data.val_data": "SkyRLSpec.validation_data (artifact dependencies)",
+}
 
 EXPLICIT_KEYS = {
     "trainer.ckpt_interval": ("explicit.checkpoint_interval", "how often a resumable checkpoint is written"),
@@ -24,7 +63,73 @@ EXPLICIT_KEYS = {
 }
 
 
-def recipe_rules(c: Mapping[str, Any]) -> list[PreflightError]:
+def recipe_problem(p: RecipeProblem) -> Violation:
+    """A composition problem (unknown key, type mismatch) as a violation of its recipe path."""
+    return violation(p.code, [f"config_yaml.{p.path}"], p.message, p.fix, value=p.value)
+
+
+def plan_disagreements(s: Subject) -> list[Violation]:
+    """Recipe keys that repeat a role-plan (or seed) value with anything but the identical typed value."""
+    expected = rendered_plan(s.plan)
+    if s.plan_in_recipe:  # the recipe states the role plan: only what follows from it can disagree
+        for key in ROLE_PLAN_KEYS.values():
+            expected.pop(key)
+    if s.seed is not None:
+        expected["trainer.seed"] = s.seed
+    # A document runs what it states or else the base-config default; a sparse recipe gets the
+    # role plan's values rendered in.
+    defaults = s.profile.base_config() if s.plan_in_recipe else None
+    out = []
+    for key, want in expected.items():
+        if has_path(s.recipe, key):
+            got = get_path(s.recipe, key)
+        elif defaults is not None:
+            got = get_path(defaults, key, None)
+        else:
+            continue
+        if type(got) is not type(want) or got != want:
+            source = s.seed_source if key == "trainer.seed" else "the role plan"
+            out.append(
+                violation(
+                    "recipe.disagrees_with_plan",
+                    [f"config_yaml.{key}"],
+                    f"SkyRL config {key}={got!r} disagrees with {source} value {want!r}",
+                    f"remove {key} from config_yaml (it is rendered from {source}) or make it exactly {want!r}",
+                    recipe=got,
+                    plan=want,
+                )
+            )
+    return out
+
+
+def launcher_owned(s: Subject) -> list[Violation]:
+    return [
+        violation(
+            "recipe.launcher_owned",
+            [f"config_yaml.{key}"],
+            f"{key} is set by rlaunch from {source}",
+            f"remove {key} from config_yaml",
+            recipe=get_path(s.recipe, key),
+        )
+        for key, source in LAUNCHER_OWNED.items()
+        if has_path(s.recipe, key)
+    ]
+
+
+def explicitness(s: Subject) -> list[Violation]:
+    return [
+        violation(
+            code,
+            [f"config_yaml.{key}"],
+            f"{key} is not set explicitly; it decides {what}",
+            f"set {key} in config_yaml instead of relying on the trainer default",
+        )
+        for key, (code, what) in EXPLICIT_KEYS.items()
+        if not has_path(s.recipe, key)
+    ]
+
+
+def recipe_rules(c: Mapping[str, Any]) -> list[Violation]:
     g = lambda key: get_path(c, key)  # noqa: E731
     out = []
     if g("trainer.critic.model.path"):
@@ -59,7 +164,7 @@ def recipe_rules(c: Mapping[str, Any]) -> list[PreflightError]:
             )
         )
     steps = g("trainer.max_training_steps")
-    if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or steps <= 0):
+    if steps is not None and (not _is_int(steps) or steps <= 0):
         out.append(
             violation(
                 "recipe.max_training_steps",
@@ -80,13 +185,15 @@ def recipe_rules(c: Mapping[str, Any]) -> list[PreflightError]:
             )
         )
     prompt, turns, max_input = g("trainer.max_prompt_length"), g("generator.max_turns"), g("generator.max_input_length")
-    if max_input is not None and ((turns == 1 and max_input != prompt) or (turns > 1 and max_input < prompt)):
+    if max_input is not None and (
+        not _is_int(max_input) or (turns == 1 and max_input != prompt) or (turns > 1 and max_input < prompt)
+    ):
         rel = "equal" if turns == 1 else "be at least"
         out.append(
             violation(
                 "recipe.input_length",
                 ["config_yaml.generator.max_input_length"],
-                f"generator.max_input_length={max_input} must {rel} trainer.max_prompt_length={prompt} with max_turns={turns}",
+                f"generator.max_input_length={max_input!r} must {rel} trainer.max_prompt_length={prompt} with max_turns={turns}",
                 "remove generator.max_input_length (it defaults to max_prompt_length)",
                 value=max_input,
             )
@@ -128,8 +235,8 @@ def recipe_rules(c: Mapping[str, Any]) -> list[PreflightError]:
     return out
 
 
-def wandb_project(recipe: Mapping[str, Any], composed: Mapping[str, Any]) -> list[PreflightError]:
-    if get_path(composed, "trainer.logger") != "wandb" or has_path(recipe, "trainer.project_name"):
+def wandb_project(s: Subject, composed: Mapping[str, Any]) -> list[Violation]:
+    if get_path(composed, "trainer.logger") != "wandb" or has_path(s.recipe, "trainer.project_name"):
         return []
     return [
         violation(
@@ -141,36 +248,35 @@ def wandb_project(recipe: Mapping[str, Any], composed: Mapping[str, Any]) -> lis
     ]
 
 
-def explicitness(recipe: Mapping[str, Any]) -> list[PreflightError]:
+def wandb_entity(composed: Mapping[str, Any], entity: str | None, setting: str) -> list[Violation]:
+    """W&B logging needs the entity the run is recorded under; `setting` is where to name it."""
+    if get_path(composed, "trainer.logger") != "wandb" or entity:
+        return []
     return [
         violation(
-            code,
-            [f"config_yaml.{key}"],
-            f"{key} is not set explicitly; it decides {what}",
-            f"set {key} in config_yaml instead of relying on the trainer default",
+            "explicit.wandb_entity",
+            ["execution.wandb_entity"],
+            "trainer.logger is wandb but the execution names no W&B entity",
+            f"set {setting} or use logger: console",
         )
-        for key, (code, what) in EXPLICIT_KEYS.items()
-        if not has_path(recipe, key)
     ]
 
 
-def model_rules(model: ModelFacts | None, p: SkyRLRolePlan, c: Mapping[str, Any]) -> list[PreflightError]:
-    if model is None:
-        return []
+def model_rules(s: Subject, c: Mapping[str, Any]) -> list[Violation]:
     out = []
-    heads, tp = model.num_attention_heads, p.inference_engine_tensor_parallel_size
+    heads, tp = s.num_attention_heads, s.plan["inference_engine_tensor_parallel_size"]
     if heads and heads % tp:
         out.append(
             violation(
                 "model.tp_heads",
                 ["role_plan.inference_engine_tensor_parallel_size"],
                 f"inference TP={tp} must divide the model's {heads} attention heads",
-                f"choose TP among {divisors(heads)}",
+                f"choose TP among {divisor_hint(heads)}",
                 heads=heads,
                 tp=tp,
             )
         )
-    context = model.context_length
+    context = s.context_length
     budget = get_path(c, "trainer.max_prompt_length") + get_path(c, "generator.sampling_params.max_generate_length")
     if context and budget > context:
         out.append(
@@ -184,3 +290,7 @@ def model_rules(model: ModelFacts | None, p: SkyRLRolePlan, c: Mapping[str, Any]
             )
         )
     return out
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

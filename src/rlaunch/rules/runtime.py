@@ -1,26 +1,55 @@
-"""Runtime rules: registered entrypoint (and fully-async's own rules), strategy, capabilities and
-settings the runtime cannot honour."""
+"""Runtime rules: the installed runtime, its registered entrypoint (and fully-async's own rules),
+strategy, capabilities and the settings it cannot honour."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from rlaunch.launch_config.geometry import FULLY_ASYNC, Geometry
+from rlaunch.launch_config.geometry import FULLY_ASYNC, FULLY_ASYNC_ENABLED_KEY, Geometry
 from rlaunch.launch_config.recipe import get_path
-from rlaunch.runtimes.registry import RuntimeProfile, unsupported_settings
-from rlaunch.skyrl.errors import PreflightError
-from rlaunch.skyrl.preflight.common import violation
-from rlaunch.skyrl.recipe import FULLY_ASYNC_ENABLED_KEY, entrypoint_of
-from rlaunch.skyrl.role_plan import SkyRLTopology
+from rlaunch.rules.common import Subject, Violation, violation
+from rlaunch.runtimes.registry import unsupported_settings
+
+CODES = (
+    "runtime.source_digest",
+    "entrypoint.unknown",
+    "entrypoint.fully_async_enabled",
+    "entrypoint.fully_async_batch",
+    "entrypoint.fully_async_colocated",
+    "entrypoint.fully_async_workers",
+    "entrypoint.fully_async_policy_loss",
+    "entrypoint.fully_async_batched",
+    "runtime.strategy_mismatch",
+    "runtime.accelerator",
+    "runtime.capability",
+    "runtime.unsupported_setting",
+)
 
 ROLLOUT_LOGPROB_LOSSES = ("rollout_is", "dppo", "cispo")
 
 
-def entrypoint_rules(
-    recipe: Mapping[str, Any], prof: RuntimeProfile, geo: Geometry, composed: Mapping[str, Any]
-) -> list[PreflightError]:
-    entry = entrypoint_of(recipe)
+def source_digest(s: Subject) -> list[Violation]:
+    """A document names the runtime digest it was rendered against; it must be the installed one."""
+    if s.source_digest is None:
+        return []
+    installed = s.profile.source_digest
+    if s.source_digest == installed:
+        return []
+    return [
+        violation(
+            "runtime.source_digest",
+            ["runtime.source_digest"],
+            f"runtime.source_digest={s.source_digest[:16]} does not match runtime {s.profile.name!r} installed here ({installed[:16]})",
+            "render the document with this rlaunch (a fresh RL version)",
+            document=s.source_digest,
+            installed=installed,
+        )
+    ]
+
+
+def entrypoint_rules(s: Subject, geo: Geometry, composed: Mapping[str, Any]) -> list[Violation]:
+    prof, entry = s.profile, s.entrypoint
     if not isinstance(entry, str) or entry not in prof.entrypoints:
         return [
             violation(
@@ -32,7 +61,7 @@ def entrypoint_rules(
             )
         ]
     out = []
-    enabled = get_path(recipe, FULLY_ASYNC_ENABLED_KEY, None)
+    enabled = get_path(s.recipe, FULLY_ASYNC_ENABLED_KEY, None)
     if enabled is not None and enabled is not (entry == FULLY_ASYNC):
         out.append(
             violation(
@@ -69,14 +98,17 @@ def entrypoint_rules(
         )
     workers = get_path(composed, "trainer.fully_async.num_parallel_generation_workers")
     staleness = get_path(composed, "trainer.fully_async.max_staleness_steps")
-    if not geo.mini_batch <= workers <= geo.mini_batch * (staleness + 1):
+    most = geo.mini_batch * (staleness + 1)
+    if not geo.mini_batch <= workers <= most:
         out.append(
             violation(
                 "entrypoint.fully_async_workers",
                 ["config_yaml.trainer.fully_async.num_parallel_generation_workers"],
-                f"fully_async needs policy_mini_batch_size <= num_parallel_generation_workers <= mini*(max_staleness_steps+1); got {geo.mini_batch} <= {workers} <= {geo.mini_batch * (staleness + 1)}",
-                f"set num_parallel_generation_workers between {geo.mini_batch} and {geo.mini_batch * (staleness + 1)}",
+                f"fully_async needs policy_mini_batch_size <= num_parallel_generation_workers <= mini*(max_staleness_steps+1); got {geo.mini_batch} <= {workers} <= {most}",
+                f"set num_parallel_generation_workers between {geo.mini_batch} and {most}",
                 workers=workers,
+                least=geo.mini_batch,
+                most=most,
             )
         )
     loss = get_path(composed, "trainer.algorithm.policy_loss_type")
@@ -103,7 +135,8 @@ def entrypoint_rules(
     return out
 
 
-def runtime_rules(t: SkyRLTopology, prof: RuntimeProfile, composed: Mapping[str, Any]) -> list[PreflightError]:
+def runtime_rules(s: Subject, composed: Mapping[str, Any]) -> list[Violation]:
+    prof = s.profile
     out = []
     strategy = get_path(composed, "trainer.strategy")
     if strategy != prof.strategy:
@@ -118,20 +151,20 @@ def runtime_rules(t: SkyRLTopology, prof: RuntimeProfile, composed: Mapping[str,
             )
         )
     caps = prof.capabilities
-    p = t.role_plan
-    is_cpu = t.gpu_variant.lower() == "cpu"
+    is_cpu = s.gpu_variant.lower() == "cpu"
     if (caps.accelerator == "cpu") != is_cpu:
         want = "'cpu' (device slots are CPU processes)" if caps.accelerator == "cpu" else "a GPU model such as 'H100'"
         out.append(
             violation(
                 "runtime.accelerator",
                 ["topology.gpu_variant"],
-                f"runtime {prof.name!r} runs on {caps.accelerator.upper()} but topology.gpu_variant={t.gpu_variant!r}",
+                f"runtime {prof.name!r} runs on {caps.accelerator.upper()} but topology.gpu_variant={s.gpu_variant!r}",
                 f"set gpu_variant to {want}",
-                gpu_variant=t.gpu_variant,
+                gpu_variant=s.gpu_variant,
             )
         )
-    if not p.colocate_all and not caps.disaggregated:
+    colocated = s.plan["colocate_all"]
+    if not colocated and not caps.disaggregated:
         out.append(
             violation(
                 "runtime.capability",
@@ -141,7 +174,7 @@ def runtime_rules(t: SkyRLTopology, prof: RuntimeProfile, composed: Mapping[str,
                 colocate_all=False,
             )
         )
-    if p.colocate_all and not caps.colocated:
+    if colocated and not caps.colocated:
         out.append(
             violation(
                 "runtime.capability",
@@ -156,7 +189,7 @@ def runtime_rules(t: SkyRLTopology, prof: RuntimeProfile, composed: Mapping[str,
         ("inference_engine_pipeline_parallel_size", caps.max_inference_pipeline_parallel, "PP"),
     )
     for field_name, limit, label in limits:
-        value = getattr(p, field_name)
+        value = s.plan[field_name]
         if limit is not None and value > limit:
             out.append(
                 violation(
@@ -167,14 +200,14 @@ def runtime_rules(t: SkyRLTopology, prof: RuntimeProfile, composed: Mapping[str,
                     value=value,
                 )
             )
-    if caps.max_nodes is not None and t.num_nodes > caps.max_nodes:
+    if caps.max_nodes is not None and s.num_nodes > caps.max_nodes:
         out.append(
             violation(
                 "runtime.capability",
                 ["topology.num_nodes"],
-                f"runtime {prof.name!r} runs on at most {caps.max_nodes} node(s); got {t.num_nodes}",
+                f"runtime {prof.name!r} runs on at most {caps.max_nodes} node(s); got {s.num_nodes}",
                 f"set num_nodes={caps.max_nodes}",
-                value=t.num_nodes,
+                value=s.num_nodes,
             )
         )
     restricted = caps.honoured_keys is not None or bool(caps.allowed_values)

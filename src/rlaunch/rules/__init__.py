@@ -1,0 +1,89 @@
+"""The one rule set over a composed launch document, applied by the preflight AND the launch host.
+
+A rule reads a `Subject` (allocation, role plan, the recipe as written, runtime profile,
+entrypoint, seed, model facts) and the composed recipe through the one `Geometry`, and returns
+`Violation`s: a stable code, field paths, the values and the fix. The experiment side raises them
+as `PreflightError` before anything is built; `rlaunch launch --config` refuses a document with
+the same codes before anything is submitted, so a hand-written document gets the same verdict.
+Every rule is pure and bounded: sizes above `MAX_SIZE` and non-positive sizes are violations, so
+no input makes a rule divide by zero or run long.
+
+`CODES` lists every code a rule can return; tests hold a launch document for each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rlaunch.launch_config.geometry import Geometry
+from rlaunch.rules import batches, recipe, runtime, topology
+from rlaunch.rules.common import MAX_SIZE, Subject, Violation, divisor_hint, divisors, violation
+from rlaunch.rules.recipe import recipe_problem, wandb_entity
+
+__all__ = [
+    "CODES",
+    "MAX_SIZE",
+    "Subject",
+    "Violation",
+    "check",
+    "check_written",
+    "recipe_problem",
+    "divisor_hint",
+    "divisors",
+    "violation",
+    "wandb_entity",
+]
+
+CODES: tuple[str, ...] = tuple(dict.fromkeys(topology.CODES + batches.CODES + runtime.CODES + recipe.CODES))
+TOO_LARGE = frozenset({"topology.too_large", "role_plan.too_large"})
+STRUCTURE = TOO_LARGE | {"topology.non_positive", "role_plan.non_positive"}
+
+
+def check(s: Subject, rendered: Mapping[str, Any]) -> list[Violation]:
+    """Every violation of `s`, whose recipe with the role plan rendered in is `rendered`; [] when valid.
+
+    Derived numbers need sizes that are positive and bounded, and a recipe that composes onto
+    the runtime's base config.
+    """
+    out = check_written(s)
+    if any(v.code in TOO_LARGE for v in out):
+        return out
+    composed, problems = s.profile.compose(rendered)
+    if problems:
+        return out + [recipe_problem(p) for p in problems]
+    return out + composed_rules(s, composed, sound=not any(v.code in STRUCTURE for v in out))
+
+
+def check_written(s: Subject) -> list[Violation]:
+    """The rules over what was written, before anything is derived from it.
+
+    A size beyond MAX_SIZE is a typo: it is reported alone, since nothing derived from it (or
+    printed of it) means anything.
+    """
+    structure = topology.structure(s)
+    if any(v.code in TOO_LARGE for v in structure):
+        return structure
+    return (
+        structure
+        + runtime.source_digest(s)
+        + recipe.plan_disagreements(s)
+        + recipe.launcher_owned(s)
+        + recipe.explicitness(s)
+    )
+
+
+def composed_rules(s: Subject, composed: Mapping[str, Any], *, sound: bool) -> list[Violation]:
+    """The rules over the composed recipe; `sound`: every size is positive and bounded."""
+    geo = Geometry.from_recipe(composed)
+    out = []
+    if sound:
+        out += topology.topology_rules(s, geo)
+        out += batches.batch_rules(geo, composed)
+    out += runtime.entrypoint_rules(s, geo, composed)
+    out += runtime.runtime_rules(s, composed)
+    out += recipe.recipe_rules(composed)
+    out += recipe.wandb_project(s, composed)
+    if sound:
+        out += recipe.model_rules(s, composed)
+    return out
