@@ -1,0 +1,329 @@
+"""`rlaunch launch --config` applies every rule the preflight applies, before anything is submitted.
+
+For every code of the rule registry (`rlaunch.rules.CODES`) a launch document exhibits it: a
+valid document rendered by the experiment side, edited the way a hand-written document would
+be. The host must refuse it with that code, naming the document's own field path, and leave no
+job, no resolved document and no terminal manifest behind. A rule added without a document case
+here fails `test_every_registered_code_has_a_document_case`.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from rlaunch import rules, storage
+from rlaunch.artifacts import StepContext
+from rlaunch.cli.admin import main as rlaunch_main
+from rlaunch.cluster.local.backend import LocalBackend
+from rlaunch.host.validate import document_path, validate_document
+from rlaunch.launch_config import schema
+from rlaunch.skyrl import skyrl_step
+from tests.skyrl.helpers import BASE_RECIPE, cpu_topology, local, recipe, spec, topology
+
+Doc = dict[str, Any]
+Edit = Callable[[Doc], None]
+SRC = Path(__file__).resolve().parents[2] / "src" / "rlaunch"
+# Codes about the recipe's YAML text, raised while parsing or rendering `config_yaml`; a launch
+# document has no such text (its `skyrl` section is typed as a mapping by the schema).
+RECIPE_TEXT_CODES = {"recipe.not_text", "recipe.invalid_yaml", "recipe.not_mapping"}
+
+
+@pytest.fixture(scope="module")
+def prefix(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("host-rules")
+
+
+@pytest.fixture(scope="module")
+def bases(prefix: Path) -> dict[str, Doc]:
+    """Valid launch documents rendered by the experiment side, one per runtime shape."""
+    jobs = str(prefix / ".jobs")
+    mp = pytest.MonkeyPatch()
+    mp.setenv(storage.PREFIX_ENV, str(prefix))
+    for name in ("RLAUNCH_TEMP_PREFIX", "RLAUNCH_REGION"):
+        mp.delenv(name, raising=False)
+    try:
+        shapes = {
+            "fsdp": spec(),
+            "megatron": spec(profile="megatron"),
+            "cpu": spec(profile="trl-cpu", topo=cpu_topology()),
+            "colocated": spec(topo=topology()),
+        }
+        out = {}
+        for shape, s in shapes.items():
+            step = skyrl_step(s, local(jobs_root=jobs))
+            out[shape] = step.build_config(StepContext.for_run(step, str(prefix)))["launch_document"]
+    finally:
+        mp.undo()
+    return out
+
+
+def trainer(d: Doc) -> Doc:
+    return d["skyrl"]["trainer"]
+
+
+def engine(d: Doc) -> Doc:
+    return d["skyrl"]["generator"]["inference_engine"]
+
+
+def alloc(d: Doc) -> Doc:
+    return d["cluster"]["allocation"]
+
+
+def megatron(d: Doc) -> Doc:
+    return policy(d).setdefault("megatron_config", {})
+
+
+def policy(d: Doc) -> Doc:
+    return trainer(d).setdefault("policy", {})
+
+
+def sets(getter: Callable[[Doc], Doc], **values: Any) -> Edit:
+    return lambda d: getter(d).update(values)
+
+
+def drops(key: str) -> Edit:
+    return lambda d: trainer(d).pop(key)
+
+
+def both(*edits: Edit) -> Edit:
+    def edit(d: Doc) -> None:
+        for e in edits:
+            e(d)
+
+    return edit
+
+
+def fully_async(d: Doc) -> None:
+    d["runtime"]["entrypoint"] = "fully_async"
+    trainer(d).setdefault("fully_async", {})["enabled"] = True
+
+
+def wider_nodes(d: Doc) -> None:
+    """Nodes of 6 GPUs: a 4 x 6 policy and six 4-GPU engines, which cannot pack 6 to a node."""
+    alloc(d)["gpus_per_node"] = 6
+    trainer(d)["placement"].update(policy_num_gpus_per_node=6, ref_num_gpus_per_node=6)
+    engine(d).update(num_engines=6, data_parallel_size=4)
+
+
+# code -> (base shape, the edit that makes the document exhibit it)
+CASES: dict[str, tuple[str, Edit]] = {
+    "topology.non_positive": ("fsdp", sets(alloc, num_nodes=0)),
+    "topology.too_large": ("fsdp", sets(alloc, gpus_per_node=2**63)),
+    "role_plan.non_positive": ("fsdp", sets(engine, tensor_parallel_size=0)),  # was a ZeroDivisionError
+    "role_plan.too_large": ("fsdp", sets(trainer, train_batch_size=2**70)),
+    "role_plan.policy_nodes_exceed_topology": ("fsdp", lambda d: trainer(d)["placement"].update(policy_num_nodes=9)),
+    "role_plan.policy_gpus_exceed_node": (
+        "fsdp",
+        lambda d: trainer(d)["placement"].update(policy_num_gpus_per_node=16),
+    ),
+    "role_plan.policy_width_mismatch": ("fsdp", lambda d: trainer(d)["placement"].update(policy_num_gpus_per_node=4)),
+    "engine.colocated_slice": ("colocated", sets(engine, tensor_parallel_size=3)),
+    "engine.colocated_gpu_mismatch": ("colocated", sets(engine, num_engines=2)),
+    "engine.exceeds_node": ("fsdp", sets(engine, data_parallel_size=16)),
+    "engine.rollout_packing": ("fsdp", wider_nodes),
+    "engine.expert_parallel": ("fsdp", sets(engine, expert_parallel_size=3)),
+    "engine.expert_parallel_skyrl": ("fsdp", sets(engine, expert_parallel_size=2)),
+    "topology.gpu_budget": ("fsdp", sets(engine, num_engines=3)),
+    "batch.train_mini": ("fsdp", sets(trainer, train_batch_size=250)),
+    "batch.mini_micro": ("fsdp", sets(trainer, micro_train_batch_size_per_gpu=3)),
+    "batch.micro_forward": ("fsdp", sets(trainer, micro_forward_batch_size_per_gpu=0)),
+    "batch.per_gpu_mini_zero": ("fsdp", sets(trainer, policy_mini_batch_size=2)),
+    "batch.per_gpu_mini_micro": ("fsdp", sets(trainer, micro_train_batch_size_per_gpu=32)),
+    "batch.per_gpu_train_mini": ("fsdp", sets(trainer, train_batch_size=96)),
+    "batch.reference_lcm": ("fsdp", sets(trainer, train_batch_size=2, policy_mini_batch_size=2)),
+    "batch.tail_stride": ("fsdp", sets(trainer, train_batch_size=250)),
+    "strategy.megatron_non_positive": ("megatron", sets(megatron, tensor_model_parallel_size=0)),
+    "strategy.megatron_world": ("megatron", sets(megatron, tensor_model_parallel_size=3)),
+    "strategy.megatron_expert": ("megatron", sets(megatron, expert_model_parallel_size=3)),
+    "strategy.megatron_sequence_parallel": (
+        "megatron",
+        sets(policy, sequence_parallel_size=2),
+    ),
+    "strategy.megatron_context_parallel": (
+        "megatron",
+        both(sets(megatron, context_parallel_size=2), sets(trainer, remove_microbatch_padding=False)),
+    ),
+    "strategy.sequence_parallel": (
+        "fsdp",
+        sets(policy, sequence_parallel_size=3),
+    ),
+    "runtime.source_digest": ("fsdp", lambda d: d["runtime"].update(source_digest="0" * 64)),
+    "entrypoint.unknown": ("fsdp", lambda d: d["runtime"].update(entrypoint="nope")),
+    "entrypoint.fully_async_enabled": ("fsdp", lambda d: trainer(d).update(fully_async={"enabled": True})),
+    "entrypoint.fully_async_batch": ("fsdp", fully_async),
+    "entrypoint.fully_async_colocated": ("colocated", fully_async),
+    "entrypoint.fully_async_workers": ("fsdp", fully_async),
+    "entrypoint.fully_async_policy_loss": ("fsdp", fully_async),
+    "entrypoint.fully_async_batched": (
+        "fsdp",
+        both(fully_async, lambda d: d["skyrl"]["generator"].update(batched=True)),
+    ),
+    "runtime.strategy_mismatch": ("fsdp", sets(trainer, strategy="megatron")),
+    "runtime.accelerator": ("fsdp", sets(alloc, gpu_variant="cpu")),
+    "runtime.capability": ("cpu", sets(alloc, num_nodes=2)),
+    "runtime.unsupported_setting": ("cpu", lambda d: trainer(d)["algorithm"].update(advantage_estimator="rloo")),
+    "recipe.unknown_key": ("fsdp", sets(trainer, no_such_key=1)),
+    "recipe.type_mismatch": ("fsdp", sets(trainer, train_batch_size="2")),
+    "recipe.disagrees_with_plan": ("fsdp", lambda d: trainer(d)["placement"].update(ref_num_nodes=1)),
+    "recipe.launcher_owned": ("fsdp", sets(trainer, ckpt_path="/somewhere/else")),
+    "explicit.checkpoint_interval": ("fsdp", drops("ckpt_interval")),
+    "explicit.resume_mode": ("fsdp", drops("resume_mode")),
+    "explicit.export_policy": ("fsdp", drops("hf_save_interval")),
+    "explicit.token_budget": ("fsdp", drops("max_prompt_length")),
+    "explicit.wandb_project": ("fsdp", sets(trainer, logger="wandb")),
+    "explicit.wandb_entity": (
+        "fsdp",
+        both(sets(trainer, logger="wandb", project_name="p"), lambda d: d["cluster"].update(wandb_entity=None)),
+    ),
+    "recipe.critic": ("fsdp", sets(trainer, critic={"model": {"path": "/models/critic"}})),
+    "recipe.kl_exclusive": ("fsdp", lambda d: trainer(d)["algorithm"].update(use_kl_in_reward=True)),
+    "recipe.gae_needs_critic": ("fsdp", lambda d: trainer(d)["algorithm"].update(advantage_estimator="gae")),
+    "recipe.max_training_steps": ("fsdp", sets(trainer, max_training_steps=0)),
+    "recipe.resume_mode": ("fsdp", sets(trainer, resume_mode="from_path")),
+    "recipe.input_length": ("fsdp", lambda d: d["skyrl"]["generator"].update(max_input_length=7)),
+    "recipe.prefill_decode": ("fsdp", sets(engine, enable_pd=True, num_prefill=0)),
+    "recipe.external_engines": ("fsdp", sets(engine, external_server_urls=["http://10.0.0.1:8000"])),
+    "recipe.executor_backend": ("fsdp", sets(engine, distributed_executor_backend="threads")),
+    "model.tp_heads": (
+        "fsdp",
+        both(
+            sets(engine, tensor_parallel_size=8, data_parallel_size=1),
+            lambda d: d["inputs"]["model"].update(num_attention_heads=12),
+        ),
+    ),
+    "model.context_budget": ("fsdp", lambda d: d["inputs"]["model"].update(context_length=100)),
+}
+
+
+def host_launch(prefix: Path, doc: Doc, name: str) -> dict[str, Any]:
+    """Write `doc` as a fresh attempt and run `rlaunch launch --config` on it; the one JSON result."""
+    doc["run"]["attempt_id"] = name
+    doc["cluster"]["job_name"] = f"rules-{name}"
+    doc["artifacts"]["terminal_manifest_uri"] = str(prefix / "terminal" / f"{name}.json")
+    path = prefix / "docs" / f"{name}.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(yaml.safe_dump(doc))
+    done = CliRunner().invoke(rlaunch_main, ["launch", "--config", str(path)])
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1, f"stdout must be one JSON result, got {done.stdout!r}"
+    result = json.loads(lines[0])
+    assert done.exit_code == (0 if result["state"] in ("prepared", "submitted", "succeeded") else 1), done.output
+    return result
+
+
+def nothing_submitted(prefix: Path, doc: Doc, result: dict[str, Any]) -> None:
+    assert result["child_job_id"] is None and result["resolved_config_uri"] is None
+    assert LocalBackend(root=str(prefix / ".jobs")).list_jobs() == []
+    attempt = Path(doc["artifacts"]["attempts_root"]) / doc["run"]["attempt_id"]
+    assert not (attempt / "resolved-launch.yaml").exists()
+    assert not Path(doc["artifacts"]["terminal_manifest_uri"]).exists()
+
+
+def test_every_registered_code_has_a_document_case() -> None:
+    assert sorted(CASES) == sorted(rules.CODES)
+
+
+def test_every_code_a_rule_or_the_preflight_writes_is_registered() -> None:
+    """No violation escapes the registry: every literal code in the rules and the experiment side."""
+    found: dict[str, set[str]] = {}
+    for path in [*(SRC / "rules").glob("*.py"), *(SRC / "skyrl").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in (
+                "violation",
+                "PreflightError",
+            ):
+                first = node.args[0] if node.args else None
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    found.setdefault(first.value, set()).add(path.name)
+    assert found, "the scan must see the rules' codes"
+    unregistered = set(found) - set(rules.CODES) - RECIPE_TEXT_CODES - {"preflight.violations"}
+    assert not unregistered, {code: found[code] for code in unregistered}
+
+
+def test_the_base_documents_are_accepted(prefix: Path, bases: dict[str, Doc]) -> None:
+    for base in bases.values():
+        validate_document(schema.from_dict(copy.deepcopy(base)))
+    result = host_launch(
+        prefix, copy.deepcopy(bases["cpu"]) | {"run": {**bases["cpu"]["run"], "submission": "prepare"}}, "ok"
+    )
+    assert result["state"] == "prepared" and result["violations"] == []
+
+
+@pytest.mark.parametrize("code", sorted(CASES))
+def test_the_host_refuses_a_document_with_the_preflight_code(prefix: Path, bases: dict[str, Doc], code: str) -> None:
+    shape, edit = CASES[code]
+    doc = copy.deepcopy(bases[shape])
+    edit(doc)
+    result = host_launch(prefix, doc, code.replace(".", "-"))
+    assert result["state"] == "failed", result
+    hits = [v for v in result["violations"] if v["code"] == code]
+    assert hits, f"{code} not among {[v['code'] for v in result['violations']]}"
+    assert f"[{code}]" in result["failure"]
+    for v in hits:
+        assert v["fix"] and v["message"]
+        assert all(f.split(".")[0] in ("skyrl", "cluster", "runtime", "run", "inputs") for f in v["fields"]), v
+    nothing_submitted(prefix, doc, result)
+
+
+def test_the_zero_tensor_parallel_reproducer_names_the_document_field(prefix: Path, bases: dict[str, Doc]) -> None:
+    doc = copy.deepcopy(bases["fsdp"])
+    engine(doc)["tensor_parallel_size"] = 0
+    result = host_launch(prefix, doc, "tp0")
+    (v,) = [v for v in result["violations"] if v["code"] == "role_plan.non_positive"]
+    assert v["fields"] == ["skyrl.generator.inference_engine.tensor_parallel_size"] and v["values"] == {"value": 0}
+
+
+@pytest.mark.parametrize(
+    ("field", "path"),
+    [
+        ("role_plan.train_batch_size", "skyrl.trainer.train_batch_size"),
+        ("role_plan.inference_engine_data_parallel_size", "skyrl.generator.inference_engine.data_parallel_size"),
+        ("role_plan", "skyrl"),
+        ("topology.num_nodes", "cluster.allocation.num_nodes"),
+        ("config_yaml.trainer.seed", "skyrl.trainer.seed"),
+        ("config_yaml.entrypoint", "runtime.entrypoint"),
+        ("execution.wandb_entity", "cluster.wandb_entity"),
+        ("runtime.profile", "runtime.profile"),
+    ],
+)
+def test_rule_fields_are_named_by_their_document_paths(field: str, path: str) -> None:
+    assert document_path(field) == path
+
+
+def test_an_unknown_runtime_profile_is_a_document_error(prefix: Path, bases: dict[str, Doc]) -> None:
+    doc = copy.deepcopy(bases["fsdp"])
+    doc["runtime"]["profile"] = "no-such-runtime"
+    result = host_launch(prefix, doc, "unknown-profile")
+    assert result["state"] == "failed" and "runtime.profile: runtime profile 'no-such-runtime'" in result["failure"]
+
+
+def test_a_document_runs_its_base_defaults_so_a_missing_seed_disagrees(prefix: Path, bases: dict[str, Doc]) -> None:
+    doc = copy.deepcopy(bases["fsdp"])
+    del trainer(doc)["seed"]
+    result = host_launch(prefix, doc, "no-seed")
+    (v,) = [v for v in result["violations"] if v["code"] == "recipe.disagrees_with_plan"]
+    assert v["fields"] == ["skyrl.trainer.seed"] and v["values"]["plan"] == 17
+
+
+def test_the_preflight_and_the_host_agree_on_a_broken_plan(prefix: Path, bases: dict[str, Doc]) -> None:
+    """The same mistakes, made once through the experiment side and once by hand, get the same codes."""
+    from rlaunch.skyrl import check_plan
+    from tests.skyrl.helpers import seed_topology
+
+    broken = seed_topology(train_batch_size=250, inference_engine_data_parallel_size=1)
+    preflight = sorted(v.code for v in check_plan(broken, recipe(trainer={"max_training_steps": 0}), "fsdp", seed=17))
+    doc = copy.deepcopy(bases["fsdp"])
+    trainer(doc).update(train_batch_size=250, max_training_steps=0)
+    engine(doc).update(data_parallel_size=1)
+    result = host_launch(prefix, doc, "broken")
+    assert sorted(v["code"] for v in result["violations"]) == preflight
+    assert BASE_RECIPE["trainer"]["ckpt_interval"] == 20  # the builders were not mutated
