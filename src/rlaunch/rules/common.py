@@ -85,18 +85,15 @@ def divisors(n: int) -> list[int]:
 def divisor_hint(n: int) -> str:
     """The divisors of `n` for a fix: at most DIVISORS_LISTED of them, saying what was left out."""
     found = divisors(n)
-    complete = (DIVISOR_SEARCH + 1) ** 2 > n
+    shown = ", ".join(map(_short, found))
+    notes = []
     if len(found) > DIVISORS_LISTED:
         half = DIVISORS_LISTED // 2
         shown = ", ".join(map(_short, found[:half])) + ", ..., " + ", ".join(map(_short, found[-half:]))
-        more = f"{len(found)} divisors" if complete else f"at least {len(found)} divisors"
-        return f"[{shown}] ({more}, {DIVISORS_LISTED} shown)"
-    listed = f"[{', '.join(map(_short, found))}]"
-    return (
-        listed
-        if complete
-        else f"{listed} (divisors between {DIVISOR_SEARCH} and {_short(n // DIVISOR_SEARCH)} not searched)"
-    )
+        notes.append(f"{DIVISORS_LISTED} of {len(found)} shown")
+    if (DIVISOR_SEARCH + 1) ** 2 <= n:
+        notes.append(f"divisors between {DIVISOR_SEARCH} and {_short(n // DIVISOR_SEARCH)} not searched")
+    return f"[{shown}]" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _short(n: int) -> str:
