@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from rlaunch import rules
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.launch_config.recipe import compose
 from rlaunch.rules.common import DIVISOR_SEARCH, MAX_SIZE, divisor_hint, divisors
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import ModelFacts, PreflightError, SkyRLRolePlan, SkyRLTopology, check_plan
@@ -123,7 +122,7 @@ def test_an_accepted_plan_is_consistent(**v: Any) -> None:
     if found:
         return
     profile = get_profile("fsdp")
-    composed, _ = compose(profile.base_config(), render_recipe(NO_KL, role, profile, 0))
+    composed, _ = profile.compose(render_recipe(NO_KL, role, profile, 0))
     geo = Geometry.from_recipe(composed)
     assert geo.planned_gpus == v["nodes"] * v["width"]
     assert geo.physical_nodes(v["width"]) == v["nodes"]
