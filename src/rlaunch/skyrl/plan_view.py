@@ -74,8 +74,8 @@ def describe_step(spec: SkyRLSpec, execution: SkyRLExecution, config: dict[str, 
         "derived:",
         f"  GPUs by role        policy {geo.policy_world}, rollout {rollout}, reference {ref}",
         f"  policy dp           {geo.policy_dp if geo.policy_dp else 'not divisible'}",
-        f"  per-device mini     {per_gpu_mini} sequences; micro {plan.micro_train_batch_size_per_gpu} -> {per_gpu_mini // plan.micro_train_batch_size_per_gpu if plan.micro_train_batch_size_per_gpu else 0} gradient-accumulation step(s)",
-        f"  per training step   {plan.train_batch_size} prompts, {plan.train_batch_size * plan.n_samples_per_prompt} samples, {plan.train_batch_size // plan.policy_mini_batch_size} optimizer step(s)",
+        f"  per-device mini     {per_gpu_mini} sequences; micro {geo.micro_batch} -> {geo.gradient_accumulation or 0} gradient-accumulation step(s)",
+        f"  per training step   {geo.train_batch} prompts, {geo.train_batch * geo.n_samples} samples, {geo.optimizer_steps or 0} optimizer step(s)",
     ]
     return lines
 
