@@ -7,7 +7,6 @@ base default, is a problem naming the path (and the closest known key), never si
 from __future__ import annotations
 
 import copy
-import difflib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -141,6 +140,8 @@ def _merge(
             target[key] = section
             continue
         if key not in target:
+            import difflib  # only for a mistake: a valid recipe never pays for it
+
             close = difflib.get_close_matches(str(key), [str(k) for k in target], n=1)
             known = sorted(str(k) for k in target)
             hint = (

@@ -12,8 +12,6 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import yaml
-
 from rlaunch.launch_config.geometry import FULLY_ASYNC
 from rlaunch.launch_config.recipe import get_path, has_path, set_path
 from rlaunch.runtimes.registry import RuntimeProfile
@@ -70,6 +68,8 @@ def parse_config_yaml(text: str) -> dict[str, Any]:
             f"config_yaml must be YAML text, got {type(text).__name__}",
             "pass the recipe as a YAML string",
         )
+    import yaml  # here, not at module level: the preflight of a parsed recipe needs no YAML
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

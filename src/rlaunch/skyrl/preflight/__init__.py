@@ -18,6 +18,7 @@ from rlaunch.launch_config.geometry import Geometry
 from rlaunch.launch_config.recipe import RecipeProblem
 from rlaunch.runtimes.registry import RuntimeProfile, get_profile
 from rlaunch.skyrl.errors import PreflightError
+from rlaunch.skyrl.model_facts import ModelFacts
 from rlaunch.skyrl.preflight.batches import batch_rules
 from rlaunch.skyrl.preflight.common import violation
 from rlaunch.skyrl.preflight.recipe_rules import explicitness, model_rules, recipe_rules, wandb_project
@@ -25,7 +26,6 @@ from rlaunch.skyrl.preflight.runtime import entrypoint_rules, runtime_rules
 from rlaunch.skyrl.preflight.topology import structure, topology_rules
 from rlaunch.skyrl.recipe import launcher_owned, plan_disagreements, render_recipe
 from rlaunch.skyrl.role_plan import SkyRLTopology
-from rlaunch.skyrl.sources import ModelFacts
 
 __all__ = ["check_plan"]
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from rlaunch.launch_config.recipe import get_path, has_path
 from rlaunch.skyrl.errors import PreflightError
+from rlaunch.skyrl.model_facts import ModelFacts
 from rlaunch.skyrl.preflight.common import divisors, violation
 from rlaunch.skyrl.role_plan import SkyRLRolePlan
-from rlaunch.skyrl.sources import ModelFacts
 
 EXPLICIT_KEYS = {
     "trainer.ckpt_interval": ("explicit.checkpoint_interval", "how often a resumable checkpoint is written"),
