@@ -78,7 +78,8 @@ def write_twins() -> list[str]:
     written = []
     for path in builtin_sources():
         target = twin_path(path)
-        storage.write_json_atomic(target, twin_of(path))
+        # not storage.write_json_atomic: that sorts keys, and a mapping's order is data here
+        storage.write_text_atomic(target, json.dumps(twin_of(path), indent=1) + "\n")
         written.append(target)
     return written
 
