@@ -116,6 +116,10 @@ class RuntimeProfile:
         lines = self.lock_file.read_text(encoding="utf-8").splitlines()
         return [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("#")]
 
+    def trainer_processes(self, gpus_per_node: int) -> int:
+        """Training processes one task starts: one per device slot under torchrun, else one driver."""
+        return gpus_per_node if self.launcher == "torchrun" else 1
+
     def canonical_strategy(self, strategy: str) -> str:
         return self.strategy_aliases.get(strategy, strategy)
 
