@@ -1,13 +1,18 @@
 """How fast a broken RL plan is refused: cold (a fresh process) and warm (check_plan throughput).
 
-    python benchmarks/preflight.py                 # defaults: 5 cold runs, 2 s per throughput point
-    python benchmarks/preflight.py --cold 10 --seconds 5
+    python benchmarks/preflight.py                 # defaults: 7 cold runs, 2 s per throughput point
+    python benchmarks/preflight.py --cold 11 --seconds 5
 
 Cold: wall time from starting a fresh interpreter to its verdict on a broken plan, for
+  * `python -c pass`: the interpreter alone, the yardstick;
   * `python -c`: import rlaunch.skyrl, build the seed's 64-GPU plan with rollout DP 1 and bad
-    batch sizes, call check_plan, print the violation codes;
+    batch sizes, call check_plan, print the violation codes (the ratio to `pass` should stay <= 5);
   * `python -m experiments.rl_plan_example --broken`: the same through the experiment CLI (graph,
     SkyRLSpec, plan), exiting non-zero with every violation.
+The three run interleaved (one of each per round), so a busy machine slows them alike, and the
+medians are compared. Bytecode is cached as for any user (in a temporary PYTHONPYCACHEPREFIX,
+warmed by one untimed run each), even where PYTHONDONTWRITEBYTECODE is set: the dry run a
+researcher repeats does not recompile rlaunch every time.
 Warm: check_plan calls per second in one process, for valid and broken plans on each profile.
 Nothing here touches storage except the empty temporary prefix the example is pointed at.
 """
@@ -42,22 +47,33 @@ print(",".join(v.code for v in found))
 EXPECTED_COLD = {"topology.gpu_budget", "batch.train_mini", "batch.mini_micro", "batch.tail_stride"}
 
 
-def _env(prefix: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RLAUNCH_")}
+def _env(prefix: str, pycache: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RLAUNCH_") and k != "PYTHONDONTWRITEBYTECODE"}
     env["RLAUNCH_PREFIX"] = prefix
+    env["PYTHONPYCACHEPREFIX"] = pycache
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
 
 
-def cold(argv: list[str], check: Callable[[subprocess.CompletedProcess[str]], None], runs: int) -> list[float]:
-    """Wall milliseconds from process start to exit (the verdict is the last thing it prints)."""
-    times = []
-    with tempfile.TemporaryDirectory(prefix="rlaunch-preflight-bench-") as prefix:
-        for _ in range(runs):
-            start = time.perf_counter()
-            done = subprocess.run(argv, cwd=REPO, env=_env(prefix), capture_output=True, text=True, timeout=300)
-            times.append((time.perf_counter() - start) * 1e3)
-            check(done)
+Check = Callable[[subprocess.CompletedProcess[str]], None]
+
+
+def cold(commands: dict[str, tuple[list[str], Check]], runs: int) -> dict[str, list[float]]:
+    """Wall milliseconds from process start to exit per command (the verdict is the last output).
+
+    One untimed run of each warms the bytecode cache; then `runs` rounds of one run each.
+    """
+    times: dict[str, list[float]] = {label: [] for label in commands}
+    with tempfile.TemporaryDirectory(prefix="rlaunch-preflight-bench-") as scratch:
+        env = _env(os.path.join(scratch, "prefix"), os.path.join(scratch, "pycache"))
+        for round_ in range(runs + 1):
+            for label, (argv, check) in commands.items():
+                start = time.perf_counter()
+                done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+                elapsed = (time.perf_counter() - start) * 1e3
+                check(done)
+                if round_:
+                    times[label].append(elapsed)
     return times
 
 
@@ -195,28 +211,33 @@ def plans() -> dict[str, list[tuple[Any, Any, str]]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cold", type=int, default=5, help="fresh processes per cold measurement")
+    parser.add_argument("--cold", type=int, default=7, help="fresh processes per cold measurement (>= 5)")
     parser.add_argument("--seconds", type=float, default=2.0, help="seconds per throughput measurement")
     args = parser.parse_args(argv)
     sys.path[:0] = [str(REPO / "src")]
 
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpu(s)")
-    print("cold: process start -> verdict on a broken 64-GPU plan")
-    baseline = cold([sys.executable, "-c", "pass"], lambda done: None, args.cold)
-    snippet = cold([sys.executable, "-c", COLD_SNIPPET], _check_snippet, args.cold)
-    example = cold(
-        [sys.executable, "-m", "experiments.rl_plan_example", "--version", "2026.11.30", "--stage", "rl", "--broken"],
-        _check_example,
-        args.cold,
+    print("cold: process start -> verdict on a broken 64-GPU plan (interleaved rounds)")
+    example_argv = ["-m", "experiments.rl_plan_example", "--version", "2026.11.30", "--stage", "rl", "--broken"]
+    timings = cold(
+        {
+            "python -c pass (interpreter only)": ([sys.executable, "-c", "pass"], lambda done: None),
+            "python -c check_plan(broken)": ([sys.executable, "-c", COLD_SNIPPET], _check_snippet),
+            "python -m experiments.rl_plan_example --broken": ([sys.executable, *example_argv], _check_example),
+        },
+        max(args.cold, 1),
     )
-    for label, times in (
-        ("python -c pass (interpreter only)", baseline),
-        ("python -c check_plan(broken)", snippet),
-        ("python -m experiments.rl_plan_example --broken", example),
-    ):
+    baseline = statistics.median(next(iter(timings.values())))
+    for label, times in timings.items():
+        median = statistics.median(times)
         print(
-            f"  {label:<48} median {statistics.median(times):7.1f} ms   min {min(times):7.1f} ms   ({len(times)} runs)"
+            f"  {label:<48} median {median:7.1f} ms   min {min(times):7.1f} ms   "
+            f"ratio to pass {median / baseline:5.2f}   ({len(times)} runs)"
         )
+    verdict = statistics.median(timings["python -c check_plan(broken)"])
+    print(
+        f"cold verdict / python -c pass: {verdict:.1f} ms / {baseline:.1f} ms = {verdict / baseline:.2f} (target <= 5)"
+    )
 
     print("warm: check_plan throughput in one process")
     for label, cases in plans().items():

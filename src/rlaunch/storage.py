@@ -1,9 +1,15 @@
-"""Durable state as files under a prefix, through fsspec: the ground floor every package shares.
+"""Durable state as files under a prefix: the ground floor every package shares.
 
-fsspec is imported only when a path is first touched, so importing this module (and everything
-built on it: the preflight, the host, the task) costs nothing until I/O happens. Every write here is atomic: a local file is written under a temporary name and renamed; an object
-store gets a single put. `create_exclusive` writes a file only if it does not exist yet, which is
-what terminal manifests and locks need.
+A location is a plain path, a `file://` URL or any fsspec URL. Local locations (the common case:
+the default prefix, local job state, staged inputs) are served with `os` directly and never
+import fsspec; any other URL imports fsspec on first touch. The local path is the one fsspec's
+`LocalFileSystem` would use (`~` expanded, relative to the working directory, no trailing
+slash), and each operation keeps fsspec's semantics, so the two routes behave alike.
+
+Every write is atomic: a local file is written under a temporary name, fsynced and renamed; an
+object store gets a single put. `create_exclusive` writes a file only if it does not exist yet,
+which is what terminal manifests, cancel records and locks need. Also here: the one clock format
+of every record (`utc_now`, `utc_from_epoch`) and the one JSON encoding (`dumps`).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import shutil
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -42,15 +49,41 @@ def join(base: str, *parts: str) -> str:
     return f"{head}{tail}" if head.endswith("/") else f"{head}/{tail}"
 
 
+Location = str | os.PathLike[str]
+
+
 def utc_now() -> str:
     """Now, as an ISO-8601 UTC timestamp with milliseconds (the one clock format of every record)."""
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
 
 
-def filesystem(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
+def utc_from_epoch(seconds: float) -> str:
+    """A Unix time (seconds) in the format of `utc_now`."""
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat(timespec="milliseconds")
+
+
+def _local(url: Location) -> str | None:
+    """The path of a plain path or `file://` URL exactly as fsspec's LocalFileSystem resolves it
+    (posix), or None for anything else (other protocols, chained URLs, Windows paths)."""
+    text = os.fspath(url)
+    if text.startswith("file://"):
+        text = text[len("file://") :]
+    elif "://" in text or "::" in text or text.startswith(("file:", "local:")) or os.sep != "/":
+        return None
+    if text.startswith("/"):
+        path = text
+    elif text.startswith("~"):
+        path = os.path.expanduser(text)
+    else:
+        path = f"{os.getcwd()}/{'' if text == '.' else text.removeprefix('./')}"
+    return path.rstrip("/") or "/"
+
+
+def filesystem(url: Location) -> tuple[fsspec.AbstractFileSystem, str]:
+    """The fsspec filesystem and path of `url` (imports fsspec: the local fast path does not call it)."""
     import fsspec.core
 
-    fs, path = fsspec.core.url_to_fs(url)
+    fs, path = fsspec.core.url_to_fs(os.fspath(url))
     return fs, path
 
 
@@ -60,49 +93,62 @@ def _is_local_fs(fs: fsspec.AbstractFileSystem) -> bool:
     return isinstance(fs, LocalFileSystem)
 
 
-def is_local(url: str) -> bool:
-    return _is_local_fs(filesystem(url)[0])
+def _route(url: Location) -> tuple[fsspec.AbstractFileSystem | None, str]:
+    """(None, local path) for a plain path or `file://` URL (or a URL fsspec resolves to the local
+    filesystem); (filesystem, path) for any other URL."""
+    path = _local(url)
+    if path is not None:
+        return None, path
+    fs, fpath = filesystem(url)
+    return (None, fpath) if _is_local_fs(fs) else (fs, fpath)
 
 
-def local_path(url: str) -> str:
+def is_local(url: Location) -> bool:
+    return _route(url)[0] is None
+
+
+def local_path(url: Location) -> str:
     """The filesystem path of a local URL; raises for remote storage."""
-    fs, path = filesystem(url)
-    if not _is_local_fs(fs):
-        raise ValueError(f"{url} is not on the local filesystem")
+    fs, path = _route(url)
+    if fs is not None:
+        raise ValueError(f"{os.fspath(url)} is not on the local filesystem")
     return path
 
 
-def exists(url: str) -> bool:
-    fs, path = filesystem(url)
-    return fs.exists(path)
+def exists(url: Location) -> bool:
+    fs, path = _route(url)
+    return os.path.exists(path) if fs is None else fs.exists(path)
 
 
-def read_bytes(url: str) -> bytes:
-    fs, path = filesystem(url)
+def read_bytes(url: Location) -> bytes:
+    fs, path = _route(url)
+    if fs is None:
+        with open(path, "rb") as handle:
+            return handle.read()
     return fs.cat_file(path)
 
 
-def read_text(url: str) -> str:
+def read_text(url: Location) -> str:
     return read_bytes(url).decode("utf-8")
 
 
-def read_json(url: str) -> Any | None:
+def read_json(url: Location) -> Any | None:
     """The parsed JSON at `url`, or None when the file does not exist."""
-    fs, path = filesystem(url)
     try:
-        data = fs.cat_file(path)
+        data = read_bytes(url)
     except FileNotFoundError:
         return None
     return json.loads(data)
 
 
 def dumps(obj: Any) -> bytes:
+    """The one JSON encoding of records: indented, sorted keys, a final newline."""
     return (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8")
 
 
-def write_bytes_atomic(url: str, data: bytes) -> None:
-    fs, path = filesystem(url)
-    if _is_local_fs(fs):
+def write_bytes_atomic(url: Location, data: bytes) -> None:
+    fs, path = _route(url)
+    if fs is None:
         directory = os.path.dirname(path)
         os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}")
@@ -119,22 +165,22 @@ def write_bytes_atomic(url: str, data: bytes) -> None:
     fs.pipe_file(path, data)
 
 
-def write_json_atomic(url: str, obj: Any) -> None:
+def write_json_atomic(url: Location, obj: Any) -> None:
     write_bytes_atomic(url, dumps(obj))
 
 
-def write_text_atomic(url: str, text: str) -> None:
+def write_text_atomic(url: Location, text: str) -> None:
     write_bytes_atomic(url, text.encode("utf-8"))
 
 
-def create_exclusive(url: str, data: bytes) -> bool:
+def create_exclusive(url: Location, data: bytes) -> bool:
     """Write `data` at `url` only if nothing is there; False when it already existed.
 
     Local files get a real exclusive create (hard link of a fully written temporary file). Object
     stores without conditional puts get check-then-put, which is as strong as the store allows.
     """
-    fs, path = filesystem(url)
-    if _is_local_fs(fs):
+    fs, path = _route(url)
+    if fs is None:
         directory = os.path.dirname(path)
         os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}")
@@ -165,22 +211,35 @@ def create_exclusive(url: str, data: bytes) -> bool:
     return True
 
 
-def remove(url: str, recursive: bool = False) -> None:
-    fs, path = filesystem(url)
-    if fs.exists(path):
-        fs.rm(path, recursive=recursive)
+def remove(url: Location, recursive: bool = False) -> None:
+    """Delete the file or (with `recursive`) the tree at `url`; nothing there is fine."""
+    fs, path = _route(url)
+    if fs is not None:
+        if fs.exists(path):
+            fs.rm(path, recursive=recursive)
+        return
+    if not os.path.lexists(path):
+        return
+    if os.path.isdir(path) and not os.path.islink(path):
+        if not recursive:
+            raise ValueError("Cannot delete directory, set recursive=True")  # fsspec's refusal
+        if os.path.abspath(path) == os.getcwd():
+            raise ValueError("Cannot delete current working directory")
+        shutil.rmtree(path)
+    else:
+        os.remove(path)
 
 
-def rename(src: str, dst: str) -> bool:
+def rename(src: Location, dst: Location) -> bool:
     """Move `src` to `dst`; False if `src` vanished first (someone else moved it)."""
-    fs, spath = filesystem(src)
-    _, dpath = filesystem(dst)
-    if _is_local_fs(fs):
+    fs, spath = _route(src)
+    if fs is None:
         try:
-            os.rename(spath, dpath)
+            os.rename(spath, local_path(dst))
             return True
         except FileNotFoundError:
             return False
+    _, dpath = filesystem(dst)
     try:
         fs.mv(spath, dpath)
         return True
@@ -188,9 +247,16 @@ def rename(src: str, dst: str) -> bool:
         return False
 
 
-def list_names(url: str) -> list[str]:
+def list_names(url: Location) -> list[str]:
     """Base names of the entries directly under `url` (empty when it does not exist)."""
-    fs, path = filesystem(url)
+    fs, path = _route(url)
+    if fs is None:
+        if os.path.isfile(path):
+            return [os.path.basename(path)]  # as fsspec's ls of a file
+        try:
+            return sorted(os.listdir(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
     try:
         entries = fs.ls(path, detail=False)
     except FileNotFoundError:

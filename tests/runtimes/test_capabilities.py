@@ -1,5 +1,5 @@
-"""What trl-cpu honours: one declaration (profile.yaml) for the launcher, one table in the adapter,
-kept equal; `unsupported_settings`; the SkyRL -> GRPOConfig translation; storage on fsspec URLs."""
+"""What trl-cpu honours: one declaration (profile.yaml) read by the launcher and by the adapter;
+`unsupported_settings`; the SkyRL -> GRPOConfig translation; storage on fsspec URLs."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rlaunch.runtimes.registry import Capabilities, get_profile, unsupported_settings
 
@@ -29,14 +30,25 @@ def _console(**overrides):
 # ---------------------------------------------------------------- one source of truth
 
 
-def test_adapter_table_matches_profile_honoured_keys(profile):
-    assert profile.capabilities.honoured_keys is not None
-    assert sorted(recipe_mod.HONOURED) == sorted(profile.capabilities.honoured_keys)
+def test_adapter_reads_its_capabilities_from_the_profile_file(tmp_path, monkeypatch):
+    """The adapter has no table of its own: widen the profile file and the adapter accepts more."""
+    source = recipe_mod.profile_path()
+    recipe = _console(**{"trainer.logger": "wandb", "trainer.hf_save_interval": 5})
+    defaults = recipe_mod.load_base_config()
+    assert {k for k, _, _ in recipe_mod.unsupported(recipe, defaults)} == {"trainer.logger", "trainer.hf_save_interval"}
+    widened = yaml.safe_load(source.read_text())
+    widened["capabilities"]["allowed_values"]["trainer.logger"] = ["console", "wandb"]
+    widened["capabilities"]["honoured_keys"]["trainer.hf_save_interval"] = "test: now honoured"
+    (tmp_path / "profile.yaml").write_text(yaml.safe_dump(widened))
+    monkeypatch.setenv(recipe_mod.PROFILE_ENV, str(tmp_path / "profile.yaml"))
+    assert recipe_mod.unsupported(recipe, defaults) == []
 
 
-def test_adapter_allowed_values_match_profile(profile):
-    declared = {k: list(v) for k, v in profile.capabilities.allowed_values.items()}
-    assert declared == recipe_mod.ALLOWED
+def test_adapter_finds_the_same_profile_as_the_launcher(profile, monkeypatch):
+    monkeypatch.delenv(recipe_mod.PROFILE_ENV, raising=False)
+    caps = recipe_mod.load_capabilities()
+    assert caps.honoured == profile.capabilities.honoured_keys
+    assert caps.allowed == {k: list(v) for k, v in profile.capabilities.allowed_values.items()}
 
 
 def test_allowed_env_classes_are_the_registered_rewards(profile):
@@ -45,6 +57,7 @@ def test_allowed_env_classes_are_the_registered_rewards(profile):
 
 def test_every_honoured_key_exists_in_the_base_config(profile):
     leaves = set(recipe_mod.flatten(profile.base_config()))
+    assert profile.capabilities.honoured_keys
     for key in profile.capabilities.honoured_keys:
         if key.endswith(".*"):
             assert any(leaf.startswith(key[:-1]) for leaf in leaves), key

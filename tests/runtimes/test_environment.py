@@ -242,6 +242,8 @@ def test_command_and_process_env(built):
     }.items():
         assert overlay[key] == value
     assert overlay["RLAUNCH_BASE_CONFIG"] == str(Path(env.root) / "base_config.yaml")
+    assert overlay["RLAUNCH_RUNTIME_PROFILE"] == str(Path(env.root) / "profile" / "profile.yaml")
+    assert Path(overlay["RLAUNCH_RUNTIME_PROFILE"]).is_file()
     assert "PATH" not in overlay
     full = env.process_env({}, inherit=True)
     assert full["PATH"] == os.environ["PATH"] and full["PYTHONPATH"] == env.adapter_dir

@@ -19,7 +19,7 @@ SUBCOMMANDS: dict[str, str] = {
     "status": "rlaunch.observe.cli:status",
     "verify-smoke": "rlaunch.observe.cli:verify_smoke",
     "logs": "rlaunch.observe.cli:logs",
-    "cancel": "rlaunch.observe.cli:cancel",
+    "cancel": "rlaunch.control.cli:cancel",
     "plot": "rlaunch.observe.cli:plot",
 }
 

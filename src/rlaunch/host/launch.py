@@ -20,14 +20,12 @@ from rlaunch.host.export import ExportError, terminal_export
 from rlaunch.host.manifests import FAILED, PREPARED, SUBMITTED, SUCCEEDED, LaunchResult, write_manifests
 from rlaunch.host.validate import DocumentRefused, validate_document
 from rlaunch.launch_config import schema
-from rlaunch.launch_config.layout import attempt_dir
+from rlaunch.launch_config.layout import RESOLVED_DOCUMENT, attempt_dir
 from rlaunch.launch_config.recipe import get_path
 from rlaunch.launch_config.resume import foreign_checkpoint, refusal
 from rlaunch.launch_config.run_record import update_attempt
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.storage import utc_now
-
-RESOLVED_FILE = "resolved-launch.yaml"
 
 
 def host_backend(doc: schema.SkyRLLaunchConfig) -> Backend:
@@ -84,7 +82,7 @@ def _check_resume(doc: schema.SkyRLLaunchConfig) -> None:
 
 
 def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) -> LaunchResult:
-    resolved_url = storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), RESOLVED_FILE)
+    resolved_url = storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), RESOLVED_DOCUMENT)
     storage.write_text_atomic(resolved_url, schema.dumps(doc))
     result.resolved_config_uri = resolved_url
     spec = child_job_spec(doc, resolved_url, working_dir=os.getcwd())

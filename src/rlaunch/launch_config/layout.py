@@ -22,6 +22,10 @@ METRICS = "metrics.jsonl"
 MODEL_LOAD = "model_load.json"
 JOINED = "joined"
 RUN_RECORD = "run_record.json"
+TERMINAL_MANIFEST = "terminal.json"
+EXPORTS = "exports"
+RESOLVED_DOCUMENT = "resolved-launch.yaml"
+CANCELLATIONS = "cancellations"
 _STEP_DIR = re.compile(r"^global_step_(\d+)$")
 
 
@@ -45,11 +49,25 @@ class RunPaths:
         return cls(
             output_path=output_path,
             checkpoint_root=storage.join(temp_root, "checkpoints"),
-            export_root=storage.join(output_path, "exports"),
+            export_root=export_root(output_path),
             attempts_root=storage.join(temp_root, "attempts"),
-            resolved_config_uri=storage.join(output_path, "resolved-launch.yaml"),
-            terminal_manifest_uri=storage.join(output_path, "terminal.json"),
+            resolved_config_uri=storage.join(output_path, RESOLVED_DOCUMENT),
+            terminal_manifest_uri=terminal_manifest(output_path),
         )
+
+
+def terminal_manifest(output_path: str) -> str:
+    """`{output_path}/terminal.json`: the run's immutable outcome."""
+    return storage.join(output_path, TERMINAL_MANIFEST)
+
+
+def export_root(output_path: str) -> str:
+    return storage.join(output_path, EXPORTS)
+
+
+def cancel_record(output_path: str, attempt_id: str) -> str:
+    """`{output_path}/cancellations/{attempt_id}.json`: who cancelled an attempt, when and why."""
+    return storage.join(output_path, CANCELLATIONS, f"{attempt_id}.json")
 
 
 def attempt_dir(attempts_root: str, attempt_id: str) -> str:

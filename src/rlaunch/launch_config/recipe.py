@@ -1,4 +1,4 @@
-"""Dotted key paths over a nested recipe, and composing a recipe onto a runtime's base config.
+"""Composing a recipe onto a runtime's base config (dotted paths: `rlaunch.dotted`, re-exported).
 
 Composition is strict: a key the base config does not know, or a value of another type than the
 base default, is a problem naming the path (and the closest known key), never silently kept.
@@ -7,12 +7,13 @@ base default, is a problem naming the path (and the closest known key), never si
 from __future__ import annotations
 
 import copy
-import difflib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-_MISSING = object()
+from rlaunch.dotted import get_path, has_path, leaves, set_path
+
+__all__ = ["BaseConfigShape", "RecipeProblem", "compose", "get_path", "has_path", "leaves", "set_path"]
 
 
 @dataclass(frozen=True)
@@ -22,49 +23,6 @@ class RecipeProblem:
     value: Any
     message: str
     fix: str
-
-
-def get_path(tree: Mapping[str, Any], dotted: str, default: Any = _MISSING) -> Any:
-    node: Any = tree
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            if default is _MISSING:
-                raise KeyError(dotted)
-            return default
-        node = node[part]
-    return node
-
-
-def has_path(tree: Mapping[str, Any], dotted: str) -> bool:
-    absent = object()
-    return get_path(tree, dotted, absent) is not absent
-
-
-def set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
-    """Set `dotted` in `tree`, creating intermediate mappings; a non-mapping on the way is an error."""
-    parts = dotted.split(".")
-    node = tree
-    for i, part in enumerate(parts[:-1]):
-        child = node.get(part)
-        if child is None:
-            child = node[part] = {}
-        if not isinstance(child, dict):
-            raise ValueError(f"{'.'.join(parts[: i + 1])} must be a mapping to hold {dotted}; got {child!r}")
-        node = child
-    node[parts[-1]] = value
-
-
-def leaves(
-    tree: Mapping[str, Any], prefix: str = "", *, stop: frozenset[str] = frozenset()
-) -> Iterator[tuple[str, Any]]:
-    """Every (dotted path, value) whose value is not a mapping (lists are leaves); a path in `stop`
-    is one leaf whatever its value (a free-form mapping)."""
-    for key, value in tree.items():
-        path = f"{prefix}.{key}" if prefix else str(key)
-        if isinstance(value, Mapping) and value and path not in stop:
-            yield from leaves(value, path, stop=stop)
-        else:
-            yield path, value
 
 
 @dataclass(frozen=True)
@@ -141,6 +99,8 @@ def _merge(
             target[key] = section
             continue
         if key not in target:
+            import difflib  # only for a mistake: a valid recipe never pays for it
+
             close = difflib.get_close_matches(str(key), [str(k) for k in target], n=1)
             known = sorted(str(k) for k in target)
             hint = (

@@ -160,6 +160,18 @@ def from_dict(data: Any) -> SkyRLLaunchConfig:
     return decode(SkyRLLaunchConfig, data, what="SkyRLLaunchConfig")
 
 
+def from_dict_tolerant(data: Any) -> SkyRLLaunchConfig | None:
+    """The document in `data`, or None when `data` is not a valid one.
+
+    For readers of files other processes write (`rlaunch status`): a missing, partial or foreign
+    document means "nothing to show", never an error. The host and writers use `from_dict`.
+    """
+    try:
+        return from_dict(data)
+    except (ValueError, TypeError):  # DocumentError is a ValueError
+        return None
+
+
 def loads(text: str) -> SkyRLLaunchConfig:
     return from_dict(yaml.safe_load(text))
 

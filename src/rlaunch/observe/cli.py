@@ -1,7 +1,7 @@
-"""`rlaunch runs | status | verify-smoke | logs | cancel | plot`.
+"""`rlaunch runs | status | verify-smoke | logs | plot`: read-only views of runs.
 
 A RUN is `name@version` (under --prefix, else $RLAUNCH_PREFIX), the RL artifact's path, or a
-coordinator or child job id. Everything here reads; only `cancel` writes (its record).
+coordinator or child job id. Everything here reads (`rlaunch cancel` lives in `rlaunch.control`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def _user_errors(exit_code: int = 1) -> Iterator[None]:
         sys.exit(exit_code)
 
 
-def _resolve(run: str, prefix: str | None, attempt_id: str | None = None, exit_code: int = 1) -> RunRef:
+def resolve_run(run: str, prefix: str | None, attempt_id: str | None = None, exit_code: int = 1) -> RunRef:
     with _user_errors(exit_code):
         return resolve(run, prefix, attempt_id)
 
@@ -96,7 +96,7 @@ def status(run: str, prefix: str | None, attempt_id: str | None, as_json: bool, 
     from rlaunch.observe.verdict import smoke_verdict
 
     def show() -> bool:
-        snapshot = collect(_resolve(run, prefix, attempt_id), run)
+        snapshot = collect(resolve_run(run, prefix, attempt_id), run)
         if as_json:
             data = snapshot.to_json()
             data["smoke"] = smoke_verdict(snapshot).to_json()
@@ -135,7 +135,7 @@ def verify_smoke(run: str, prefix: str | None, attempt_id: str | None, as_json: 
     from rlaunch.observe.render import dumps, verdict_text
     from rlaunch.observe.verdict import smoke_verdict
 
-    snapshot = collect(_resolve(run, prefix, attempt_id, exit_code=NOT_FOUND_EXIT), run)
+    snapshot = collect(resolve_run(run, prefix, attempt_id, exit_code=NOT_FOUND_EXIT), run)
     verdict = smoke_verdict(snapshot)
     if as_json:
         click.echo(
@@ -184,7 +184,7 @@ def logs(
     from rlaunch.cluster.protocol import JobNotFoundError
     from rlaunch.observe import jobs as run_jobs
 
-    ref = _resolve(run, prefix, attempt_id)
+    ref = resolve_run(run, prefix, attempt_id)
     attempt = ref.attempt() or {}
     job_id = (
         attempt.get("coordinator_job_id")
@@ -214,40 +214,6 @@ def logs(
 @click.command()
 @run_argument
 @prefix_option
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-@click.option("--reason", default=None, help="Why; recorded with who cancelled and when.")
-def cancel(run: str, prefix: str | None, yes: bool, reason: str | None) -> None:
-    """Cancel a run's jobs; records who and when.
-
-    Cancels the latest attempt's coordinator and child jobs (asking first unless --yes) and
-    records who cancelled, when and why beside the run.
-
-    RUN is name@version, the RL artifact's path, or a coordinator or child job id.
-    """
-    from rlaunch.observe.cancel import cancel_run, live_jobs
-
-    ref = _resolve(run, prefix)
-    attempt, live = live_jobs(ref)
-    name = ref.artifact or ref.output_path
-    if not live:
-        state = attempt.get("state") or "no attempt recorded"
-        click.echo(f"{name}: nothing to cancel (attempt {attempt.get('attempt_id') or '-'}: {state}, no job running)")
-        return
-    if not yes:
-        jobs = ", ".join(f"{j.role} {j.job_id} ({j.state})" for j in live)
-        click.confirm(
-            f"Cancel {name} attempt {attempt.get('attempt_id') or '(none recorded yet)'}: {jobs}?", abort=True
-        )
-    outcome = cancel_run(ref, reason)
-    states = ", ".join(f"{job} {state}" for job, state in outcome.states.items()) or "-"
-    click.echo(f"{name} attempt {outcome.attempt_id or '(none recorded yet)'}: cancelled ({states})")
-    if outcome.record_url:
-        click.echo(f"recorded in {outcome.record_url}")
-
-
-@click.command()
-@run_argument
-@prefix_option
 @attempt_option
 @click.option(
     "--output",
@@ -270,7 +236,7 @@ def plot(run: str, prefix: str | None, attempt_id: str | None, out_path: str) ->
         from rlaunch.observe import plot as plotting
     except ImportError as exc:  # pragma: no cover - guarded below where matplotlib is imported
         raise click.ClickException(str(exc)) from None
-    ref = _resolve(run, prefix, attempt_id)
+    ref = resolve_run(run, prefix, attempt_id)
     series = plotting.attempt_series(ref, attempt_id)
     if not series:
         raise click.ClickException(

@@ -8,7 +8,6 @@ export and the terminal manifest. Nothing here writes.
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import os
 import re
 from dataclasses import dataclass, field
@@ -16,6 +15,8 @@ from typing import Any
 
 from rlaunch import storage
 from rlaunch.artifacts import records as artifact_records
+from rlaunch.dotted import get_path
+from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import (
     CHECKPOINT_META,
     JOINED,
@@ -24,20 +25,16 @@ from rlaunch.launch_config.layout import (
     MODEL_LOAD,
     attempt_dir,
     attempt_manifest,
+    cancel_record,
     checkpoint_dir,
     checkpoint_steps,
     export_policy_dir,
+    export_root,
+    terminal_manifest,
 )
+from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.observe import jobs as run_jobs
-from rlaunch.observe.records import (
-    cancel_record_url,
-    get_path,
-    list_names,
-    read_json,
-    read_metrics,
-    read_text,
-    read_yaml,
-)
+from rlaunch.observe.records import list_names, read_document, read_json, read_metrics, read_text
 from rlaunch.observe.resolve import RunRef
 
 TERMINAL_STATES = ("succeeded", "failed", "cancelled", "prepared")
@@ -201,37 +198,36 @@ def iso_time(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, (int, float)):
-        return _dt.datetime.fromtimestamp(float(value), _dt.UTC).isoformat(timespec="milliseconds")
+        return storage.utc_from_epoch(float(value))
     return str(value)
 
 
 # -- the pieces --------------------------------------------------------------------------------
 
 
-def _document(attempt: dict[str, Any], output_path: str) -> tuple[dict[str, Any], str | None]:
+def _document(attempt: dict[str, Any], output_path: str) -> tuple[SkyRLLaunchConfig | None, str | None]:
     """The attempt's launch document: resolved by the host if it got that far, else as handed over."""
     for key in ("resolved_config_uri", "launch_document_uri"):
         url = attempt.get(key)
         if url:
-            doc = read_yaml(url)
+            doc = read_document(url)
             if doc is not None:
                 return doc, url
     record = artifact_records.read_record(output_path) if storage.exists(output_path) else None
-    doc = get_path(record or {}, "config.launch_document")
-    return (doc, None) if isinstance(doc, dict) else ({}, None)
+    return schema.from_dict_tolerant(get_path(record or {}, "config.launch_document", None)), None
 
 
 def _expected_trainers(profile_name: str | None, gpus_per_node: int | None) -> tuple[int | None, str | None]:
-    """Trainer processes the task bootstrap starts: one per device slot under torchrun, else one."""
+    """Trainer processes the task bootstrap starts (the runtime profile says), and its launcher."""
     if not profile_name:
         return None, None
     from rlaunch.runtimes.registry import UnknownRuntimeError, get_profile
 
     try:
-        launcher = get_profile(profile_name).launcher
+        profile = get_profile(profile_name)
     except (UnknownRuntimeError, ImportError, OSError, KeyError):
         return None, None
-    return ((gpus_per_node or 1) if launcher == "torchrun" else 1), launcher
+    return profile.trainer_processes(gpus_per_node or 1), profile.launcher
 
 
 def _markers(directory: str) -> tuple[list[Joined], list[Joined]]:
@@ -258,14 +254,14 @@ def _markers(directory: str) -> tuple[list[Joined], list[Joined]]:
     return sorted(replicas, key=lambda j: j.rank), sorted(trainers, key=lambda j: j.rank)
 
 
-def _tasks(doc: dict[str, Any], directory: str | None, profile: str | None) -> Tasks:
-    alloc = get_path(doc, "cluster.allocation") or {}
-    expected, launcher = _expected_trainers(profile, alloc.get("gpus_per_node"))
+def _tasks(doc: SkyRLLaunchConfig | None, directory: str | None, profile: str | None) -> Tasks:
+    alloc = doc.cluster.allocation if doc else None
+    expected, launcher = _expected_trainers(profile, alloc.gpus_per_node if alloc else None)
     replicas, trainers = _markers(storage.join(directory, JOINED)) if directory else ([], [])
     if expected is None and trainers:
         expected = max(t.world_size or 1 for t in trainers)  # the profile is unknown here: trust the markers
     return Tasks(
-        expected_replicas=alloc.get("num_nodes"),
+        expected_replicas=alloc.num_nodes if alloc else None,
         replicas=replicas,
         expected_trainer_processes=expected,
         trainer_launcher=launcher,
@@ -273,14 +269,11 @@ def _tasks(doc: dict[str, Any], directory: str | None, profile: str | None) -> T
     )
 
 
-def _model(doc: dict[str, Any], directory: str | None) -> ModelLoad:
-    model = ModelLoad(
-        configured=get_path(doc, "skyrl.trainer.policy.model.path"),
-        input_uri=get_path(doc, "inputs.model.uri"),
-        expected_identity=get_path(doc, "inputs.model.identity"),
-    )
-    if model.configured is None:
-        model.configured = get_path(doc, "inputs.model.local_path")
+def _model(doc: SkyRLLaunchConfig | None, directory: str | None) -> ModelLoad:
+    model = ModelLoad()
+    if doc is not None:
+        model.input_uri, model.expected_identity = doc.inputs.model.uri, doc.inputs.model.identity
+        model.configured = get_path(doc.skyrl, "trainer.policy.model.path", None) or doc.inputs.model.local_path
     record = read_json(storage.join(directory, MODEL_LOAD)) if directory else None
     if not isinstance(record, dict):
         return model
@@ -294,13 +287,13 @@ def _model(doc: dict[str, Any], directory: str | None) -> ModelLoad:
     model.architecture = record.get("architecture")
     model.num_parameters = record.get("num_parameters")
     if (model.weight_files or model.weights_sha256) and model.input_uri:
-        files = get_path(artifact_records.find_record(model.input_uri) or {}, "result.files") or {}
+        files = get_path(artifact_records.find_record(model.input_uri) or {}, "result.files", None) or {}
         model.expected_weight_files = {k: v for k, v in files.items() if str(k).endswith(WEIGHT_SUFFIXES)}
     return model
 
 
-def _steps(doc: dict[str, Any], directory: str | None) -> Steps:
-    final = get_path(doc, "skyrl.trainer.max_training_steps")
+def _steps(doc: SkyRLLaunchConfig | None, directory: str | None) -> Steps:
+    final = get_path(doc.skyrl, "trainer.max_training_steps", None) if doc else None
     steps = Steps(final_step=int(final) if isinstance(final, (int, float)) else None)
     if not directory:
         return steps
@@ -323,8 +316,8 @@ def _steps(doc: dict[str, Any], directory: str | None) -> Steps:
     return steps
 
 
-def _checkpoints(doc: dict[str, Any]) -> Checkpoints:
-    root = get_path(doc, "artifacts.checkpoint_root")
+def _checkpoints(doc: SkyRLLaunchConfig | None) -> Checkpoints:
+    root = doc.artifacts.checkpoint_root if doc else None
     ckpt = Checkpoints(root=root)
     if not root:
         return ckpt
@@ -346,8 +339,8 @@ def _checkpoints(doc: dict[str, Any]) -> Checkpoints:
     return ckpt
 
 
-def _terminal(doc: dict[str, Any], output_path: str) -> Terminal:
-    uri = get_path(doc, "artifacts.terminal_manifest_uri") or storage.join(output_path, "terminal.json")
+def _terminal(doc: SkyRLLaunchConfig | None, output_path: str) -> Terminal:
+    uri = doc.artifacts.terminal_manifest_uri if doc else terminal_manifest(output_path)
     manifest = read_json(uri)
     if not isinstance(manifest, dict):
         return Terminal(uri=uri)
@@ -357,20 +350,20 @@ def _terminal(doc: dict[str, Any], output_path: str) -> Terminal:
         exists=True,
         state=result.get("state"),
         attempt_id=result.get("attempt_id"),
-        global_step=get_path(result, "model.global_step"),
+        global_step=get_path(result, "model.global_step", None),
         failure=result.get("failure"),
     )
 
 
-def _export(doc: dict[str, Any], terminal: Terminal, ckpt: Checkpoints, output_path: str) -> Export:
-    export = Export(wanted=bool(get_path(doc, "run.export_hf")))
+def _export(doc: SkyRLLaunchConfig | None, terminal: Terminal, ckpt: Checkpoints, output_path: str) -> Export:
+    export = Export(wanted=bool(doc and doc.run.export_hf))
     if terminal.exists:
         manifest = read_json(terminal.uri or "") or {}
-        export.uri = get_path(manifest, "result.model.policy_export_uri")
+        export.uri = get_path(manifest, "result.model.policy_export_uri", None)
     if export.uri:
         export.files = list_names(export.uri)
     elif ckpt.latest_step is not None:  # before the host finished: the trainer's export, if it wrote one
-        root = get_path(doc, "artifacts.export_root") or storage.join(output_path, "exports")
+        root = doc.artifacts.export_root if doc else export_root(output_path)
         guess = export_policy_dir(root, ckpt.latest_step)
         export.files = list_names(guess)
         export.uri = guess if export.files else None
@@ -378,7 +371,7 @@ def _export(doc: dict[str, Any], terminal: Terminal, ckpt: Checkpoints, output_p
 
 
 def _cancellation(attempt: dict[str, Any], output_path: str, attempt_id: str | None) -> Cancellation | None:
-    record = read_json(cancel_record_url(output_path, attempt_id)) if attempt_id else None
+    record = read_json(cancel_record(output_path, attempt_id)) if attempt_id else None
     record = record if isinstance(record, dict) else attempt.get("cancelled")
     if not isinstance(record, dict):
         return None
@@ -440,19 +433,19 @@ def collect(ref: RunRef, reference: str | None = None) -> RunStatus:
         finished_at=attempt.get("finished_at"),
         failure=attempt.get("failure"),
     )
-    doc, status.document_uri = _document(attempt, ref.output_path) if attempt else ({}, None)
-    attempts_root = get_path(doc, "artifacts.attempts_root")
+    doc, status.document_uri = _document(attempt, ref.output_path) if attempt else (None, None)
+    attempts_root = doc.artifacts.attempts_root if doc else None
     if attempt_id and attempts_root:
         status.attempt_dir = attempt_dir(attempts_root, attempt_id)
     elif attempt.get("launch_document_uri"):
         status.attempt_dir = os.path.dirname(attempt["launch_document_uri"])
-    if not status.topology and get_path(doc, "cluster.allocation"):
-        status.topology = dict(get_path(doc, "cluster.allocation"))
+    if not status.topology and doc is not None:
+        status.topology = dataclasses.asdict(doc.cluster.allocation)
     if attempt:
         _, status.coordinator, status.child = run_jobs.run_jobs(attempt, ref.prefix)
     elif ref.job_id:
         status.coordinator = run_jobs.view("coordinator", ref.job_id, run_jobs.find_job(ref.job_id, ref.prefix))
-    status.tasks = _tasks(doc, status.attempt_dir, status.runtime_profile or get_path(doc, "runtime.profile"))
+    status.tasks = _tasks(doc, status.attempt_dir, status.runtime_profile or (doc.runtime.profile if doc else None))
     status.model = _model(doc, status.attempt_dir)
     status.steps = _steps(doc, status.attempt_dir)
     status.checkpoints = _checkpoints(doc)
@@ -461,7 +454,7 @@ def collect(ref: RunRef, reference: str | None = None) -> RunStatus:
     status.cancelled = _cancellation(attempt, ref.output_path, attempt_id)
     if status.failure is None and attempt_id and attempts_root:
         manifest = read_json(attempt_manifest(attempts_root, attempt_id)) or {}
-        status.failure = get_path(manifest, "result.failure")
+        status.failure = get_path(manifest, "result.failure", None)
     status.state, status.state_reason = effective_state(
         status.record_state, status.coordinator, status.child, status.terminal, status.cancelled, attempt_id
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rlaunch.observe.records import get_path, read_metrics, read_yaml
+from rlaunch.observe.records import read_document, read_metrics
 from rlaunch.observe.resolve import RunRef
 
 
@@ -27,12 +27,12 @@ def attempt_series(ref: RunRef, only_attempt: str | None = None) -> list[Series]
         doc = None
         for key in ("resolved_config_uri", "launch_document_uri"):
             if attempt.get(key):
-                doc = read_yaml(attempt[key])
+                doc = read_document(attempt[key])
                 if doc:
                     break
-        root = get_path(doc or {}, "artifacts.attempts_root")
-        if not root or not attempt_id:
+        if doc is None or not attempt_id:
             continue
+        root = doc.artifacts.attempts_root
         log = read_metrics(f"{attempt_dir(root, attempt_id).rstrip('/')}/{METRICS}", limit=None)
         if log.records:
             out.append(Series(attempt_id, log.records))

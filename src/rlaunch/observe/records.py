@@ -13,17 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlaunch import storage
+from rlaunch.launch_config import schema
+from rlaunch.launch_config.schema import SkyRLLaunchConfig
 
 # A metrics log larger than this is read as its head and its tail (status and the verdict need
 # the first step, the last steps and whether steps increase; a plot reads everything).
 METRICS_READ_LIMIT = 4 * 1024 * 1024
 METRICS_HEAD_BYTES = 64 * 1024
-CANCELLATIONS = "cancellations"
-
-
-def cancel_record_url(output_path: str, attempt_id: str) -> str:
-    """`{output_path}/cancellations/{attempt_id}.json`: who cancelled an attempt, when and why."""
-    return storage.join(output_path, CANCELLATIONS, f"{attempt_id}.json")
 
 
 def read_json(url: str) -> Any | None:
@@ -40,7 +36,8 @@ def read_text(url: str) -> str | None:
         return None
 
 
-def read_yaml(url: str) -> dict[str, Any] | None:
+def read_document(url: str) -> SkyRLLaunchConfig | None:
+    """The launch document at `url` through its schema, or None (missing, unparsable or invalid)."""
     import yaml
 
     text = read_text(url)
@@ -48,19 +45,10 @@ def read_yaml(url: str) -> dict[str, Any] | None:
         return None
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        value = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+        data = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError:
         return None
-    return value if isinstance(value, dict) else None
-
-
-def get_path(tree: Any, dotted: str, default: Any = None) -> Any:
-    """`tree["a"]["b"]` for `"a.b"`, or `default` where any part is missing."""
-    for part in dotted.split("."):
-        if not isinstance(tree, dict) or part not in tree:
-            return default
-        tree = tree[part]
-    return tree
+    return schema.from_dict_tolerant(data)
 
 
 def list_names(url: str) -> list[str]:

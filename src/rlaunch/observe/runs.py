@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlaunch.dotted import get_path
+from rlaunch.launch_config.layout import cancel_record, terminal_manifest
 from rlaunch.observe import jobs as run_jobs
 from rlaunch.observe.collect import TERMINAL_STATES, Cancellation, Terminal, effective_state
-from rlaunch.observe.records import cancel_record_url, get_path, read_json
+from rlaunch.observe.records import read_json
 from rlaunch.observe.resolve import prefix_of, run_records
 
 
@@ -20,12 +22,12 @@ def summary(output_path: str, record: dict[str, Any], prefix: str | None) -> dic
     state, reason = latest.get("state"), None
     if state not in TERMINAL_STATES:
         _, coordinator, child = run_jobs.run_jobs(latest, prefix or prefix_of(output_path, latest.get("artifact")))
-        cancel = read_json(cancel_record_url(output_path, attempt_id)) if attempt_id else None
-        manifest = read_json(f"{output_path.rstrip('/')}/terminal.json") or {}
+        cancel = read_json(cancel_record(output_path, attempt_id)) if attempt_id else None
+        manifest = read_json(terminal_manifest(output_path)) or {}
         terminal = Terminal(
             exists=bool(manifest),
-            state=get_path(manifest, "result.state"),
-            attempt_id=get_path(manifest, "result.attempt_id"),
+            state=get_path(manifest, "result.state", None),
+            attempt_id=get_path(manifest, "result.attempt_id", None),
         )
         cancelled = Cancellation(by="?", at=cancel.get("at")) if isinstance(cancel, dict) else None
         state, reason = effective_state(state, coordinator, child, terminal, cancelled, attempt_id)

@@ -53,6 +53,7 @@ CACHE_ENV = "RLAUNCH_RUNTIME_CACHE"
 DEFAULT_CACHE = "~/.cache/rlaunch/runtimes"
 COMPLETE = ".rlaunch-complete"
 BASE_CONFIG_ENV = "RLAUNCH_BASE_CONFIG"
+PROFILE_ENV = "RLAUNCH_RUNTIME_PROFILE"
 OFFLINE_ENV = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
@@ -86,6 +87,7 @@ class RuntimeEnvironment:
     python: str  # interpreter path (do not resolve: a venv's bin/python is a symlink that must stay one)
     adapter_dir: str  # goes on PYTHONPATH
     base_config: str  # the base config file the recipe composes onto (snapshot for venv)
+    profile_file: str  # the profile.yaml the adapter reads its capabilities from (snapshot for venv)
     launcher: str  # "python" | "torchrun"
     root: str | None = None  # <root>/<profile>-<digest16> (venv only)
     venv_dir: str | None = None
@@ -94,7 +96,8 @@ class RuntimeEnvironment:
 
     def process_env(self, extra: Mapping[str, str] | None = None, *, inherit: bool = False) -> dict[str, str]:
         """Variables a runtime process needs: PYTHONPATH = the adapter dir (an `extra` PYTHONPATH is
-        appended after it), offline flags for HF libraries, `RLAUNCH_BASE_CONFIG`, then `extra`.
+        appended after it), offline flags for HF libraries, `RLAUNCH_BASE_CONFIG`,
+        `RLAUNCH_RUNTIME_PROFILE`, then `extra`.
 
         An overlay by default (merge it onto the parent environment); `inherit=True` returns
         `os.environ` with the overlay applied (the parent's PYTHONPATH is dropped, not inherited)."""
@@ -105,6 +108,7 @@ class RuntimeEnvironment:
             env.pop("PYTHONPATH", None)
         env.update(OFFLINE_ENV)
         env[BASE_CONFIG_ENV] = self.base_config
+        env[PROFILE_ENV] = self.profile_file
         if self.kind == "venv":
             env["PYTHONNOUSERSITE"] = "1"
         paths = [self.adapter_dir]
@@ -150,6 +154,7 @@ def ensure_environment(
             python=sys.executable,
             adapter_dir=str(profile.adapter_dir),
             base_config=str(profile.base_config_file),
+            profile_file=str(profile.directory / "profile.yaml"),
             launcher=profile.launcher,
         )
     if profile.environment != "venv":
@@ -167,6 +172,7 @@ def ensure_environment(
         python=str(venv / "bin" / "python"),
         adapter_dir=str(env_dir / "adapter"),
         base_config=str(env_dir / "base_config.yaml"),
+        profile_file=str(env_dir / "profile" / "profile.yaml"),
         launcher=profile.launcher,
         root=str(env_dir),
         venv_dir=str(venv),

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import hashlib
 import importlib
 import os
 from collections.abc import Mapping
@@ -21,9 +20,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
 from rlaunch.launch_config.recipe import BaseConfigShape, RecipeProblem, compose, leaves
+from rlaunch.runtimes import parsed
 
 SHAPE_KEY = "_rlaunch"  # the generated base config's description of its own shape, not a SkyRL key
 PLUGINS_ENV = "RLAUNCH_RUNTIME_PLUGINS"
@@ -96,12 +94,11 @@ class RuntimeProfile:
 
     @functools.cached_property
     def _parsed_base_config(self) -> tuple[dict[str, Any], BaseConfigShape]:
-        with open(self.base_config_file, encoding="utf-8") as handle:
-            tree = yaml.safe_load(handle) or {}
+        tree = dict(parsed.load(self.base_config_file) or {})  # a copy: the parsed file is shared
         return tree, BaseConfigShape.of(tree.pop(SHAPE_KEY, None))
 
     def base_config(self) -> dict[str, Any]:
-        """A fresh copy of the base config (parsed once per profile), without its `_rlaunch` shape block."""
+        """A fresh copy of the base config (each file parsed once per process), without its `_rlaunch` shape block."""
         return copy.deepcopy(self._parsed_base_config[0])
 
     @property
@@ -119,6 +116,10 @@ class RuntimeProfile:
         lines = self.lock_file.read_text(encoding="utf-8").splitlines()
         return [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("#")]
 
+    def trainer_processes(self, gpus_per_node: int) -> int:
+        """Training processes one task starts: one per device slot under torchrun, else one driver."""
+        return gpus_per_node if self.launcher == "torchrun" else 1
+
     def canonical_strategy(self, strategy: str) -> str:
         return self.strategy_aliases.get(strategy, strategy)
 
@@ -132,6 +133,8 @@ class RuntimeProfile:
     @functools.cached_property
     def source_digest(self) -> str:
         """sha256 over the lock, the profile, its base config and every adapter file."""
+        import hashlib
+
         h = hashlib.sha256()
         for label, root in (("profile", self.directory), ("adapter", self.adapter_dir)):
             for path in sorted(_files(root)):
@@ -144,13 +147,12 @@ def _files(directory: Path) -> list[Path]:
     out = []
     for root, dirs, files in os.walk(directory):
         dirs[:] = [d for d in dirs if d not in _IGNORED]
-        out.extend(Path(root) / f for f in files if not f.endswith((".pyc", ".pyo")))
+        out.extend(Path(root) / f for f in files if not f.endswith((".pyc", ".pyo", parsed.TWIN_SUFFIX)))
     return out
 
 
 def load_profile(name: str, directory: Path) -> RuntimeProfile:
-    with open(directory / "profile.yaml", encoding="utf-8") as handle:
-        raw = yaml.safe_load(handle)
+    raw = parsed.load(directory / "profile.yaml")
     caps = dict(raw.get("capabilities") or {})
     if "honoured_keys" in caps and caps["honoured_keys"] is not None:
         caps["honoured_keys"] = tuple(caps["honoured_keys"])
@@ -183,10 +185,12 @@ def register_profile(profile: RuntimeProfile) -> None:
     _registry[profile.name] = profile
 
 
-def _ensure_loaded() -> None:
-    for name, dirname in _PROFILE_DIRS.items():
+def _ensure_loaded(only: str | None = None) -> None:
+    """Register the built-in profiles (just `only` when it is one of them) and the plugins."""
+    wanted = [only] if only in _PROFILE_DIRS else list(_PROFILE_DIRS)
+    for name in wanted:
         if name not in _registry:
-            register_profile(load_profile(name, _HERE / dirname))
+            register_profile(load_profile(name, _HERE / _PROFILE_DIRS[name]))
     for module in (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",")):
         if module and module not in _plugins_loaded:
             importlib.import_module(module)
@@ -194,7 +198,7 @@ def _ensure_loaded() -> None:
 
 
 def get_profile(name: str) -> RuntimeProfile:
-    _ensure_loaded()
+    _ensure_loaded(name)
     if name not in _registry:
         raise UnknownRuntimeError(
             f"runtime profile {name!r} is not registered; choose one of {sorted(_registry)} "

@@ -1,14 +1,26 @@
-"""The RL configuration model: spec, role plan, topology, runtime, executions, preflight, step."""
+"""The RL configuration model: spec, role plan, topology, runtime, executions, preflight, step.
 
-from rlaunch.skyrl.errors import PreflightError
-from rlaunch.skyrl.execution import IrisSkyRLExecution, LocalSkyRLExecution, RaySkyRLExecution, SkyRLExecution
-from rlaunch.skyrl.preflight import check_plan
-from rlaunch.skyrl.retention import SkyRLRetentionPolicy
-from rlaunch.skyrl.role_plan import SkyRLRolePlan, SkyRLTopology
-from rlaunch.skyrl.runtime import SkyRLRuntime
-from rlaunch.skyrl.sources import ArtifactDataSource, ArtifactHfModel, HfModel, ModelFacts
-from rlaunch.skyrl.spec import SkyRLSpec
-from rlaunch.skyrl.step import SkyRLRun, skyrl_step
+Names load on first use (`rlaunch.lazy`): `from rlaunch.skyrl import check_plan` imports the
+preflight and the role plan, not the artifact graph, the runner or storage.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rlaunch.lazy import lazy_exports
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rlaunch.skyrl.errors import PreflightError
+    from rlaunch.skyrl.execution import IrisSkyRLExecution, LocalSkyRLExecution, RaySkyRLExecution, SkyRLExecution
+    from rlaunch.skyrl.model_facts import ModelFacts
+    from rlaunch.skyrl.preflight import check_plan
+    from rlaunch.skyrl.retention import SkyRLRetentionPolicy
+    from rlaunch.skyrl.role_plan import SkyRLRolePlan, SkyRLTopology
+    from rlaunch.skyrl.runtime import SkyRLRuntime
+    from rlaunch.skyrl.sources import ArtifactDataSource, ArtifactHfModel, HfModel
+    from rlaunch.skyrl.spec import SkyRLSpec
+    from rlaunch.skyrl.step import SkyRLRun, skyrl_step
 
 __all__ = [
     "ArtifactDataSource",
@@ -29,3 +41,19 @@ __all__ = [
     "check_plan",
     "skyrl_step",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    globals(),
+    {
+        "errors": ["PreflightError"],
+        "execution": ["IrisSkyRLExecution", "LocalSkyRLExecution", "RaySkyRLExecution", "SkyRLExecution"],
+        "model_facts": ["ModelFacts"],
+        "preflight": ["check_plan"],
+        "retention": ["SkyRLRetentionPolicy"],
+        "role_plan": ["SkyRLRolePlan", "SkyRLTopology"],
+        "runtime": ["SkyRLRuntime"],
+        "sources": ["ArtifactDataSource", "ArtifactHfModel", "HfModel"],
+        "spec": ["SkyRLSpec"],
+        "step": ["SkyRLRun", "skyrl_step"],
+    },
+)

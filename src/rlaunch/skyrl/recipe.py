@@ -14,8 +14,6 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
 from rlaunch.launch_config.geometry import FULLY_ASYNC, FULLY_ASYNC_ENABLED_KEY, ROLE_PLAN_KEYS, rendered_plan
 from rlaunch.launch_config.recipe import get_path, has_path, set_path
 from rlaunch.runtimes.registry import RuntimeProfile
@@ -37,6 +35,8 @@ def parse_config_yaml(text: str) -> dict[str, Any]:
             f"config_yaml must be YAML text, got {type(text).__name__}",
             "pass the recipe as a YAML string",
         )
+    import yaml  # here, not at module level: the preflight of a parsed recipe needs no YAML
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

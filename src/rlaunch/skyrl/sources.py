@@ -14,6 +14,7 @@ from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
 from rlaunch.launch_config.schema import DataInput, ModelInput
 from rlaunch.skyrl.fields import require_str
+from rlaunch.skyrl.model_facts import ModelFacts
 
 STAGED_MODELS = "models"
 STAGED_DATA = "data"
@@ -26,12 +27,6 @@ class HfModel(Artifact):
     num_attention_heads: int | None = None
     context_length: int | None = None
     files: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
-
-
-@dataclass(frozen=True)
-class ModelFacts:
-    num_attention_heads: int | None = None
-    context_length: int | None = None
 
 
 def artifact_identity(step: ArtifactStep[Any]) -> str:

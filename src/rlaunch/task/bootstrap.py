@@ -77,7 +77,7 @@ def final_document(doc: schema.SkyRLLaunchConfig, staged: dict[str, str]) -> dic
 
 def trainer_processes(doc: schema.SkyRLLaunchConfig) -> int:
     """Training processes rank 0 starts: one per device slot under torchrun, else one driver."""
-    return doc.cluster.allocation.gpus_per_node if get_profile(doc.runtime.profile).launcher == "torchrun" else 1
+    return get_profile(doc.runtime.profile).trainer_processes(doc.cluster.allocation.gpus_per_node)
 
 
 def write_join_marker(doc: schema.SkyRLLaunchConfig, rank: int, world: int) -> None:

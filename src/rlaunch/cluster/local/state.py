@@ -11,15 +11,13 @@ One directory per job under the root:
                     logs/rank-<r>.attempt-<a>.log   one replica attempt's raw output
                     supervisor.log    what the supervisor did (starts, retries, kills)
 
-Every JSON file is replaced atomically (write a temporary file, then rename), so a reader in
-another process never sees half a record. `job.json` is written last at submit: a directory
+Every JSON file is replaced atomically (`rlaunch.storage`: write a temporary file, then rename;
+local paths never import fsspec), so a reader in another process never sees half a record. `job.json` is written last at submit: a directory
 without it is an aborted submission and is ignored.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import secrets
 import string
@@ -29,46 +27,11 @@ from typing import Any
 
 from rlaunch.cluster.lifecycle import cancel_request
 from rlaunch.cluster.protocol import JobNotFoundError
+from rlaunch.storage import create_exclusive, dumps, read_json, write_json_atomic
 
 _JOB_ID = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 _SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
 _SUFFIX_LENGTH = 6
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Replace `path` with `obj` as JSON in one rename (local files only; no fsspec import needed)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(obj, handle, indent=2, sort_keys=True)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def create_json_exclusive(path: Path, obj: Any) -> bool:
-    """Write `obj` at `path` only if nothing is there (first writer wins); False if it existed."""
-    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    try:
-        os.link(tmp, path)
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def read_json(path: Path) -> Any | None:
-    """The parsed JSON at `path`, or None when it does not exist (yet)."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
 
 
 def _under_job(*parts: str) -> property:
@@ -118,7 +81,7 @@ class JobDir:
 
     def request_cancel(self, reason: str | None) -> None:
         """Ask the job to stop; the first request wins, so the record names who really cancelled."""
-        create_json_exclusive(self.cancel_file, cancel_request(reason))
+        create_exclusive(self.cancel_file, dumps(cancel_request(reason)))
 
     def add_child(self, child_id: str) -> None:
         self.children_dir.mkdir(exist_ok=True)

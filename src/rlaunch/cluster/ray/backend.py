@@ -35,7 +35,6 @@ import string
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlparse
 
@@ -93,7 +92,7 @@ from rlaunch.cluster.ray.common import (
 )
 from rlaunch.cluster.ray.kv import StatusStore, split_host_port
 from rlaunch.processes import actor
-from rlaunch.storage import utc_now
+from rlaunch.storage import utc_from_epoch, utc_now
 
 INSTALL_HINT = "pip install 'rlaunch[ray]'"
 DRIVER_MODULE = "rlaunch.cluster.ray.gang"
@@ -125,7 +124,7 @@ def require_ray() -> None:
 def _iso_ms(epoch_ms: int | None) -> str | None:
     if not epoch_ms:
         return None
-    return datetime.fromtimestamp(epoch_ms / 1000, UTC).isoformat(timespec="milliseconds")
+    return utc_from_epoch(epoch_ms / 1000)
 
 
 def _is_url(address: str) -> bool:

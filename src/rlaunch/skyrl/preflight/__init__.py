@@ -19,9 +19,9 @@ from typing import Any
 from rlaunch import rules
 from rlaunch.runtimes.registry import RuntimeProfile, get_profile
 from rlaunch.skyrl.errors import PreflightError
+from rlaunch.skyrl.model_facts import ModelFacts
 from rlaunch.skyrl.recipe import entrypoint_of, render_recipe
 from rlaunch.skyrl.role_plan import SkyRLTopology
-from rlaunch.skyrl.sources import ModelFacts
 
 __all__ = ["check_plan"]
 

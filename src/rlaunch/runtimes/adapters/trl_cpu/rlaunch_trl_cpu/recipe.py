@@ -49,10 +49,13 @@ the same number. max_steps = k * min(max_training_steps, epochs * (rows // train
 read for at most `epochs` passes (SkyRL's dataloader drops the last partial batch, as TRL's
 sampler does) and `max_training_steps`, when set, is a hard stop within that.
 
-Which keys are honoured is declared as data in the profile (`trl_cpu/profile.yaml`,
-`capabilities.honoured_keys` / `allowed_values`) for the launcher's preflight; `HONOURED` and
-`ALLOWED` below are this side's copy (the adapter cannot import rlaunch) and a test keeps them
-equal. A key outside `HONOURED` must keep its base-config default.
+Which keys are honoured, and with which values, is declared once, as data, in the profile
+(`trl_cpu/profile.yaml`, `capabilities.honoured_keys` / `allowed_values`): the launcher's preflight
+reads it there, and this module reads the environment snapshot's copy of the same file
+(`$RLAUNCH_RUNTIME_PROFILE`, set by the environment builder). A key outside the honoured keys
+must keep its base-config default. The checking logic itself is a copy of the launcher's
+(`registry.unsupported_settings`): the adapter runs in the runtime's own environment and cannot
+import rlaunch (ARCHITECTURE.md lists the copies that boundary forces).
 """
 
 from __future__ import annotations
@@ -64,105 +67,7 @@ from typing import Any
 
 BASE_CONFIG_ENV = "RLAUNCH_BASE_CONFIG"
 BASE_CONFIG_NAME = "skyrl-0.4.0"
-
-# dotted key (or `prefix.*`) -> what trl-cpu does with it
-HONOURED: dict[str, str] = {
-    "data.train_data": "prompt rows (.jsonl/.parquet) -> train_dataset",
-    "data.val_data": "validation prompts: greedy generation scored by the reward (eval.jsonl, eval_* metrics)",
-    "trainer.strategy": "checked: the SkyRL strategy this recipe was written for (fsdp)",
-    "trainer.seed": "seed, data_seed",
-    "trainer.epochs": "at most epochs * (rows // train) training steps",
-    "trainer.max_training_steps": "hard stop: max_steps = k * min(max_training_steps, epochs * (rows // train))",
-    "trainer.train_batch_size": "steps_per_generation = (train*n/dp)/micro",
-    "trainer.policy_mini_batch_size": "gradient_accumulation_steps = (mini*n/dp)/micro",
-    "trainer.critic_mini_batch_size": "unused: no critic (as in SkyRL without trainer.critic.model.path)",
-    "trainer.micro_train_batch_size_per_gpu": "per_device_train_batch_size",
-    "trainer.micro_forward_batch_size_per_gpu": "performance only: log-prob passes use the train micro-batch",
-    "trainer.update_epochs_per_batch": "num_iterations",
-    "trainer.max_prompt_length": "rows whose templated prompt is longer are dropped at load (as SkyRL)",
-    "trainer.ckpt_path": "checkpoint root (local path or fsspec URL)",
-    "trainer.ckpt_interval": "checkpoint every ckpt_interval*k optimizer steps, and at the final step",
-    "trainer.max_ckpts_to_keep": "retention of global_step_<N> checkpoints (<0: keep all)",
-    "trainer.resume_mode": "latest: resume from {ckpt_path}/latest; none: start fresh",
-    "trainer.resume_path": "must be null (from_path is not supported)",
-    "trainer.export_path": "HF export root: {export_path}/global_step_<N>/policy/",
-    "trainer.export_hf_artifact": "write the HF export at the end",
-    "trainer.logger": "console only (no tracking service in the lock)",
-    "trainer.project_name": "label only",
-    "trainer.run_name": "label only",
-    "trainer.log_path": "unused: no Ray infrastructure logs",
-    "trainer.eval_interval": "evaluate on data.val_data every eval_interval training steps (<= 0: never)",
-    "trainer.eval_batch_size": "prompts per generation batch during evaluation",
-    "trainer.eval_before_train": "evaluate on data.val_data before the first step (step 0)",
-    "trainer.placement.*": "device slots = policy_num_nodes * policy_num_gpus_per_node = processes",
-    "trainer.policy.model.path": "the policy (and reference) model directory",
-    "trainer.policy.sequence_parallel_size": "must be 1",
-    "trainer.policy.optimizer_config.lr": "learning_rate",
-    "trainer.policy.optimizer_config.weight_decay": "weight_decay",
-    "trainer.policy.optimizer_config.max_grad_norm": "max_grad_norm",
-    "trainer.policy.optimizer_config.num_warmup_steps": "warmup_steps",
-    "trainer.policy.optimizer_config.scheduler": "lr_scheduler_type",
-    "trainer.ref.model.path": "null or the policy path: the reference is the initial policy",
-    "trainer.ref.sequence_parallel_size": "must be 1",
-    "trainer.algorithm.advantage_estimator": "grpo only",
-    "trainer.algorithm.use_kl_loss": "beta = kl_loss_coef if true else 0",
-    "trainer.algorithm.use_kl_in_reward": "must be false",
-    "trainer.algorithm.kl_loss_coef": "beta",
-    "trainer.algorithm.kl_estimator_type": "k3 (TRL's estimator)",
-    "trainer.algorithm.policy_loss_type": "regular (PPO clip) only",
-    "trainer.algorithm.loss_reduction": "loss_type",
-    "trainer.algorithm.grpo_norm_by_std": "scale_rewards",
-    "trainer.algorithm.eps_clip_low": "epsilon",
-    "trainer.algorithm.eps_clip_high": "epsilon_high",
-    "trainer.algorithm.use_entropy_loss": "entropy_coef = entropy_loss_coef if true else 0",
-    "trainer.algorithm.entropy_loss_coef": "entropy_coef",
-    "generator.n_samples_per_prompt": "num_generations",
-    "generator.max_input_length": "null or equal to trainer.max_prompt_length",
-    "generator.max_turns": "1 only",
-    "generator.batched": "performance only: generation is batched HF generate",
-    "generator.async_engine": "performance only: generation is in-process",
-    "generator.sampling_params.max_generate_length": "max_completion_length",
-    "generator.sampling_params.temperature": "temperature",
-    "generator.sampling_params.top_p": "top_p",
-    "generator.sampling_params.top_k": "top_k (-1 -> 0, off)",
-    "generator.sampling_params.min_p": "min_p (0 -> None, off)",
-    "generator.inference_engine.num_engines": "colocated: num_engines*tp*pp*dp must equal the slots",
-    "generator.inference_engine.tensor_parallel_size": "must be 1",
-    "generator.inference_engine.pipeline_parallel_size": "must be 1",
-    "generator.inference_engine.data_parallel_size": "must be 1",
-    "generator.inference_engine.expert_parallel_size": "must be 1",
-    "generator.inference_engine.backend": "generation is HF generate inside each training process",
-    "generator.inference_engine.run_engines_locally": "must be true",
-    "generator.inference_engine.distributed_executor_backend": "unused: no engine processes",
-    "generator.inference_engine.weight_sync_backend": "unused: the trainer generates with its own weights",
-    "generator.inference_engine.gpu_memory_utilization": "unused on CPU",
-    "environment.env_class": "a registered reward (rlaunch_trl_cpu.rewards)",
-}
-
-ALLOWED: dict[str, list[Any]] = {
-    "trainer.strategy": ["fsdp"],
-    "trainer.resume_mode": ["latest", "none", None],
-    "trainer.resume_path": [None],
-    "trainer.logger": ["console"],
-    "trainer.placement.colocate_all": [True],
-    "trainer.placement.policy_num_nodes": [1],
-    "trainer.policy.sequence_parallel_size": [1],
-    "trainer.policy.optimizer_config.scheduler": ["constant_with_warmup", "constant", "linear", "cosine"],
-    "trainer.ref.sequence_parallel_size": [1],
-    "trainer.algorithm.advantage_estimator": ["grpo"],
-    "trainer.algorithm.use_kl_in_reward": [False],
-    "trainer.algorithm.kl_estimator_type": ["k3"],
-    "trainer.algorithm.policy_loss_type": ["regular"],
-    "trainer.algorithm.loss_reduction": ["token_mean", "sequence_mean", "seq_mean_token_sum_norm"],
-    "generator.max_turns": [1],
-    "generator.inference_engine.tensor_parallel_size": [1],
-    "generator.inference_engine.pipeline_parallel_size": [1],
-    "generator.inference_engine.data_parallel_size": [1],
-    "generator.inference_engine.expert_parallel_size": [1],
-    "generator.inference_engine.backend": ["vllm"],
-    "generator.inference_engine.run_engines_locally": [True],
-    "environment.env_class": ["arithmetic", "gsm8k"],
-}
+PROFILE_ENV = "RLAUNCH_RUNTIME_PROFILE"
 
 LOSS_TYPES = {"token_mean": "dapo", "sequence_mean": "grpo", "seq_mean_token_sum_norm": "dr_grpo"}
 
@@ -192,10 +97,6 @@ def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def honours(key: str) -> bool:
-    return any(key == k or (k.endswith(".*") and key.startswith(k[:-1])) for k in HONOURED)
-
-
 def get(tree: dict[str, Any], key: str, default: Any = None) -> Any:
     node: Any = tree
     for part in key.split("."):
@@ -205,35 +106,59 @@ def get(tree: dict[str, Any], key: str, default: Any = None) -> Any:
     return node
 
 
-def base_config_path() -> Path:
-    """The base config the recipe was composed on.
-
-    `$RLAUNCH_BASE_CONFIG` (set by the environment builder), else `base_config.yaml` beside an
-    environment snapshot's `adapter/`, else the one in the rlaunch source tree.
-    """
-    configured = os.environ.get(BASE_CONFIG_ENV)
+def _locate(env: str, snapshot: str, source: Path, what: str) -> Path:
+    """`$env` (set by the environment builder), else `snapshot` beside an environment snapshot's
+    `adapter/`, else `source` (relative to `runtimes/` in the rlaunch source tree)."""
+    configured = os.environ.get(env)
     if configured:
         return Path(configured)
     here = Path(__file__).resolve()
-    for candidate in (
-        here.parents[2] / "base_config.yaml",
-        here.parents[3] / "base_configs" / f"{BASE_CONFIG_NAME}.yaml",
-    ):
+    for candidate in (here.parents[2] / snapshot, here.parents[3] / source):
         if candidate.exists():
             return candidate
-    raise FileNotFoundError(
-        f"cannot find the SkyRL base config: set ${BASE_CONFIG_ENV} to {BASE_CONFIG_NAME}.yaml "
-        "(the environment builder sets it)"
-    )
+    raise FileNotFoundError(f"cannot find {what}: set ${env} (the environment builder sets it)")
+
+
+def base_config_path() -> Path:
+    """The base config the recipe was composed on."""
+    source = Path("base_configs") / f"{BASE_CONFIG_NAME}.yaml"
+    return _locate(BASE_CONFIG_ENV, "base_config.yaml", source, f"the SkyRL base config {BASE_CONFIG_NAME}.yaml")
+
+
+def profile_path() -> Path:
+    """The runtime profile this adapter was snapshotted with: the one source of its capabilities."""
+    return _locate(PROFILE_ENV, "profile/profile.yaml", Path("trl_cpu") / "profile.yaml", "the trl-cpu profile.yaml")
+
+
+def _load_yaml(path: Path) -> Any:
+    import yaml
+
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
 
 
 def load_base_config() -> dict[str, Any]:
-    import yaml
-
-    with open(base_config_path(), encoding="utf-8") as handle:
-        tree = yaml.safe_load(handle) or {}
+    tree = _load_yaml(base_config_path()) or {}
     tree.pop("_rlaunch", None)  # the generated file's description of its shape, not a SkyRL key
     return tree
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """The profile's `capabilities.honoured_keys` (keys or `prefix.*`) and `allowed_values`."""
+
+    honoured: tuple[str, ...]
+    allowed: dict[str, list[Any]]
+
+    def honours(self, key: str) -> bool:
+        return any(key == k or (k.endswith(".*") and key.startswith(k[:-1])) for k in self.honoured)
+
+
+def load_capabilities(path: Path | None = None) -> Capabilities:
+    """What the profile at `path` (default: `profile_path()`) declares trl-cpu honours."""
+    declared = (_load_yaml(path or profile_path()) or {}).get("capabilities") or {}
+    allowed = {str(k): v if isinstance(v, list) else [v] for k, v in (declared.get("allowed_values") or {}).items()}
+    return Capabilities(tuple(declared.get("honoured_keys") or ()), allowed)
 
 
 # ---------------------------------------------------------------- checks
@@ -246,8 +171,11 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def unsupported(skyrl: dict[str, Any], defaults: dict[str, Any]) -> list[tuple[str, Any, str]]:
+def unsupported(
+    skyrl: dict[str, Any], defaults: dict[str, Any], capabilities: Capabilities | None = None
+) -> list[tuple[str, Any, str]]:
     """Every recipe setting trl-cpu cannot honour, as (key, value, reason)."""
+    caps = capabilities or load_capabilities()
     out: list[tuple[str, Any, str]] = []
     base = flatten(defaults)
     given = flatten(skyrl)
@@ -255,13 +183,13 @@ def unsupported(skyrl: dict[str, Any], defaults: dict[str, Any]) -> list[tuple[s
         out.append((key, given[key], "not a key of the SkyRL 0.4.0 base config"))
     for key, default in base.items():
         value = given.get(key, default)
-        if not honours(key):
+        if not caps.honours(key):
             if not _same(value, default):
                 out.append(
                     (key, value, f"not honoured by trl-cpu; only the base-config default {default!r} is accepted")
                 )
-        elif key in ALLOWED and not any(_same(value, a) for a in ALLOWED[key]):
-            out.append((key, value, f"trl-cpu accepts only {ALLOWED[key]!r}"))
+        elif key in caps.allowed and not any(_same(value, a) for a in caps.allowed[key]):
+            out.append((key, value, f"trl-cpu accepts only {caps.allowed[key]!r}"))
     policy_path = get(skyrl, "trainer.policy.model.path")
     ref_path = get(skyrl, "trainer.ref.model.path")
     if ref_path not in (None, policy_path):

@@ -15,8 +15,8 @@ from typing import Any
 
 from rlaunch import storage
 from rlaunch.launch_config import run_record
+from rlaunch.launch_config.layout import cancel_record
 from rlaunch.observe import jobs as run_jobs
-from rlaunch.observe.records import cancel_record_url
 from rlaunch.observe.resolve import RunRef
 from rlaunch.processes import actor
 from rlaunch.storage import utc_now
@@ -53,7 +53,7 @@ def cancel_run(ref: RunRef, reason: str | None = None) -> CancelOutcome:
     who = actor()
     # The request is recorded before any job is told to stop: a reader that sees the interrupted
     # host's "failed" already finds who cancelled. The first request wins, as on the backend.
-    url = cancel_record_url(ref.output_path, outcome.attempt_id or f"before-attempt-{live[0].job_id}")
+    url = cancel_record(ref.output_path, outcome.attempt_id or f"before-attempt-{live[0].job_id}")
     request = {
         "attempt_id": outcome.attempt_id,
         "artifact": attempt.get("artifact") or ref.artifact,

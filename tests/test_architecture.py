@@ -1,0 +1,155 @@
+"""The import table in ARCHITECTURE.md holds for every module under src/rlaunch.
+
+The table is read from ARCHITECTURE.md itself (one source: a new package is one new row), and
+every import is checked, top-level or inside a function, absolute or relative. A module whose
+package has no row is a failure too. The checker proves itself on synthetic modules: an upward,
+a sideways and a relative bad edge are flagged, and allowed edges are not.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src"
+GROUND = "ground floor"
+
+Table = dict[str, frozenset[str]]
+
+
+def import_table(text: str) -> Table:
+    """{package: packages it may import} from the `| package | owns | may import |` table."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.replace(" ", "") == "|package|owns|mayimport|")
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append(line)
+    assert rows, "ARCHITECTURE.md has no import table"
+    ground: set[str] = set()
+    parsed: list[tuple[list[str], str]] = []
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        packages = re.findall(r"`(rlaunch[\w.]*)`", cells[0])
+        parsed.append((packages, cells[-1]))
+        if cells[-1] == GROUND:
+            ground.update(packages)
+    table: Table = {}
+    for packages, may in parsed:
+        allowed = set(re.findall(r"`(rlaunch[\w.]*)`", may))
+        if GROUND in may:
+            allowed |= ground
+        for package in packages:
+            table[package] = frozenset(allowed)
+    return table
+
+
+def owner(module: str, table: Table) -> str | None:
+    """The table row a module belongs to: the longest package name that is it or a prefix of it
+    (the root `rlaunch` row covers only the root module itself)."""
+    best = None
+    for package in table:
+        if module == package or (package != "rlaunch" and module.startswith(package + ".")):
+            if best is None or len(package) > len(best):
+                best = package
+    return best
+
+
+def imported(module: str, source: str, is_package: bool = False) -> list[str]:
+    """Every rlaunch module `source` (the code of `module`) imports, anywhere in the file."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")[: len(module.split(".")) - node.level + (1 if is_package else 0)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target == "rlaunch":  # from rlaunch import storage
+                out += [f"rlaunch.{a.name}" for a in node.names]
+            else:
+                out.append(target)
+    return [m for m in out if m == "rlaunch" or m.startswith("rlaunch.")]
+
+
+def violations(module: str, source: str, table: Table, is_package: bool = False) -> list[str]:
+    home = owner(module, table)
+    if home is None:
+        return [f"{module}: its package has no row in ARCHITECTURE.md's import table"]
+    found = []
+    for target in imported(module, source, is_package):
+        if target == "rlaunch":
+            continue  # the root package itself imports nothing: `import rlaunch` (for its __file__) is fine anywhere
+        there = owner(target, table)
+        if there is None and target.count(".") == 1 and not (SRC / target.replace(".", "/")).exists():
+            there = "rlaunch"  # a name of the root package (`from rlaunch import __version__`)
+        if there is None:
+            found.append(f"{module} imports {target}, which has no row in the import table")
+        elif there != home and there not in table[home]:
+            found.append(f"{module} imports {target}: {home} may not import {there}")
+    return found
+
+
+def modules() -> list[tuple[str, Path]]:
+    out = []
+    for path in sorted((SRC / "rlaunch").rglob("*.py")):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out.append((".".join(parts), path))
+    return out
+
+
+@pytest.fixture(scope="module")
+def table() -> Table:
+    return import_table((REPO / "ARCHITECTURE.md").read_text(encoding="utf-8"))
+
+
+def test_the_table_names_the_ground_floor_and_every_package(table):
+    for name in ("rlaunch.storage", "rlaunch.launch_config", "rlaunch.cluster", "rlaunch.observe", "rlaunch.cli"):
+        assert name in table, name
+    assert "rlaunch.storage" in table["rlaunch.observe"] and table["rlaunch.runtimes.adapters"] == frozenset()
+
+
+def test_every_import_in_src_follows_the_table(table):
+    found = []
+    for module, path in modules():
+        found += violations(module, path.read_text(encoding="utf-8"), table, path.name == "__init__.py")
+    assert found == [], "imports ARCHITECTURE.md does not allow:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("rlaunch.storage", "from rlaunch.host import launch"),  # the ground floor importing upward
+        ("rlaunch.artifacts.step", "def f():\n    import rlaunch.cli.experiment\n"),  # inside a function
+        ("rlaunch.cluster.local.backend", "from rlaunch.skyrl import check_plan"),  # a backend reaching up
+        ("rlaunch.observe.collect", "from rlaunch.control import cancel"),  # the reader importing a writer
+        ("rlaunch.task.bootstrap", "from ..host import launch"),  # relative, sideways
+        ("rlaunch.runtimes.adapters.trl_cpu.rlaunch_trl_cpu.recipe", "from rlaunch import storage"),
+        ("rlaunch.launch_config.schema", "from rlaunch import runtimes"),
+        ("rlaunch.newpackage.mod", "import os"),  # a package without a row
+    ],
+)
+def test_the_checker_flags_a_bad_edge(table, module, source):
+    assert violations(module, source, table), f"{module}: `{source}` was not flagged"
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("rlaunch.host.launch", "from rlaunch.cluster.protocol import Backend\nfrom rlaunch import storage"),
+        ("rlaunch.observe.collect", "from rlaunch.launch_config.layout import METRICS\nfrom . import jobs"),
+        ("rlaunch.cluster.local.state", "from rlaunch.storage import utc_now\nfrom ..protocol import JobNotFoundError"),
+        ("rlaunch.control.cancel", "def f():\n    from rlaunch.observe import jobs\n"),
+    ],
+)
+def test_the_checker_allows_a_good_edge(table, module, source):
+    assert violations(module, source, table) == []

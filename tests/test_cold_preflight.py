@@ -1,0 +1,60 @@
+"""A fresh process that imports `rlaunch.skyrl` and refuses the broken 64-GPU plan stays light.
+
+The researcher pays this on every dry run, so the preflight must not load storage (fsspec), the
+artifact graph and its runner, asyncio, or a YAML parser (profiles and base configs are read from
+their JSON twins, `rlaunch.runtimes.parsed`). The snippet is the one `benchmarks/preflight.py`
+times, so the benchmark and this test measure the same thing; the test asserts what is loaded,
+not how long it takes, so it cannot flake on a busy machine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+from types import ModuleType
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+FORBIDDEN = ("fsspec", "asyncio", "yaml", "concurrent.futures", "rlaunch.artifacts", "rlaunch.storage")
+
+
+def _benchmark() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("preflight_benchmark", REPO / "benchmarks" / "preflight.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def loaded_after(code: str, tmp_path: pathlib.Path) -> tuple[list[str], str]:
+    """(forbidden modules loaded, stdout) of a fresh interpreter running `code`."""
+    report = (
+        "\nimport json, sys\n"
+        f"forbidden = {FORBIDDEN!r}\n"
+        "print(json.dumps(sorted(m for m in sys.modules if any(m == f or m.startswith(f + '.') for f in forbidden))))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RLAUNCH_")}
+    env["PYTHONPATH"] = str(REPO / "src")
+    env["RLAUNCH_PREFIX"] = str(tmp_path / "prefix")
+    done = subprocess.run(
+        [sys.executable, "-c", code + report], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    *output, modules = done.stdout.strip().splitlines()
+    return json.loads(modules), "\n".join(output)
+
+
+def test_the_check_catches_a_forbidden_import(tmp_path):
+    """The harness itself works: a snippet that does load the runner and fsspec is reported."""
+    loaded, _ = loaded_after("import rlaunch.artifacts.runner, fsspec", tmp_path)
+    assert "rlaunch.artifacts.runner" in loaded and "fsspec" in loaded
+
+
+def test_a_cold_broken_plan_verdict_loads_no_storage_runner_asyncio_or_yaml(tmp_path):
+    bench = _benchmark()
+    loaded, output = loaded_after(bench.COLD_SNIPPET, tmp_path)
+    assert bench.EXPECTED_COLD <= set(output.split(",")), output  # the verdict is the real one
+    assert loaded == [], f"the cold preflight imported {loaded}; keep these imports lazy (see ARCHITECTURE.md)"
