@@ -13,7 +13,7 @@ from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import attempt_dir
 from rlaunch.launch_config.recipe import get_path
-from rlaunch.launch_config.run_record import update_attempt
+from rlaunch.launch_config.run_record import marked, update_attempt
 from rlaunch.skyrl import launcher
 from rlaunch.skyrl.errors import PreflightError
 from rlaunch.skyrl.execution import SkyRLExecution
@@ -117,6 +117,7 @@ def run_skyrl(config: dict[str, Any]) -> SkyRLRun:
         "argv": records.redact_argv(list(sys.argv)),
         "launch_document_uri": url,
         "submitted_at": storage.utc_now(),
+        "phases": marked(),
     })  # fmt: skip
     try:
         result = launcher.launch(url)
