@@ -20,6 +20,7 @@ EXPECTED = [
     "inputs_staged",
     "trainer_started",
     "first_optimizer_step",
+    "trainer_exited",
     "finished",
 ]
 

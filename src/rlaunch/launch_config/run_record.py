@@ -16,6 +16,7 @@ Each entry also carries `phases`: when each step of a launch happened (ISO-8601 
     inputs_staged         the last replica had its inputs staged     (the join markers)
     trainer_started       rank 0 started the runtime's entrypoint
     first_optimizer_step  the trainer logged its first step          (metrics.jsonl)
+    trainer_exited        the runtime's entrypoint exited            (rank 0's outcome)
     finished              the host recorded the attempt's end
 """
 
@@ -30,6 +31,7 @@ from rlaunch import storage
 from rlaunch.launch_config.layout import GANG_OUTCOME, JOINED, METRICS, attempt_dir, run_record
 
 PHASES = (
+    "launch_process_started",  # the benchmark's: when `--run` was started
     "submitted",
     "coordinator_started",
     "graph_planned",
@@ -39,7 +41,9 @@ PHASES = (
     "inputs_staged",
     "trainer_started",
     "first_optimizer_step",
+    "trainer_exited",
     "finished",
+    "launch_process_exited",  # the benchmark's: when `--run` returned
 )
 
 
@@ -80,6 +84,8 @@ def task_phases(attempts_root: str, attempt_id: str) -> dict[str, str]:
     outcome = storage.read_json(storage.join(directory, GANG_OUTCOME)) or {}
     if outcome.get("trainer_started_at"):
         phases["trainer_started"] = outcome["trainer_started_at"]
+    if outcome.get("time"):
+        phases["trainer_exited"] = outcome["time"]
     first = _first_metrics_line(storage.join(directory, METRICS))
     if isinstance(first.get("time"), (int, float)):
         phases["first_optimizer_step"] = _iso(float(first["time"]))
