@@ -59,6 +59,9 @@ class CoordinatorExecutor:
 
     def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
         if os.environ.get(JOB_ID_ENV):
+            from rlaunch.launch_config.run_record import mark
+
+            mark("graph_planned")  # built and validated again here, in the coordinator
             return LocalRunExecutor().run(handles, invocation)
         return submit_coordinator(handles, invocation)
 

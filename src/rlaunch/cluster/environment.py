@@ -47,6 +47,12 @@ def base_environment(source: Mapping[str, str] = os.environ) -> dict[str, str]:
     return {k: v for k, v in source.items() if k in BASE_VARIABLES or k.startswith(BASE_PREFIXES)}
 
 
+def replica_base(job_env: Mapping[str, str], source: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """What a replica starts from: the allow-listed base of `source` (its machine), the defaults,
+    then `job_env` (spec.env and the backend's RLAUNCH_* variables, which it refuses spec.env to set)."""
+    return {**base_environment(source), **DEFAULTS, **job_env}
+
+
 def free_port(host: str = "") -> int:
     """A TCP port free on this machine now (a gang's rendezvous)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

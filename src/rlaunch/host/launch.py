@@ -23,7 +23,7 @@ from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import RESOLVED_DOCUMENT, attempt_dir
 from rlaunch.launch_config.recipe import get_path
 from rlaunch.launch_config.resume import foreign_checkpoint, refusal
-from rlaunch.launch_config.run_record import update_attempt
+from rlaunch.launch_config.run_record import task_phases, update_attempt
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.storage import utc_now
 
@@ -92,9 +92,10 @@ def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) ->
         result.state = PREPARED
         return result
     result.child_job_id = backend.submit_child(spec) if os.environ.get(JOB_ID_ENV) else backend.submit(spec)
+    submitted = {"host_started": result.started_at, "child_submitted": utc_now()}
     log.write(f"submitted child job {result.child_job_id} ({spec.replicas} replica(s)) via {backend.name}\n")
     log.flush()
-    _record(doc, result, "running", backend)
+    _record(doc, result, "running", backend, {**submitted, **_coordinator_phases(backend, result.coordinator_job_id)})
     if doc.run.submission == "detach":
         result.state = SUBMITTED
         return result
@@ -135,10 +136,31 @@ def _succeed(doc: schema.SkyRLLaunchConfig, result: LaunchResult) -> None:
 def _finish(doc: schema.SkyRLLaunchConfig, result: LaunchResult, backend: Backend | None = None) -> None:
     result.finished_at = utc_now()
     write_manifests(doc, doc.to_dict(), result)
-    _record(doc, result, result.state, backend)
+    phases = {"finished": result.finished_at}
+    if result.child_job_id:
+        phases.update(task_phases(doc.artifacts.attempts_root, doc.run.attempt_id))
+    _record(doc, result, result.state, backend, phases)
 
 
-def _record(doc: schema.SkyRLLaunchConfig, result: LaunchResult, state: str, backend: Backend | None) -> None:
+def _coordinator_phases(backend: Backend, job_id: str | None) -> dict[str, str]:
+    """When the coordinator job was submitted and started, as its backend recorded them."""
+    if not job_id:
+        return {}
+    try:
+        status = backend.status(job_id)
+    except Exception:  # noqa: BLE001 - timings are a report, never a reason to fail a launch
+        return {}
+    started = status.replicas[0].started_at if status.replicas else status.started_at
+    return {k: v for k, v in (("submitted", status.submitted_at), ("coordinator_started", started)) if v}
+
+
+def _record(
+    doc: schema.SkyRLLaunchConfig,
+    result: LaunchResult,
+    state: str,
+    backend: Backend | None,
+    phases: dict[str, str] | None = None,
+) -> None:
     """The attempt's run-record entry; `backend_settings` say where its jobs can be found again."""
     alloc = doc.cluster.allocation
     update_attempt(doc.artifacts.output_path, doc.run.id, doc.run.attempt_id, {
@@ -155,4 +177,5 @@ def _record(doc: schema.SkyRLLaunchConfig, result: LaunchResult, state: str, bac
         "finished_at": result.finished_at,
         "failure": result.failure,
         "resolved_config_uri": result.resolved_config_uri,
+        "phases": phases or {},
     })  # fmt: skip

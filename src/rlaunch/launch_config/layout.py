@@ -21,6 +21,7 @@ CHECKPOINT_META = "rlaunch_checkpoint.json"
 METRICS = "metrics.jsonl"
 MODEL_LOAD = "model_load.json"
 JOINED = "joined"
+GANG_OUTCOME = "gang/outcome.json"  # rank 0's verdict, which the other ranks leave with
 RUN_RECORD = "run_record.json"
 TERMINAL_MANIFEST = "terminal.json"
 EXPORTS = "exports"

@@ -168,6 +168,7 @@ class RunStatus:
     submitted_at: str | None = None
     finished_at: str | None = None
     failure: str | None = None
+    phases: dict[str, str] = field(default_factory=dict)  # see launch_config.run_record
     coordinator: run_jobs.JobView | None = None
     child: run_jobs.JobView | None = None
     tasks: Tasks = field(default_factory=Tasks)
@@ -432,6 +433,7 @@ def collect(ref: RunRef, reference: str | None = None) -> RunStatus:
         submitted_at=attempt.get("submitted_at"),
         finished_at=attempt.get("finished_at"),
         failure=attempt.get("failure"),
+        phases=dict(attempt.get("phases") or {}),
     )
     doc, status.document_uri = _document(attempt, ref.output_path) if attempt else (None, None)
     attempts_root = doc.artifacts.attempts_root if doc else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rlaunch.launch_config.run_record import format_phase_table
 from rlaunch.observe.collect import RunStatus
 from rlaunch.observe.jobs import JobView
 from rlaunch.observe.verdict import Verdict
@@ -193,6 +194,8 @@ def status_text(s: RunStatus) -> str:
     lines += _line("output", s.output_path)
     times = f"submitted {s.submitted_at or '-'}" + (f"  finished {s.finished_at}" if s.finished_at else "")
     lines += _line("times", times)
+    if s.phases:
+        lines += _line("phases", *format_phase_table(s.phases))
     lines += _line("fingerprint", short(s.fingerprint, 16))
     lines += _line("runtime", f"{s.runtime_profile or '-'}  source digest {short(s.runtime_digest, 16)}")
     if s.topology:

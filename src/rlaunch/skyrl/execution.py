@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from rlaunch.placement import RayPlacement
 from rlaunch.skyrl.fields import require_int, require_number, require_str
 from rlaunch.units import parse_size
 
@@ -113,29 +114,22 @@ class RaySkyRLExecution(SkyRLExecution):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        from rlaunch.cluster.ray.common import STRATEGIES
-        from rlaunch.skyrl.fields import require_bool
+        checked = self._placement(self.address)
+        object.__setattr__(self, "excludes", checked.excludes)
+        object.__setattr__(self, "pip", checked.pip)
 
-        owner = "RaySkyRLExecution"
-        for name in ("address", "working_dir", "py_executable"):
-            require_str(owner, name, getattr(self, name), allow_none=True)
-        for name in ("excludes", "pip"):
-            value = getattr(self, name)
-            if (
-                isinstance(value, str)
-                or not isinstance(value, (tuple, list))
-                or not all(isinstance(v, str) and v for v in value)
-            ):
-                raise TypeError(f"{owner}.{name} must be a tuple of strings, got {value!r}")
-            object.__setattr__(self, name, tuple(value))
-        if self.address is not None and self.address.startswith("ray://"):
-            raise ValueError(
-                f"{owner}.address={self.address!r} is a Ray Client address; rlaunch uses the Jobs API: give the "
-                "dashboard URL (http://<head>:8265) or the GCS address (<head>:6379)"
-            )
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"{owner}.strategy={self.strategy!r}: choose one of {list(STRATEGIES)}")
-        require_bool(owner, "check_capacity", self.check_capacity)
+    def _placement(self, address: str | None) -> RayPlacement:
+        return RayPlacement(
+            address=address,
+            working_dir=self.working_dir,
+            excludes=self.excludes,
+            py_executable=self.py_executable,
+            pip=self.pip,
+            strategy=self.strategy,
+            check_capacity=self.check_capacity,
+            priority=self.priority,
+            owner="RaySkyRLExecution",
+        )
 
     def _address(self) -> str | None:
         return self.address or os.environ.get("RAY_ADDRESS") or os.environ.get("RLAUNCH_RAY_ADDRESS")
@@ -150,16 +144,7 @@ class RaySkyRLExecution(SkyRLExecution):
         return ("ray", self._address())
 
     def placement(self) -> Mapping[str, Any]:
-        return {
-            "address": self.resolved_address(),
-            "working_dir": self.working_dir,
-            "excludes": list(self.excludes),
-            "py_executable": self.py_executable,
-            "pip": list(self.pip),
-            "strategy": self.strategy,
-            "check_capacity": self.check_capacity,
-            "priority": self.priority,
-        }
+        return self._placement(self.resolved_address()).options()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,7 +12,7 @@ from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import attempt_dir
-from rlaunch.launch_config.run_record import update_attempt
+from rlaunch.launch_config.run_record import marked, update_attempt
 from rlaunch.rules import wandb_entity
 from rlaunch.skyrl import launcher
 from rlaunch.skyrl.errors import PreflightError
@@ -113,6 +113,7 @@ def run_skyrl(config: dict[str, Any]) -> SkyRLRun:
         "argv": records.redact_argv(list(sys.argv)),
         "launch_document_uri": url,
         "submitted_at": storage.utc_now(),
+        "phases": marked(),
     })  # fmt: skip
     try:
         result = launcher.launch(url)

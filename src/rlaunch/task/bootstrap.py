@@ -23,7 +23,7 @@ import click
 from rlaunch import storage
 from rlaunch.cluster.protocol import JOB_ID_ENV, RANK_ENV, WORLD_SIZE_ENV
 from rlaunch.launch_config import schema
-from rlaunch.launch_config.layout import JOINED, attempt_dir
+from rlaunch.launch_config.layout import GANG_OUTCOME, JOINED, attempt_dir
 from rlaunch.launch_config.recipe import set_path
 from rlaunch.names import sanitize_job_name
 from rlaunch.runtimes.registry import get_profile
@@ -32,7 +32,7 @@ from rlaunch.task.staging import stage
 
 STAGING_ENV = "RLAUNCH_STAGING_ROOT"
 KEEP_ENV = "RLAUNCH_KEEP_TASK_DIR"  # keep staged inputs and trainer scratch for debugging
-OUTCOME = "gang/outcome.json"
+OUTCOME = GANG_OUTCOME
 FINAL_FILE = "final-launch.yaml"
 
 
@@ -80,7 +80,7 @@ def trainer_processes(doc: schema.SkyRLLaunchConfig) -> int:
     return get_profile(doc.runtime.profile).trainer_processes(doc.cluster.allocation.gpus_per_node)
 
 
-def write_join_marker(doc: schema.SkyRLLaunchConfig, rank: int, world: int) -> None:
+def write_join_marker(doc: schema.SkyRLLaunchConfig, rank: int, world: int, started_at: str | None = None) -> None:
     marker = storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), JOINED, f"replica-{rank}.json")
     storage.write_json_atomic(
         marker,
@@ -91,12 +91,13 @@ def write_join_marker(doc: schema.SkyRLLaunchConfig, rank: int, world: int) -> N
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "job_id": os.environ.get(JOB_ID_ENV),
-            "time": utc_now(),
+            "started_at": started_at,  # when this task began (the run record's replica_<r>_joined)
+            "time": utc_now(),  # its inputs are staged
         },
     )
 
 
-def run_entrypoint(doc: schema.SkyRLLaunchConfig, final: dict, local_root: str) -> int:
+def run_entrypoint(doc: schema.SkyRLLaunchConfig, final: dict, local_root: str, phases: dict[str, str]) -> int:
     from rlaunch.runtimes.environment import ensure_environment
 
     profile = get_profile(doc.runtime.profile)
@@ -117,6 +118,7 @@ def run_entrypoint(doc: schema.SkyRLLaunchConfig, final: dict, local_root: str) 
         inherit=True,
     )
     log(f"running {profile.name} entrypoint {doc.runtime.entrypoint} with {slots} process(es)")
+    phases["trainer_started_at"] = utc_now()
     return subprocess.call(command, env=process_env, cwd=local_root)
 
 
@@ -132,6 +134,7 @@ def wait_for_outcome(doc: schema.SkyRLLaunchConfig, poll_seconds: float = 1.0) -
 @click.command()
 @click.option("--config", "config_url", required=True, help="The resolved launch document (path or URL).")
 def main(config_url: str) -> None:
+    started_at = utc_now()
     doc = schema.load(config_url)
     rank = int(os.environ.get(RANK_ENV, "0"))
     world = int(os.environ.get(WORLD_SIZE_ENV, "1"))
@@ -139,14 +142,15 @@ def main(config_url: str) -> None:
     os.makedirs(local_root, exist_ok=True)
     try:
         staged = stage_inputs(doc, local_root)
-        write_join_marker(doc, rank, world)
+        write_join_marker(doc, rank, world, started_at)
         log(f"joined gang as rank {rank} of {world}")
         if rank != 0:
             sys.exit(wait_for_outcome(doc))
-        code = run_entrypoint(doc, final_document(doc, staged), local_root)
+        phases: dict[str, str] = {}
+        code = run_entrypoint(doc, final_document(doc, staged), local_root, phases)
         storage.write_json_atomic(
             storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), OUTCOME),
-            {"exit_code": code, "time": utc_now()},
+            {"exit_code": code, "time": utc_now(), **phases},
         )
         log(f"entrypoint exited {code}")
         sys.exit(code)

@@ -21,10 +21,9 @@ from typing import Any
 
 import rlaunch
 from rlaunch.cluster.base import GangBackend
-from rlaunch.cluster.environment import base_environment
+from rlaunch.cluster.environment import base_environment, replica_base
 from rlaunch.cluster.lifecycle import cancel_message, parent_ended_reason, replica_status
 from rlaunch.cluster.local.capacity import Machine, check_fits, env_number
-from rlaunch.cluster.local.environment import replica_environment
 from rlaunch.cluster.local.logs import read_log
 from rlaunch.cluster.local.procs import process_alive, stop_groups
 from rlaunch.cluster.local.state import JobDir, existing_job, job_ids, new_job, read_json, write_json_atomic
@@ -142,7 +141,7 @@ class LocalBackend(GangBackend):
 
         job = new_job(self.root, spec.name)
         variables = {**self.environment(), JOB_ID_ENV: job.job_id, WORLD_SIZE_ENV: str(spec.replicas)}
-        env = replica_environment(spec.env, variables)
+        env = replica_base({**spec.env, **variables})
         visible = {**os.environ, **spec.env}
         job.write_state({
             "state": JobState.PENDING.value,

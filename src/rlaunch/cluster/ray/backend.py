@@ -84,13 +84,13 @@ from rlaunch.cluster.ray.common import (
     PLACEMENT_GROUP,
     PRIORITY_ENV,
     PY_EXECUTABLE_ENV,
-    STRATEGIES,
     STRATEGY_ENV,
     WORKING_DIR_ENV,
     dumps,
     env_flag,
 )
 from rlaunch.cluster.ray.kv import StatusStore, split_host_port
+from rlaunch.placement import RayPlacement
 from rlaunch.processes import actor
 from rlaunch.storage import utc_from_epoch, utc_now
 
@@ -192,11 +192,18 @@ class RayBackend(GangBackend):
                 "the ray backend needs the cluster's address: pass address=... (RaySkyRLExecution(address=...)) "
                 "or set RAY_ADDRESS=http://<head>:8265 (the dashboard) or <head>:6379 (the GCS)"
             )
-        _host_port(address)  # refuses a malformed or ray:// address now
-        if strategy not in STRATEGIES:
-            raise ValueError(f"strategy={strategy!r}: choose one of {list(STRATEGIES)}")
-        if isinstance(excludes, str) or isinstance(pip, str):
-            raise TypeError("excludes and pip are lists of strings")
+        placement = RayPlacement(
+            address=address,
+            working_dir=working_dir,
+            excludes=excludes,
+            py_executable=py_executable,
+            pip=pip,
+            strategy=strategy,
+            check_capacity=check_capacity,
+            priority=priority,
+            owner="RayBackend",
+        )
+        _host_port(address)  # refuses a malformed address now
         if kill_grace is None:
             configured = os.environ.get(KILL_GRACE_ENV)
             kill_grace = float(configured) if configured else DEFAULT_KILL_GRACE
@@ -204,14 +211,14 @@ class RayBackend(GangBackend):
             raise ValueError(f"kill_grace={kill_grace} cannot be negative")
         self.address = address
         self.gcs_address = gcs_address or os.environ.get(GCS_ADDRESS_ENV) or _gcs_from(address)
-        self.working_dir = working_dir
-        self.excludes = tuple(excludes)
-        self.py_executable = py_executable
-        self.pip = tuple(pip)
-        self.strategy = strategy
-        self.check_capacity = check_capacity
+        self.working_dir = placement.working_dir
+        self.excludes = placement.excludes
+        self.py_executable = placement.py_executable
+        self.pip = placement.pip
+        self.strategy = placement.strategy
+        self.check_capacity = placement.check_capacity
         self.kill_grace = float(kill_grace)
-        self.priority = priority
+        self.priority = placement.priority
         self._jobs_address = address  # what the Jobs API client connects to (from_env: the GCS)
         self._client: Any = None
         self._store: StatusStore | None = None

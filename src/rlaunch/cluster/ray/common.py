@@ -54,7 +54,6 @@ META_PRIORITY = "rlaunch.priority"
 # bundle per replica (child jobs and every multi-replica gang).
 ENTRYPOINT = "entrypoint"
 PLACEMENT_GROUP = "placement_group"
-STRATEGIES = ("auto", "PACK", "SPREAD", "STRICT_SPREAD", "STRICT_PACK")
 
 # -- the driver's exit codes (how the Jobs API alone tells cancelled from failed) ---------------
 EXIT_SUCCEEDED = 0

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from rlaunch.cluster.environment import DEFAULTS, base_environment
+from rlaunch.cluster.environment import replica_base
 from rlaunch.cluster.protocol import RANK_ENV, RENDEZVOUS_ENV
 from rlaunch.cluster.ray.common import DEVICE_VARIABLES, MAX_LINE_BYTES, NODE_ID_ENV, NODE_IP_ENV
 
@@ -56,7 +56,7 @@ def replica_environment(
     else of the Ray worker's environment reaches the replica (no RAY_ADDRESS, no Ray internals),
     except device visibility when the replica holds accelerators.
     """
-    env = {**base_environment(source), **DEFAULTS, **job_env}
+    env = replica_base(job_env, source)
     if accelerators > 0:
         env.update({k: source[k] for k in DEVICE_VARIABLES if k in source})
     env[RANK_ENV] = str(rank)
