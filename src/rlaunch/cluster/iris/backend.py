@@ -5,8 +5,9 @@ Every rlaunch job is one Iris job whose `replicas` are its tasks; the Iris job i
 `iris job logs <id>` works on what `rlaunch jobs` lists.
 
   submit    refuses what the cluster can never place (see `check`), then submits one Iris job:
-            entrypoint `python -m rlaunch.cluster.iris.task -- ARGV` (the replica wrapper: the
-            allow-listed environment, the RLAUNCH_* variables, the endpoint rendezvous); resources
+            entrypoint `python -m rlaunch.cluster.iris.task` (the replica wrapper: the job's argv,
+            environment and working directory as one JSON variable, the allow-listed environment,
+            the RLAUNCH_* variables, the endpoint rendezvous); resources
             per task (cpu, memory, disk, device = GPU variant x count); replicas with
             coscheduling for a gang; both retry limits from `max_retries` (per task, and the job's
             cumulative failures: Iris fails a job on its first failed attempt unless both are set);
@@ -32,6 +33,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from rlaunch.cluster.iris import PRIORITIES
 from rlaunch.cluster.iris.connect import (
     IrisConnectionError,
     ScaleGroup,
@@ -41,7 +43,7 @@ from rlaunch.cluster.iris.connect import (
     require_iris,
     scale_groups,
 )
-from rlaunch.cluster.iris.task import PORT_NAME
+from rlaunch.cluster.iris.task import JOB_ENV, PORT_NAME, encode_job
 from rlaunch.cluster.protocol import (
     BACKEND_ENV,
     JOB_ID_ENV,
@@ -61,7 +63,6 @@ CONFIG_ENV = "RLAUNCH_IRIS_CLUSTER_CONFIG"
 PRIORITY_ENV = "RLAUNCH_IRIS_PRIORITY"
 SCHEDULING_TIMEOUT_ENV = "RLAUNCH_IRIS_SCHEDULING_TIMEOUT"
 LABELS_ENV = "RLAUNCH_LABELS"
-PRIORITIES = ("production", "interactive", "batch", "system")
 COSCHEDULE_BY = "device-variant"  # every worker of a slice shares it; the autoscaler sizes the slice
 DEFAULT_SCHEDULING_TIMEOUT = 600.0
 MAX_POLL = 1.0
@@ -280,20 +281,19 @@ class IrisBackend:
             disk=spec.resources.disk_bytes or 0,
             device=gpu_device(spec.resources.accelerator_type or variant, count) if kind == "gpu" else None,
         )
-        wrapper = [self.python, "-m", TASK_MODULE]
-        if spec.working_dir:
-            wrapper += ["--cwd", os.path.abspath(spec.working_dir)]
         argv = [self.python if spec.argv[0] == sys.executable else spec.argv[0], *spec.argv[1:]]
         env = {**spec.env, **self.environment(), LABELS_ENV: json.dumps(dict(spec.labels), sort_keys=True)}
+        cwd = os.path.abspath(spec.working_dir) if spec.working_dir else None
+        job_env = {JOB_ENV: encode_job(argv, env, cwd)}
         band = getattr(job_pb2, f"PRIORITY_BAND_{(self.priority or 'inherit').upper()}")
         for _ in range(3):
             name = self._unique_name(spec.name)
             try:
                 job = self.client.submit(
-                    Entrypoint.from_command(*wrapper, "--", *argv),
+                    Entrypoint.from_command(self.python, "-m", TASK_MODULE),
                     name,
                     resources,
-                    environment=EnvironmentSpec(env_vars=env, setup_scripts=[], secret_behavior=SecretBehavior.ISOLATE),
+                    environment=EnvironmentSpec(env_vars=job_env, setup_scripts=[], secret_behavior=SecretBehavior.ISOLATE),
                     ports=[PORT_NAME],
                     scheduling_timeout=Duration.from_seconds(self.scheduling_timeout),
                     coscheduling=CoschedulingConfig(group_by=COSCHEDULE_BY) if spec.replicas > 1 else None,
@@ -349,7 +349,8 @@ class IrisBackend:
         request = controller_pb2.Controller.GetJobStatusRequest(job_id=job_id)
         try:
             response = self.client._cluster_client._client.get_job_status(request)
-            return json.loads(response.request.environment.env_vars.get(LABELS_ENV) or "{}")
+            job = json.loads(response.request.environment.env_vars.get(JOB_ENV) or "{}")
+            return json.loads(job.get("env", {}).get(LABELS_ENV) or "{}")
         except Exception:  # noqa: BLE001 - labels are a convenience; the job's state does not need them
             return {}
 

@@ -1,9 +1,12 @@
-"""`python -m rlaunch.cluster.iris.task [--cwd DIR] -- ARGV`: what every Iris task of an rlaunch job runs.
+"""`python -m rlaunch.cluster.iris.task`: what every Iris task of an rlaunch job runs.
 
-Iris starts a task with the worker's whole environment; this wrapper replaces the process with
-the job's argv under the environment every rlaunch replica gets (see `cluster.protocol`): the
-allow-listed base, the job's own variables (`IRIS_JOB_ENV` names them), Iris's `IRIS_*` plumbing
-(so code in the job can submit children and use endpoints), and the RLAUNCH_* job variables.
+The job itself (argv, environment, working directory) travels as one JSON variable,
+`RLAUNCH_IRIS_JOB`: Iris's local process runtime rewrites every argument and variable that
+starts with `/tmp/` to the task's private tmpfs, which would move a prefix under /tmp away from
+the other tasks. Iris starts a task with the worker's whole environment; this wrapper replaces the
+process with the job's argv under the environment every rlaunch replica gets (see
+`cluster.protocol`): the allow-listed base, the job's own variables, Iris's `IRIS_*` plumbing (so
+code in the job can submit children and use endpoints), and the RLAUNCH_* job variables.
 
 Rendezvous: every job requests the named port `rendezvous`. In a gang of more than one task,
 rank 0 registers `<host>:<port>` in Iris's endpoint registry under a name derived from the job id
@@ -22,6 +25,7 @@ from rlaunch.cluster.iris.connect import is_loopback
 from rlaunch.cluster.local.environment import replica_environment
 from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV, RANK_ENV, RENDEZVOUS_ENV, WORLD_SIZE_ENV
 
+JOB_ENV = "RLAUNCH_IRIS_JOB"
 PORT_NAME = "rendezvous"
 TIMEOUT_ENV = "RLAUNCH_IRIS_RENDEZVOUS_TIMEOUT"
 DEFAULT_TIMEOUT = 600.0
@@ -75,20 +79,25 @@ def rendezvous(info: object, job_id: str, rank: int, world: int) -> str:
         delay = min(delay * 1.5, 2.0)
 
 
-def replica_env(job_variables: dict[str, str]) -> dict[str, str]:
-    names = json.loads(os.environ.get("IRIS_JOB_ENV") or "{}")
-    job_env = {k: os.environ[k] for k in names if k in os.environ}
+def encode_job(argv: list[str], env: dict[str, str], cwd: str | None) -> str:
+    return json.dumps({"argv": argv, "env": env, "cwd": cwd}, sort_keys=True)
+
+
+def decode_job(raw: str | None) -> dict:
+    job = json.loads(raw or "{}")
+    if not job.get("argv"):
+        raise SystemExit(f"rlaunch.cluster.iris.task needs ${JOB_ENV} (set by the iris backend at submission)")
+    return job
+
+
+def replica_env(job_env: dict[str, str], job_variables: dict[str, str]) -> dict[str, str]:
     plumbing = {k: v for k, v in os.environ.items() if k.startswith("IRIS_")}
     return replica_environment({**job_env, **plumbing}, job_variables)
 
 
-def main(argv: list[str]) -> None:
-    cwd = None
-    if argv[:1] == ["--cwd"]:
-        cwd, argv = argv[1], argv[2:]
-    if argv[:1] != ["--"] or len(argv) < 2:
-        raise SystemExit("usage: python -m rlaunch.cluster.iris.task [--cwd DIR] -- ARGV...")
-    argv = argv[1:]
+def main() -> None:
+    job = decode_job(os.environ.get(JOB_ENV))
+    argv, cwd = job["argv"], job.get("cwd")
     from iris.cluster.client.job_info import get_job_info
 
     info = get_job_info()
@@ -107,10 +116,10 @@ def main(argv: list[str]) -> None:
         os.chdir(cwd)
     sys.stdout.flush()
     try:
-        os.execvpe(argv[0], argv, replica_env(variables))
+        os.execvpe(argv[0], argv, replica_env(job["env"], variables))
     except OSError as exc:
         raise SystemExit(f"[rlaunch.iris] cannot start {argv[0]!r}: {exc}") from None
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()
