@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import secrets
 import string
@@ -59,6 +60,7 @@ from rlaunch.names import MAX_JOB_NAME
 
 TASK_MODULE = "rlaunch.cluster.iris.task"
 URL_ENV = "RLAUNCH_IRIS_CONTROLLER_URL"
+URL_ENV_USER = "IRIS_CONTROLLER_URL"  # what a person sets (the experiments and `rlaunch jobs` read it)
 CONFIG_ENV = "RLAUNCH_IRIS_CLUSTER_CONFIG"
 PRIORITY_ENV = "RLAUNCH_IRIS_PRIORITY"
 SCHEDULING_TIMEOUT_ENV = "RLAUNCH_IRIS_SCHEDULING_TIMEOUT"
@@ -144,13 +146,14 @@ class IrisBackend:
         config = load_cluster_config(cluster_config) if cluster_config else None
         if config is not None:
             self._groups = scale_groups(config)
-        url = controller_url or in_task_controller()
+        url = controller_url or in_task_controller() or (None if config else os.environ.get(URL_ENV_USER))
         if url is None and config is not None and cluster_config is not None:
             url = self._resolve(config, cluster_config)
         if not url:
             raise IrisConnectionError(
                 "the iris backend needs a controller: IrisSkyRLExecution(controller_url='http://host:port') or "
-                "cluster_config='<cluster.yaml>' (a local cluster: `iris --config <cluster.yaml> cluster start --local`)"
+                "cluster_config='<cluster.yaml>', or $IRIS_CONTROLLER_URL (`rlaunch jobs --backend iris "
+                "--controller-url URL`); start a local cluster with `iris --config <cluster.yaml> cluster start --local`"
             )
         self.controller_url = url
         self._client: Any = None
@@ -188,6 +191,8 @@ class IrisBackend:
         if self._client is None:
             from iris.client import IrisClient
 
+            for logger in ("finelog", "finelog.client.log_client"):  # one INFO line per log query otherwise
+                logging.getLogger(logger).setLevel(logging.WARNING)
             client = IrisClient.remote(self.controller_url, workspace=None, timeout_ms=10000)
             try:
                 client.list_jobs(limit=1)
@@ -362,7 +367,7 @@ class IrisBackend:
             ReplicaStatus(
                 rank=int(t.task_id.task_index),
                 state=_state(t.state),
-                attempts=len(t.attempts),
+                attempts=t.current_attempt_number + 1 if t.attempts else 0,  # Iris lists the current attempt
                 exit_code=t.exit_code if _state(t.state).terminal else None,
                 started_at=_iso(t.started_at),
                 finished_at=_iso(t.finished_at),
@@ -382,7 +387,7 @@ class IrisBackend:
             backend=self.name,
             state=state,
             replicas=replicas,
-            parent=raw.parent_job_id.to_wire() if raw.parent_job_id else None,
+            parent=raw.job_id.parent.to_wire() if raw.job_id.parent else None,
             children=tuple(children),
             submitted_at=_iso(raw.submitted_at),
             started_at=_iso(raw.started_at),
@@ -395,7 +400,7 @@ class IrisBackend:
         return sorted(
             j.job_id.to_wire()
             for j in self.client.list_jobs(prefix=job_id + "/")
-            if j.parent_job_id is not None and j.parent_job_id.to_wire() == job_id
+            if j.job_id.parent is not None and j.job_id.parent.to_wire() == job_id
         )
 
     def status(self, job_id: str) -> JobStatus:
@@ -445,8 +450,8 @@ class IrisBackend:
         jobs = self.client.list_jobs()
         children: dict[str, list[str]] = {}
         for job in jobs:
-            if job.parent_job_id is not None:
-                children.setdefault(job.parent_job_id.to_wire(), []).append(job.job_id.to_wire())
+            if job.job_id.parent is not None:
+                children.setdefault(job.job_id.parent.to_wire(), []).append(job.job_id.to_wire())
         statuses = [
             self._build(j, sorted(children.get(j.job_id.to_wire(), [])), self._labels(j.job_id.to_wire()))
             for j in jobs
