@@ -80,7 +80,9 @@ def start() -> IrisCluster:
     env.update({CANARY: "must-not-reach-replicas", "TMPDIR": str(workdir)})
     argv = [str(Path(sys.executable).with_name("iris")), "--config", str(config), "cluster", "start", "--local"]
     with open(log, "wb") as out:
-        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir, start_new_session=True)
+        process = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir, start_new_session=True
+        )
     deadline = time.monotonic() + START_TIMEOUT
     while True:
         found = re.search(r"Controller started at (http://\S+)", log.read_text(errors="replace"))

@@ -28,7 +28,7 @@ rank = int(os.environ["RLAUNCH_REPLICA_RANK"])
 host, port = os.environ["RLAUNCH_RENDEZVOUS"].rsplit(":", 1)
 print("probe " + json.dumps({"rank": rank, "world": os.environ["RLAUNCH_WORLD_SIZE"],
       "job": os.environ["RLAUNCH_JOB_ID"], "rendezvous": os.environ["RLAUNCH_RENDEZVOUS"],
-      "canary": os.environ.get("%s"), "cw": os.environ.get("CW_KEY_ID"), "hf": os.environ.get("HF_TOKEN")}), flush=True)
+      "canary": os.environ.get("CANARY_NAME"), "cw": os.environ.get("CW_KEY_ID"), "hf": os.environ.get("HF_TOKEN")}), flush=True)
 if rank == 0:
     server = socket.socket()
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -44,7 +44,7 @@ else:
         except OSError:
             time.sleep(0.1)
     conn.sendall(b"hello from rank 1")
-""" % CANARY
+""".replace("CANARY_NAME", CANARY)
 
 
 def test_two_node_gang_on_fake_h100x8_is_coscheduled_and_meets_through_the_endpoint_registry(
@@ -136,7 +136,9 @@ def test_the_controller_itself_refuses_a_device_it_has_no_group_for(iris_env: Ir
     backend = IrisBackend(iris_env.url)
     before = len(backend.list_jobs())
     with pytest.raises(CapacityError, match=r"no scaling group provides device gpu:a100"):
-        backend._launch(JobSpec(name="wrong", argv=("true",), resources=Resources(accelerators=8, accelerator_type="A100")))
+        backend._launch(
+            JobSpec(name="wrong", argv=("true",), resources=Resources(accelerators=8, accelerator_type="A100"))
+        )
     assert len(backend.list_jobs()) == before
 
 

@@ -17,7 +17,9 @@ Every rlaunch job is one Iris job whose `replicas` are its tasks; the Iris job i
             job: cancelling the parent cancels it, and it ends when the parent fails.
   status    the Iris job status and its tasks (per-task state, attempts, exit code).
   logs      the tasks' log lines from Iris (`[rank N]`-prefixed), never a child job's.
-  cancel    Iris terminates the job and its descendants; waits until they are all terminal.
+  cancel    Iris terminates the job and its descendants (Iris keeps no reason).
+
+`submit_child`, `wait`, `cancel`, `logs` and `list_jobs` are the shared `GangBackend` half.
 """
 
 from __future__ import annotations
@@ -29,11 +31,11 @@ import os
 import secrets
 import string
 import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from rlaunch.cluster.base import GangBackend
 from rlaunch.cluster.iris import PRIORITIES
 from rlaunch.cluster.iris.connect import (
     IrisConnectionError,
@@ -45,9 +47,9 @@ from rlaunch.cluster.iris.connect import (
     scale_groups,
 )
 from rlaunch.cluster.iris.task import JOB_ENV, PORT_NAME, encode_job
+from rlaunch.cluster.logs import LogQuery, pick_lines, rank_prefix
 from rlaunch.cluster.protocol import (
     BACKEND_ENV,
-    JOB_ID_ENV,
     CapacityError,
     JobNotFoundError,
     JobSpec,
@@ -67,8 +69,6 @@ SCHEDULING_TIMEOUT_ENV = "RLAUNCH_IRIS_SCHEDULING_TIMEOUT"
 LABELS_ENV = "RLAUNCH_LABELS"
 COSCHEDULE_BY = "device-variant"  # every worker of a slice shares it; the autoscaler sizes the slice
 DEFAULT_SCHEDULING_TIMEOUT = 600.0
-MAX_POLL = 1.0
-CANCEL_SETTLE_SECONDS = 30.0
 _SUFFIX = string.ascii_lowercase + string.digits
 
 _STATES = {
@@ -105,10 +105,12 @@ def _state(value: Any) -> JobState:
     return _STATES.get(str(value.value if hasattr(value, "value") else value), JobState.PENDING)
 
 
-class IrisBackend:
+class IrisBackend(GangBackend):
     """Iris through its client. Options are forwarded into jobs, so a job's children run alike."""
 
     name = "iris"
+    kill_grace = 15.0  # how long Iris may take to report a terminated job's tasks ended
+    owned_variables = (JOB_ENV,)
 
     def __init__(
         self,
@@ -262,14 +264,11 @@ class IrisBackend:
             )
         if parent is None and current is not None:
             raise ValueError(f"inside Iris job {current} every submission is its child: use submit_child")
+        self._check_spec_env(spec)
+        if parent is not None:
+            self._check_live_parent(parent)
         self.check(spec)
         return self._launch(spec)
-
-    def submit_child(self, spec: JobSpec) -> str:
-        parent = os.environ.get(JOB_ID_ENV)
-        if not parent:
-            raise RuntimeError(f"submit_child needs ${JOB_ID_ENV}: call it from inside a running job, or use submit()")
-        return self.submit(spec, parent=parent)
 
     def _launch(self, spec: JobSpec) -> str:
         from connectrpc.errors import ConnectError
@@ -298,7 +297,9 @@ class IrisBackend:
                     Entrypoint.from_command(self.python, "-m", TASK_MODULE),
                     name,
                     resources,
-                    environment=EnvironmentSpec(env_vars=job_env, setup_scripts=[], secret_behavior=SecretBehavior.ISOLATE),
+                    environment=EnvironmentSpec(
+                        env_vars=job_env, setup_scripts=[], secret_behavior=SecretBehavior.ISOLATE
+                    ),
                     ports=[PORT_NAME],
                     scheduling_timeout=Duration.from_seconds(self.scheduling_timeout),
                     coscheduling=CoschedulingConfig(group_by=COSCHEDULE_BY) if spec.replicas > 1 else None,
@@ -410,70 +411,59 @@ class IrisBackend:
     def _state_of(self, job_id: str) -> JobState:
         return _state(self.client.job_state(self._name(job_id)))
 
-    def wait(self, job_id: str, timeout: float | None = None) -> JobStatus:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        delay = 0.05
-        while True:
-            if self._state_of(job_id).terminal or (deadline is not None and time.monotonic() >= deadline):
-                return self.status(job_id)
-            pause = delay if deadline is None else min(delay, max(deadline - time.monotonic(), 0.0))
-            time.sleep(pause)
-            delay = min(delay * 1.5, MAX_POLL)
+    def _ended(self, job_id: str) -> bool:
+        return self._state_of(job_id).terminal
 
-    def logs(
-        self, job_id: str, *, replica: int | None = None, follow: bool = False, tail: int | None = None
-    ) -> Iterator[str]:
-        raw = self._raw(job_id)
-        if replica is not None and not 0 <= replica < raw.task_count:
-            raise ValueError(f"job {job_id} has replicas 0..{raw.task_count - 1}; there is no replica {replica}")
-        if tail is not None and tail < 0:
-            raise ValueError(f"tail={tail} cannot be negative")
-        return self._lines(raw.job_id, replica, follow, tail)
+    def _replica_count(self, job_id: str) -> int:
+        return int(self._raw(job_id).task_count)
 
-    def _lines(self, name: Any, replica: int | None, follow: bool, tail: int | None) -> Iterator[str]:
+    def _log_lines(self, job_id: str, query: LogQuery) -> Iterator[str]:
+        """The job's own tasks' lines as `[rank N] line` (a child job's lines share its prefix: left out)."""
+        name = self._name(job_id)
         job = self.client.job(name)
 
-        def mine(entries: Any) -> Iterator[str]:
+        def combined(entries: Any) -> Iterator[str]:
             for entry in entries:
-                task = entry.task_id
-                if task.parent != name or (replica is not None and task.task_index != replica):
-                    continue
-                yield entry.data if replica is not None else f"[rank {task.task_index}] {entry.data}"
+                if entry.task_id.parent == name:
+                    yield f"{rank_prefix(entry.task_id.task_index)}{entry.data}"
 
-        if not follow:
-            lines = list(mine(job.logs()))
-            yield from lines[-tail:] if tail else ([] if tail == 0 else lines)
+        if not query.follow or query.finished():
+            yield from pick_lines(combined(job.logs()), query.pick, query.tail)
             return
-        yield from mine(job.follow_logs(tail=bool(tail), max_lines=tail or 0, poll_interval=0.5))
+        seen = 0
+        if query.tail is not None:
+            lines = list(combined(job.logs()))
+            seen = len(lines)
+            yield from pick_lines(lines, query.pick, query.tail)
+        for index, line in enumerate(combined(job.follow_logs(poll_interval=0.5))):
+            if index >= seen:
+                picked = query.pick(line)
+                if picked is not None:
+                    yield picked
 
-    def list_jobs(self) -> list[JobStatus]:
+    def _statuses(self) -> list[JobStatus]:
         jobs = self.client.list_jobs()
-        children: dict[str, list[str]] = {}
-        for job in jobs:
+        children = self._child_lookup(jobs)
+        return [self._build(j, children(j.job_id.to_wire()), self._labels(j.job_id.to_wire())) for j in jobs]
+
+    def _child_lookup(self, jobs: list[Any] | None = None) -> Callable[[str], list[str]]:
+        by_parent: dict[str, list[str]] = {}
+        for job in self.client.list_jobs() if jobs is None else jobs:
             if job.job_id.parent is not None:
-                children.setdefault(job.job_id.parent.to_wire(), []).append(job.job_id.to_wire())
-        statuses = [
-            self._build(j, sorted(children.get(j.job_id.to_wire(), [])), self._labels(j.job_id.to_wire()))
-            for j in jobs
-        ]
-        return sorted(statuses, key=lambda s: (s.submitted_at or "", s.job_id))
+                by_parent.setdefault(job.job_id.parent.to_wire(), []).append(job.job_id.to_wire())
+        return lambda job_id: sorted(by_parent.get(job_id, []))
 
     # -- stopping ------------------------------------------------------------------------------
 
-    def cancel(self, job_id: str, *, reason: str | None = None) -> JobStatus:
-        """Iris terminates the job and its descendants; returns once they all report terminal."""
-        name = self._name(job_id)
-        self._raw(job_id)
-        if not self._state_of(job_id).terminal:
-            self.client.cancel_job(name)
-        pending = [job_id, *self._descendants(job_id)]
-        deadline, delay = time.monotonic() + CANCEL_SETTLE_SECONDS, 0.05
-        while pending and time.monotonic() < deadline:
-            pending = [j for j in pending if not self._state_of(j).terminal]
-            if pending:
-                time.sleep(delay)
-                delay = min(delay * 1.5, MAX_POLL)
-        return self.status(job_id)
+    def _request_cancel(self, job_ids: list[str], reason: str | None) -> None:
+        """Iris keeps no reason with a cancel; the cancel itself is `_stop`."""
+        return None
 
-    def _descendants(self, job_id: str) -> list[str]:
-        return sorted(j.job_id.to_wire() for j in self.client.list_jobs(prefix=job_id + "/"))
+    def _stop(self, job_ids: list[str]) -> None:
+        """Terminate each job still running (Iris cascades to descendants; a child may already be gone)."""
+        from connectrpc.errors import ConnectError
+
+        for job_id in job_ids:
+            with contextlib.suppress(ConnectError, JobNotFoundError):
+                if not self._ended(job_id):
+                    self.client.cancel_job(self._name(job_id))

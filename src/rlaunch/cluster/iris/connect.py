@@ -46,7 +46,9 @@ def require_iris() -> None:
     try:
         import iris.client  # noqa: F401
     except ImportError as exc:
-        raise IrisUnavailableError(f"the iris backend needs Iris, which is not importable here ({exc}): {needs}") from None
+        raise IrisUnavailableError(
+            f"the iris backend needs Iris, which is not importable here ({exc}): {needs}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,9 @@ class ScaleGroup:
 def load_cluster_config(path: str) -> Any:
     """The cluster config (Iris's own loader and validation), or an error naming the file."""
     if not os.path.isfile(path):
-        raise IrisConnectionError(f"Iris cluster config {path!r} does not exist (IrisSkyRLExecution(cluster_config=...))")
+        raise IrisConnectionError(
+            f"Iris cluster config {path!r} does not exist (IrisSkyRLExecution(cluster_config=...))"
+        )
     from iris.cluster.config import load_config
 
     try:
