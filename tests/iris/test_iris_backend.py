@@ -52,12 +52,29 @@ def test_two_node_gang_on_fake_h100x8_is_coscheduled_and_meets_through_the_endpo
 ) -> None:
     from iris.client import IrisClient
     from iris.cluster.types import JobName
+    from iris.rpc import job_pb2
+
+    from rlaunch.cluster.iris.backend import IrisBackend
 
     monkeypatch.setenv("CW_KEY_ID", "iris-would-forward-this")  # not on rlaunch's allow-list
     spec = JobSpec(
-        name="gang", argv=py(RENDEZVOUS_PROBE), env={"HF_TOKEN": "hf_allowlisted_value"}, resources=H100X8, replicas=2
+        name="gang",
+        argv=py(RENDEZVOUS_PROBE),
+        env={"HF_TOKEN": "hf_allowlisted_value"},
+        resources=H100X8,
+        replicas=2,
+        max_retries=1,
+        timeout_seconds=900,
     )
-    job_id = backend.submit(spec)
+    batch = IrisBackend(cluster_config=str(iris_env.config), priority="batch", scheduling_timeout_seconds=120)
+    job_id = batch.submit(spec)
+    request = batch._request(job_id)  # what Iris was asked for
+    assert request.priority_band == job_pb2.PRIORITY_BAND_BATCH
+    assert (request.replicas, request.coscheduling.group_by) == (2, "device-variant")
+    assert (request.max_retries_failure, request.max_task_failures) == (1, 2)  # both limits, per task and job
+    assert (request.scheduling_timeout.milliseconds, request.timeout.milliseconds) == (120_000, 900_000)
+    assert (request.resources.cpu_millicores, request.resources.memory_bytes) == (4000, 2 * 10**9)  # Iris floor
+    assert list(request.ports) == ["rendezvous"]
     assert job_id.startswith("/") and JobName.from_wire(job_id).name.startswith("gang-")
     status = backend.wait(job_id, timeout=180)
     assert status.state is JobState.SUCCEEDED, (status, list(backend.logs(job_id)))
@@ -66,9 +83,16 @@ def test_two_node_gang_on_fake_h100x8_is_coscheduled_and_meets_through_the_endpo
         (1, JobState.SUCCEEDED, 1),
     ]
 
-    lines = list(backend.logs(job_id))
-    probes = {p["rank"]: p for p in (json.loads(line.split("probe ", 1)[1]) for line in lines if "probe {" in line)}
-    assert set(probes) == {0, 1}
+    def probes_of(lines: list[str]) -> dict[int, dict]:
+        return {p["rank"]: p for p in (json.loads(line.split("probe ", 1)[1]) for line in lines if "probe {" in line)}
+
+    # Iris ships task output to its log store asynchronously: the last lines may land after the end.
+    def complete() -> list[str] | None:
+        got = list(backend.logs(job_id))
+        return got if len(probes_of(got)) == 2 and any("received" in line for line in got) else None
+
+    lines = wait_for(complete, timeout=60, what="both ranks' log lines")
+    probes = probes_of(lines)
     assert probes[0]["rendezvous"] == probes[1]["rendezvous"]  # rank 1 resolved what rank 0 registered
     assert all(p["job"] == job_id and p["world"] == "2" for p in probes.values())
     assert all(p["canary"] is None and p["cw"] is None for p in probes.values())  # allow-list only
@@ -105,6 +129,24 @@ import time; time.sleep(600)
     assert backend.status(child).state is JobState.CANCELLED
 
 
+def test_a_child_ends_when_its_parent_fails(backend) -> None:
+    coordinator = """
+import sys, time
+from rlaunch.cluster.protocol import JobSpec, JobState, backend_from_env
+backend = backend_from_env()
+child = backend.submit_child(JobSpec(name="child", argv=(sys.executable, "-c", "import time; time.sleep(600)")))
+while backend.status(child).state is not JobState.RUNNING:
+    time.sleep(0.2)
+print("child running; the coordinator fails now", flush=True)
+sys.exit(5)
+"""
+    job_id = backend.submit(JobSpec(name="doomed", argv=py(coordinator), resources=Resources(cpu=0.5)))
+    assert backend.wait(job_id, timeout=180).state is JobState.FAILED
+    (child,) = backend.status(job_id).children
+    ended = backend.wait(child, timeout=60)
+    assert ended.state is JobState.CANCELLED, ended
+
+
 def test_a_failing_replica_is_retried_once_then_fails_with_the_reason(backend) -> None:
     failing = "import sys; print('replica gives up: disk on fire', file=sys.stderr); sys.exit(3)"
     job_id = backend.submit(JobSpec(name="flaky", argv=py(failing), resources=Resources(cpu=0.5), max_retries=1))
@@ -113,7 +155,9 @@ def test_a_failing_replica_is_retried_once_then_fails_with_the_reason(backend) -
     (replica,) = status.replicas
     assert (replica.attempts, replica.exit_code) == (2, 3)
     assert "Exit code: 3" in status.message and "disk on fire" in status.message
-    assert sum("replica gives up" in line for line in backend.logs(job_id)) == 2  # both attempts ran
+    wait_for(  # both attempts ran (Iris's log store may receive the last lines after the end)
+        lambda: sum("replica gives up" in line for line in backend.logs(job_id)) == 2, timeout=60, what="two attempts"
+    )
 
 
 def test_an_unschedulable_gang_is_refused_before_anything_is_submitted(backend) -> None:
@@ -145,6 +189,7 @@ def test_the_controller_itself_refuses_a_device_it_has_no_group_for(iris_env: Ir
 def test_rlaunch_jobs_and_the_iris_cli_see_the_same_job(backend, iris_env: IrisCluster) -> None:
     job_id = backend.submit(JobSpec(name="hello", argv=py("print('hello from iris')"), resources=Resources(cpu=0.5)))
     assert backend.wait(job_id, timeout=120).state is JobState.SUCCEEDED
+    wait_for(lambda: any("hello from iris" in line for line in backend.logs(job_id)), timeout=60, what="the log line")
     rlaunch = [sys.executable, "-m", "rlaunch", "jobs", "--backend", "iris", "--controller-url", iris_env.url]
     shown = subprocess.run([*rlaunch, "status", job_id, "--json"], capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr

@@ -348,17 +348,23 @@ class IrisBackend(GangBackend):
                 raise JobNotFoundError(f"no Iris job {job_id!r} at {self.controller_url}") from None
             raise
 
-    def _labels(self, job_id: str) -> dict[str, str]:
-        """The labels rlaunch put in the job's environment (read back from the original request)."""
+    def _request(self, job_id: str) -> Any:
+        """The job's original submission as the controller keeps it (None when it cannot be read)."""
         from iris.rpc import controller_pb2
 
         request = controller_pb2.Controller.GetJobStatusRequest(job_id=job_id)
         try:
-            response = self.client._cluster_client._client.get_job_status(request)
-            job = json.loads(response.request.environment.env_vars.get(JOB_ENV) or "{}")
-            return json.loads(job.get("env", {}).get(LABELS_ENV) or "{}")
-        except Exception:  # noqa: BLE001 - labels are a convenience; the job's state does not need them
+            return self.client._cluster_client._client.get_job_status(request).request
+        except Exception:  # noqa: BLE001 - a convenience; the job's state does not need it
+            return None
+
+    def _labels(self, job_id: str) -> dict[str, str]:
+        """The labels rlaunch put in the job's environment (read back from the original request)."""
+        request = self._request(job_id)
+        if request is None:
             return {}
+        job = json.loads(request.environment.env_vars.get(JOB_ENV) or "{}")
+        return json.loads(job.get("env", {}).get(LABELS_ENV) or "{}")
 
     def _build(self, raw: Any, children: list[str], labels: dict[str, str]) -> JobStatus:
         job_id = raw.job_id.to_wire()
