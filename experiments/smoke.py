@@ -4,6 +4,7 @@
     python -m experiments.smoke --version 2026.11.30 --stage rl --run       # train only
     python -m experiments.smoke --version 2026.11.30 --slots 2              # plan a 2-process run
     RAY_ADDRESS=http://127.0.0.1:8265 python -m experiments.smoke --version 2026.11.30 --backend ray --run
+    IRIS_CONTROLLER_URL=http://127.0.0.1:PORT python -m experiments.smoke --version 2026.11.30 --backend iris --run
 
 Steps: a byte-level BPE tokenizer trained here, a tiny random-init Qwen3 (records its heads and
 context length), a synthetic arithmetic dataset with ground truth, the RL step (TRL GRPO through
@@ -32,6 +33,7 @@ from rlaunch.skyrl import (
     ArtifactDataSource,
     ArtifactHfModel,
     HfModel,
+    IrisSkyRLExecution,
     LocalSkyRLExecution,
     RaySkyRLExecution,
     SkyRLExecution,
@@ -238,6 +240,19 @@ def execution(backend: str, slots: int) -> SkyRLExecution:
             coordinator_memory="2GB",
             coordinator_disk="10GB",
         )
+    if backend == "iris":  # the controller at $IRIS_CONTROLLER_URL (inside an Iris task, Iris sets it)
+        url = os.environ.get("IRIS_CONTROLLER_URL")
+        if not url:
+            raise click.UsageError("--backend iris needs IRIS_CONTROLLER_URL=http://<controller>:<port>")
+        return IrisSkyRLExecution(
+            controller_url=url,
+            cpu=float(slots),
+            memory="4GB",
+            disk="10GB",
+            coordinator_cpu=1.0,
+            coordinator_memory="2GB",
+            coordinator_disk="10GB",
+        )
     return LocalSkyRLExecution(cpu=float(slots), memory="4GB", disk="10GB")
 
 
@@ -285,10 +300,10 @@ def evaluation_step(rl: ArtifactStep[SkyRLRun], data: ArtifactStep[Directory]) -
 @click.command()
 @click.option(
     "--backend",
-    type=click.Choice(["local", "ray"]),
+    type=click.Choice(["local", "ray", "iris"]),
     default="local",
     show_default=True,
-    help="Where the RL step's coordinator and child job run (ray: $RAY_ADDRESS).",
+    help="Where the RL step's coordinator and child job run (ray: $RAY_ADDRESS; iris: $IRIS_CONTROLLER_URL).",
 )
 @click.option(
     "--stage",

@@ -27,11 +27,14 @@ def _clear_errors() -> Iterator[None]:
 
 
 def _backend(ctx: click.Context) -> Backend:
-    name, root = ctx.obj["backend"], ctx.obj["root"]
+    name, root, controller = ctx.obj["backend"], ctx.obj["root"], ctx.obj["controller_url"]
     if root is not None and name != "local":
         raise click.UsageError("--root only applies to the local backend")
+    if controller is not None and name != "iris":
+        raise click.UsageError("--controller-url only applies to the iris backend")
+    options = {"root": root} if root is not None else {"controller_url": controller} if controller else {}
     with _clear_errors():
-        return get_backend(name, **({"root": root} if root is not None else {}))
+        return get_backend(name, **options)
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -69,10 +72,15 @@ def _status_text(status: JobStatus, child_state: Callable[[str], str]) -> str:
     default=None,
     help="Local backend only: the job state directory (default $RLAUNCH_LOCAL_ROOT, else <prefix>/.jobs).",
 )
+@click.option(
+    "--controller-url",
+    default=None,
+    help="Iris backend only: the controller (default $IRIS_CONTROLLER_URL).",
+)
 @click.pass_context
-def jobs(ctx: click.Context, backend_name: str, root: str | None) -> None:
+def jobs(ctx: click.Context, backend_name: str, root: str | None, controller_url: str | None) -> None:
     """List, inspect, follow and cancel cluster jobs."""
-    ctx.obj = {"backend": backend_name, "root": root}
+    ctx.obj = {"backend": backend_name, "root": root, "controller_url": controller_url}
 
 
 @jobs.command("list")

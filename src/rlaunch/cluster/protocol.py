@@ -31,6 +31,7 @@ RENDEZVOUS_ENV = "RLAUNCH_RENDEZVOUS"
 _BACKENDS = {
     "local": "rlaunch.cluster.local.backend:LocalBackend",
     "ray": "rlaunch.cluster.ray.backend:RayBackend",
+    "iris": "rlaunch.cluster.iris.backend:IrisBackend",
 }
 
 
@@ -191,11 +192,6 @@ def single_replica_lines(lines: Iterator[str], replicas: int) -> Iterator[str]:
 def get_backend(name: str, **options: Any) -> Backend:
     """Construct a backend by name; an optional dependency missing gives an error naming the extra."""
     target = _BACKENDS.get(name)
-    if name == "iris":
-        raise BackendUnavailableError(
-            "this rlaunch has no Iris backend yet: IrisSkyRLExecution plans and validates, but launching needs "
-            "LocalSkyRLExecution or RaySkyRLExecution (placement only: the fingerprints stay the same)"
-        )
     if target is None:
         raise BackendUnavailableError(f"unknown cluster backend {name!r}; choose one of {sorted(_BACKENDS)}")
     module_name, _, class_name = target.partition(":")

@@ -149,32 +149,64 @@ class RaySkyRLExecution(SkyRLExecution):
 
 @dataclass(frozen=True, kw_only=True)
 class IrisSkyRLExecution(SkyRLExecution):
-    """Marin's Iris: a cluster (config), an optional federated target, and per-node resources."""
+    """Marin's Iris (needs Python >= 3.12 and the extra: pip install 'rlaunch[iris]').
+
+    cluster_config   the cluster YAML (`iris --config`): where the controller is (a local cluster
+                     started with `iris --config X cluster start --local` is found through the
+                     address it recorded) and the scale groups a gang is checked against
+    controller_url   the controller itself (http://host:port); with cluster_config, it is where
+                     that cluster answers. One of the two is required.
+    cluster          the cluster's name (for people; Iris names it in the config)
+    target_cluster / parent_cluster_config   a federated hand-off (recorded; not submitted through)
+    scheduling_timeout_seconds   how long a job may wait unplaced before Iris fails it (unschedulable)
+
+    `cpu`/`memory`/`disk` are per node of the child gang (each node is one Iris task of
+    `gpus_per_node` x `gpu_variant`), `coordinator_*` the coordinator job's; `priority` is the Iris
+    priority band (production, interactive, batch, system; None inherits); `max_retries` sets both
+    Iris retry limits (per task and the job's cumulative failures).
+    """
 
     backend: ClassVar[str] = "iris"
-    cluster: str
-    cluster_config: str
+    cluster: str | None = None
+    cluster_config: str | None = None
+    controller_url: str | None = None
     target_cluster: str | None = None
     parent_cluster_config: str | None = None
+    scheduling_timeout_seconds: int = 600
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        require_str("IrisSkyRLExecution", "cluster", self.cluster)
-        require_str("IrisSkyRLExecution", "cluster_config", self.cluster_config)
-        if (self.target_cluster is None) != (self.parent_cluster_config is None):
-            raise ValueError("IrisSkyRLExecution.target_cluster and parent_cluster_config must be set together")
-        if self.target_cluster is not None and self.target_cluster != self.cluster:
-            raise ValueError(
-                f"IrisSkyRLExecution.target_cluster={self.target_cluster!r} must equal cluster={self.cluster!r}"
+        from rlaunch.cluster.iris import PRIORITIES
+
+        owner = "IrisSkyRLExecution"
+        for name in ("cluster", "cluster_config", "controller_url", "target_cluster", "parent_cluster_config"):
+            require_str(owner, name, getattr(self, name), allow_none=True)
+        if self.cluster_config is None and self.controller_url is None:
+            raise TypeError(
+                f"{owner} needs cluster_config='<cluster.yaml>' or controller_url='http://<controller>:<port>'"
             )
+        if self.controller_url is not None and not self.controller_url.startswith(("http://", "https://")):
+            raise ValueError(f"{owner}.controller_url={self.controller_url!r} must be an http(s):// URL")
+        if (self.target_cluster is None) != (self.parent_cluster_config is None):
+            raise ValueError(f"{owner}.target_cluster and parent_cluster_config must be set together")
+        if self.target_cluster is not None and self.target_cluster != self.cluster:
+            raise ValueError(f"{owner}.target_cluster={self.target_cluster!r} must equal cluster={self.cluster!r}")
+        if self.priority is not None and self.priority not in PRIORITIES:
+            raise ValueError(f"{owner}.priority={self.priority!r}: choose one of {list(PRIORITIES)} (None inherits)")
+        require_int(owner, "scheduling_timeout_seconds", self.scheduling_timeout_seconds)
+        if self.scheduling_timeout_seconds <= 0:
+            raise ValueError(f"{owner}.scheduling_timeout_seconds={self.scheduling_timeout_seconds} must be positive")
 
     def route(self) -> tuple[Any, ...]:
-        return ("iris", self.parent_cluster_config or self.cluster_config, self.target_cluster)
+        return ("iris", self.parent_cluster_config or self.cluster_config, self.controller_url, self.target_cluster)
 
     def placement(self) -> Mapping[str, Any]:
         return {
             "cluster": self.cluster,
             "cluster_config": self.cluster_config,
+            "controller_url": self.controller_url,
             "target_cluster": self.target_cluster,
             "parent_cluster_config": self.parent_cluster_config,
+            "priority": self.priority,
+            "scheduling_timeout_seconds": self.scheduling_timeout_seconds,
         }

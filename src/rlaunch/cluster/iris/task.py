@@ -1,0 +1,125 @@
+"""`python -m rlaunch.cluster.iris.task`: what every Iris task of an rlaunch job runs.
+
+The job itself (argv, environment, working directory) travels as one JSON variable,
+`RLAUNCH_IRIS_JOB`: Iris's local process runtime rewrites every argument and variable that
+starts with `/tmp/` to the task's private tmpfs, which would move a prefix under /tmp away from
+the other tasks. Iris starts a task with the worker's whole environment; this wrapper replaces the
+process with the job's argv under the environment every rlaunch replica gets (see
+`cluster.protocol`): the allow-listed base, the job's own variables, Iris's `IRIS_*` plumbing (so
+code in the job can submit children and use endpoints), and the RLAUNCH_* job variables.
+
+Rendezvous: every job requests the named port `rendezvous`. In a gang of more than one task,
+rank 0 registers `<host>:<port>` in Iris's endpoint registry under a name derived from the job id
+and the others resolve it; every replica gets it as RLAUNCH_RENDEZVOUS. Nothing is left behind:
+Iris drops an endpoint when the attempt that registered it ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from rlaunch.cluster.iris.connect import is_loopback
+from rlaunch.cluster.local.environment import replica_environment
+from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV, RANK_ENV, RENDEZVOUS_ENV, WORLD_SIZE_ENV
+
+JOB_ENV = "RLAUNCH_IRIS_JOB"
+PORT_NAME = "rendezvous"
+TIMEOUT_ENV = "RLAUNCH_IRIS_RENDEZVOUS_TIMEOUT"
+DEFAULT_TIMEOUT = 600.0
+
+
+def endpoint_name(job_id: str) -> str:
+    """The registry name of a job's rendezvous (endpoint names are namespaced by the root job)."""
+    return "rlaunch-rendezvous" + job_id.replace("/", ".")
+
+
+def _say(message: str) -> None:
+    sys.stderr.write(f"[rlaunch.iris] {message}\n")
+    sys.stderr.flush()
+
+
+def rendezvous(info: object, job_id: str, rank: int, world: int) -> str:
+    """Rank 0's `host:port`: registered by rank 0, resolved through Iris by the others."""
+    from iris.client.client import iris_ctx
+
+    port = info.ports.get(PORT_NAME, 0)  # type: ignore[attr-defined]
+    host = "127.0.0.1" if is_loopback(info.controller_address or "") else info.advertise_host  # type: ignore[attr-defined]
+    if world == 1:
+        return f"{host}:{port}"
+    ctx = iris_ctx()
+    name = endpoint_name(job_id)
+    if rank == 0:
+        address = f"{host}:{port}"
+        ctx.registry.register(name, address)
+        _say(f"rank 0 registered rendezvous {address} as endpoint {name}")
+        return address
+    timeout = float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT)
+    deadline, delay = time.monotonic() + timeout, 0.1
+    while True:
+        try:
+            found = ctx.resolver.resolve(name)
+            if not found.is_empty:
+                address = found.first().url
+                _say(f"rank {rank} resolved rendezvous {address} from endpoint {name}")
+                return address
+        except Exception as exc:  # noqa: BLE001 - not registered yet reads differently across controllers
+            last = exc
+        else:
+            last = None
+        if time.monotonic() >= deadline:
+            raise SystemExit(
+                f"[rlaunch.iris] rank {rank} found no rendezvous endpoint {name} after {timeout:g}s "
+                f"(rank 0 never registered it{f'; last error: {last}' if last else ''}); raise ${TIMEOUT_ENV} "
+                "if rank 0 needs longer to start"
+            )
+        time.sleep(delay)
+        delay = min(delay * 1.5, 2.0)
+
+
+def encode_job(argv: list[str], env: dict[str, str], cwd: str | None) -> str:
+    return json.dumps({"argv": argv, "env": env, "cwd": cwd}, sort_keys=True)
+
+
+def decode_job(raw: str | None) -> dict:
+    job = json.loads(raw or "{}")
+    if not job.get("argv"):
+        raise SystemExit(f"rlaunch.cluster.iris.task needs ${JOB_ENV} (set by the iris backend at submission)")
+    return job
+
+
+def replica_env(job_env: dict[str, str], job_variables: dict[str, str]) -> dict[str, str]:
+    plumbing = {k: v for k, v in os.environ.items() if k.startswith("IRIS_")}
+    return replica_environment({**job_env, **plumbing}, job_variables)
+
+
+def main() -> None:
+    job = decode_job(os.environ.get(JOB_ENV))
+    argv, cwd = job["argv"], job.get("cwd")
+    from iris.cluster.client.job_info import get_job_info
+
+    info = get_job_info()
+    if info is None:
+        raise SystemExit("rlaunch.cluster.iris.task runs inside an Iris task (no IRIS_TASK_ID here)")
+    job_id = info.task_id.parent.to_wire()
+    rank, world = info.task_id.task_index, info.num_tasks
+    variables = {
+        BACKEND_ENV: "iris",
+        JOB_ID_ENV: job_id,
+        RANK_ENV: str(rank),
+        WORLD_SIZE_ENV: str(world),
+        RENDEZVOUS_ENV: rendezvous(info, job_id, rank, world),
+    }
+    if cwd and os.path.isdir(cwd):
+        os.chdir(cwd)
+    sys.stdout.flush()
+    try:
+        os.execvpe(argv[0], argv, replica_env(job["env"], variables))
+    except OSError as exc:
+        raise SystemExit(f"[rlaunch.iris] cannot start {argv[0]!r}: {exc}") from None
+
+
+if __name__ == "__main__":
+    main()

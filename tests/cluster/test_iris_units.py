@@ -1,0 +1,123 @@
+"""The Iris backend's pieces that need no cluster (and no Iris): they run under Python 3.11 too.
+
+The behaviour against a real Iris cluster is in tests/iris (the Python 3.12 tier).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rlaunch.cluster.iris.backend import iris_job_name
+from rlaunch.cluster.iris.connect import REQUIREMENTS, IrisUnavailableError, require_iris
+from rlaunch.cluster.iris.task import decode_job, encode_job, endpoint_name, replica_env
+from rlaunch.cluster.protocol import get_backend
+from rlaunch.errors import UserError
+from rlaunch.names import sanitize_job_name
+from rlaunch.skyrl import IrisSkyRLExecution
+from tests.launching import REPO
+
+
+def test_choosing_iris_on_python_311_names_the_requirement(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "version_info", (3, 11, 9, "final", 0))
+    with pytest.raises(IrisUnavailableError) as info:
+        get_backend("iris", controller_url="http://127.0.0.1:9")
+    message = str(info.value)
+    assert isinstance(info.value, UserError)
+    assert "needs Python >= 3.12" in message and "pip install 'rlaunch[iris]'" in message
+    assert all(requirement in message for requirement in REQUIREMENTS)
+
+
+def test_without_iris_installed_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "version_info", (3, 12, 1, "final", 0))
+    monkeypatch.setitem(sys.modules, "iris", None)  # import iris.client fails
+    monkeypatch.setitem(sys.modules, "iris.client", None)
+    with pytest.raises(IrisUnavailableError, match=r"not importable here .*rlaunch\[iris\]"):
+        require_iris()
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the refusal is what Python 3.11 users see")
+def test_smoke_with_iris_on_python_311_submits_nothing_and_says_why(tmp_path: Path) -> None:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("RLAUNCH_", "IRIS_"))},
+        "RLAUNCH_PREFIX": str(tmp_path / "prefix"),
+        "IRIS_CONTROLLER_URL": "http://127.0.0.1:9",
+        "PYTHONPATH": str(REPO),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.smoke", "--version", "2026.11.30", "--backend", "iris", "--run"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "the iris backend needs Python >= 3.12" in done.stderr and REQUIREMENTS[0] in done.stderr
+    assert "Nothing was submitted." in done.stderr
+    assert not (tmp_path / "prefix" / "smoke").exists()
+
+
+@given(st.text(min_size=1, max_size=80))
+def test_iris_job_names_satisfy_iris_rules(raw: str) -> None:
+    try:
+        name = sanitize_job_name(raw)
+    except ValueError:
+        return
+    iris_name = iris_job_name(name)
+    assert "/" not in iris_name and iris_name.strip() == iris_name and iris_name
+    assert not iris_name.isdigit()  # a nested integer name would read as a task index
+    assert iris_name == name or iris_name == f"job-{name}"
+
+
+def test_iris_job_name_refuses_a_slash() -> None:
+    with pytest.raises(ValueError, match="contain no '/'"):
+        iris_job_name("a/b")
+
+
+def test_the_job_travels_whole_and_replicas_get_only_the_allow_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    job = {
+        "argv": ["python", "-c", "pass"],
+        "env": {"RLAUNCH_PREFIX": "/tmp/prefix", "HF_TOKEN": "hf_x"},
+        "cwd": "/tmp/w",
+    }
+    assert decode_job(encode_job(job["argv"], job["env"], job["cwd"])) == job
+    with pytest.raises(SystemExit, match="RLAUNCH_IRIS_JOB"):
+        decode_job(None)
+    monkeypatch.setenv("WORKER_ONLY_TOKEN", "from-the-worker")
+    monkeypatch.setenv("IRIS_TASK_ID", "/root/job/0:0")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    env = replica_env(job["env"], {"RLAUNCH_REPLICA_RANK": "0"})
+    assert env["RLAUNCH_PREFIX"] == "/tmp/prefix"  # not rewritten to a task-private /tmp
+    assert env["HF_TOKEN"] == "hf_x" and env["IRIS_TASK_ID"] == "/root/job/0:0" and env["PATH"] == "/usr/bin:/bin"
+    assert env["RLAUNCH_REPLICA_RANK"] == "0"
+    assert "WORKER_ONLY_TOKEN" not in env
+
+
+def test_rendezvous_endpoint_names_are_per_job() -> None:
+    assert endpoint_name("/root/coord/child") == "rlaunch-rendezvous.root.coord.child"
+    assert endpoint_name("/root/a") != endpoint_name("/root/b")
+
+
+def test_iris_execution_needs_a_cluster_config_or_a_controller() -> None:
+    with pytest.raises(TypeError, match=r"needs cluster_config=.* or controller_url="):
+        IrisSkyRLExecution(cpu=1, memory="1GB", disk="1GB")
+    with pytest.raises(ValueError, match=r"controller_url='127.0.0.1:80' must be an http\(s\):// URL"):
+        IrisSkyRLExecution(cpu=1, memory="1GB", disk="1GB", controller_url="127.0.0.1:80")
+    with pytest.raises(ValueError, match=r"priority='urgent': choose one of \['production', 'interactive'"):
+        IrisSkyRLExecution(cpu=1, memory="1GB", disk="1GB", controller_url="http://c:1", priority="urgent")
+    execution = IrisSkyRLExecution(
+        cpu=1, memory="1GB", disk="1GB", controller_url="http://c:1", priority="batch", scheduling_timeout_seconds=60
+    )
+    placement = execution.placement()
+    assert (placement["controller_url"], placement["priority"], placement["scheduling_timeout_seconds"]) == (
+        "http://c:1",
+        "batch",
+        60,
+    )

@@ -1,0 +1,205 @@
+"""The Iris backend against a real local Iris cluster: gangs, parent/child, retries, refusals.
+
+Every job here is a real Iris job run by Iris's local workers (host processes); the fake `H100x8`
+scale group gives GPU placement without GPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rlaunch.cluster.protocol import CapacityError, JobSpec, JobState, Resources
+from tests.iris.iris_cluster import CANARY, IrisCluster
+from tests.polling import py, wait_for
+
+pytestmark = pytest.mark.iris
+
+H100X8 = Resources(cpu=2, memory_bytes=2 * 10**9, disk_bytes=10**9, accelerators=8, accelerator_type="H100")
+
+# Rank 0 listens on the rendezvous port; rank 1 connects through the address it resolved from
+# Iris's endpoint registry and sends a line. Both print what the wrapper gave them.
+RENDEZVOUS_PROBE = """
+import json, os, socket, time
+rank = int(os.environ["RLAUNCH_REPLICA_RANK"])
+host, port = os.environ["RLAUNCH_RENDEZVOUS"].rsplit(":", 1)
+print("probe " + json.dumps({"rank": rank, "world": os.environ["RLAUNCH_WORLD_SIZE"],
+      "job": os.environ["RLAUNCH_JOB_ID"], "rendezvous": os.environ["RLAUNCH_RENDEZVOUS"],
+      "canary": os.environ.get("CANARY_NAME"), "cw": os.environ.get("CW_KEY_ID"), "hf": os.environ.get("HF_TOKEN")}), flush=True)
+if rank == 0:
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("0.0.0.0", int(port)))
+    server.listen(1)
+    conn, _ = server.accept()
+    print("rank 0 received: " + conn.recv(100).decode(), flush=True)
+else:
+    for _ in range(300):
+        try:
+            conn = socket.create_connection((host, int(port)))
+            break
+        except OSError:
+            time.sleep(0.1)
+    conn.sendall(b"hello from rank 1")
+""".replace("CANARY_NAME", CANARY)
+
+
+def test_two_node_gang_on_fake_h100x8_is_coscheduled_and_meets_through_the_endpoint_registry(
+    backend, iris_env: IrisCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from iris.client import IrisClient
+    from iris.cluster.types import JobName
+    from iris.rpc import job_pb2
+
+    from rlaunch.cluster.iris.backend import IrisBackend
+
+    monkeypatch.setenv("CW_KEY_ID", "iris-would-forward-this")  # not on rlaunch's allow-list
+    spec = JobSpec(
+        name="gang",
+        argv=py(RENDEZVOUS_PROBE),
+        env={"HF_TOKEN": "hf_allowlisted_value"},
+        resources=H100X8,
+        replicas=2,
+        max_retries=1,
+        timeout_seconds=900,
+    )
+    batch = IrisBackend(cluster_config=str(iris_env.config), priority="batch", scheduling_timeout_seconds=120)
+    job_id = batch.submit(spec)
+    request = batch._request(job_id)  # what Iris was asked for
+    assert request.priority_band == job_pb2.PRIORITY_BAND_BATCH
+    assert (request.replicas, request.coscheduling.group_by) == (2, "device-variant")
+    assert (request.max_retries_failure, request.max_task_failures) == (1, 2)  # both limits, per task and job
+    assert (request.scheduling_timeout.milliseconds, request.timeout.milliseconds) == (120_000, 900_000)
+    assert (request.resources.cpu_millicores, request.resources.memory_bytes) == (4000, 2 * 10**9)  # Iris floor
+    assert list(request.ports) == ["rendezvous"]
+    assert job_id.startswith("/") and JobName.from_wire(job_id).name.startswith("gang-")
+    status = backend.wait(job_id, timeout=180)
+    assert status.state is JobState.SUCCEEDED, (status, list(backend.logs(job_id)))
+    assert [(r.rank, r.state, r.attempts) for r in status.replicas] == [
+        (0, JobState.SUCCEEDED, 1),
+        (1, JobState.SUCCEEDED, 1),
+    ]
+
+    def probes_of(lines: list[str]) -> dict[int, dict]:
+        return {p["rank"]: p for p in (json.loads(line.split("probe ", 1)[1]) for line in lines if "probe {" in line)}
+
+    # Iris ships task output to its log store asynchronously: the last lines may land after the end.
+    def complete() -> list[str] | None:
+        got = list(backend.logs(job_id))
+        return got if len(probes_of(got)) == 2 and any("received" in line for line in got) else None
+
+    lines = wait_for(complete, timeout=60, what="both ranks' log lines")
+    probes = probes_of(lines)
+    assert probes[0]["rendezvous"] == probes[1]["rendezvous"]  # rank 1 resolved what rank 0 registered
+    assert all(p["job"] == job_id and p["world"] == "2" for p in probes.values())
+    assert all(p["canary"] is None and p["cw"] is None for p in probes.values())  # allow-list only
+    assert all(p["hf"] == "hf_allowlisted_value" for p in probes.values())  # forwarded through the job env
+    assert "[rank 0] rank 0 received: hello from rank 1" in lines
+    assert any("[rank 0] [rlaunch.iris] rank 0 registered rendezvous" in line for line in lines)
+    assert any("[rank 1] [rlaunch.iris] rank 1 resolved rendezvous" in line for line in lines)
+    rank1 = list(backend.logs(job_id, replica=1))
+    assert rank1 and not any(line.startswith("[rank") for line in rank1)
+    assert any("rank 1 resolved rendezvous" in line for line in rank1)
+
+    # Iris's own view: one job of two tasks, each holding 8 H100 on a worker of the fake group.
+    client = IrisClient.remote(iris_env.url, workspace=None)
+    raw = client.job_status(JobName.from_wire(job_id))
+    assert (raw.task_count, raw.resources.device.variant, raw.resources.device.count) == (2, "H100", 8)
+    workers = {t.worker_id for t in client.list_tasks(JobName.from_wire(job_id))}
+    assert len(workers) == 2 and all("h100x8" in w for w in workers)
+
+
+def test_cancelling_the_coordinator_cancels_its_child(backend) -> None:
+    coordinator = """
+import sys
+from rlaunch.cluster.protocol import JobSpec, backend_from_env
+child = backend_from_env().submit_child(JobSpec(name="child", argv=(sys.executable, "-c", "import time; time.sleep(600)")))
+print("child " + child, flush=True)
+import time; time.sleep(600)
+"""
+    job_id = backend.submit(JobSpec(name="coordinator", argv=py(coordinator), resources=Resources(cpu=0.5)))
+    child = wait_for(lambda: backend.status(job_id).children, timeout=120, what="the child job")[0]
+    assert child.startswith(job_id + "/child-") and backend.status(child).parent == job_id
+    wait_for(lambda: backend.status(child).state is JobState.RUNNING, timeout=120, what="the child running")
+    ended = backend.cancel(job_id, reason="test")
+    assert ended.state is JobState.CANCELLED
+    assert backend.status(child).state is JobState.CANCELLED
+
+
+def test_a_child_ends_when_its_parent_fails(backend) -> None:
+    coordinator = """
+import sys, time
+from rlaunch.cluster.protocol import JobSpec, JobState, backend_from_env
+backend = backend_from_env()
+child = backend.submit_child(JobSpec(name="child", argv=(sys.executable, "-c", "import time; time.sleep(600)")))
+while backend.status(child).state is not JobState.RUNNING:
+    time.sleep(0.2)
+print("child running; the coordinator fails now", flush=True)
+sys.exit(5)
+"""
+    job_id = backend.submit(JobSpec(name="doomed", argv=py(coordinator), resources=Resources(cpu=0.5)))
+    assert backend.wait(job_id, timeout=180).state is JobState.FAILED
+    (child,) = backend.status(job_id).children
+    ended = backend.wait(child, timeout=60)
+    assert ended.state is JobState.CANCELLED, ended
+
+
+def test_a_failing_replica_is_retried_once_then_fails_with_the_reason(backend) -> None:
+    failing = "import sys; print('replica gives up: disk on fire', file=sys.stderr); sys.exit(3)"
+    job_id = backend.submit(JobSpec(name="flaky", argv=py(failing), resources=Resources(cpu=0.5), max_retries=1))
+    status = backend.wait(job_id, timeout=180)
+    assert status.state is JobState.FAILED
+    (replica,) = status.replicas
+    assert (replica.attempts, replica.exit_code) == (2, 3)
+    assert "Exit code: 3" in status.message and "disk on fire" in status.message
+    wait_for(  # both attempts ran (Iris's log store may receive the last lines after the end)
+        lambda: sum("replica gives up" in line for line in backend.logs(job_id)) == 2, timeout=60, what="two attempts"
+    )
+
+
+def test_an_unschedulable_gang_is_refused_before_anything_is_submitted(backend) -> None:
+    before = [s.job_id for s in backend.list_jobs()]
+    a100 = Resources(cpu=2, accelerators=8, accelerator_type="A100")
+    with pytest.raises(CapacityError, match=r"no scaling group provides device gpu:a100 \(available: cpu, h100x8\)"):
+        backend.submit(JobSpec(name="wrong-device", argv=("true",), resources=a100))
+    with pytest.raises(CapacityError, match=r"coschedule_mismatch: job needs 3 tasks coscheduled .*h100x8=2"):
+        backend.submit(JobSpec(name="too-many-nodes", argv=("true",), resources=H100X8, replicas=3))
+    sixteen = Resources(cpu=2, accelerators=16, accelerator_type="H100")
+    with pytest.raises(CapacityError, match=r"gpu: need 16, available 8"):
+        backend.check(JobSpec(name="too-many-gpus", argv=("true",), resources=sixteen))
+    assert [s.job_id for s in backend.list_jobs()] == before
+
+
+def test_the_controller_itself_refuses_a_device_it_has_no_group_for(iris_env: IrisCluster) -> None:
+    """Without the cluster config, the controller's own reason comes back; nothing is left behind."""
+    from rlaunch.cluster.iris.backend import IrisBackend
+
+    backend = IrisBackend(iris_env.url)
+    before = len(backend.list_jobs())
+    with pytest.raises(CapacityError, match=r"no scaling group provides device gpu:a100"):
+        backend._launch(
+            JobSpec(name="wrong", argv=("true",), resources=Resources(accelerators=8, accelerator_type="A100"))
+        )
+    assert len(backend.list_jobs()) == before
+
+
+def test_rlaunch_jobs_and_the_iris_cli_see_the_same_job(backend, iris_env: IrisCluster) -> None:
+    job_id = backend.submit(JobSpec(name="hello", argv=py("print('hello from iris')"), resources=Resources(cpu=0.5)))
+    assert backend.wait(job_id, timeout=120).state is JobState.SUCCEEDED
+    wait_for(lambda: any("hello from iris" in line for line in backend.logs(job_id)), timeout=60, what="the log line")
+    rlaunch = [sys.executable, "-m", "rlaunch", "jobs", "--backend", "iris", "--controller-url", iris_env.url]
+    shown = subprocess.run([*rlaunch, "status", job_id, "--json"], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["state"] == "succeeded"
+    logs = subprocess.run([*rlaunch, "logs", job_id], capture_output=True, text=True, timeout=60)
+    assert "hello from iris" in logs.stdout
+    iris_logs = subprocess.run(
+        [iris_env.iris, "--controller-url", iris_env.url, "job", "logs", job_id],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "hello from iris" in iris_logs.stdout + iris_logs.stderr
