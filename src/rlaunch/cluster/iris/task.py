@@ -22,7 +22,7 @@ import sys
 import time
 
 from rlaunch.cluster.iris.connect import is_loopback
-from rlaunch.cluster.local.environment import replica_environment
+from rlaunch.cluster.environment import replica_base
 from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV, RANK_ENV, RENDEZVOUS_ENV, WORLD_SIZE_ENV
 
 JOB_ENV = "RLAUNCH_IRIS_JOB"
@@ -92,7 +92,7 @@ def decode_job(raw: str | None) -> dict:
 
 def replica_env(job_env: dict[str, str], job_variables: dict[str, str]) -> dict[str, str]:
     plumbing = {k: v for k, v in os.environ.items() if k.startswith("IRIS_")}
-    return replica_environment({**job_env, **plumbing}, job_variables)
+    return replica_base({**job_env, **plumbing, **job_variables})
 
 
 def main() -> None:
