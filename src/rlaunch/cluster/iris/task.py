@@ -21,8 +21,8 @@ import os
 import sys
 import time
 
-from rlaunch.cluster.iris.connect import is_loopback
 from rlaunch.cluster.environment import replica_base
+from rlaunch.cluster.iris.connect import is_loopback
 from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV, RANK_ENV, RENDEZVOUS_ENV, WORLD_SIZE_ENV
 
 JOB_ENV = "RLAUNCH_IRIS_JOB"
