@@ -19,13 +19,16 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rlaunch import rules, storage
 from rlaunch.artifacts import StepContext
 from rlaunch.cli.admin import main as rlaunch_main
 from rlaunch.cluster.local.backend import LocalBackend
-from rlaunch.host.validate import document_path, validate_document
+from rlaunch.host.validate import DocumentRefused, document_path, validate_document
 from rlaunch.launch_config import schema
+from rlaunch.launch_config.typed import DocumentError
 from rlaunch.skyrl import skyrl_step
 from tests.skyrl.helpers import BASE_RECIPE, cpu_topology, local, recipe, spec, topology
 
@@ -327,3 +330,49 @@ def test_the_preflight_and_the_host_agree_on_a_broken_plan(prefix: Path, bases: 
     result = host_launch(prefix, doc, "broken")
     assert sorted(v["code"] for v in result["violations"]) == preflight
     assert BASE_RECIPE["trainer"]["ckpt_interval"] == 20  # the builders were not mutated
+
+
+DOCUMENT_SIZES = st.one_of(
+    st.integers(min_value=-3, max_value=40),
+    st.sampled_from([2**40, 5 * 10**7, 2**61 - 1, 2**62, 2**63, -(2**64)]),
+)
+DOCUMENT_KEYS = (
+    ("cluster.allocation.num_nodes", DOCUMENT_SIZES),
+    ("cluster.allocation.gpus_per_node", DOCUMENT_SIZES),
+    ("skyrl.trainer.placement.policy_num_nodes", DOCUMENT_SIZES),
+    ("skyrl.trainer.placement.ref_num_gpus_per_node", DOCUMENT_SIZES),
+    ("skyrl.generator.inference_engine.num_engines", DOCUMENT_SIZES),
+    ("skyrl.generator.inference_engine.tensor_parallel_size", DOCUMENT_SIZES),
+    ("skyrl.generator.inference_engine.data_parallel_size", DOCUMENT_SIZES),
+    ("skyrl.generator.inference_engine.expert_parallel_size", DOCUMENT_SIZES),
+    ("skyrl.trainer.train_batch_size", DOCUMENT_SIZES | st.just("64")),
+    ("skyrl.trainer.policy_mini_batch_size", DOCUMENT_SIZES),
+    ("skyrl.trainer.micro_train_batch_size_per_gpu", DOCUMENT_SIZES),
+    ("skyrl.generator.n_samples_per_prompt", DOCUMENT_SIZES | st.none()),
+    ("skyrl.trainer.policy.sequence_parallel_size", DOCUMENT_SIZES),
+    ("skyrl.trainer.placement.colocate_all", st.booleans() | st.just(1)),
+    ("inputs.model.num_attention_heads", DOCUMENT_SIZES | st.none()),
+    ("runtime.entrypoint", st.sampled_from(["standard", "fully_async", ""])),
+)
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), shape=st.sampled_from(["fsdp", "megatron", "cpu", "colocated"]))
+def test_any_document_ends_in_acceptance_or_a_document_error(
+    bases: dict[str, Doc], data: st.DataObject, shape: str
+) -> None:
+    """Hand-written numbers anywhere in a document: the host's validation accepts or refuses, never crashes."""
+    doc = copy.deepcopy(bases[shape])
+    for dotted, values in data.draw(st.lists(st.sampled_from(DOCUMENT_KEYS), max_size=5)):
+        *parents, leaf = dotted.split(".")
+        node = doc
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = data.draw(values)
+    try:
+        validate_document(schema.from_dict(doc))
+    except DocumentRefused as exc:
+        assert exc.violations and set(v.code for v in exc.violations) <= set(rules.CODES)
+        json.dumps(exc.to_json())
+    except DocumentError as exc:
+        assert str(exc)
