@@ -14,7 +14,7 @@ from rlaunch.runtimes.registry import RuntimeProfile
 
 # The largest size a plan may state: above it a number is not a plan but a typo, and its
 # arithmetic (and printing) would no longer be cheap.
-MAX_SIZE = 2**62 - 1
+MAX_SIZE = 2**62
 # How many divisors a fix lists at most, and how far the search for them goes.
 DIVISORS_LISTED = 16
 DIVISOR_SEARCH = 4096

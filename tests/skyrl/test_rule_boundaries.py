@@ -1,0 +1,310 @@
+"""Every arithmetic rule at its edge: the largest accepted input passes the whole preflight, and the
+smallest refused one gets the rule's code with the numbers that decided it.
+
+The rules are the ones the launch host applies too (`rlaunch.rules`), so an off-by-one or a
+dropped factor in either place fails here. Each case changes one number of a plan the preflight
+accepts: the seed's 64-GPU plan (policy 4 x 8, four DP8 engines, data-parallel size 32), a
+colocated 1 x 8 plan, or the one-slot CPU plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from rlaunch.rules import MAX_SIZE
+from rlaunch.skyrl import ModelFacts, SkyRLTopology
+
+from .helpers import codes, cpu_plan, cpu_topology, plan, recipe, seed_plan, seed_topology, topology, violations
+
+
+def fully_async(workers: int | None = None) -> dict[str, Any]:
+    """A fully-async recipe SkyRL accepts (rollout-anchored loss, staleness 4: workers in [mini, 5 mini])."""
+    settings: dict[str, Any] = {"max_staleness_steps": 4}
+    if workers is not None:
+        settings["num_parallel_generation_workers"] = workers
+    return recipe(
+        entrypoint="fully_async", trainer={"algorithm": {"policy_loss_type": "rollout_is"}, "fully_async": settings}
+    )
+
+
+FULLY_ASYNC = fully_async(320)
+MEGATRON = "megatron"
+
+
+@dataclass(frozen=True)
+class Edge:
+    """`accepted` passes the whole preflight; `refused` gets `code` with `values` (a subset)."""
+
+    code: str
+    accepted: dict[str, Any]
+    refused: dict[str, Any]
+    values: dict[str, Any]
+
+
+def seed(**plan_values: Any) -> dict[str, Any]:
+    return {"topo": seed_topology(**plan_values)}
+
+
+def seed_recipe(tree: dict[str, Any], profile: str = "fsdp", **plan_values: Any) -> dict[str, Any]:
+    return {"topo": seed_topology(**plan_values), "tree": tree, "profile": profile}
+
+
+def colocated(**plan_values: Any) -> dict[str, Any]:
+    return {"topo": topology(plan(**plan_values))}
+
+
+def nodes(num_nodes: int, gpus_per_node: int = 8, **plan_values: Any) -> dict[str, Any]:
+    return {"topo": SkyRLTopology(num_nodes, gpus_per_node, "H100", seed_plan(**plan_values))}
+
+
+def cpu(num_nodes: int = 1, **plan_values: Any) -> dict[str, Any]:
+    return {"topo": cpu_topology(cpu_plan(**plan_values), num_nodes=num_nodes), "profile": "trl-cpu"}
+
+
+def model(heads: int | None = None, context: int | None = None, **plan_values: Any) -> dict[str, Any]:
+    return {"topo": seed_topology(**plan_values), "model": ModelFacts(heads, context)}
+
+
+def megatron(**config: Any) -> dict[str, Any]:
+    return seed_recipe(recipe(trainer={"policy": {"megatron_config": config}}), MEGATRON)
+
+
+def wide(engine_gpus: int) -> dict[str, Any]:
+    """Nodes of 6 GPUs, policy 4 x 6 (data-parallel size 24), the other 24 GPUs as engines of
+    `engine_gpus` (DP): 3-GPU engines pack two to a node, 4-GPU engines one."""
+    return nodes(
+        8, 6, policy_num_gpus_per_node=6, num_inference_engines=24 // engine_gpus,
+        inference_engine_data_parallel_size=engine_gpus, train_batch_size=48, policy_mini_batch_size=24,
+    )  # fmt: skip
+
+
+def ten(engine_gpus: int, engines: int) -> dict[str, Any]:
+    """Nodes of 10 GPUs, policy 1 x 10, two nodes of engines: 5-GPU engines fill them, 4-GPU ones
+    pack two to a node and the fifth needs a partly filled third node."""
+    role = seed_plan(
+        policy_num_nodes=1, policy_num_gpus_per_node=10, num_inference_engines=engines,
+        inference_engine_data_parallel_size=engine_gpus, train_batch_size=20, policy_mini_batch_size=10,
+    )  # fmt: skip
+    return {"topo": SkyRLTopology(3, 10, "H100", role)}
+
+
+EDGES = [
+    Edge("role_plan.non_positive", colocated(n_samples_per_prompt=1), colocated(n_samples_per_prompt=0), {"value": 0}),
+    Edge(
+        "role_plan.too_large",
+        seed(train_batch_size=MAX_SIZE),
+        seed(train_batch_size=MAX_SIZE + 1),
+        {"bits": 63},
+    ),
+    Edge("topology.non_positive", colocated(), {"topo": topology(num_nodes=0)}, {"value": 0}),
+    Edge(
+        "role_plan.policy_nodes_exceed_topology",
+        {"topo": topology(plan(policy_num_nodes=2, num_inference_engines=16), num_nodes=2)},
+        {"topo": topology(plan(policy_num_nodes=3, num_inference_engines=24), num_nodes=2)},
+        {"policy_num_nodes": 3, "num_nodes": 2},
+    ),
+    Edge(
+        "role_plan.policy_gpus_exceed_node",
+        seed(),
+        seed(policy_num_gpus_per_node=9),
+        {"policy_num_gpus_per_node": 9, "gpus_per_node": 8},
+    ),
+    Edge(
+        "role_plan.policy_width_mismatch",
+        seed(),
+        seed(policy_num_gpus_per_node=7),
+        {"policy_num_gpus_per_node": 7, "gpus_per_node": 8},
+    ),
+    Edge(
+        "engine.colocated_slice",
+        colocated(num_inference_engines=2, inference_engine_tensor_parallel_size=4),
+        colocated(
+            num_inference_engines=1, inference_engine_tensor_parallel_size=3, inference_engine_data_parallel_size=3
+        ),
+        {"slice": 3, "gpus_per_node": 8},
+    ),
+    Edge(
+        "engine.colocated_gpu_mismatch",
+        colocated(num_inference_engines=8),
+        colocated(num_inference_engines=7),
+        {"policy": 8, "rollout": 7},
+    ),
+    Edge(
+        "engine.exceeds_node",
+        seed(num_inference_engines=4, inference_engine_data_parallel_size=8),
+        nodes(8, num_inference_engines=2, inference_engine_data_parallel_size=9),
+        {"engine_gpus": 9, "gpus_per_node": 8},
+    ),
+    Edge("engine.rollout_packing", wide(3), wide(4), {"needed_nodes": 6, "free_nodes": 4}),
+    Edge("engine.rollout_packing", ten(5, 4), ten(4, 5), {"needed_nodes": 3, "free_nodes": 2}),
+    Edge(
+        "engine.expert_parallel",
+        seed(inference_engine_expert_parallel_size=8),
+        seed(inference_engine_expert_parallel_size=7),
+        {"tp_times_dp": 8, "ep": 7},
+    ),
+    Edge(
+        "engine.expert_parallel_skyrl",
+        seed(inference_engine_expert_parallel_size=1),
+        seed(inference_engine_expert_parallel_size=4),
+        {"tp_times_dp": 8, "ep": 4},
+    ),
+    Edge("topology.gpu_budget", seed(), seed(num_inference_engines=3), {"planned": 56, "allocated": 64}),
+    Edge("batch.train_mini", seed(train_batch_size=320), seed(train_batch_size=324), {"train": 324, "mini": 64}),
+    Edge(
+        "batch.mini_micro",
+        seed(micro_train_batch_size_per_gpu=16),
+        seed(micro_train_batch_size_per_gpu=3),
+        {"mini": 64, "micro": 3},
+    ),
+    Edge(
+        "batch.micro_forward",
+        seed_recipe(recipe(trainer={"micro_forward_batch_size_per_gpu": 1})),
+        seed_recipe(recipe(trainer={"micro_forward_batch_size_per_gpu": 0})),
+        {"value": 0},
+    ),
+    Edge(
+        "batch.per_gpu_mini_zero",
+        seed(policy_mini_batch_size=4, micro_train_batch_size_per_gpu=1),
+        seed(policy_mini_batch_size=4, micro_train_batch_size_per_gpu=1, n_samples_per_prompt=7),
+        {"mini": 4, "n": 7, "dp": 32},
+    ),
+    Edge(
+        "batch.per_gpu_mini_micro",
+        seed(micro_train_batch_size_per_gpu=16),
+        seed(micro_train_batch_size_per_gpu=32),
+        {"per_gpu_mini": 16, "micro": 32},
+    ),
+    Edge(
+        "batch.per_gpu_train_mini",
+        seed(train_batch_size=128),
+        seed(train_batch_size=96),
+        {"per_gpu_train": 24, "per_gpu_mini": 16},
+    ),
+    Edge(
+        "batch.reference_lcm",
+        seed(train_batch_size=4, policy_mini_batch_size=4, micro_train_batch_size_per_gpu=1),
+        seed(train_batch_size=4, policy_mini_batch_size=4, micro_train_batch_size_per_gpu=1, n_samples_per_prompt=7),
+        {"train_times_n": 28, "lcm": 32},
+    ),
+    Edge(
+        "batch.tail_stride",
+        seed(train_batch_size=260, policy_mini_batch_size=4, micro_train_batch_size_per_gpu=1),
+        seed(train_batch_size=258, policy_mini_batch_size=2, micro_train_batch_size_per_gpu=1),
+        {"train": 258, "stride": 4},
+    ),
+    Edge(
+        "strategy.sequence_parallel",
+        seed_recipe(
+            recipe(trainer={"policy": {"sequence_parallel_size": 32}, "ref": {"sequence_parallel_size": 32}}),
+            policy_mini_batch_size=64,
+            micro_train_batch_size_per_gpu=1,
+            train_batch_size=256,
+        ),
+        seed_recipe(recipe(trainer={"policy": {"sequence_parallel_size": 33}})),
+        {"sp": 33, "world": 32},
+    ),  # fmt: skip
+    Edge(
+        "strategy.megatron_non_positive",
+        megatron(pipeline_model_parallel_size=1),
+        megatron(pipeline_model_parallel_size=0),
+        {"value": 0},
+    ),
+    Edge(
+        "strategy.megatron_world",
+        megatron(tensor_model_parallel_size=4, pipeline_model_parallel_size=2),
+        megatron(tensor_model_parallel_size=3),
+        {"world": 32, "model_parallel": 3},
+    ),
+    Edge(
+        "strategy.megatron_expert",
+        megatron(expert_model_parallel_size=32),
+        megatron(expert_model_parallel_size=3),
+        {"world": 32, "expert_parallel": 3},
+    ),
+    Edge(
+        "strategy.megatron_context_parallel",
+        seed_recipe(recipe(trainer={"policy": {"megatron_config": {"context_parallel_size": 2}}}), MEGATRON),
+        seed_recipe(
+            recipe(
+                trainer={
+                    "remove_microbatch_padding": False,
+                    "policy": {"megatron_config": {"context_parallel_size": 2}},
+                }
+            ),
+            MEGATRON,
+        ),
+        {"cp": 2},
+    ),
+    Edge(
+        "entrypoint.fully_async_batch",
+        seed_recipe(FULLY_ASYNC, train_batch_size=64),
+        seed_recipe(FULLY_ASYNC, train_batch_size=128),
+        {"train": 128, "mini": 64},
+    ),
+    Edge(
+        "entrypoint.fully_async_workers",
+        seed_recipe(
+            fully_async(320),
+            train_batch_size=64,
+        ),
+        seed_recipe(
+            fully_async(321),
+            train_batch_size=64,
+        ),
+        {"workers": 321, "least": 64, "most": 320},
+    ),  # fmt: skip
+    Edge(
+        "entrypoint.fully_async_workers",
+        seed_recipe(fully_async(64), train_batch_size=64),
+        seed_recipe(fully_async(63), train_batch_size=64),
+        {"workers": 63, "least": 64, "most": 320},
+    ),  # fmt: skip
+    Edge("runtime.capability", cpu(num_nodes=1), cpu(num_nodes=2), {"value": 2}),
+    Edge(
+        "model.tp_heads",
+        model(heads=32),
+        model(heads=12, inference_engine_tensor_parallel_size=8, inference_engine_data_parallel_size=1),
+        {"heads": 12, "tp": 8},
+    ),  # fmt: skip
+    Edge("model.context_budget", model(context=4096), model(context=4095), {"budget": 4096, "context_length": 4095}),
+    Edge(
+        "recipe.max_training_steps",
+        seed_recipe(recipe(trainer={"max_training_steps": 1})),
+        seed_recipe(recipe(trainer={"max_training_steps": 0})),
+        {"value": 0},
+    ),
+    Edge(
+        "recipe.prefill_decode",
+        seed_recipe(recipe(generator={"inference_engine": {"enable_pd": True, "num_prefill": 3}})),
+        seed_recipe(recipe(generator={"inference_engine": {"enable_pd": True, "num_prefill": 4}})),
+        {"num_prefill": 4, "num_engines": 4},
+    ),
+    Edge(
+        "recipe.prefill_decode",
+        seed_recipe(recipe(generator={"inference_engine": {"enable_pd": True, "num_prefill": 1}})),
+        seed_recipe(recipe(generator={"inference_engine": {"enable_pd": True, "num_prefill": 0}})),
+        {"num_prefill": 0, "num_engines": 4},
+    ),
+    Edge(
+        "recipe.input_length",
+        seed_recipe(recipe(generator={"max_turns": 2, "max_input_length": 1024})),
+        seed_recipe(recipe(generator={"max_turns": 2, "max_input_length": 1023})),
+        {"value": 1023},
+    ),
+]
+
+
+def verdict(case: dict[str, Any]) -> list[Any]:
+    return violations(case["topo"], case.get("tree"), case.get("profile", "fsdp"), seed=17, model=case.get("model"))
+
+
+@pytest.mark.parametrize("edge", EDGES, ids=[f"{e.code}-{i}" for i, e in enumerate(EDGES)])
+def test_the_edge_of_each_rule(edge: Edge) -> None:
+    assert verdict(edge.accepted) == [], [v.line() for v in verdict(edge.accepted)]
+    hits = [v for v in verdict(edge.refused) if v.code == edge.code]
+    assert hits, f"{edge.code} not in {codes(verdict(edge.refused))}"
+    assert any(edge.values.items() <= v.values.items() for v in hits), [v.values for v in hits]
