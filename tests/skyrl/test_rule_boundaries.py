@@ -226,6 +226,12 @@ EDGES = [
         {"world": 32, "expert_parallel": 3},
     ),
     Edge(
+        "strategy.megatron_expert",
+        megatron(pipeline_model_parallel_size=2, expert_model_parallel_size=16),
+        megatron(pipeline_model_parallel_size=2, expert_model_parallel_size=32),
+        {"world": 32, "expert_parallel": 64},  # PP counts: EP 32 alone would divide the world
+    ),
+    Edge(
         "strategy.megatron_context_parallel",
         seed_recipe(recipe(trainer={"policy": {"megatron_config": {"context_parallel_size": 2}}}), MEGATRON),
         seed_recipe(
