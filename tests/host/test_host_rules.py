@@ -12,6 +12,10 @@ from __future__ import annotations
 import ast
 import copy
 import json
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -215,7 +219,11 @@ def host_launch(prefix: Path, doc: Doc, name: str) -> dict[str, Any]:
     path = prefix / "docs" / f"{name}.yaml"
     path.parent.mkdir(exist_ok=True)
     path.write_text(yaml.safe_dump(doc))
-    done = CliRunner().invoke(rlaunch_main, ["launch", "--config", str(path)])
+    handler = signal.getsignal(signal.SIGTERM)  # the host installs its own; keep pytest's
+    try:
+        done = CliRunner().invoke(rlaunch_main, ["launch", "--config", str(path)])
+    finally:
+        signal.signal(signal.SIGTERM, handler)
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 1, f"stdout must be one JSON result, got {done.stdout!r}"
     result = json.loads(lines[0])
@@ -283,6 +291,27 @@ def test_the_zero_tensor_parallel_reproducer_names_the_document_field(prefix: Pa
     result = host_launch(prefix, doc, "tp0")
     (v,) = [v for v in result["violations"] if v["code"] == "role_plan.non_positive"]
     assert v["fields"] == ["skyrl.generator.inference_engine.tensor_parallel_size"] and v["values"] == {"value": 0}
+
+
+def test_the_reproducer_through_the_real_command(prefix: Path, bases: dict[str, Doc]) -> None:
+    """`python -m rlaunch launch --config` in its own process: one JSON result, exit 1, no traceback."""
+    doc = copy.deepcopy(bases["fsdp"])
+    engine(doc)["tensor_parallel_size"] = 0
+    doc["run"]["attempt_id"] = "tp0-process"
+    doc["artifacts"]["terminal_manifest_uri"] = str(prefix / "terminal" / "tp0-process.json")
+    path = prefix / "docs" / "tp0-process.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(yaml.safe_dump(doc))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RLAUNCH_")} | {"RLAUNCH_PREFIX": str(prefix)}
+    done = subprocess.run(
+        [sys.executable, "-m", "rlaunch", "launch", "--config", str(path)],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    (line,) = done.stdout.strip().splitlines()
+    result = json.loads(line)
+    assert [v["code"] for v in result["violations"]] == ["role_plan.non_positive"]
+    nothing_submitted(prefix, doc, result)
 
 
 @pytest.mark.parametrize(
