@@ -1,20 +1,21 @@
-"""Compose the document's recipe onto the runtime's base config and inject canonical values.
+"""Inject canonical values into the document's composed recipe.
 
-The recipe arrives with the role plan rendered in. Composition makes every key explicit; the
-values rlaunch owns (model and data paths, checkpoint/export roots, retention, run name, seed,
+The recipe arrives with the role plan rendered in; validation (`host.validate`) composes it onto
+the runtime's base config, which makes every key explicit and reports every problem. The values
+rlaunch owns (model and data paths, checkpoint/export roots, retention, run name, seed,
 export flag) are injected from the document so the trainer never reads ambient defaults.
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from typing import Any
 
 from rlaunch import storage
 from rlaunch.launch_config.layout import attempt_dir
 from rlaunch.launch_config.recipe import set_path
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
-from rlaunch.launch_config.typed import DocumentError
-from rlaunch.runtimes.registry import get_profile
 
 
 def injected_values(doc: SkyRLLaunchConfig) -> dict[str, Any]:
@@ -35,12 +36,10 @@ def injected_values(doc: SkyRLLaunchConfig) -> dict[str, Any]:
     }
 
 
-def compose_document(doc: SkyRLLaunchConfig) -> SkyRLLaunchConfig:
-    """The resolved document: `skyrl` is the full composed tree with canonical values injected."""
-    profile = get_profile(doc.runtime.profile)
-    composed, problems = profile.compose(doc.skyrl)
-    if problems:
-        raise DocumentError([f"skyrl.{p.path}: {p.message}; {p.fix}" for p in problems], what="SkyRL recipe")
+def compose_document(doc: SkyRLLaunchConfig, composed: Mapping[str, Any]) -> SkyRLLaunchConfig:
+    """The resolved document: `skyrl` is `composed` (the validated composition of the document's
+    recipe) with canonical values injected."""
+    tree = copy.deepcopy(dict(composed))
     for key, value in injected_values(doc).items():
-        set_path(composed, key, value)
-    return doc.replace_skyrl(composed)
+        set_path(tree, key, value)
+    return doc.replace_skyrl(tree)

@@ -52,8 +52,7 @@ def execute_launch(url: str, log: TextIO = sys.stderr) -> LaunchResult:
         return result
     resolved_doc = doc
     try:
-        validate_document(doc)
-        resolved_doc = compose_document(doc)
+        resolved_doc = compose_document(doc, validate_document(doc))
         _check_resume(resolved_doc)
         return _submit(resolved_doc, result, log)
     except (DocumentError, ResumeRefusedError) as exc:

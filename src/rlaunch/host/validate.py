@@ -62,8 +62,9 @@ def document_path(field: str) -> str:
     return field
 
 
-def validate_document(doc: SkyRLLaunchConfig) -> None:
-    """Every violation of a launch document at once (DocumentRefused), before anything is submitted."""
+def validate_document(doc: SkyRLLaunchConfig) -> dict[str, Any]:
+    """Every violation of a launch document at once (DocumentRefused), before anything is submitted;
+    returns the document's recipe composed onto its runtime's base config."""
     try:
         profile = get_profile(doc.runtime.profile)
     except UnknownRuntimeError as exc:
@@ -89,3 +90,4 @@ def validate_document(doc: SkyRLLaunchConfig) -> None:
     violations += rules.wandb_entity(composed, doc.cluster.wandb_entity, "cluster.wandb_entity in the document")
     if violations:
         raise DocumentRefused(violations)
+    return composed
