@@ -269,6 +269,23 @@ def test_the_base_documents_are_accepted(prefix: Path, bases: dict[str, Doc]) ->
     assert result["state"] == "prepared" and result["violations"] == []
 
 
+def test_the_repository_experiments_render_documents_the_host_accepts(prefix: Path) -> None:
+    from experiments import rl_plan_example, smoke
+    from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv(storage.PREFIX_ENV, str(prefix))
+    try:
+        with build_context(BuildContext(VersionCodex("2026.11.30"))):
+            model, data = smoke.model_step(smoke.tokenizer_step()), smoke.dataset_step()
+            steps = [smoke.rl_step(model, data, slots, 4) for slots in (1, 2)] + [rl_plan_example.rl_step(False)]
+            for step in steps:
+                doc = step.build_config(StepContext.for_run(step, str(prefix)))["launch_document"]
+                validate_document(schema.from_dict(doc))
+    finally:
+        mp.undo()
+
+
 @pytest.mark.parametrize("code", sorted(CASES))
 def test_the_host_refuses_a_document_with_the_preflight_code(prefix: Path, bases: dict[str, Doc], code: str) -> None:
     shape, edit = CASES[code]
