@@ -4,7 +4,9 @@ GPUs by role, engine sizes, engines per node, rollout nodes, physical nodes, dat
 per-device batches, gradient accumulation, optimizer steps per training step and SkyRL's tail
 stride are computed here and nowhere else. The rules (`rlaunch.rules`, applied by the preflight
 and the launch host), the plan view and observe read them. Nothing here raises on a zero or
-negative size: a number that cannot be derived is None, and the rules report why.
+negative size: a number that cannot be derived is None, and the rules report why. The one copy is
+forced by the adapter boundary: the trl-cpu adapter, which cannot import rlaunch, re-derives the
+per-process numbers it hands TRL (`rlaunch_trl_cpu.recipe.translate`).
 """
 
 from __future__ import annotations
