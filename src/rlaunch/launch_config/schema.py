@@ -15,6 +15,7 @@ from typing import Any, Literal
 import yaml
 
 from rlaunch import storage
+from rlaunch.launch_config.layout import RunPaths
 from rlaunch.launch_config.typed import decode, encode
 from rlaunch.units import parse_size
 
@@ -88,13 +89,9 @@ class RaySection:
 
 
 @dataclass(frozen=True)
-class ArtifactsSection:
-    output_path: str
-    checkpoint_root: str
-    export_root: str
-    attempts_root: str
-    resolved_config_uri: str
-    terminal_manifest_uri: str
+class ArtifactsSection(RunPaths):
+    """Where the run's files live (the fields of `layout.RunPaths`) and how many checkpoints resume keeps."""
+
     resume_checkpoint_count: int = 2
 
     def __post_init__(self) -> None:
