@@ -12,8 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import yaml
-
 from rlaunch import storage
 from rlaunch.launch_config.layout import RunPaths
 from rlaunch.launch_config.typed import decode, encode
@@ -170,6 +168,8 @@ def from_dict_tolerant(data: Any) -> SkyRLLaunchConfig | None:
 
 
 def loads(text: str) -> SkyRLLaunchConfig:
+    import yaml  # on use: importing the schema (observe, the task) stays cheap
+
     return from_dict(yaml.safe_load(text))
 
 
@@ -178,5 +178,7 @@ def load(url: str) -> SkyRLLaunchConfig:
 
 
 def dumps(config: SkyRLLaunchConfig | Mapping[str, Any]) -> str:
+    import yaml
+
     data = config.to_dict() if isinstance(config, SkyRLLaunchConfig) else encode(config)
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
