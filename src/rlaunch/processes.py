@@ -10,6 +10,7 @@ from __future__ import annotations
 import getpass
 import os
 import socket
+from collections.abc import Callable
 from typing import Any
 
 PROC_ROOT = "/proc"
@@ -31,18 +32,26 @@ def process_identity(pid: int) -> str | None:
     return fields[19] if fields else None
 
 
-def process_alive(pid: int, identity: str | None = None) -> bool:
-    """True while `pid` runs and (when `identity` is given and checkable) is still the same process."""
-    if pid <= 0:
-        return False  # kill(0 or -n, 0) would ask about a process group, not a process
+def probe(send: Callable[[int, int], None], target: int) -> bool | None:
+    """Signal 0 to `target` through `send` (`os.kill` or `os.killpg`): False when nothing is there,
+    True when something is and /proc cannot say more (not ours to signal, or no /proc), None when
+    /proc must decide (a zombie still answers signal 0)."""
     try:
-        os.kill(pid, 0)
+        send(target, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    if not os.path.isdir(PROC_ROOT):
-        return True
+    return None if os.path.isdir(PROC_ROOT) else True
+
+
+def process_alive(pid: int, identity: str | None = None) -> bool:
+    """True while `pid` runs and (when `identity` is given and checkable) is still the same process."""
+    if pid <= 0:
+        return False  # kill(0 or -n, 0) would ask about a process group, not a process
+    known = probe(os.kill, pid)
+    if known is not None:
+        return known
     fields = stat_fields(pid)
     if fields is None or fields[0] in ("Z", "X"):
         return False

@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import shutil
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -225,6 +224,8 @@ def remove(url: Location, recursive: bool = False) -> None:
             raise ValueError("Cannot delete directory, set recursive=True")  # fsspec's refusal
         if os.path.abspath(path) == os.getcwd():
             raise ValueError("Cannot delete current working directory")
+        import shutil  # here: its compression imports cost more than every other local operation
+
         shutil.rmtree(path)
     else:
         os.remove(path)

@@ -12,9 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import yaml
-
 from rlaunch import storage
+from rlaunch.launch_config.layout import RunPaths
 from rlaunch.launch_config.typed import decode, encode
 from rlaunch.units import parse_size
 
@@ -88,13 +87,9 @@ class RaySection:
 
 
 @dataclass(frozen=True)
-class ArtifactsSection:
-    output_path: str
-    checkpoint_root: str
-    export_root: str
-    attempts_root: str
-    resolved_config_uri: str
-    terminal_manifest_uri: str
+class ArtifactsSection(RunPaths):
+    """Where the run's files live (the fields of `layout.RunPaths`) and how many checkpoints resume keeps."""
+
     resume_checkpoint_count: int = 2
 
     def __post_init__(self) -> None:
@@ -173,6 +168,8 @@ def from_dict_tolerant(data: Any) -> SkyRLLaunchConfig | None:
 
 
 def loads(text: str) -> SkyRLLaunchConfig:
+    import yaml  # on use: importing the schema (observe, the task) stays cheap
+
     return from_dict(yaml.safe_load(text))
 
 
@@ -181,5 +178,7 @@ def load(url: str) -> SkyRLLaunchConfig:
 
 
 def dumps(config: SkyRLLaunchConfig | Mapping[str, Any]) -> str:
+    import yaml
+
     data = config.to_dict() if isinstance(config, SkyRLLaunchConfig) else encode(config)
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)

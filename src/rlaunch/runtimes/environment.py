@@ -1,4 +1,4 @@
-"""Build (once) and describe the environment a runtime profile runs in. Launcher side: stdlib only.
+"""Build (once) and describe the environment a runtime profile runs in. Launcher side: stdlib and the ground floor.
 
 `ensure_environment(profile)` returns a `RuntimeEnvironment`: the interpreter to run, the adapter
 directory to put on PYTHONPATH, the environment variables and the argv of a runtime process.
@@ -45,6 +45,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from rlaunch import storage
 
 if TYPE_CHECKING:  # pragma: no cover
     from rlaunch.runtimes.registry import RuntimeProfile
@@ -212,12 +214,6 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 # ---------------------------------------------------------------- venv
 
 
@@ -295,7 +291,7 @@ def build_venv(
             "seconds": round(seconds, 1),
             "built_at": time.time(),
         }
-        _write_atomic(venv / COMPLETE, json.dumps(marker, indent=2, sort_keys=True) + "\n")
+        storage.write_json_atomic(venv / COMPLETE, marker)
         say(f"{what} venv ready in {seconds:.0f}s ({venv})")
         return venv, True
 

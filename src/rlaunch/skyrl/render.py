@@ -7,6 +7,7 @@ input identities, retention and seed.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from rlaunch import storage
@@ -106,15 +107,7 @@ def render_document(
             )
         )
     sections["artifacts"] = encode(
-        ArtifactsSection(
-            output_path=paths.output_path,
-            checkpoint_root=paths.checkpoint_root,
-            export_root=paths.export_root,
-            attempts_root=paths.attempts_root,
-            resolved_config_uri=paths.resolved_config_uri,
-            terminal_manifest_uri=paths.terminal_manifest_uri,
-            resume_checkpoint_count=spec.retention.resume_checkpoint_count,
-        )
+        ArtifactsSection(**dataclasses.asdict(paths), resume_checkpoint_count=spec.retention.resume_checkpoint_count)
     )
     sections["inputs"] = encode(
         InputsSection(

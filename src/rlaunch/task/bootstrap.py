@@ -139,6 +139,7 @@ def main(config_url: str) -> None:
     rank = int(os.environ.get(RANK_ENV, "0"))
     world = int(os.environ.get(WORLD_SIZE_ENV, "1"))
     local_root = task_dir(doc, rank)
+    log(f"rank {rank} of {world} starting: staging under {local_root}")
     os.makedirs(local_root, exist_ok=True)
     try:
         staged = stage_inputs(doc, local_root)

@@ -12,21 +12,16 @@ import signal
 import time
 from collections.abc import Callable, Iterable
 
-from rlaunch.processes import PROC_ROOT, process_alive, process_identity, stat_fields
+from rlaunch.processes import PROC_ROOT, probe, process_alive, process_identity, stat_fields
 
 __all__ = ["group_alive", "process_alive", "process_identity", "stop_groups"]
 
 
 def group_alive(pgid: int) -> bool:
     """True while any non-zombie process is in group `pgid`."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    if not os.path.isdir(PROC_ROOT):
-        return True
+    known = probe(os.killpg, pgid)
+    if known is not None:
+        return known
     for entry in os.listdir(PROC_ROOT):
         if entry.isdigit():
             fields = stat_fields(int(entry))
