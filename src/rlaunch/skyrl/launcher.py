@@ -1,7 +1,7 @@
 """The experiment side of the boundary: hand a launch document to the launch host and read its verdict.
 
-The host runs as its own process (`python -m rlaunch launch --config URL`) so that it never
-imports the experiment: the document is its only input. Its stderr is streamed live (runs take
+The host runs as its own process (`python -m rlaunch.host --config URL`, which is `rlaunch launch`
+without the admin command's imports) so that it never imports the experiment: the document is its only input. Its stderr is streamed live (runs take
 hours); its stdout carries exactly one JSON result.
 """
 
@@ -23,7 +23,7 @@ class LaunchFailedError(RuntimeError):
 
 def launch(document_url: str) -> dict[str, Any]:
     """Run the host on `document_url`; returns its JSON result (raises when it reports failure)."""
-    command = [sys.executable, "-m", "rlaunch", "launch", "--config", document_url]
+    command = [sys.executable, "-m", "rlaunch.host", "--config", document_url]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     tail: deque[str] = deque(maxlen=STDERR_TAIL)
     pump = threading.Thread(target=_stream, args=(process.stderr, tail), daemon=True)
