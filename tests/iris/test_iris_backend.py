@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from rlaunch.cluster.environment import job_environment
 from rlaunch.cluster.protocol import CapacityError, JobSpec, JobState, Resources
 from tests.iris.iris_cluster import CANARY, IrisCluster
 from tests.polling import py, wait_for
@@ -112,6 +113,10 @@ def test_two_node_gang_on_fake_h100x8_is_coscheduled_and_meets_through_the_endpo
     assert len(workers) == 2 and all("h100x8" in w for w in workers)
 
 
+# Coordinators import rlaunch: they get what every submitted job gets (`job_environment`: PYTHONPATH
+# when rlaunch runs from a checkout, as in the tier).
+
+
 def test_cancelling_the_coordinator_cancels_its_child(backend) -> None:
     coordinator = """
 import sys
@@ -120,7 +125,9 @@ child = backend_from_env().submit_child(JobSpec(name="child", argv=(sys.executab
 print("child " + child, flush=True)
 import time; time.sleep(600)
 """
-    job_id = backend.submit(JobSpec(name="coordinator", argv=py(coordinator), resources=Resources(cpu=0.5)))
+    job_id = backend.submit(
+        JobSpec(name="coordinator", argv=py(coordinator), env=job_environment(), resources=Resources(cpu=0.5))
+    )
     child = wait_for(lambda: backend.status(job_id).children, timeout=120, what="the child job")[0]
     assert child.startswith(job_id + "/child-") and backend.status(child).parent == job_id
     wait_for(lambda: backend.status(child).state is JobState.RUNNING, timeout=120, what="the child running")
@@ -140,7 +147,9 @@ while backend.status(child).state is not JobState.RUNNING:
 print("child running; the coordinator fails now", flush=True)
 sys.exit(5)
 """
-    job_id = backend.submit(JobSpec(name="doomed", argv=py(coordinator), resources=Resources(cpu=0.5)))
+    job_id = backend.submit(
+        JobSpec(name="doomed", argv=py(coordinator), env=job_environment(), resources=Resources(cpu=0.5))
+    )
     assert backend.wait(job_id, timeout=180).state is JobState.FAILED
     (child,) = backend.status(job_id).children
     ended = backend.wait(child, timeout=60)

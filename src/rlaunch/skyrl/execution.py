@@ -198,7 +198,7 @@ class IrisSkyRLExecution(SkyRLExecution):
             raise ValueError(f"{owner}.scheduling_timeout_seconds={self.scheduling_timeout_seconds} must be positive")
 
     def route(self) -> tuple[Any, ...]:
-        return ("iris", self.parent_cluster_config or self.cluster_config, self.controller_url, self.target_cluster)
+        return ("iris", self.parent_cluster_config or self.cluster_config or self.controller_url, self.target_cluster)
 
     def placement(self) -> Mapping[str, Any]:
         return {
