@@ -90,11 +90,14 @@ def execution(backend: str) -> SkyRLExecution:
     help="Where the coordinator and child job run (ray: $RAY_ADDRESS).",
 )
 @click.option("--scenario", default="ok", show_default=True)
+@click.option(
+    "--runtime", default="test-marker", show_default=True, help="test-marker, or test-ray-driver (a Ray driver)."
+)
 @click.option("--steps", default=4, show_default=True)
 @click.option("--replicas", default=1, show_default=True, help="Nodes of the child gang (1 device slot each).")
 @click.option("--export/--no-export", default=True)
 @rl_build_options
-def main(backend: str, scenario: str, steps: int, replicas: int, export: bool) -> ArtifactStep:
+def main(backend: str, scenario: str, runtime: str, steps: int, replicas: int, export: bool) -> ArtifactStep:
     model = ArtifactStep(
         name="marker/model",
         version=resolve_version("marker/model", None),
@@ -119,7 +122,7 @@ def main(backend: str, scenario: str, steps: int, replicas: int, export: bool) -
         name="marker/rl",
         version=resolve_version("marker/rl", None),
         config_yaml=RECIPE % {"steps": steps, "scenario": scenario},
-        runtime=SkyRLRuntime("test-marker"),
+        runtime=SkyRLRuntime(runtime),
         model=ArtifactHfModel(model, tokenizer_revision="marker-rev"),
         train_data=(ArtifactDataSource(data, "train.jsonl"),),
         topology=SkyRLTopology(num_nodes=replicas, gpus_per_node=1, gpu_variant="cpu", role_plan=plan),
