@@ -17,6 +17,7 @@ import click
 from rlaunch import storage
 from rlaunch.artifacts import ArtifactStep, Directory, resolve_version
 from rlaunch.cli import rl_build_options
+from rlaunch.launch_config.schema import RaySection
 from rlaunch.skyrl import (
     ArtifactDataSource,
     ArtifactHfModel,
@@ -67,7 +68,7 @@ def write_data(config: dict[str, Any]) -> Directory:
     return Directory(path=config["output_path"])
 
 
-def execution(backend: str) -> SkyRLExecution:
+def execution(backend: str, ray_port: int | None = None) -> SkyRLExecution:
     """Sized for a laptop or the 4-CPU test cluster: 1 CPU per node, 1 CPU for the coordinator."""
     sizes = {
         "memory": "1GB",
@@ -76,9 +77,10 @@ def execution(backend: str) -> SkyRLExecution:
         "coordinator_memory": "1GB",
         "coordinator_disk": "1GB",
     }
+    ray = {"ray": RaySection(port=ray_port)} if ray_port else {}
     if backend == "ray":
-        return RaySkyRLExecution(cpu=1.0, **sizes)
-    return LocalSkyRLExecution(**sizes)
+        return RaySkyRLExecution(cpu=1.0, **sizes, **ray)
+    return LocalSkyRLExecution(**sizes, **ray)
 
 
 @click.command()
@@ -94,10 +96,13 @@ def execution(backend: str) -> SkyRLExecution:
     "--runtime", default="test-marker", show_default=True, help="test-marker, or test-ray-driver (a Ray driver)."
 )
 @click.option("--steps", default=4, show_default=True)
+@click.option("--ray-port", type=int, default=None, help="The gang's Ray GCS port (test-ray-driver; default 6379).")
 @click.option("--replicas", default=1, show_default=True, help="Nodes of the child gang (1 device slot each).")
 @click.option("--export/--no-export", default=True)
 @rl_build_options
-def main(backend: str, scenario: str, runtime: str, steps: int, replicas: int, export: bool) -> ArtifactStep:
+def main(
+    backend: str, scenario: str, runtime: str, steps: int, ray_port: int | None, replicas: int, export: bool
+) -> ArtifactStep:
     model = ArtifactStep(
         name="marker/model",
         version=resolve_version("marker/model", None),
@@ -128,7 +133,7 @@ def main(backend: str, scenario: str, runtime: str, steps: int, replicas: int, e
         topology=SkyRLTopology(num_nodes=replicas, gpus_per_node=1, gpu_variant="cpu", role_plan=plan),
         seed=7,
     )
-    return skyrl_step(spec, execution(backend), export_hf=export)
+    return skyrl_step(spec, execution(backend, ray_port), export_hf=export)
 
 
 if __name__ == "__main__":

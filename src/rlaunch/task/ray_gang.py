@@ -185,31 +185,46 @@ class DriverResult:
 
 
 def run_driver(
-    argv: list[str], env: Mapping[str, str], cwd: str, *, liveness: float, stop: Stop, log: Log
+    argv: list[str],
+    env: Mapping[str, str],
+    cwd: str,
+    *,
+    liveness: float,
+    stop: Stop,
+    log: Log,
+    on_stop: Callable[[DriverResult], None] = lambda result: None,
 ) -> DriverResult:
-    """Run the trainer driver (its own process group), streaming its output, under the watchdog."""
+    """Run the trainer driver (its own process group), streaming its output, under the watchdog.
+
+    When it must be stopped (a signal, the watchdog), its group is asked to stop and `on_stop`
+    runs with the result while it does (the head records the outcome and stops Ray then: the time
+    left before a SIGKILL may be short), then the driver is waited for."""
 
     def echo(line: str) -> None:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
 
     driver = Supervised(argv, env, cwd, echo).start()
-    silent_for = 0.0
-    while driver.running:
+    stopped: DriverResult | None = None
+    while driver.running and stopped is None:
+        silent_for = time.monotonic() - driver.last_output
         if stop:
             log(f"received {stop.signal}: stopping the trainer driver")
-            driver.stop()
-            return DriverResult(stop.exit_code, "terminated", f"rank 0 received {stop.signal}; stopped the driver")
-        silent_for = time.monotonic() - driver.last_output
-        if liveness > 0 and silent_for > liveness:
+            stopped = DriverResult(stop.exit_code, "terminated", f"rank 0 received {stop.signal}; stopped the driver")
+        elif liveness > 0 and silent_for > liveness:
             reason = (
                 f"the trainer driver printed nothing for {silent_for:.0f}s (ray.driver_liveness_timeout_seconds="
                 f"{liveness:g}); killed its process group"
             )
             log(reason)
-            driver.stop()
-            return DriverResult(EXIT_LIVENESS, "timed_out", reason)
-        driver.wait(0.2)
+            stopped = DriverResult(EXIT_LIVENESS, "timed_out", reason)
+        else:
+            driver.wait(0.2)
+    if stopped is not None:
+        driver.request_stop()
+        on_stop(stopped)
+        driver.stop()
+        return stopped
     if driver.exit_code is None:
         return DriverResult(EXIT_FAILED, "failed", f"the trainer driver's keeper failed: {driver.error}")
     code = driver.exit_code
@@ -263,6 +278,19 @@ def _read_ranks(proc: subprocess.Popen[str], alive: list[int], log: Log) -> None
             log(f"Ray nodes alive: ranks {alive}")
 
 
+def node_record(node: RayNode, **fields: object) -> dict[str, object]:
+    """What a rank publishes about its Ray node: where it runs and which processes are Ray's."""
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "address": node.spec.node_ip,
+        "ray_temp_dir": node.temp_dir,
+        "ray_pids": node.pids(),
+        "written_at": utc_now(),
+        **fields,
+    }
+
+
 def _finish_node(node: RayNode | None, doc: schema.SkyRLLaunchConfig, rank: int, log: Log) -> None:
     """Copy the node's logs to durable storage, stop every process of it, remove its temp dir."""
     if node is None:
@@ -295,11 +323,31 @@ def run_head(
     node: RayNode | None = None
     beats: list[Periodic] = []
     outcome: DriverResult | None = None
+    published: list[DriverResult] = []
+
+    def publish(result: DriverResult) -> None:
+        """The outcome of this epoch, once: the workers leave with its exit code."""
+        if published:
+            return
+        published.append(result)
+        for beat in beats:
+            beat.stop()
+        rendezvous.publish_outcome(
+            GangOutcome(
+                gang_epoch=epoch,
+                exit_code=result.exit_code,
+                state=result.state,
+                reason=result.reason,
+                written_at=utc_now(),
+            )
+        )
+
     try:
         rendezvous.clear()
         versions = runtime_versions(python, env)
         node = RayNode(node_spec(doc, 0), python, ray_process_env(env), log).start(should_stop=lambda: bool(stop))
         gcs = f"{node.spec.node_ip}:{doc.ray.port}"
+        rendezvous.publish_node(0, node_record(node, state="head", gang_epoch=epoch))
 
         def heartbeat() -> None:
             rendezvous.publish_head(
@@ -331,8 +379,19 @@ def run_head(
         wait_for_nodes(python, env, gcs, world, doc.ray.cluster_join_timeout_seconds, stop, log)
         driver_env = {**env, "RAY_ADDRESS": gcs, "PYTHONUNBUFFERED": "1"}
         phases["trainer_started_at"] = utc_now()
+
+        def stopping(result: DriverResult) -> None:
+            node.process.request_stop()  # type: ignore[union-attr]
+            publish(result)
+
         outcome = run_driver(
-            driver_argv, driver_env, cwd, liveness=doc.ray.driver_liveness_timeout_seconds, stop=stop, log=log
+            driver_argv,
+            driver_env,
+            cwd,
+            liveness=doc.ray.driver_liveness_timeout_seconds,
+            stop=stop,
+            log=log,
+            on_stop=stopping,
         )
     except (RendezvousTimeout, RayNodeError) as exc:
         log(str(exc))
@@ -342,17 +401,7 @@ def run_head(
     finally:
         if outcome is None:  # an unexpected error: the workers must not wait forever
             outcome = DriverResult(EXIT_FAILED, "failed", "rank 0's bootstrap failed (see its log)")
-        for beat in beats:
-            beat.stop()
-        rendezvous.publish_outcome(
-            GangOutcome(
-                gang_epoch=epoch,
-                exit_code=outcome.exit_code,
-                state=outcome.state,
-                reason=outcome.reason,
-                written_at=utc_now(),
-            )
-        )
+        publish(outcome)
         _finish_node(node, doc, 0, log)
     log(f"gang {outcome.state}" + (f": {outcome.reason}" if outcome.reason else ""))
     return outcome.exit_code
@@ -391,7 +440,7 @@ def run_worker(
         check_versions(versions, head, rank=rank, host=host)
         node = RayNode(node_spec(doc, rank, head.gcs_address), python, ray_process_env(env), log)
         node.start(should_stop=lambda: bool(stop))
-        note(state="joined", gang_epoch=head.gang_epoch, address=node.spec.node_ip, ray_pids=node.pids())
+        note(**node_record(node, state="joined", gang_epoch=head.gang_epoch))
         log(f"joined the Ray cluster at {head.gcs_address} (epoch {head.gang_epoch[:8]}); parked until rank 0 ends")
         dead: list[str] = []
 

@@ -121,6 +121,16 @@ def processes_mentioning(text: str) -> list[int]:
     return found
 
 
+def describe(pid: int) -> str:
+    """`pid command line` (shortened), for messages about processes that had to be killed."""
+    try:
+        with open(f"{PROC_ROOT}/{pid}/cmdline", "rb") as handle:
+            command = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        return f"{pid} {command[:160]}"
+    except OSError:
+        return str(pid)
+
+
 def group_members(pgid: int) -> list[int]:
     members = []
     for entry in os.listdir(PROC_ROOT):
@@ -175,8 +185,12 @@ class Supervised:
     def running(self) -> bool:
         return not self._done.is_set()
 
+    def request_stop(self) -> None:
+        """Ask the keeper to stop the group (SIGTERM, SIGKILL after the grace); returns at once."""
+        self._stop.set()
+
     def stop(self, timeout: float = STOP_GRACE + 15.0) -> None:
-        """Stop the group (SIGTERM, SIGKILL after the grace) and wait for the keeper to report."""
+        """Stop the group and wait for the keeper to report."""
         self._stop.set()
         self._done.wait(timeout)
 
@@ -255,13 +269,13 @@ class RayNode:
                     fs.makedirs(os.path.dirname(target), exist_ok=True)
                     fs.put_file(local, target)
 
-    def stop(self) -> list[int]:
-        """Stop every process of the node; returns the pids that had to be killed by the sweep."""
+    def stop(self) -> list[str]:
+        """Stop every process of the node; returns those the final sweep had to kill (pid, command)."""
         self.process.stop()
-        left = self.pids()
-        for pid in left:
+        left = [describe(pid) for pid in self.pids()]
+        for line in left:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(int(line.split()[0]), signal.SIGKILL)
         return left
 
     def remove_temp_dir(self) -> None:

@@ -5,7 +5,8 @@ placement group with one bundle per node (`trainer.placement.policy_num_nodes`),
 that node's logical GPUs (`policy_num_gpus_per_node`), runs one task per bundle and records in
 `<attempt>/ray_spread.json` the node (id and `rlaunch-rank` label) each task ran on and the GPU ids
 Ray gave it. Then it writes the trainer's records through `entry.run` (scenarios included:
-`slow` keeps printing for a while, `silent` sleeps without a word for the liveness watchdog).
+`slow` keeps printing for two minutes after placing, `silent` sleeps without a word before placing:
+the liveness watchdog's case).
 """
 
 from __future__ import annotations
@@ -66,12 +67,12 @@ def main() -> None:
     address = os.environ["RAY_ADDRESS"]  # the gang's cluster: never start one here
     ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     print(f"driver attached to {address}: {len(ray.nodes())} node(s)", flush=True)
-    placed = spread(skyrl)
-    _write(f"{os.environ['RLAUNCH_ATTEMPT_DIR']}/ray_spread.json", {"address": address, "tasks": placed})
-    print(f"tasks ran on ranks {sorted(str(p['rank']) for p in placed)}", flush=True)
     scenario = _get(skyrl, "environment.env_class")
     if scenario == "silent":
         time.sleep(3600)
+    placed = spread(skyrl)
+    _write(f"{os.environ['RLAUNCH_ATTEMPT_DIR']}/ray_spread.json", {"address": address, "tasks": placed})
+    print(f"tasks ran on ranks {sorted(str(p['rank']) for p in placed)}", flush=True)
     if scenario == "slow":
         for second in range(120):
             print(f"working {second}", flush=True)
