@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlaunch import storage
-from rlaunch.cluster.ray.replica import free_port, run_attempt
+from rlaunch.cluster.environment import free_port
+from rlaunch.cluster.ray.replica import run_attempt
 from rlaunch.processes import PROC_ROOT, stat_fields
 
 PROBE = str(Path(__file__).with_name("ray_probe.py"))
