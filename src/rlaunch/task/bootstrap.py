@@ -156,7 +156,10 @@ def run_ray_gang(
     process_env = runtime_process_env(doc, env, local_root)
     if os.environ.get(BACKEND_ENV) == "ray":
         command = entrypoint_command(doc, env, final_document(doc, staged), local_root)
-        gcs = os.environ.get(RAY_GCS_ADDRESS_ENV) or os.environ.get("RAY_ADDRESS", "")
+        gcs = os.environ.get(RAY_GCS_ADDRESS_ENV)
+        if not gcs:
+            log(f"the Ray backend gave this job no ${RAY_GCS_ADDRESS_ENV}: the driver cannot attach to the cluster")
+            return 1
         phases["trainer_started_at"] = utc_now()
         return ray_gang.run_attached(doc, gcs=gcs, env=process_env, driver_argv=command, cwd=local_root, log=log)
     rendezvous = rendezvous_for(doc)
