@@ -3,9 +3,7 @@
 Guards the checkpoint root (runtime digest), hands the composed recipe to SkyRL's entrypoint as a
 dotlist (`skyrl.train.entrypoints.main_base`, or this adapter's fully-async driver), then mirrors
 the checkpoints into rlaunch's layout. rlaunch context comes from the task bootstrap's
-environment: RLAUNCH_RUNTIME_DIGEST, RLAUNCH_COMPATIBLE_DIGESTS, and RAY_ADDRESS: the gang's Ray
-cluster (rank 0's head, or the cluster a Ray-backend job runs in), which SkyRL's
-`initialize_ray` attaches to (`ray.init()` reads RAY_ADDRESS) instead of starting its own.
+environment: RLAUNCH_RUNTIME_DIGEST, RLAUNCH_COMPATIBLE_DIGESTS.
 """
 
 from __future__ import annotations
@@ -37,8 +35,6 @@ def run(skyrl: Mapping[str, Any], mode: str = "standard") -> int:
     except ForeignCheckpointError as exc:
         print(f"[rlaunch_skyrl] refused: {exc}", file=sys.stderr, flush=True)
         return 2
-    address = os.environ.get("RAY_ADDRESS")
-    print(f"[rlaunch_skyrl] SkyRL attaches to the Ray cluster at {address or '(none: a private one)'}", flush=True)
     code = subprocess.call([sys.executable, "-m", ENTRYPOINTS[mode], *to_dotlist(skyrl)])
     step = mirror(ckpt_root, digest)
     print(f"[rlaunch_skyrl] SkyRL exited {code}; latest checkpoint step {step}", file=sys.stderr, flush=True)
