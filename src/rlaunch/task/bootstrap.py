@@ -161,7 +161,9 @@ def run_ray_gang(
             log(f"the Ray backend gave this job no ${RAY_GCS_ADDRESS_ENV}: the driver cannot attach to the cluster")
             return 1
         phases["trainer_started_at"] = utc_now()
-        return ray_gang.run_attached(doc, gcs=gcs, env=process_env, driver_argv=command, cwd=local_root, log=log)
+        return ray_gang.run_attached(
+            doc, gcs=gcs, env=process_env, driver_argv=command, cwd=local_root, log=log, stop=stop
+        )
     rendezvous = rendezvous_for(doc)
     if rank != 0:
         return ray_gang.run_worker(

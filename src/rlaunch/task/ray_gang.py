@@ -477,10 +477,16 @@ def run_worker(
 
 
 def run_attached(
-    doc: schema.SkyRLLaunchConfig, *, gcs: str, env: Mapping[str, str], driver_argv: list[str], cwd: str, log: Log
+    doc: schema.SkyRLLaunchConfig,
+    *,
+    gcs: str,
+    env: Mapping[str, str],
+    driver_argv: list[str],
+    cwd: str,
+    log: Log,
+    stop: Stop,
 ) -> int:
     """The Ray backend: the gang is the cluster this job already runs in; only the driver runs here."""
-    stop = Stop().install()
     log(f"attaching the trainer driver to the Ray cluster at {gcs}")
     result = run_driver(
         driver_argv,

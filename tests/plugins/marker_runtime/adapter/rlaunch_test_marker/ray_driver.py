@@ -6,7 +6,8 @@ that node's logical GPUs (`policy_num_gpus_per_node`), runs one task per bundle 
 `<attempt>/ray_spread.json` the node (id and `rlaunch-rank` label) each task ran on and the GPU ids
 Ray gave it. Then it writes the trainer's records through `entry.run` (scenarios included:
 `slow` keeps printing for two minutes after placing, `silent` sleeps without a word before placing:
-the liveness watchdog's case).
+the liveness watchdog's case; `attach_only` records the cluster it attached to in `ray_attach.json` and
+places nothing).
 """
 
 from __future__ import annotations
@@ -70,6 +71,11 @@ def main() -> None:
     scenario = _get(skyrl, "environment.env_class")
     if scenario == "silent":
         time.sleep(3600)
+    if scenario == "attach_only":  # a cluster without GPUs: record what it attached to, place nothing
+        nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+        _write(f"{os.environ['RLAUNCH_ATTEMPT_DIR']}/ray_attach.json", {"address": address, "nodes": nodes})
+        ray.shutdown()
+        sys.exit(run({**skyrl, "environment": {**skyrl["environment"], "env_class": "ok"}}))
     placed = spread(skyrl)
     _write(f"{os.environ['RLAUNCH_ATTEMPT_DIR']}/ray_spread.json", {"address": address, "tasks": placed})
     print(f"tasks ran on ranks {sorted(str(p['rank']) for p in placed)}", flush=True)
