@@ -17,6 +17,7 @@ import click
 from rlaunch import storage
 from rlaunch.artifacts import ArtifactStep, Directory, resolve_version
 from rlaunch.cli import rl_build_options
+from rlaunch.launch_config.schema import RaySection
 from rlaunch.skyrl import (
     ArtifactDataSource,
     ArtifactHfModel,
@@ -67,7 +68,7 @@ def write_data(config: dict[str, Any]) -> Directory:
     return Directory(path=config["output_path"])
 
 
-def execution(backend: str) -> SkyRLExecution:
+def execution(backend: str, ray_port: int | None = None) -> SkyRLExecution:
     """Sized for a laptop or the 4-CPU test cluster: 1 CPU per node, 1 CPU for the coordinator."""
     sizes = {
         "memory": "1GB",
@@ -76,9 +77,10 @@ def execution(backend: str) -> SkyRLExecution:
         "coordinator_memory": "1GB",
         "coordinator_disk": "1GB",
     }
+    ray = {"ray": RaySection(port=ray_port)} if ray_port else {}
     if backend == "ray":
-        return RaySkyRLExecution(cpu=1.0, **sizes)
-    return LocalSkyRLExecution(**sizes)
+        return RaySkyRLExecution(cpu=1.0, **sizes, **ray)
+    return LocalSkyRLExecution(**sizes, **ray)
 
 
 @click.command()
@@ -90,11 +92,17 @@ def execution(backend: str) -> SkyRLExecution:
     help="Where the coordinator and child job run (ray: $RAY_ADDRESS).",
 )
 @click.option("--scenario", default="ok", show_default=True)
+@click.option(
+    "--runtime", default="test-marker", show_default=True, help="test-marker, or test-ray-driver (a Ray driver)."
+)
 @click.option("--steps", default=4, show_default=True)
+@click.option("--ray-port", type=int, default=None, help="The gang's Ray GCS port (test-ray-driver; default 6379).")
 @click.option("--replicas", default=1, show_default=True, help="Nodes of the child gang (1 device slot each).")
 @click.option("--export/--no-export", default=True)
 @rl_build_options
-def main(backend: str, scenario: str, steps: int, replicas: int, export: bool) -> ArtifactStep:
+def main(
+    backend: str, scenario: str, runtime: str, steps: int, ray_port: int | None, replicas: int, export: bool
+) -> ArtifactStep:
     model = ArtifactStep(
         name="marker/model",
         version=resolve_version("marker/model", None),
@@ -119,13 +127,13 @@ def main(backend: str, scenario: str, steps: int, replicas: int, export: bool) -
         name="marker/rl",
         version=resolve_version("marker/rl", None),
         config_yaml=RECIPE % {"steps": steps, "scenario": scenario},
-        runtime=SkyRLRuntime("test-marker"),
+        runtime=SkyRLRuntime(runtime),
         model=ArtifactHfModel(model, tokenizer_revision="marker-rev"),
         train_data=(ArtifactDataSource(data, "train.jsonl"),),
         topology=SkyRLTopology(num_nodes=replicas, gpus_per_node=1, gpu_variant="cpu", role_plan=plan),
         seed=7,
     )
-    return skyrl_step(spec, execution(backend), export_hf=export)
+    return skyrl_step(spec, execution(backend, ray_port), export_hf=export)
 
 
 if __name__ == "__main__":

@@ -199,3 +199,30 @@ def test_the_cpu_smoke_on_ray_leaves_what_it_leaves_on_the_local_backend(ray_env
     assert local["metric steps"] == [1, 2] and "model.safetensors" in "".join(local["export"])
     record = run_record(ray_out)
     assert record["backend"] == "ray" and record["coordinator_job_id"] and record["child_job_id"]
+
+
+def test_a_ray_driver_runtime_on_ray_runs_only_its_driver_attached_to_the_cluster(
+    ray_env: RayCluster, tmp_path: Path
+) -> None:
+    """No nested Ray cluster and no gang placement group: the child job is the driver alone, and
+    the driver's RAY_ADDRESS is the cluster the job runs in (`rlaunch.task.ray_gang.run_attached`)."""
+    env = clean_env(
+        RLAUNCH_RUNTIME_PLUGINS="tests.plugins.marker_runtime,tests.plugins.ray_driver_runtime",
+        RLAUNCH_PREFIX=str(tmp_path / "prefix"),
+        RLAUNCH_STAGING_ROOT=str(tmp_path / "stage"),
+        RAY_ADDRESS=ray_env.dashboard,
+    )
+    args = ["--version", VERSION, "--run", "--backend", "ray", "--replicas", "2"]
+    args += ["--runtime", "test-ray-driver", "--scenario", "attach_only"]
+    done = run_experiment("tests.experiments.marker", args, tmp_path / "cwd", env)
+    output = tmp_path / "prefix" / "marker/rl" / VERSION
+    attached = json.loads((attempt_dir(output) / "ray_attach.json").read_text())
+    gcs_port = ray_env.gcs.rpartition(":")[2]
+    assert attached["address"].rpartition(":")[2] == gcs_port and len(attached["nodes"]) == 1  # (as Ray names it)
+    assert "starting Ray head" not in done.stdout + done.stderr
+    record = run_record(output)
+    from rlaunch.cluster.ray.backend import RayBackend
+
+    child = RayBackend().status(record["child_job_id"])
+    assert child.state.value == "succeeded" and len(child.replicas) == 1  # the driver, not a 2-node gang
+    assert child.labels["rlaunch.gang"] == "ray-driver-in-cluster"

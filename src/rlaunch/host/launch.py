@@ -14,7 +14,7 @@ from typing import TextIO
 
 from rlaunch import storage
 from rlaunch.cluster.protocol import JOB_ID_ENV, Backend, JobState, backend_from_env, get_backend, single_replica_lines
-from rlaunch.host.allocate import child_job_spec
+from rlaunch.host.allocate import child_job_spec, driver_job_spec, drives_existing_cluster
 from rlaunch.host.compose import compose_document
 from rlaunch.host.export import ExportError, terminal_export
 from rlaunch.host.manifests import FAILED, PREPARED, SUBMITTED, SUCCEEDED, LaunchResult, write_manifests
@@ -84,12 +84,15 @@ def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) ->
     resolved_url = storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), RESOLVED_DOCUMENT)
     storage.write_text_atomic(resolved_url, schema.dumps(doc))
     result.resolved_config_uri = resolved_url
-    spec = child_job_spec(doc, resolved_url, working_dir=os.getcwd())
+    gang = child_job_spec(doc, resolved_url, working_dir=os.getcwd())
+    spec = driver_job_spec(gang) if drives_existing_cluster(doc) else gang
     backend = host_backend(doc)
     if doc.run.submission == "prepare":
         log.write(f"prepared child job {spec.name}: {spec.replicas} replica(s), {spec.resources}\n")
         result.state = PREPARED
         return result
+    if spec is not gang:  # the driver runs inside the cluster; the whole gang must still fit in it
+        backend.check(gang, parent=os.environ.get(JOB_ID_ENV))
     result.child_job_id = backend.submit_child(spec) if os.environ.get(JOB_ID_ENV) else backend.submit(spec)
     submitted = {"host_started": result.started_at, "child_submitted": utc_now()}
     log.write(f"submitted child job {result.child_job_id} ({spec.replicas} replica(s)) via {backend.name}\n")

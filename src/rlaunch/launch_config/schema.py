@@ -79,11 +79,40 @@ class ClusterSection:
 
 @dataclass(frozen=True)
 class RaySection:
-    """How the gang bootstraps Ray inside its allocation (GPU runtimes)."""
+    """How the gang of a Ray-driver runtime bootstraps Ray inside its allocation (`rlaunch.task.ray_gang`).
+
+    `port` is the head's GCS port; `spill_dir` an absolute node-local directory for object spilling
+    (None: Ray's default, under its temp dir). Rank 0 waits `cluster_join_timeout_seconds` for
+    every node to join; the other ranks wait `rendezvous_timeout_seconds` for rank 0's head record
+    (and fail when rank 0 stops refreshing it that long). `driver_liveness_timeout_seconds` of
+    silence on the trainer driver's stdout and stderr kills it (exit 124; 0 disables the watchdog).
+    Ray's logs are copied to the attempt's durable `ray-logs/` every `log_sync_interval_seconds`
+    and at the end.
+    """
 
     port: int = 6379
+    spill_dir: str | None = None
     rendezvous_timeout_seconds: int = 1800
     cluster_join_timeout_seconds: int = 1800
+    driver_liveness_timeout_seconds: int = 9000
+    log_sync_interval_seconds: int = 300
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.port <= 65535:
+            raise ValueError(f"ray.port={self.port} is not a TCP port; choose one in 1..65535 (default 6379)")
+        for name in ("rendezvous_timeout_seconds", "cluster_join_timeout_seconds", "log_sync_interval_seconds"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"ray.{name}={getattr(self, name)} must be positive")
+        if self.driver_liveness_timeout_seconds < 0:
+            raise ValueError(
+                f"ray.driver_liveness_timeout_seconds={self.driver_liveness_timeout_seconds} cannot be negative "
+                "(0 disables the watchdog)"
+            )
+        if self.spill_dir is not None and ("://" in self.spill_dir or not self.spill_dir.startswith("/")):
+            raise ValueError(
+                f"ray.spill_dir={self.spill_dir!r} must be an absolute node-local path without a scheme "
+                "(e.g. /tmp/ray-spill), or null for Ray's default"
+            )
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ PLUGINS_ENV = "RLAUNCH_RUNTIME_PLUGINS"
 _PROFILE_DIRS = {"trl-cpu": "trl_cpu", "fsdp": "fsdp", "megatron": "megatron"}
 _HERE = Path(__file__).parent
 _IGNORED = {"__pycache__", ".pytest_cache"}
+LAUNCHERS = ("python", "torchrun", "ray-driver")
+RAY_DRIVER = "ray-driver"
 
 
 class UnknownRuntimeError(ValueError):
@@ -82,7 +84,9 @@ class RuntimeProfile:
     strategy: str
     strategy_aliases: Mapping[str, str]
     entrypoints: Mapping[str, str]
-    launcher: str  # "python" (one process per replica) or "torchrun" (one process per device slot)
+    # "python" (one process per replica), "torchrun" (one process per device slot), or "ray-driver"
+    # (the trainer is a Ray driver: the gang runs one Ray cluster and rank 0 runs the driver in it)
+    launcher: str
     environment: str  # "venv" (built from lock.txt) or "host" (the interpreter running rlaunch)
     python: str
     capabilities: Capabilities
@@ -154,6 +158,11 @@ def _files(directory: Path) -> list[Path]:
 def load_profile(name: str, directory: Path) -> RuntimeProfile:
     raw = parsed.load(directory / "profile.yaml")
     caps = dict(raw.get("capabilities") or {})
+    launcher = raw.get("launcher", "python")
+    if launcher not in LAUNCHERS:
+        raise ValueError(
+            f"runtime {name!r}: launcher={launcher!r} in {directory / 'profile.yaml'}; choose one of {LAUNCHERS}"
+        )
     if "honoured_keys" in caps and caps["honoured_keys"] is not None:
         caps["honoured_keys"] = tuple(caps["honoured_keys"])
     return RuntimeProfile(
@@ -164,7 +173,7 @@ def load_profile(name: str, directory: Path) -> RuntimeProfile:
         strategy=raw["strategy"],
         strategy_aliases=dict(raw.get("strategy_aliases") or {}),
         entrypoints=dict(raw["entrypoints"]),
-        launcher=raw.get("launcher", "python"),
+        launcher=launcher,
         environment=raw.get("environment", "venv"),
         python=str(raw.get("python", "3.11")),
         capabilities=Capabilities(**caps),

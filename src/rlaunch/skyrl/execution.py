@@ -1,8 +1,9 @@
 """Executions: where and how a SkyRL step runs. Placement only, never part of identity.
 
 Cluster and route, host CPU/memory/disk per node, priority, retries, the coordinator's deadline
-and resources, the child job's timeout and the W&B entity. Moving a run to another cluster or
-resizing its hosts keeps its fingerprint; a test proves it.
+and resources, the child job's timeout, the W&B entity, and how a Ray-driver runtime's gang
+bootstraps Ray (`ray`: port, spill dir, timeouts; the document's `ray` section). Moving a run to
+another cluster or resizing its hosts keeps its fingerprint; a test proves it.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 import abc
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from rlaunch.launch_config.schema import RaySection
 from rlaunch.placement import RayPlacement
 from rlaunch.skyrl.fields import require_int, require_number, require_str
 from rlaunch.units import parse_size
@@ -34,9 +36,12 @@ class SkyRLExecution(abc.ABC):
     coordinator_cpu: float = 4.0
     coordinator_memory: str = "16GB"
     coordinator_disk: str = "64GB"
+    ray: RaySection = field(default_factory=RaySection)
 
     def __post_init__(self) -> None:
         owner = type(self).__name__
+        if not isinstance(self.ray, RaySection):
+            raise TypeError(f"{owner}.ray must be a RaySection (port, spill_dir, timeouts), got {self.ray!r}")
         for name in ("cpu", "coordinator_cpu", "coordinator_timeout_hours"):
             require_number(owner, name, getattr(self, name))
             if getattr(self, name) <= 0:

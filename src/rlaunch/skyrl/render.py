@@ -118,5 +118,6 @@ def render_document(
     )
     sections["skyrl"] = spec.rendered_recipe()
     if execution is not None:
+        sections["ray"] = encode(execution.ray)
         from_dict(sections)  # a rendering bug fails here, naming the path, not in the host
     return sections

@@ -5,6 +5,11 @@ final document (staged paths patched in), builds or reuses the runtime environme
 runtime entrypoint (`run(cfg.skyrl)`) in it; when it ends, rank 0 publishes the gang's outcome.
 Other ranks join the gang and leave with rank 0's outcome. The task-local directory (staged
 inputs, trainer scratch) is removed when the task ends.
+
+A runtime whose trainer is a Ray driver (`launcher: ray-driver`) gets a Ray cluster across the
+gang first (`rlaunch.task.ray_gang`): rank 0 is the head and runs the driver with RAY_ADDRESS,
+the other ranks join it and park. On the Ray backend the job already runs inside a Ray cluster:
+its single replica runs the driver attached to that cluster.
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ import time
 import click
 
 from rlaunch import storage
-from rlaunch.cluster.protocol import JOB_ID_ENV, RANK_ENV, WORLD_SIZE_ENV
+from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV, RANK_ENV, WORLD_SIZE_ENV
+from rlaunch.cluster.ray.common import GCS_ADDRESS_ENV as RAY_GCS_ADDRESS_ENV
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import GANG_OUTCOME, JOINED, attempt_dir
 from rlaunch.launch_config.recipe import set_path
 from rlaunch.names import sanitize_job_name
-from rlaunch.runtimes.registry import get_profile
+from rlaunch.runtimes.environment import RuntimeEnvironment, ensure_environment
+from rlaunch.runtimes.registry import RAY_DRIVER, get_profile
 from rlaunch.storage import utc_now
 from rlaunch.task.staging import stage
 
@@ -97,17 +104,8 @@ def write_join_marker(doc: schema.SkyRLLaunchConfig, rank: int, world: int, star
     )
 
 
-def run_entrypoint(doc: schema.SkyRLLaunchConfig, final: dict, local_root: str, phases: dict[str, str]) -> int:
-    from rlaunch.runtimes.environment import ensure_environment
-
-    profile = get_profile(doc.runtime.profile)
-    final_path = os.path.join(local_root, FINAL_FILE)
-    with open(final_path, "w", encoding="utf-8") as handle:
-        handle.write(schema.dumps(final))
-    env = ensure_environment(profile, progress=log)
-    slots = trainer_processes(doc)
-    command = env.command(profile.entrypoint_module(doc.runtime.entrypoint), ["--config", final_path], nproc=slots)
-    process_env = env.process_env(
+def runtime_process_env(doc: schema.SkyRLLaunchConfig, env: RuntimeEnvironment, local_root: str) -> dict[str, str]:
+    return env.process_env(
         {
             "RLAUNCH_ATTEMPT_DIR": attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id),
             "RLAUNCH_RUNTIME_DIGEST": doc.runtime.source_digest,
@@ -117,9 +115,74 @@ def run_entrypoint(doc: schema.SkyRLLaunchConfig, final: dict, local_root: str, 
         },
         inherit=True,
     )
-    log(f"running {profile.name} entrypoint {doc.runtime.entrypoint} with {slots} process(es)")
+
+
+def entrypoint_command(
+    doc: schema.SkyRLLaunchConfig, env: RuntimeEnvironment, final: dict, local_root: str
+) -> list[str]:
+    """argv of the runtime entrypoint on the task-local final document (written here)."""
+    profile = get_profile(doc.runtime.profile)
+    final_path = os.path.join(local_root, FINAL_FILE)
+    with open(final_path, "w", encoding="utf-8") as handle:
+        handle.write(schema.dumps(final))
+    module = profile.entrypoint_module(doc.runtime.entrypoint)
+    return env.command(module, ["--config", final_path], nproc=trainer_processes(doc))
+
+
+def run_entrypoint(doc: schema.SkyRLLaunchConfig, final: dict, local_root: str, phases: dict[str, str]) -> int:
+    profile = get_profile(doc.runtime.profile)
+    env = ensure_environment(profile, progress=log)
+    command = entrypoint_command(doc, env, final, local_root)
+    log(f"running {profile.name} entrypoint {doc.runtime.entrypoint} with {trainer_processes(doc)} process(es)")
     phases["trainer_started_at"] = utc_now()
-    return subprocess.call(command, env=process_env, cwd=local_root)
+    return subprocess.call(command, env=runtime_process_env(doc, env, local_root), cwd=local_root)
+
+
+def run_ray_gang(
+    doc: schema.SkyRLLaunchConfig,
+    staged: dict[str, str],
+    local_root: str,
+    rank: int,
+    world: int,
+    phases: dict[str, str],
+) -> int:
+    """A Ray-driver runtime: Ray across the gang (or the cluster this job runs in), then the driver."""
+    from rlaunch.task import ray_gang
+    from rlaunch.task.rendezvous import rendezvous_for
+
+    started_at = time.time()
+    stop = ray_gang.Stop().install()
+    env = ensure_environment(get_profile(doc.runtime.profile), progress=log)
+    process_env = runtime_process_env(doc, env, local_root)
+    if os.environ.get(BACKEND_ENV) == "ray":
+        command = entrypoint_command(doc, env, final_document(doc, staged), local_root)
+        gcs = os.environ.get(RAY_GCS_ADDRESS_ENV)
+        if not gcs:
+            log(f"the Ray backend gave this job no ${RAY_GCS_ADDRESS_ENV}: the driver cannot attach to the cluster")
+            return 1
+        phases["trainer_started_at"] = utc_now()
+        return ray_gang.run_attached(
+            doc, gcs=gcs, env=process_env, driver_argv=command, cwd=local_root, log=log, stop=stop
+        )
+    rendezvous = rendezvous_for(doc)
+    if rank != 0:
+        return ray_gang.run_worker(
+            doc, rendezvous, rank=rank, python=env.python, env=process_env, started_at=started_at, log=log, stop=stop
+        )
+    command = entrypoint_command(doc, env, final_document(doc, staged), local_root)
+    log(f"running {doc.runtime.profile} entrypoint {doc.runtime.entrypoint} as a Ray driver on {world} node(s)")
+    return ray_gang.run_head(
+        doc,
+        rendezvous,
+        world=world,
+        python=env.python,
+        env=process_env,
+        driver_argv=command,
+        cwd=local_root,
+        log=log,
+        stop=stop,
+        phases=phases,
+    )
 
 
 def wait_for_outcome(doc: schema.SkyRLLaunchConfig, poll_seconds: float = 1.0) -> int:
@@ -145,10 +208,16 @@ def main(config_url: str) -> None:
         staged = stage_inputs(doc, local_root)
         write_join_marker(doc, rank, world, started_at)
         log(f"joined gang as rank {rank} of {world}")
-        if rank != 0:
+        ray_driver = get_profile(doc.runtime.profile).launcher == RAY_DRIVER
+        if rank != 0 and not ray_driver:
             sys.exit(wait_for_outcome(doc))
         phases: dict[str, str] = {}
-        code = run_entrypoint(doc, final_document(doc, staged), local_root, phases)
+        if ray_driver:
+            code = run_ray_gang(doc, staged, local_root, rank, world, phases)
+            if rank != 0:
+                sys.exit(code)
+        else:
+            code = run_entrypoint(doc, final_document(doc, staged), local_root, phases)
         storage.write_json_atomic(
             storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), OUTCOME),
             {"exit_code": code, "time": utc_now(), **phases},

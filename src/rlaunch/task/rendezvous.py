@@ -1,0 +1,248 @@
+"""The gang's rendezvous: how rank 0 tells the other ranks where its Ray head is, and how it ends.
+
+A small protocol with two exchanges, both published by rank 0 (the head) and awaited by the
+other ranks (the workers):
+
+  head record   {gang_epoch, attempt_id, job_id, head_host, address, port, num_nodes,
+                 python_version, ray_version, written_at}: where to join. The head publishes it
+                once Ray is up and re-publishes it (fresh `written_at`) every few seconds for as
+                long as it runs: that is its heartbeat.
+  outcome       {gang_epoch, exit_code, state, reason, written_at}: how the run ended. A worker
+                parks until the outcome of *its* epoch appears, then leaves with its exit code.
+
+Workers also publish a node record (rank, host, address, pid, state, reason) when they join and
+when they leave, so a stopped gang says what each rank was doing.
+
+What makes a head record current (`current_head`): the same attempt and job as the worker, and
+written no more than `STALE_AFTER_SECONDS` before the worker started (clock skew allowed). A
+record left by an earlier gang (an earlier attempt, a retried job, a crashed head) fails one of
+these and is ignored: the worker keeps waiting for its own head. The gang epoch (a fresh uuid per
+head incarnation) ties the outcome to the head record the worker joined.
+
+Implementations: `StorageRendezvous`, files in the attempt's rendezvous directory on the shared
+prefix (any fsspec URL):
+
+    <attempts_root>/<attempt_id>/rendezvous/
+        head.json                  the head record (rewritten on every heartbeat)
+        outcome.json               the outcome of the current epoch
+        nodes/rank-<N>.json        each worker's node record
+
+A backend with its own rendezvous (Iris endpoints) implements the same five primitives
+(`clear`, `publish_head`, `read_head`, `publish_outcome`, `read_outcome`, plus `publish_node`)
+and gets the waiting rules below for free; it may override `wait_for_head` / `wait_for_outcome`
+when it can block natively. `rendezvous_for` picks the implementation for a document.
+"""
+
+from __future__ import annotations
+
+import abc
+import datetime
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from rlaunch import storage
+from rlaunch.launch_config.layout import attempt_dir
+from rlaunch.launch_config.schema import SkyRLLaunchConfig
+
+RENDEZVOUS_DIR = "rendezvous"
+HEAD_FILE = "head.json"
+OUTCOME_FILE = "outcome.json"
+NODES_DIR = "nodes"
+STALE_AFTER_SECONDS = 60.0  # a head record older than this when a worker starts is an earlier gang's
+POLL_SECONDS = 0.5
+
+
+class RendezvousTimeout(RuntimeError):
+    """A rank waited for another longer than the document allows; the message names the rank."""
+
+
+class GangStopped(RuntimeError):
+    """A wait was interrupted because this rank is being stopped (a signal)."""
+
+
+def _parse_time(text: str) -> float:
+    return datetime.datetime.fromisoformat(text).timestamp()
+
+
+@dataclass(frozen=True)
+class HeadRecord:
+    gang_epoch: str
+    attempt_id: str
+    job_id: str | None
+    head_host: str
+    address: str  # the head node's IP, as Ray knows it
+    port: int  # the GCS port
+    num_nodes: int
+    python_version: str
+    ray_version: str
+    written_at: str
+
+    @property
+    def gcs_address(self) -> str:
+        return f"{self.address}:{self.port}"
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> HeadRecord:
+        return cls(**{f.name: data.get(f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class GangOutcome:
+    gang_epoch: str
+    exit_code: int
+    state: str  # succeeded | failed | timed_out | terminated
+    reason: str | None
+    written_at: str
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GangOutcome:
+        return cls(**{f.name: data.get(f.name) for f in fields(cls)})
+
+
+def current_head(
+    record: HeadRecord | None, *, attempt_id: str, job_id: str | None, started_at: float
+) -> HeadRecord | None:
+    """`record` when it belongs to this gang (see the module docstring), else None."""
+    if record is None or record.attempt_id != attempt_id:
+        return None
+    if job_id and record.job_id and record.job_id != job_id:
+        return None
+    try:
+        written = _parse_time(record.written_at)
+    except (TypeError, ValueError):
+        return None
+    return record if written >= started_at - STALE_AFTER_SECONDS else None
+
+
+class Rendezvous(abc.ABC):
+    """Where the head publishes and the workers wait; see the module docstring."""
+
+    @abc.abstractmethod
+    def clear(self) -> None:
+        """Remove the records of earlier gangs (the head calls it before publishing)."""
+
+    @abc.abstractmethod
+    def publish_head(self, record: HeadRecord) -> None: ...
+
+    @abc.abstractmethod
+    def read_head(self) -> HeadRecord | None: ...
+
+    @abc.abstractmethod
+    def publish_outcome(self, outcome: GangOutcome) -> None: ...
+
+    @abc.abstractmethod
+    def read_outcome(self) -> GangOutcome | None: ...
+
+    @abc.abstractmethod
+    def publish_node(self, rank: int, record: dict[str, Any]) -> None:
+        """A worker's own record (joined, left and why)."""
+
+    def wait_for_head(
+        self,
+        *,
+        attempt_id: str,
+        job_id: str | None,
+        started_at: float,
+        timeout: float,
+        rank: int,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> HeadRecord:
+        """The current head record; RendezvousTimeout naming rank 0 after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            record = current_head(self.read_head(), attempt_id=attempt_id, job_id=job_id, started_at=started_at)
+            if record is not None:
+                return record
+            if should_stop():
+                raise GangStopped(f"rank {rank} was stopped while waiting for rank 0's head record")
+            if time.monotonic() >= deadline:
+                raise RendezvousTimeout(
+                    f"rank {rank} waited {timeout:g}s (ray.rendezvous_timeout_seconds) for rank 0 to publish its "
+                    f"Ray head record at {self.describe()}, and rank 0 never did: rank 0 is missing (did it "
+                    "start? see its log); raise ray.rendezvous_timeout_seconds if it is only slow to stage"
+                )
+            time.sleep(POLL_SECONDS)
+
+    def wait_for_outcome(
+        self,
+        head: HeadRecord,
+        *,
+        rank: int,
+        head_silence: float,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> GangOutcome:
+        """Rank 0's outcome for `head`'s epoch. No limit while rank 0 keeps its heartbeat; fails
+        naming rank 0 once its record has not been refreshed for `head_silence` seconds, or when a
+        new head (another epoch) replaced it."""
+        last_beat = time.monotonic()
+        while True:
+            outcome = self.read_outcome()
+            if outcome is not None and outcome.gang_epoch == head.gang_epoch:
+                return outcome
+            if should_stop():
+                raise GangStopped(f"rank {rank} was stopped while parked on rank 0's outcome")
+            now = time.monotonic()
+            current = self.read_head()
+            if current is not None and current.gang_epoch != head.gang_epoch:
+                raise RendezvousTimeout(
+                    f"rank {rank}: rank 0 was replaced (epoch {head.gang_epoch} -> {current.gang_epoch}) "
+                    "without an outcome for the gang this rank joined"
+                )
+            if current is not None and current.written_at != head.written_at:
+                head, last_beat = current, now
+            elif now - last_beat > head_silence:
+                raise RendezvousTimeout(
+                    f"rank {rank}: rank 0 ({head.head_host}) stopped refreshing its head record "
+                    f"{head_silence:g}s ago and wrote no outcome: rank 0 is missing (see its log)"
+                )
+            time.sleep(POLL_SECONDS)
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+class StorageRendezvous(Rendezvous):
+    """The rendezvous as files under a directory on the shared prefix (any fsspec URL)."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def _url(self, *parts: str) -> str:
+        return storage.join(self.directory, *parts)
+
+    def clear(self) -> None:
+        for name in (HEAD_FILE, OUTCOME_FILE):
+            if storage.exists(self._url(name)):
+                storage.remove(self._url(name))
+
+    def publish_head(self, record: HeadRecord) -> None:
+        storage.write_json_atomic(self._url(HEAD_FILE), asdict(record))
+
+    def read_head(self) -> HeadRecord | None:
+        data = storage.read_json(self._url(HEAD_FILE))
+        return HeadRecord.from_json(data) if isinstance(data, dict) else None
+
+    def publish_outcome(self, outcome: GangOutcome) -> None:
+        storage.write_json_atomic(self._url(OUTCOME_FILE), asdict(outcome))
+
+    def read_outcome(self) -> GangOutcome | None:
+        data = storage.read_json(self._url(OUTCOME_FILE))
+        return GangOutcome.from_json(data) if isinstance(data, dict) else None
+
+    def publish_node(self, rank: int, record: dict[str, Any]) -> None:
+        storage.write_json_atomic(self._url(NODES_DIR, f"rank-{rank}.json"), {"rank": rank, **record})
+
+    def describe(self) -> str:
+        return self._url(HEAD_FILE)
+
+
+def rendezvous_dir(doc: SkyRLLaunchConfig) -> str:
+    return storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), RENDEZVOUS_DIR)
+
+
+def rendezvous_for(doc: SkyRLLaunchConfig) -> Rendezvous:
+    """The rendezvous a gang uses: files on the shared prefix for every backend today (an Iris
+    backend with endpoints plugs in here)."""
+    return StorageRendezvous(rendezvous_dir(doc))
