@@ -30,6 +30,7 @@ from rlaunch.skyrl import (
     SkyRLTopology,
     skyrl_step,
 )
+from rlaunch.skyrl.hub import hf_model_source
 
 RECIPE = """
 trainer:
@@ -54,23 +55,12 @@ class EvalReport(Artifact):
     reward_mean: float = 0.0
 
 
+QWEN3_8B_COMMIT = "9c925d64d72725edaf899c6cb9c377fd0709d9c5"
+
+
 def pretrained_model() -> ArtifactStep[HfModel]:
-    """The SFT checkpoint the run starts from, pinned as an artifact (not an ambient path)."""
-
-    def build(ctx):  # noqa: ANN001, ANN202 - a builder is a plain function of the context
-        return {
-            "source": "hf://Qwen/Qwen3-8B",
-            "revision": "9c925d64d72725edaf899c6cb9c377fd0709d9c5",
-            "out": ctx.output_path,
-        }
-
-    return ArtifactStep(
-        name="models/qwen3-8b",
-        version=resolve_version("models/qwen3-8b", None),
-        artifact_type=HfModel,
-        run=_needs_cluster,
-        build_config=build,
-    )
+    """The checkpoint the run starts from, pinned to a hub commit (not an ambient path or a branch)."""
+    return hf_model_source("models/qwen3-8b", "Qwen/Qwen3-8B", QWEN3_8B_COMMIT)
 
 
 def gsm8k() -> ArtifactStep[Artifact]:
@@ -114,7 +104,7 @@ def rl_step(broken: bool) -> ArtifactStep[SkyRLRun]:
         version=resolve_version("checkpoints/gsm8k-grpo-qwen3-8b", None),
         config_yaml=RECIPE,
         runtime=SkyRLRuntime("fsdp"),
-        model=ArtifactHfModel(model, tokenizer_revision="9c925d64d72725edaf899c6cb9c377fd0709d9c5"),
+        model=ArtifactHfModel(model, tokenizer_revision=QWEN3_8B_COMMIT),
         train_data=(ArtifactDataSource(data, "train.parquet"),),
         validation_data=(ArtifactDataSource(data, "test.parquet"),),
         topology=SkyRLTopology(num_nodes=8, gpus_per_node=8, gpu_variant="H100", role_plan=role_plan(broken)),

@@ -45,6 +45,7 @@ from rlaunch.skyrl import (
     SkyRLTopology,
     skyrl_step,
 )
+from rlaunch.skyrl.step import SkyRLArtifactStep
 
 RUNTIME = "trl-cpu"
 TOKENIZER_REVISION = "smoke-bpe-512-seed0"
@@ -211,8 +212,8 @@ def dataset_step() -> ArtifactStep[Directory]:
     )
 
 
-def role_plan(slots: int) -> SkyRLRolePlan:
-    """Colocated on one node: one engine per device slot, four prompts x four samples per step."""
+def role_plan(slots: int, train_batch: int = 4) -> SkyRLRolePlan:
+    """Colocated on one node: one engine per device slot, `train_batch` prompts x four samples per step."""
     return SkyRLRolePlan(
         colocate_all=True,
         policy_num_nodes=1,
@@ -222,7 +223,7 @@ def role_plan(slots: int) -> SkyRLRolePlan:
         inference_engine_pipeline_parallel_size=1,
         inference_engine_data_parallel_size=1,
         inference_engine_expert_parallel_size=1,
-        train_batch_size=4,
+        train_batch_size=train_batch,
         policy_mini_batch_size=4,
         micro_train_batch_size_per_gpu=4,
         n_samples_per_prompt=4,
@@ -257,21 +258,32 @@ def execution(backend: str, slots: int) -> SkyRLExecution:
 
 
 def rl_step(
-    model: ArtifactStep[HfModel], data: ArtifactStep[Directory], slots: int, steps: int, backend: str = "local"
-) -> ArtifactStep[SkyRLRun]:
+    model: ArtifactStep[HfModel],
+    data: ArtifactStep[Directory],
+    slots: int,
+    steps: int,
+    backend: str = "local",
+    *,
+    name: str = "smoke/rl",
+    train_batch: int = 4,
+    smoke: SkyRLArtifactStep | None = None,
+) -> SkyRLArtifactStep:
+    """The RL step; `experiments.cpu_scaled` reuses it for a larger run of the same shape."""
     spec = SkyRLSpec(
-        name="smoke/rl",
-        version=resolve_version("smoke/rl", None),
+        name=name,
+        version=resolve_version(name, None),
         config_yaml=RECIPE % {"steps": steps},
         runtime=SkyRLRuntime(RUNTIME),
         model=ArtifactHfModel(model, tokenizer_revision=TOKENIZER_REVISION),
         train_data=(ArtifactDataSource(data, "train.jsonl"),),
         validation_data=(ArtifactDataSource(data, "validation.jsonl"),),
-        topology=SkyRLTopology(num_nodes=1, gpus_per_node=slots, gpu_variant="cpu", role_plan=role_plan(slots)),
+        topology=SkyRLTopology(
+            num_nodes=1, gpus_per_node=slots, gpu_variant="cpu", role_plan=role_plan(slots, train_batch)
+        ),
         retention=SkyRLRetentionPolicy(resume_checkpoint_count=2, temporary_storage_ttl_days=7),
         seed=0,
     )
-    return skyrl_step(spec, execution(backend, slots), export_hf=True)
+    return skyrl_step(spec, execution(backend, slots), export_hf=True, smoke=smoke)
 
 
 def evaluation_step(rl: ArtifactStep[SkyRLRun], data: ArtifactStep[Directory]) -> ArtifactStep[EvalReport]:

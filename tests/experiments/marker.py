@@ -38,7 +38,7 @@ trainer:
   max_prompt_length: 32
   ckpt_interval: 2
   hf_save_interval: -1
-  resume_mode: latest
+  resume_mode: %(resume_mode)s
   logger: console
 generator:
   sampling_params: {max_generate_length: 8}
@@ -83,6 +83,54 @@ def execution(backend: str, ray_port: int | None = None) -> SkyRLExecution:
     return LocalSkyRLExecution(**sizes, **ray)
 
 
+def marker_rl(
+    name: str = "marker/rl",
+    *,
+    backend: str = "local",
+    scenario: str = "ok",
+    runtime: str = "test-marker",
+    steps: int = 4,
+    ray_port: int | None = None,
+    replicas: int = 1,
+    export: bool = True,
+    train_batch: int = 2,
+    resume_mode: str = "latest",
+    smoke: Any = None,
+) -> ArtifactStep:
+    """An RL step on a marker runtime over the shared marker model and data."""
+    model = ArtifactStep(
+        name="marker/model",
+        version=resolve_version("marker/model", None),
+        artifact_type=HfModel,
+        run=write_model,
+        build_config=lambda ctx: {"output_path": ctx.output_path},
+    )
+    data = ArtifactStep(
+        name="marker/data",
+        version=resolve_version("marker/data", None),
+        artifact_type=Directory,
+        run=write_data,
+        build_config=lambda ctx: {"output_path": ctx.output_path},
+    )
+    plan = SkyRLRolePlan(
+        colocate_all=True, policy_num_nodes=replicas, policy_num_gpus_per_node=1, num_inference_engines=replicas,
+        inference_engine_tensor_parallel_size=1, inference_engine_pipeline_parallel_size=1,
+        inference_engine_data_parallel_size=1, inference_engine_expert_parallel_size=1,
+        train_batch_size=train_batch, policy_mini_batch_size=2, micro_train_batch_size_per_gpu=1, n_samples_per_prompt=2,
+    )  # fmt: skip
+    spec = SkyRLSpec(
+        name=name,
+        version=resolve_version(name, None),
+        config_yaml=RECIPE % {"steps": steps, "scenario": scenario, "resume_mode": resume_mode},
+        runtime=SkyRLRuntime(runtime),
+        model=ArtifactHfModel(model, tokenizer_revision="marker-rev"),
+        train_data=(ArtifactDataSource(data, "train.jsonl"),),
+        topology=SkyRLTopology(num_nodes=replicas, gpus_per_node=1, gpu_variant="cpu", role_plan=plan),
+        seed=7,
+    )
+    return skyrl_step(spec, execution(backend, ray_port), export_hf=export, smoke=smoke)
+
+
 @click.command()
 @click.option(
     "--backend",
@@ -103,37 +151,15 @@ def execution(backend: str, ray_port: int | None = None) -> SkyRLExecution:
 def main(
     backend: str, scenario: str, runtime: str, steps: int, ray_port: int | None, replicas: int, export: bool
 ) -> ArtifactStep:
-    model = ArtifactStep(
-        name="marker/model",
-        version=resolve_version("marker/model", None),
-        artifact_type=HfModel,
-        run=write_model,
-        build_config=lambda ctx: {"output_path": ctx.output_path},
+    return marker_rl(
+        backend=backend,
+        scenario=scenario,
+        runtime=runtime,
+        steps=steps,
+        ray_port=ray_port,
+        replicas=replicas,
+        export=export,
     )
-    data = ArtifactStep(
-        name="marker/data",
-        version=resolve_version("marker/data", None),
-        artifact_type=Directory,
-        run=write_data,
-        build_config=lambda ctx: {"output_path": ctx.output_path},
-    )
-    plan = SkyRLRolePlan(
-        colocate_all=True, policy_num_nodes=replicas, policy_num_gpus_per_node=1, num_inference_engines=replicas,
-        inference_engine_tensor_parallel_size=1, inference_engine_pipeline_parallel_size=1,
-        inference_engine_data_parallel_size=1, inference_engine_expert_parallel_size=1,
-        train_batch_size=2, policy_mini_batch_size=2, micro_train_batch_size_per_gpu=1, n_samples_per_prompt=2,
-    )  # fmt: skip
-    spec = SkyRLSpec(
-        name="marker/rl",
-        version=resolve_version("marker/rl", None),
-        config_yaml=RECIPE % {"steps": steps, "scenario": scenario},
-        runtime=SkyRLRuntime(runtime),
-        model=ArtifactHfModel(model, tokenizer_revision="marker-rev"),
-        train_data=(ArtifactDataSource(data, "train.jsonl"),),
-        topology=SkyRLTopology(num_nodes=replicas, gpus_per_node=1, gpu_variant="cpu", role_plan=plan),
-        seed=7,
-    )
-    return skyrl_step(spec, execution(backend, ray_port), export_hf=export)
 
 
 if __name__ == "__main__":

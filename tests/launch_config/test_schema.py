@@ -81,7 +81,7 @@ def test_wrong_types_name_the_path(document: dict[str, Any], path: str, value: A
         ((), "extra", "extra: unknown key; SkyRLLaunchConfig accepts"),
         (("run",), "seeed", "run.seeed: unknown key; RunSection accepts"),
         (("cluster", "allocation"), "gpus", "cluster.allocation.gpus: unknown key; Allocation accepts"),
-        (("inputs", "model"), "revision", "inputs.model.revision: unknown key; ModelInput accepts"),
+        (("inputs", "model"), "revison", "inputs.model.revison: unknown key; ModelInput accepts"),
     ],
 )
 def test_unknown_keys_name_the_path(document: dict[str, Any], where: tuple[str, ...], key: str, expected: str) -> None:

@@ -14,6 +14,7 @@ from rlaunch.skyrl import HfModel, ModelFacts, PreflightError, skyrl_step
 from .helpers import (
     BASE_RECIPE,
     DAY,
+    REVISION,
     WANDB_RECIPE,
     assert_useful,
     codes,
@@ -122,7 +123,7 @@ def test_spec_reads_the_model_record_for_context_length_and_heads(prefix: str) -
     # A budget inside the recorded context and a TP dividing the heads pass.
     ok = recipe(trainer={"max_prompt_length": 512}, generator={"sampling_params": {"max_generate_length": 1536}})
     assert spec(model=model, tree=ok, topo=seed_topology()).model.stored_facts() == ModelFacts(
-        num_attention_heads=12, context_length=2048
+        num_attention_heads=12, context_length=2048, tokenizer_revision=REVISION
     )
 
 
@@ -132,7 +133,7 @@ def test_an_unbuilt_model_has_no_facts_to_check() -> None:
             name="models/unbuilt", version=DAY, artifact_type=HfModel, run=lambda c: None, build_config=lambda ctx: {}
         )
     )
-    assert s.model.stored_facts() == ModelFacts()
+    assert s.model.stored_facts() == ModelFacts(tokenizer_revision=REVISION)
 
 
 def test_model_facts_reach_the_launch_document(prefix: str) -> None:

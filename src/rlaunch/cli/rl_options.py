@@ -38,10 +38,18 @@ def skyrl_steps(handles: list[ArtifactStep[Any]]) -> list[Any]:
 
 
 class CoordinatorExecutor:
-    option_names = ("detach",)
+    option_names = ("detach", "skip_smoke_gate")
 
     def options(self) -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
-        return [click.option("--detach", is_flag=True, help="Return right after submitting the coordinator.")]
+        return [
+            click.option("--detach", is_flag=True, help="Return right after submitting the coordinator."),
+            click.option(
+                "--skip-smoke-gate",
+                metavar="REASON",
+                default=None,
+                help="Submit although the declared smoke has not passed or parity fails; REASON is kept in the run record.",
+            ),
+        ]
 
     def check(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> None:
         steps = skyrl_steps(handles)
@@ -76,6 +84,8 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
         )
     steps = skyrl_steps(handles)
     problems = [p for s in steps for p in submission_problems(s.spec, invocation.prefix)]
+    refused, overrides = _smoke_gate(steps, invocation)
+    problems += refused
     if problems:
         for problem in problems:
             click.echo(f"error: {problem}", err=True)
@@ -122,6 +132,7 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
         backend = get_backend(execution.backend, **execution.placement())
         for step in steps:
             backend.check(child_gang(step), beside=spec.resources)
+        _record_overrides(overrides, invocation)
         job_id = backend.submit(spec)
     except (CapacityError, BackendUnavailableError, ImportError, ConnectionError) as exc:
         click.echo(f"error: {exc}", err=True)
@@ -142,6 +153,37 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
     status = backend.wait(job_id)
     click.echo(f"RL coordinator {job_id} {status.state.value}" + (f": {status.message}" if status.message else ""))
     return 0 if status.state.value == "succeeded" else 1
+
+
+def _smoke_gate(steps: list[Any], invocation: Invocation) -> tuple[list[str], list[tuple[Any, list[str]]]]:
+    """(what the smoke gate refuses, the overrides to record once the launch is submitted).
+
+    With --skip-smoke-gate nothing is refused; each gated step's findings are recorded instead.
+    """
+    from rlaunch.cli.smoke_gate import gate_problems
+
+    reason = invocation.options.get("skip_smoke_gate")
+    if reason is not None and not reason.strip():
+        return ["--skip-smoke-gate needs a reason (it is kept in the run record)"], []
+    gated = [(step, gate_problems(step, invocation.prefix)) for step in steps if step.smoke is not None]
+    if reason is not None:
+        return [], gated
+    refused = [p for _, problems in gated for p in problems]
+    if refused:
+        refused.append(
+            "the smoke gate refuses this launch: run the smoke and check it (rlaunch verify-smoke), "
+            "or pass --skip-smoke-gate REASON"
+        )
+    return refused, []
+
+
+def _record_overrides(overrides: list[tuple[Any, list[str]]], invocation: Invocation) -> None:
+    from rlaunch.cli.smoke_gate import record_override
+
+    reason = invocation.options.get("skip_smoke_gate") or ""
+    for step, problems in overrides:
+        record_override(step, invocation.prefix, reason, problems)
+        click.echo(f"smoke gate skipped for {step.identity}: {reason} (kept in the run record)", err=True)
 
 
 def child_gang(step: Any) -> JobSpec:

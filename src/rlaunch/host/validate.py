@@ -20,6 +20,7 @@ from rlaunch.runtimes.registry import UnknownRuntimeError, get_profile
 # Where the experiment side's fields live in a launch document (longest prefix first).
 _DOCUMENT_PATHS = (
     ("config_yaml.entrypoint", "runtime.entrypoint"),
+    ("model.tokenizer_revision", "inputs.model.tokenizer_revision"),
     ("execution.wandb_entity", "cluster.wandb_entity"),
     ("config_yaml", "skyrl"),
     ("topology", "cluster.allocation"),
@@ -83,6 +84,8 @@ def validate_document(doc: SkyRLLaunchConfig) -> dict[str, Any]:
         source_digest=doc.runtime.source_digest,
         num_attention_heads=model.num_attention_heads,
         context_length=model.context_length,
+        model_revision=model.revision,
+        tokenizer_revision=model.tokenizer_revision,
         seed_source="run.seed",
         plan_in_recipe=True,
     )

@@ -122,6 +122,14 @@ def update_attempt(output_path: str, run_id: str, attempt_id: str, fields: dict[
     storage.write_json_atomic(url, record)
 
 
+def add_gate_override(output_path: str, run_id: str, entry: dict[str, Any]) -> None:
+    """Keep a `--skip-smoke-gate` override (reason, who, when, what the gate found) with the run."""
+    url = run_record(output_path)
+    record = storage.read_json(url) or {"run_id": run_id, "attempts": []}
+    record.setdefault("smoke_gate_overrides", []).append(entry)
+    storage.write_json_atomic(url, record)
+
+
 def read(output_path: str) -> dict[str, Any] | None:
     return storage.read_json(run_record(output_path))
 

@@ -136,6 +136,7 @@ class ModelInput:
     tokenizer_revision: str
     num_attention_heads: int | None = None
     context_length: int | None = None
+    revision: str | None = None  # the source commit the model artifact recorded, when it has one
 
 
 @dataclass(frozen=True)

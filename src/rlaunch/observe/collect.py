@@ -206,7 +206,7 @@ def iso_time(value: Any) -> str | None:
 # -- the pieces --------------------------------------------------------------------------------
 
 
-def _document(attempt: dict[str, Any], output_path: str) -> tuple[SkyRLLaunchConfig | None, str | None]:
+def launch_document(attempt: dict[str, Any], output_path: str) -> tuple[SkyRLLaunchConfig | None, str | None]:
     """The attempt's launch document: resolved by the host if it got that far, else as handed over."""
     for key in ("resolved_config_uri", "launch_document_uri"):
         url = attempt.get(key)
@@ -435,7 +435,7 @@ def collect(ref: RunRef, reference: str | None = None) -> RunStatus:
         failure=attempt.get("failure"),
         phases=dict(attempt.get("phases") or {}),
     )
-    doc, status.document_uri = _document(attempt, ref.output_path) if attempt else (None, None)
+    doc, status.document_uri = launch_document(attempt, ref.output_path) if attempt else (None, None)
     attempts_root = doc.artifacts.attempts_root if doc else None
     if attempt_id and attempts_root:
         status.attempt_dir = attempt_dir(attempts_root, attempt_id)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.rules import batches, recipe, runtime, topology
+from rlaunch.rules import batches, defects, recipe, runtime, topology
 from rlaunch.rules.common import MAX_SIZE, Subject, Violation, divisor_hint, divisors, violation
 from rlaunch.rules.recipe import recipe_problem, wandb_entity
 
@@ -35,7 +35,9 @@ __all__ = [
     "wandb_entity",
 ]
 
-CODES: tuple[str, ...] = tuple(dict.fromkeys(topology.CODES + batches.CODES + runtime.CODES + recipe.CODES))
+CODES: tuple[str, ...] = tuple(
+    dict.fromkeys(topology.CODES + batches.CODES + runtime.CODES + recipe.CODES + defects.CODES)
+)
 TOO_LARGE = frozenset({"topology.too_large", "role_plan.too_large"})
 STRUCTURE = TOO_LARGE | {"topology.non_positive", "role_plan.non_positive"}
 
@@ -80,6 +82,7 @@ def composed_rules(s: Subject, composed: Mapping[str, Any], *, sound: bool) -> l
     if sound:
         out += topology.topology_rules(s, geo)
         out += batches.batch_rules(geo, composed)
+        out += defects.defect_rules(s.profile, composed)
     out += runtime.entrypoint_rules(s, geo, composed)
     out += runtime.runtime_rules(s, composed)
     out += recipe.recipe_rules(composed)

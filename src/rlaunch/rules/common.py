@@ -55,6 +55,8 @@ class Subject:
     source_digest: str | None = None
     num_attention_heads: int | None = None
     context_length: int | None = None
+    model_revision: str | None = None  # the source commit the model artifact recorded or pins
+    tokenizer_revision: str | None = None  # what the spec pins it against
     seed_source: str = "SkyRLSpec.seed"
     plan_in_recipe: bool = False
 

@@ -33,6 +33,7 @@ CODES = (
     "recipe.executor_backend",
     "model.tp_heads",
     "model.context_budget",
+    "model.revision_mismatch",
 )
 
 # Injected by the launch host from the launch document; a recipe setting them would point a run
@@ -274,6 +275,19 @@ def model_rules(s: Subject, c: Mapping[str, Any]) -> list[Violation]:
                 f"choose TP among {divisor_hint(heads)}",
                 heads=heads,
                 tp=tp,
+            )
+        )
+    if s.model_revision and s.tokenizer_revision and s.model_revision != s.tokenizer_revision:
+        out.append(
+            violation(
+                "model.revision_mismatch",
+                ["model.tokenizer_revision"],
+                f"the spec pins tokenizer revision {s.tokenizer_revision!r} but the model artifact recorded "
+                f"revision {s.model_revision!r}",
+                f"pin tokenizer_revision={s.model_revision!r}, or point the model at an artifact built from "
+                f"{s.tokenizer_revision!r}",
+                pinned=s.tokenizer_revision,
+                recorded=s.model_revision,
             )
         )
     context = s.context_length

@@ -54,7 +54,7 @@ def builtin_sources() -> list[str]:
     out = []
     for entry in sorted(os.listdir(_HERE)):
         directory = os.path.join(_HERE, entry)
-        if entry == "base_configs":
+        if entry in ("base_configs", "known_defects"):
             out += [os.path.join(directory, f) for f in sorted(os.listdir(directory)) if f.endswith(".yaml")]
         elif os.path.isfile(os.path.join(directory, "profile.yaml")):
             out.append(os.path.join(directory, "profile.yaml"))

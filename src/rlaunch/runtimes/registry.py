@@ -22,6 +22,7 @@ from typing import Any
 
 from rlaunch.launch_config.recipe import BaseConfigShape, RecipeProblem, compose, leaves
 from rlaunch.runtimes import parsed
+from rlaunch.runtimes.defects import KnownDefect, locked_versions
 
 SHAPE_KEY = "_rlaunch"  # the generated base config's description of its own shape, not a SkyRL key
 PLUGINS_ENV = "RLAUNCH_RUNTIME_PLUGINS"
@@ -91,6 +92,7 @@ class RuntimeProfile:
     python: str
     capabilities: Capabilities
     description: str = ""
+    known_defects: tuple[KnownDefect, ...] = ()
 
     @property
     def lock_file(self) -> Path:
@@ -123,6 +125,14 @@ class RuntimeProfile:
     def trainer_processes(self, gpus_per_node: int) -> int:
         """Training processes one task starts: one per device slot under torchrun, else one driver."""
         return gpus_per_node if self.launcher == "torchrun" else 1
+
+    def locked_versions(self) -> dict[str, str]:
+        """{package: version} of every exact pin in the lock (read once per profile, like the base config)."""
+        return dict(self._locked_versions)
+
+    @functools.cached_property
+    def _locked_versions(self) -> dict[str, str]:
+        return locked_versions(self.lock_requirements())
 
     def canonical_strategy(self, strategy: str) -> str:
         return self.strategy_aliases.get(strategy, strategy)
@@ -178,7 +188,17 @@ def load_profile(name: str, directory: Path) -> RuntimeProfile:
         python=str(raw.get("python", "3.11")),
         capabilities=Capabilities(**caps),
         description=raw.get("description", ""),
+        known_defects=_known_defects(directory, raw.get("known_defects")),
     )
+
+
+def _known_defects(directory: Path, spec: str | list[Any] | None) -> tuple[KnownDefect, ...]:
+    """Inline `known_defects` entries, or a shared list by name (`skyrl-0.4.0` -> known_defects/<name>.yaml)."""
+    where = str(directory / "profile.yaml")
+    if isinstance(spec, str):
+        where = str(_HERE / "known_defects" / f"{spec}.yaml")
+        spec = (parsed.load(where) or {}).get("defects")
+    return tuple(KnownDefect.from_yaml(entry, where) for entry in spec or ())
 
 
 def _base_config_file(directory: Path, name: str) -> Path:

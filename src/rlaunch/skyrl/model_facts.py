@@ -15,3 +15,5 @@ class ModelFacts:
 
     num_attention_heads: int | None = None
     context_length: int | None = None
+    revision: str | None = None  # the source commit the model artifact recorded (or its step pins)
+    tokenizer_revision: str | None = None  # the tokenizer revision the spec pins against it

@@ -5,12 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from rlaunch import storage
+from rlaunch.artifacts import records
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.launch_config.layout import RunPaths, latest_checkpoint
 from rlaunch.launch_config.recipe import get_path
 from rlaunch.launch_config.resume import foreign_checkpoint, refusal
 from rlaunch.skyrl.execution import SkyRLExecution
+from rlaunch.skyrl.parity import differences, shape_of_spec, shape_of_step
+from rlaunch.skyrl.readiness import readiness
+from rlaunch.skyrl.readiness import render as render_readiness
 from rlaunch.skyrl.render import live_run_paths
+from rlaunch.skyrl.sources import pinned_commit
 from rlaunch.skyrl.spec import SkyRLSpec
 
 
@@ -23,7 +28,20 @@ def resume_refusal(spec: SkyRLSpec, prefix: str) -> str | None:
     return None if info is None else refusal(info, spec.runtime.source_digest)
 
 
-def describe_step(spec: SkyRLSpec, execution: SkyRLExecution, config: dict[str, Any]) -> list[str]:
+def parity_lines(spec: SkyRLSpec, export_hf: bool, smoke: Any) -> list[str]:
+    """The smoke this step declares and whether parity holds, difference by difference."""
+    if smoke is None:
+        return ["smoke gate: none declared (skyrl_step(..., smoke=<smoke step>) gates --run on a passing smoke)"]
+    found = differences(shape_of_step(smoke), shape_of_spec(spec, export_hf))
+    if not found:
+        return [f"smoke gate: {smoke.identity}; parity holds (--run also needs its verify-smoke PASS)"]
+    return [
+        f"smoke gate: {smoke.identity}; parity FAILS, {len(found)} difference(s):",
+        *(f"  {d.line()}" for d in found),
+    ]
+
+
+def describe_step(spec: SkyRLSpec, execution: SkyRLExecution, config: dict[str, Any], smoke: Any = None) -> list[str]:
     document = config["launch_document"]
     profile = spec.runtime.runtime_profile
     composed = spec.composed_recipe
@@ -51,7 +69,7 @@ def describe_step(spec: SkyRLSpec, execution: SkyRLExecution, config: dict[str, 
             "token budget",
             f"prompt {get_path(composed, 'trainer.max_prompt_length')} + response {get_path(composed, 'generator.sampling_params.max_generate_length')} tokens",
         ),
-        ("model", f"{spec.model.step.identity} (tokenizer revision {spec.model.tokenizer_revision})"),
+        ("model", _model_line(spec)),
     ]
     for label, sources in (("train data", spec.train_data), ("validation data", spec.validation_data)):
         rows.append((label, ", ".join(f"{s.step.identity}/{s.relative_path}".rstrip("/") for s in sources) or "none"))
@@ -77,7 +95,24 @@ def describe_step(spec: SkyRLSpec, execution: SkyRLExecution, config: dict[str, 
         f"  per-device mini     {per_gpu_mini} sequences; micro {geo.micro_batch} -> {geo.gradient_accumulation or 0} gradient-accumulation step(s)",
         f"  per training step   {geo.train_batch} prompts, {geo.train_batch * geo.n_samples} samples, {geo.optimizer_steps or 0} optimizer step(s)",
     ]
+    lines += render_readiness(readiness(spec, execution, export_hf=document["run"]["export_hf"]))
+    lines += parity_lines(spec, document["run"]["export_hf"], smoke)
     return lines
+
+
+def _model_line(spec: SkyRLSpec) -> str:
+    """The model artifact, the source revision it pins or recorded, and the pinned tokenizer revision."""
+    step = spec.model.step
+    record = records.read_record(step.path()) or {}
+    recorded = (record.get("result") or {}).get("revision")
+    pinned = pinned_commit(step)
+    if recorded:
+        source = f"recorded revision {recorded}"
+    elif pinned:
+        source = f"pins revision {pinned}"
+    else:
+        source = "no source revision (built by this graph)"
+    return f"{step.identity} ({source}; tokenizer revision {spec.model.tokenizer_revision})"
 
 
 def _geometry(plan: Any, geo: Geometry) -> str:

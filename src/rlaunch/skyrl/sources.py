@@ -7,6 +7,7 @@ ambient checkpoint path or on whatever happens to be on a worker.
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,18 @@ class HfModel(Artifact):
     num_attention_heads: int | None = None
     context_length: int | None = None
     files: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
+    revision: str | None = None  # the source commit the files came from, when the model has one
+    source: str | None = None  # where it came from (`hf://org/name`), when fetched
+
+
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def pinned_commit(step: ArtifactStep[Any]) -> str | None:
+    """The 40-hex source commit a model step's config pins (`revision`), if it pins one."""
+    config = step.fingerprint_config
+    revision = config.get("revision") if isinstance(config, dict) else None
+    return revision if isinstance(revision, str) and COMMIT.match(revision) else None
 
 
 def artifact_identity(step: ArtifactStep[Any]) -> str:
@@ -54,10 +67,17 @@ class ArtifactHfModel:
         return (self.step,)
 
     def stored_facts(self, prefix: str | None = None) -> ModelFacts:
-        """Architecture facts from the model step's stored record, when it has been built."""
+        """Architecture facts from the model step's stored record, when it has been built; the source
+        revision it recorded, else the commit its step pins (a hub source), so a disagreeing
+        tokenizer revision is caught before anything is fetched."""
         record = records.read_record(self.step.path(prefix))
         result = (record or {}).get("result") or {}
-        return ModelFacts(result.get("num_attention_heads"), result.get("context_length"))
+        return ModelFacts(
+            result.get("num_attention_heads"),
+            result.get("context_length"),
+            result.get("revision") or pinned_commit(self.step),
+            self.tokenizer_revision,
+        )
 
     def locator(self, ctx: StepContext) -> ModelInput:
         root = ctx.artifact_path(self.step)
@@ -65,7 +85,11 @@ class ArtifactHfModel:
         uri = root
         if not ctx.is_fingerprint:
             value = ctx.resolved(self.step)
-            facts = ModelFacts(getattr(value, "num_attention_heads", None), getattr(value, "context_length", None))
+            facts = ModelFacts(
+                getattr(value, "num_attention_heads", None),
+                getattr(value, "context_length", None),
+                getattr(value, "revision", None),
+            )
             exported = getattr(value, "hf_model_uri", None)
             if self.relative_path is None and exported:
                 uri = exported
@@ -78,6 +102,7 @@ class ArtifactHfModel:
             tokenizer_revision=self.tokenizer_revision,
             num_attention_heads=facts.num_attention_heads,
             context_length=facts.context_length,
+            revision=facts.revision,
         )
 
 

@@ -49,12 +49,19 @@ class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
 
     spec: SkyRLSpec | None = None
     execution: SkyRLExecution | None = None
+    export_hf: bool = False
+    smoke: SkyRLArtifactStep | None = None
 
     def __repr__(self) -> str:
         return f"SkyRLArtifactStep({self.identity})"
 
 
-def skyrl_step(spec: SkyRLSpec, execution: SkyRLExecution, export_hf: bool = False) -> SkyRLArtifactStep:
+def skyrl_step(
+    spec: SkyRLSpec, execution: SkyRLExecution, export_hf: bool = False, *, smoke: SkyRLArtifactStep | None = None
+) -> SkyRLArtifactStep:
+    """An RL step. `smoke` names the smoke that rehearses it: `--run` is then refused unless that
+    smoke's verify-smoke verdict is PASS and parity holds (`--skip-smoke-gate REASON` overrides).
+    The smoke is a gate, not a dependency: it is neither built by this step nor part of its identity."""
     if not isinstance(spec, SkyRLSpec):
         raise TypeError(f"skyrl_step needs a SkyRLSpec, got {spec!r}")
     if not isinstance(execution, SkyRLExecution):
@@ -62,6 +69,8 @@ def skyrl_step(spec: SkyRLSpec, execution: SkyRLExecution, export_hf: bool = Fal
             f"skyrl_step needs an execution (LocalSkyRLExecution, RaySkyRLExecution, IrisSkyRLExecution), got {execution!r}"
         )
     _check_execution(spec, execution)
+    if smoke is not None and not isinstance(smoke, SkyRLArtifactStep):
+        raise TypeError(f"skyrl_step(smoke=...) must be another skyrl_step, got {smoke!r}")
 
     def build_config(ctx: StepContext) -> dict[str, Any]:
         placement = None if ctx.is_fingerprint else ctx.runtime_arg(EXECUTION_ARG)
@@ -82,9 +91,11 @@ def skyrl_step(spec: SkyRLSpec, execution: SkyRLExecution, export_hf: bool = Fal
         build_config=build_config,
         deps=spec.deps(),
         runtime_args={EXECUTION_ARG: execution},
-        describe=lambda config: describe_step(spec, execution, config),
+        describe=lambda config: describe_step(spec, execution, config, smoke=smoke),
         spec=spec,
         execution=execution,
+        export_hf=export_hf,
+        smoke=smoke,
     )
 
 

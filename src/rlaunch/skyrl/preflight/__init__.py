@@ -48,6 +48,8 @@ def check_plan(
         seed=seed,
         num_attention_heads=model.num_attention_heads if model else None,
         context_length=model.context_length if model else None,
+        model_revision=model.revision if model else None,
+        tokenizer_revision=model.tokenizer_revision if model else None,
     )
     try:
         rendered = render_recipe(recipe, plan, prof, seed if seed is not None else 0)

@@ -1,0 +1,61 @@
+"""`rlaunch parity SMOKE LARGE`: does a smoke rehearse a large run? Exit 0 when parity holds.
+
+Both runs are read from storage (name@version, the artifact's path, or a job id): their launch
+documents, and the records of the artifacts they consumed. A large run that has not been launched
+yet is compared in its own plan instead (the dry run prints the smoke gate section).
+"""
+
+from __future__ import annotations
+
+import click
+
+from rlaunch.observe.cli import prefix_option
+from rlaunch.observe.resolve import RunNotFoundError, RunRef, default_prefix, resolve
+
+
+@click.command("parity")
+@click.argument("smoke")
+@click.argument("large")
+@prefix_option
+def parity(smoke: str, large: str, prefix: str | None) -> None:
+    """Compare SMOKE with LARGE: runtime, strategy, entrypoint, artifact hand-offs, role geometry,
+    checkpoint and export policy. Scale (nodes, batch sizes, steps) may differ. Exit 1 on a
+    difference, 2 when a run is not found."""
+    from rlaunch.skyrl.parity import differences
+
+    shapes = [_shape(reference, default_prefix(prefix)) for reference in (smoke, large)]
+    found = differences(*shapes)
+    if not found:
+        click.echo(f"parity holds: {shapes[0].identity} rehearses {shapes[1].identity}")
+        return
+    click.echo(f"parity fails: {len(found)} difference(s) between {shapes[0].identity} and {shapes[1].identity}")
+    for difference in found:
+        click.echo(f"  {difference.line()}")
+    raise SystemExit(1)
+
+
+def _shape(reference: str, prefix: str):  # noqa: ANN202 - RunShape, imported lazily
+    from rlaunch import storage
+    from rlaunch.artifacts import records
+    from rlaunch.observe.collect import launch_document
+    from rlaunch.skyrl.parity import shape_of_record
+
+    try:
+        ref: RunRef = resolve(reference, prefix)
+    except RunNotFoundError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(2) from exc
+    attempt = ref.attempt()
+    document, _ = launch_document(attempt, ref.output_path) if attempt else (None, None)
+    if document is None:
+        click.echo(
+            f"error: {reference} has no launch document under {prefix}; launch it (or dry-run it) first", err=True
+        )
+        raise SystemExit(2)
+    base = ref.prefix or prefix
+
+    def read_record(identity: str) -> dict | None:
+        name, _, version = identity.partition("@")
+        return records.read_record(storage.join(base, name, version))
+
+    return shape_of_record(ref.artifact or reference, document, read_record)

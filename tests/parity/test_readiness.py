@@ -1,0 +1,130 @@
+"""Readiness items and required backend fixes: statuses for the pinned lock, open defects refused."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+
+from rlaunch.rules.defects import TRIGGERS, findings
+from rlaunch.runtimes.defects import FIXED, OPEN, UNVERIFIED, WORKED_AROUND, KnownDefect, locked_versions, version_key
+from rlaunch.runtimes.registry import get_profile, profile_names
+from rlaunch.skyrl import check_plan
+from rlaunch.skyrl.readiness import MISSING, OK, WARN, readiness
+from tests.launching import REPO
+from tests.skyrl import helpers as h
+
+pytestmark = pytest.mark.parity
+
+
+def test_lock_pins_and_versions_compare_numerically() -> None:
+    pins = locked_versions(["skyrl[fsdp]==0.4.0", "vLLM==0.30.0 ; sys_platform == 'linux'", "# x==1", "torch>=2"])
+    assert pins == {"skyrl": "0.4.0", "vllm": "0.30.0"}
+    assert version_key("0.20.2") > version_key("0.19.10") and version_key("0.30.0.post1") == (0, 30, 0)
+
+
+@pytest.mark.parametrize(
+    ("defect", "locked", "status"),
+    [
+        (KnownDefect("X#1", "vllm", "s", fixed_in="0.20.2"), {"vllm": "0.20.2"}, FIXED),
+        (KnownDefect("X#1", "vllm", "s", fixed_in="0.20.2"), {"vllm": "0.20.1"}, OPEN),
+        (
+            KnownDefect("X#1", "vllm", "s", fixed_in="0.20.2", workaround="batch.tail_stride"),
+            {"vllm": "0.19.0"},
+            WORKED_AROUND,
+        ),
+        (KnownDefect("X#1", "vllm", "s", fixed_in="0.20.2"), {}, UNVERIFIED),
+        (KnownDefect("X#1", "skyrl", "s"), {"skyrl": "9.9.9"}, OPEN),
+    ],
+)
+def test_defect_status_for_a_lock(defect: KnownDefect, locked: dict[str, str], status: str) -> None:
+    assert defect.status(locked) == status
+
+
+def test_every_profile_names_only_known_triggers() -> None:
+    for name in profile_names():
+        for defect in get_profile(name).known_defects:
+            assert defect.trigger is None or defect.trigger in TRIGGERS, (name, defect)
+
+
+def test_skyrl_tail_stride_defect_is_worked_around_by_its_rule() -> None:
+    profile = get_profile("fsdp")
+    by_id = {f.defect.id: f for f in findings(profile, h.spec().composed_recipe)}
+    assert by_id["SkyRL#1609"].status == WORKED_AROUND and not by_id["SkyRL#1609"].triggered
+    broken = h.violations(h.seed_topology(train_batch_size=250, policy_mini_batch_size=50))
+    assert "batch.tail_stride" in h.codes(broken)
+    assert "defect.open" not in h.codes(broken)
+
+
+def test_an_open_defect_the_geometry_triggers_is_a_preflight_violation() -> None:
+    fsdp = get_profile("fsdp")
+    open_defect = KnownDefect("SkyRL#9999", "skyrl", "tail batches crash", trigger="tail_stride")
+    profile = dataclasses.replace(fsdp, name="fsdp-with-open-defect", known_defects=(open_defect,))
+    assert check_plan(h.seed_topology(), h.BASE_RECIPE, profile) == []
+    found = check_plan(h.seed_topology(train_batch_size=250, policy_mini_batch_size=50), h.BASE_RECIPE, profile)
+    (violation,) = [v for v in found if v.code == "defect.open"]
+    assert violation.values == {"defect": "SkyRL#9999", "package": "skyrl", "pinned": "0.4.0"}
+    assert "tail batches crash" in violation.message
+
+
+def _items(execution=None, **spec_kwargs) -> dict[str, list]:
+    spec = h.spec(**spec_kwargs)
+    out: dict[str, list] = {}
+    for item in readiness(spec, execution or h.iris(), export_hf=True):
+        out.setdefault(item.label, []).append(item)
+    return out
+
+
+def test_readiness_names_a_missing_wandb_key_without_its_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    items = _items(tree=h.WANDB_RECIPE)
+    (credential,) = items["credential"]
+    assert credential.state == MISSING and "WANDB_API_KEY NOT set" in credential.value
+    monkeypatch.setenv("WANDB_API_KEY", "0123456789abcdef0123456789abcdef01234567")
+    (credential,) = _items(tree=h.WANDB_RECIPE)["credential"]
+    assert credential.state == OK and "0123456789abcdef" not in credential.value
+    (wandb,) = _items(tree=h.WANDB_RECIPE)["W&B identity"]
+    assert wandb.value == "entity my-lab, project gsm8k-grpo, run checkpoints/gsm8k-grpo@2026.11.30"
+
+
+def test_readiness_marks_a_missing_wandb_entity() -> None:
+    spec = h.spec(tree=h.WANDB_RECIPE)
+    items = {i.label: i for i in readiness(spec, h.iris(wandb_entity=None), export_hf=False)}
+    assert items["W&B identity"].state == MISSING
+    assert items["export"].value.startswith("no terminal export")
+
+
+def test_context_budget_is_checked_against_the_engine_max_model_len() -> None:
+    tree = h.recipe(generator={"inference_engine": {"engine_init_kwargs": {"max_model_len": 2048}}})
+    (budget,) = _items(tree=tree)["context budget"]
+    assert budget.state == WARN and "engine max_model_len 2048" in budget.value
+    tree = h.recipe(generator={"inference_engine": {"engine_init_kwargs": {"max_model_len": 8192}}})
+    (budget,) = _items(tree=tree)["context budget"]
+    assert budget.state == OK and "= 4096 tokens within engine max_model_len 8192" in budget.value
+
+
+def test_host_resources_say_where_they_came_from() -> None:
+    items = _items()
+    assert items["host per node"][0].value == "96 CPU, 1600GB memory, 4TB disk"
+    assert items["host per node"][0].source == "IrisSkyRLExecution(cpu, memory, disk)"
+    assert "defaults" in items["coordinator"][0].source
+
+
+@pytest.mark.parametrize("module", ["experiments.smoke", "experiments.rl_plan_example", "experiments.cpu_scaled"])
+def test_every_rl_experiment_plan_has_the_readiness_section(module: str, tmp_path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--version", "2026.11.30"],
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "RLAUNCH_PREFIX": str(tmp_path), "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    section = done.stdout[done.stdout.index("readiness:") :]
+    for label in ("host per node", "coordinator", "context budget", "checkpoints", "export", "W&B identity"):
+        assert label in section, (label, section)
+    assert "backend fix" in section
+    assert "smoke gate:" in done.stdout

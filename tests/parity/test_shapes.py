@@ -1,0 +1,126 @@
+"""Parity of shapes: the CPU smoke against a larger run of the same shape, and one mismatch per kind."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from rlaunch.artifacts import Artifact, ArtifactStep
+from rlaunch.skyrl import SkyRLRuntime, skyrl_step
+from rlaunch.skyrl.parity import differences, shape_of_spec, shape_of_step
+from tests.skyrl import helpers as h
+
+pytestmark = pytest.mark.parity
+
+
+def _kinds(smoke: Any, large: Any) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for d in differences(smoke, large):
+        out.setdefault(d.kind, []).append(d.field)
+    return out
+
+
+def test_cpu_smoke_rehearses_the_scaled_cpu_run() -> None:
+    from experiments import cpu_scaled
+    from rlaunch.artifacts import BuildContext, VersionCodex, build_context
+
+    with build_context(BuildContext(VersionCodex("2026.11.30", {}))):
+        large = cpu_scaled.scaled_step(slots=1)
+    assert large.smoke is not None
+    assert differences(shape_of_step(large.smoke), shape_of_step(large)) == []
+    # scale really differs: the batch, the steps
+    assert large.spec.topology.role_plan.train_batch_size > large.smoke.spec.topology.role_plan.train_batch_size
+    assert (
+        large.spec.composed_recipe["trainer"]["max_training_steps"]
+        > large.smoke.spec.composed_recipe["trainer"]["max_training_steps"]
+    )
+
+
+def test_scale_alone_is_no_difference() -> None:
+    small = h.spec(topo=h.topology(h.plan(train_batch_size=64)))
+    large = h.spec(topo=h.topology(h.plan(train_batch_size=128, policy_mini_batch_size=64), num_nodes=1))
+    assert differences(shape_of_spec(small, True), shape_of_spec(large, True)) == []
+
+
+def test_runtime_difference_is_named() -> None:
+    cpu = h.spec(
+        topo=h.cpu_topology(),
+        profile="trl-cpu",
+        tree=h.merge(
+            h.BASE_RECIPE,
+            {
+                "environment": {"env_class": "gsm8k"},
+                "generator": {"sampling_params": {"max_generate_length": 64}},
+                "trainer": {"max_prompt_length": 64},
+            },
+        ),
+    )
+    gpu = h.spec(topo=h.topology(h.plan(num_inference_engines=8)))
+    kinds = _kinds(shape_of_spec(cpu, True), shape_of_spec(gpu, True))
+    assert sorted(kinds["runtime"]) == ["profile", "source_digest"]
+
+
+def test_strategy_difference_is_named() -> None:
+    fsdp = h.spec(topo=h.topology())
+    ulysses = h.spec(topo=h.topology(), tree=h.recipe(trainer={"policy": {"sequence_parallel_size": 2}}))
+    found = differences(shape_of_spec(fsdp, True), shape_of_spec(ulysses, True))
+    assert [(d.kind, d.field, d.smoke, d.large) for d in found] == [("strategy", "policy model parallel", (1,), (2,))]
+
+
+def test_entrypoint_difference_is_named() -> None:
+    loss = {"algorithm": {"policy_loss_type": "rollout_is"}}
+    standard = h.spec(topo=h.seed_topology(train_batch_size=64), tree=h.recipe(trainer=loss))
+    fully_async = h.spec(
+        topo=h.seed_topology(train_batch_size=64),
+        tree=h.recipe(
+            entrypoint="fully_async", trainer={**loss, "fully_async": {"num_parallel_generation_workers": 128}}
+        ),
+    )
+    found = differences(shape_of_spec(standard, True), shape_of_spec(fully_async, True))
+    assert [(d.kind, d.smoke, d.large) for d in found] == [("entrypoint", "standard", "fully_async")]
+
+
+def test_handoff_difference_is_named() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Parquet(Artifact):
+        pass
+
+    other_data = ArtifactStep(
+        name="data/gsm8k-parquet", version=h.DAY, artifact_type=Parquet, run=lambda c: None, build_config=lambda ctx: {}
+    )
+    base = h.spec(topo=h.topology())
+    swapped = h.spec(topo=h.topology(), data=other_data)
+    kinds = _kinds(shape_of_spec(base, True), shape_of_spec(swapped, True))
+    assert set(kinds["handoffs"]) >= {"graph", "train data"}
+
+
+def test_geometry_difference_is_named() -> None:
+    colocated = h.spec(topo=h.topology(h.plan(inference_engine_tensor_parallel_size=1)))
+    tp2 = h.spec(topo=h.topology(h.plan(num_inference_engines=4, inference_engine_tensor_parallel_size=2)))
+    found = differences(shape_of_spec(colocated, True), shape_of_spec(tp2, True))
+    assert [(d.kind, d.field, d.smoke, d.large) for d in found] == [("geometry", "engine TP", 1, 2)]
+
+
+def test_checkpoint_policy_difference_is_named() -> None:
+    latest = h.spec(topo=h.topology())
+    fresh = h.spec(topo=h.topology(), tree=h.recipe(trainer={"resume_mode": "none"}))
+    found = differences(shape_of_spec(latest, True), shape_of_spec(fresh, True))
+    assert [(d.kind, d.field, d.smoke, d.large) for d in found] == [("checkpoint", "resume_mode", "latest", "none")]
+
+
+def test_export_policy_difference_is_named() -> None:
+    found = differences(shape_of_spec(h.spec(topo=h.topology()), True), shape_of_spec(h.spec(topo=h.topology()), False))
+    assert [(d.kind, d.field, d.smoke, d.large) for d in found] == [("export", "export_hf", True, False)]
+
+
+def test_the_large_plan_names_its_smoke_and_every_difference() -> None:
+    from rlaunch.skyrl.plan_view import parity_lines
+
+    smoke = skyrl_step(h.spec(topo=h.topology()), h.iris(), export_hf=True)
+    large = h.spec(topo=h.topology(), runtime=SkyRLRuntime("fsdp"), tree=h.recipe(trainer={"resume_mode": "none"}))
+    lines = parity_lines(large, True, smoke)
+    assert lines[0].startswith(f"smoke gate: {smoke.identity}; parity FAILS, 1 difference(s)")
+    assert "[checkpoint] resume_mode: smoke 'latest', large 'none'" in lines[1]
+    assert "parity holds" in parity_lines(h.spec(topo=h.topology()), True, smoke)[0]
