@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import json
 import os
 import signal
@@ -34,6 +35,8 @@ from rlaunch.host.validate import DocumentRefused, document_path, validate_docum
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.rules.recipe import EXPLICIT_KEYS
+from rlaunch.runtimes.defects import KnownDefect
+from rlaunch.runtimes.registry import get_profile, register_profile
 from rlaunch.skyrl import skyrl_step
 from tests.skyrl.helpers import BASE_RECIPE, cpu_topology, local, recipe, spec, topology
 
@@ -43,6 +46,16 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "rlaunch"
 # Codes about the recipe's YAML text, raised while parsing or rendering `config_yaml`; a launch
 # document has no such text (its `skyrl` section is typed as a mapping by the schema).
 RECIPE_TEXT_CODES = {"recipe.not_text", "recipe.invalid_yaml", "recipe.not_mapping"}
+# The fsdp runtime with an open upstream defect that a tail-stride geometry triggers (same files,
+# so the same source digest): what `defect.open` refuses.
+OPEN_DEFECT_PROFILE = "fsdp-with-an-open-defect"
+register_profile(
+    dataclasses.replace(
+        get_profile("fsdp"),
+        name=OPEN_DEFECT_PROFILE,
+        known_defects=(KnownDefect("TEST#1", "skyrl", "tail batches crash", trigger="tail_stride"),),
+    )
+)
 
 
 @pytest.fixture(scope="module")
@@ -209,6 +222,14 @@ CASES: dict[str, tuple[str, Edit]] = {
         ),
     ),
     "model.context_budget": ("fsdp", lambda d: d["inputs"]["model"].update(context_length=100)),
+    "model.revision_mismatch": ("fsdp", lambda d: d["inputs"]["model"].update(revision="1" * 40)),
+    "defect.open": (
+        "fsdp",
+        both(
+            lambda d: d["runtime"].update(profile=OPEN_DEFECT_PROFILE),
+            sets(trainer, train_batch_size=250, policy_mini_batch_size=50),
+        ),
+    ),
 }
 
 
