@@ -86,7 +86,7 @@ def test_plan_prints_the_rl_details_before_the_step_table(prefix: str) -> None:
         "role geometry      disaggregated; policy 4 x 8; rollout 4 engine(s) x TP1 x PP1 x DP8 (EP1)",
         "batch sizes        train 256 prompts, mini 64, micro 2/device, 8 samples/prompt",
         "token budget       prompt 1024 + response 3072 tokens",
-        f"model              models/qwen3-8b@{DAY} (tokenizer revision ",
+        f"model              models/qwen3-8b@{DAY} (no source revision (built by this graph); tokenizer revision ",
         f"train data         data/gsm8k@{DAY}/train.parquet",
         f"validation data    data/gsm8k@{DAY}/test.parquet",
         f"outputs            {prefix}/checkpoints/gsm8k-grpo/{DAY}",
