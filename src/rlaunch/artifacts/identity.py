@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime as _dt
 import re
 
+from rlaunch.errors import UserError
+
 VERSION_GRAMMAR = (
     "YYYY.MM.DD or YYYY.MM.DD.N (immutable, e.g. 2026.11.30 or 2026.11.30.2), "
     "or dev / <label>-dev (mutable, rebuilt every run, e.g. alice-dev)"
@@ -22,7 +24,7 @@ _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_./-]+")
 
 
-class InvalidIdentityError(ValueError):
+class InvalidIdentityError(UserError, ValueError):
     """A malformed artifact name or version."""
 
 

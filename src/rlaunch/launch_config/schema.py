@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rlaunch import storage
 from rlaunch.launch_config.layout import RunPaths
 from rlaunch.launch_config.typed import decode, encode
 from rlaunch.units import parse_size
@@ -55,8 +54,11 @@ class Allocation:
         # Node and device counts are judged by the rules the host applies (`rlaunch.rules`).
         if self.cpu <= 0:
             raise ValueError(f"allocation.cpu={self.cpu} must be positive")
-        parse_size(self.memory, field="cluster.allocation.memory")
-        parse_size(self.disk, field="cluster.allocation.disk")
+        for name in ("memory", "disk"):
+            if parse_size(getattr(self, name), field=f"cluster.allocation.{name}") <= 0:
+                raise ValueError(
+                    f"cluster.allocation.{name}={getattr(self, name)!r} must be positive; write it like 16GB"
+                )
 
 
 @dataclass(frozen=True)
@@ -197,18 +199,21 @@ def from_dict_tolerant(data: Any) -> SkyRLLaunchConfig | None:
         return None
 
 
-def loads(text: str) -> SkyRLLaunchConfig:
-    import yaml  # on use: importing the schema (observe, the task) stays cheap
+def loads(text: str | bytes, source: str = "<text>") -> SkyRLLaunchConfig:
+    """Decode YAML text through the strict loader (`launch_config.loader`, imported on use: importing
+    the schema (observe, the task) stays cheap)."""
+    from rlaunch.launch_config.loader import load_yaml
 
-    return from_dict(yaml.safe_load(text))
+    return from_dict(load_yaml(text, source=source, what="SkyRLLaunchConfig"))
 
 
 def load(url: str) -> SkyRLLaunchConfig:
-    return loads(storage.read_text(url))
+    from rlaunch.launch_config.loader import read_document
+
+    return loads(read_document(url, what="SkyRLLaunchConfig"), source=url)
 
 
 def dumps(config: SkyRLLaunchConfig | Mapping[str, Any]) -> str:
-    import yaml
+    from rlaunch.launch_config.loader import dump_yaml
 
-    data = config.to_dict() if isinstance(config, SkyRLLaunchConfig) else encode(config)
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+    return dump_yaml(config.to_dict() if isinstance(config, SkyRLLaunchConfig) else encode(config))

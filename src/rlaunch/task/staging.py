@@ -17,11 +17,12 @@ from collections.abc import Callable
 
 from rlaunch import storage
 from rlaunch.artifacts import records
+from rlaunch.errors import UserError
 
 MANIFEST = ".rlaunch-staged.json"
 
 
-class StagingError(RuntimeError):
+class StagingError(UserError, RuntimeError):
     pass
 
 
