@@ -162,7 +162,7 @@ def read_json(url: Location) -> Any | None:
     """The parsed JSON at `url`, or None when the file does not exist."""
     try:
         data = read_bytes(url)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a file where a directory should be: absent too
         return None
     return json.loads(data)
 
@@ -290,3 +290,17 @@ def list_names(url: Location) -> list[str]:
     except FileNotFoundError:
         return []
     return sorted(os.path.basename(str(e).rstrip("/")) for e in entries)
+
+
+def writable_problem(url: str) -> str | None:
+    """Why nothing can be written under `url` (None: a probe file was written there and removed).
+
+    Checked before anything is submitted, so a read-only prefix fails in seconds, not after a
+    coordinator was queued."""
+    probe = join(url, f".rlaunch-write-probe-{uuid.uuid4().hex[:12]}")
+    try:
+        write_bytes_atomic(probe, b"")
+        remove(probe)
+    except OSError as exc:
+        return f"{url} is not writable ({exc.strerror or exc}); choose a writable {PREFIX_ENV} or fix its permissions"
+    return None

@@ -8,6 +8,7 @@ export -> manifests and run record.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import TextIO
@@ -67,7 +68,8 @@ def execute_launch(url: str, log: TextIO = sys.stderr) -> LaunchResult:
     except UserError as exc:
         result.failure = str(exc)
         result.violations = exc.to_json() if isinstance(exc, DocumentRefused) else []
-        _finish(resolved_doc, result)
+        with contextlib.suppress(OSError):  # unwritable storage: the refusal still reaches stdout
+            _finish(resolved_doc, result)
         raise LaunchRefusedError(str(exc), result) from exc
 
 
@@ -99,6 +101,9 @@ def _check_resume(doc: schema.SkyRLLaunchConfig) -> None:
 
 def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) -> LaunchResult:
     resolved_url = storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), RESOLVED_DOCUMENT)
+    problem = storage.writable_problem(doc.artifacts.output_path)
+    if problem:
+        raise storage.StorageError(f"artifacts.output_path: {problem}; nothing was submitted")
     storage.write_text_atomic(resolved_url, schema.dumps(doc))
     result.resolved_config_uri = resolved_url
     gang = child_job_spec(doc, resolved_url, working_dir=os.getcwd())

@@ -30,10 +30,14 @@ CANCELLATIONS = "cancellations"
 _STEP_DIR = re.compile(r"^global_step_(\d+)$")
 
 
+def temporary_base(prefix: str) -> str:
+    """`$RLAUNCH_TEMP_PREFIX`, else `{prefix}/.tmp`: where checkpoints and attempts live."""
+    return os.environ.get(TEMP_PREFIX_ENV) or storage.join(prefix, ".tmp")
+
+
 def temporary_root(prefix: str, name: str, version: str, ttl_days: int) -> str:
     """`{temp prefix}/ttl={N}d/{name}/{version}`; the temp prefix defaults to `{prefix}/.tmp`."""
-    base = os.environ.get(TEMP_PREFIX_ENV) or storage.join(prefix, ".tmp")
-    return storage.join(base, f"ttl={ttl_days}d", name, version)
+    return storage.join(temporary_base(prefix), f"ttl={ttl_days}d", name, version)
 
 
 @dataclass(frozen=True)

@@ -2,21 +2,34 @@
 
 Everything the host, the task bootstrap and the trainer need is a typed field here; nothing
 crosses as per-field command-line flags. Loading rejects unknown keys and wrong types, naming the
-path. The `skyrl` section is the trainer recipe (SkyRL 0.4.0 key paths) with the role plan
+path, and confines every path: storage locations are absolute paths or URLs, staging paths are
+clean relative paths (`rlaunch.paths`). The `skyrl` section is the trainer recipe (SkyRL 0.4.0 key paths) with the role plan
 rendered in; the host composes it onto the runtime's base config.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rlaunch.launch_config.layout import RunPaths
-from rlaunch.launch_config.typed import decode, encode
+from rlaunch.launch_config.typed import DocumentError, decode, encode
+from rlaunch.names import MAX_JOB_NAME, sanitize_job_name
+from rlaunch.paths import location_problem, relative_path_problem
 from rlaunch.units import parse_size
 
 SCHEMA_VERSION = 1
+ATTEMPT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+ARTIFACT_LOCATIONS = (
+    "output_path",
+    "checkpoint_root",
+    "export_root",
+    "attempts_root",
+    "resolved_config_uri",
+    "terminal_manifest_uri",
+)
 Submission = Literal["prepare", "detach", "wait"]
 BackendName = Literal["local", "ray", "iris"]
 
@@ -184,7 +197,54 @@ class SkyRLLaunchConfig:
 
 
 def from_dict(data: Any) -> SkyRLLaunchConfig:
-    return decode(SkyRLLaunchConfig, data, what="SkyRLLaunchConfig")
+    config = decode(SkyRLLaunchConfig, data, what="SkyRLLaunchConfig")
+    problems = confinement_problems(config)
+    if problems:
+        raise DocumentError(problems, what="SkyRLLaunchConfig")
+    return config
+
+
+def confinement_problems(config: SkyRLLaunchConfig) -> list[str]:
+    """Paths and names that would leave their root: storage locations are absolute paths or URLs,
+    staging paths are clean relative paths, the attempt id and job name are single safe names."""
+    problems = []
+    for name in ARTIFACT_LOCATIONS:
+        value = getattr(config.artifacts, name)
+        problem = location_problem(value)
+        if problem:
+            problems.append(f"artifacts.{name}={value!r} {problem}")
+    inputs = config.inputs
+    sources = [("inputs.model", inputs.model)]
+    sources += [(f"inputs.train_data[{i}]", d) for i, d in enumerate(inputs.train_data)]
+    sources += [(f"inputs.validation_data[{i}]", d) for i, d in enumerate(inputs.validation_data)]
+    for where, source in sources:
+        problem = location_problem(source.uri)
+        if problem:
+            problems.append(f"{where}.uri={source.uri!r} {problem}")
+        problem = relative_path_problem(source.local_path)
+        if problem:
+            problems.append(f"{where}.local_path={source.local_path!r} {problem}")
+        relative = getattr(source, "relative_path", "")
+        if relative and (problem := relative_path_problem(relative)):
+            problems.append(f"{where}.relative_path={relative!r} {problem}")
+    if not ATTEMPT_ID.fullmatch(config.run.attempt_id):
+        problems.append(
+            f"run.attempt_id={config.run.attempt_id!r} must be 1-64 letters, digits, '_' or '-' (it names "
+            "directories); let rlaunch generate it"
+        )
+    if config.cluster.job_name != _job_name_or_empty(config.cluster.job_name):
+        problems.append(
+            f"cluster.job_name={config.cluster.job_name!r} must be a DNS-label-safe job name (lowercase letters, "
+            f"digits, '.', '-'; at most {MAX_JOB_NAME} characters), e.g. {_job_name_or_empty(config.cluster.job_name) or 'my-run'!r}"
+        )
+    return problems
+
+
+def _job_name_or_empty(name: str) -> str:
+    try:
+        return sanitize_job_name(name)
+    except ValueError:
+        return ""
 
 
 def from_dict_tolerant(data: Any) -> SkyRLLaunchConfig | None:
