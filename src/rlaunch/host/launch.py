@@ -92,11 +92,12 @@ class HostInterrupted(BaseException):
 def _check_resume(doc: schema.SkyRLLaunchConfig) -> None:
     if get_path(doc.skyrl, "trainer.resume_mode") != "latest":
         return
+    runtime, fingerprint = doc.runtime, doc.run.fingerprint
     info = foreign_checkpoint(
-        doc.artifacts.checkpoint_root, doc.runtime.source_digest, doc.runtime.compatible_checkpoint_digests
+        doc.artifacts.checkpoint_root, runtime.source_digest, fingerprint, runtime.compatible_checkpoint_digests
     )
     if info is not None:
-        raise ResumeRefusedError(refusal(info, doc.runtime.source_digest))
+        raise ResumeRefusedError(refusal(info, runtime.source_digest, fingerprint))
 
 
 def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) -> LaunchResult:

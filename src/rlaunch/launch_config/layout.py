@@ -100,6 +100,7 @@ class CheckpointInfo:
     step: int
     path: str
     runtime_digest: str | None
+    fingerprint: str | None = None  # the run fingerprint it was written under (launch_config.resume)
 
 
 def checkpoint_steps(checkpoint_root: str) -> list[int]:
@@ -111,8 +112,8 @@ def latest_checkpoint(checkpoint_root: str) -> CheckpointInfo | None:
     """The newest committed checkpoint (None when there is none).
 
     rlaunch's `latest` marker is read, and SkyRL's own `latest_ckpt_global_step.txt` too (a run
-    killed before the adapter mirrored it); the digest comes from the checkpoint's metadata, else
-    from the digest the runtime recorded at the checkpoint root when it started.
+    killed before the adapter mirrored it); the runtime digest and run fingerprint come from the
+    checkpoint's metadata, else from what the runtime recorded at the checkpoint root when it started.
     """
     steps = []
     for name in (LATEST_MARKER, SKYRL_LATEST_MARKER):
@@ -124,7 +125,10 @@ def latest_checkpoint(checkpoint_root: str) -> CheckpointInfo | None:
     step = max(steps)
     path = checkpoint_dir(checkpoint_root, step)
     meta = storage.read_json(storage.join(path, CHECKPOINT_META)) or {}
-    digest = meta.get("runtime_digest") or (storage.read_json(storage.join(checkpoint_root, RUNTIME_FILE)) or {}).get(
-        "runtime_digest"
+    root = storage.read_json(storage.join(checkpoint_root, RUNTIME_FILE)) or {}
+    return CheckpointInfo(
+        step=step,
+        path=path,
+        runtime_digest=meta.get("runtime_digest") or root.get("runtime_digest"),
+        fingerprint=meta.get("run_fingerprint") or root.get("run_fingerprint"),
     )
-    return CheckpointInfo(step=step, path=path, runtime_digest=digest)

@@ -42,6 +42,7 @@ class RunSection:
     mode: Literal["train"] = "train"
     submission: Submission = "wait"
     export_hf: bool = False
+    fingerprint: str = ""  # stamped by the launch host (launch_config.resume.run_fingerprint)
 
 
 @dataclass(frozen=True)

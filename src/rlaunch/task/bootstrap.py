@@ -31,6 +31,7 @@ from rlaunch.cluster.ray.common import GCS_ADDRESS_ENV as RAY_GCS_ADDRESS_ENV
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import GANG_OUTCOME, JOINED, attempt_dir
 from rlaunch.launch_config.recipe import set_path
+from rlaunch.launch_config.resume import FINGERPRINT_ENV
 from rlaunch.names import sanitize_job_name
 from rlaunch.paths import join_inside, remove_inside
 from rlaunch.runtimes.environment import RuntimeEnvironment, ensure_environment
@@ -119,6 +120,7 @@ def runtime_process_env(doc: schema.SkyRLLaunchConfig, env: RuntimeEnvironment, 
         {
             "RLAUNCH_ATTEMPT_DIR": attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id),
             "RLAUNCH_RUNTIME_DIGEST": doc.runtime.source_digest,
+            FINGERPRINT_ENV: doc.run.fingerprint,
             "RLAUNCH_COMPATIBLE_DIGESTS": ",".join(doc.runtime.compatible_checkpoint_digests),
             "RLAUNCH_MODEL_IDENTITY": doc.inputs.model.identity,
             "RLAUNCH_TASK_DIR": local_root,
