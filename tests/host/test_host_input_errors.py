@@ -57,12 +57,13 @@ def write(path: Path, data: str | bytes) -> str:
         ("run:\n  id: x\n   seed: 1\n", ["line 3", "fix the YAML syntax"]),
         ("run: !!python/object/apply:os.system ['true']\n", ["tag", "python/object/apply:os.system", "refused"]),
         ("placement: &p {self: *p}\n", ["alias *p", "recursive"]),
-        ("a: " + "[" * 1000 + "]" * 1000 + "\n", ["nesting deeper than 32 levels"]),
+        ("a: " + "[" * 1000 + "]" * 1000 + "\n", ["nesting"]),
+        ("a: " + "[" * 40 + "]" * 40 + "\n", ["nesting deeper than 32 levels"]),
         ("run: {seed: 1}\nrun: {seed: 2}\n", ["duplicate key 'run'", "line 2"]),
         ("cpu: .nan\n", [".nan refused", "finite"]),
         ("", ["<root>: expected a mapping"]),
     ],
-    ids=["tab", "indentation", "python-tag", "recursive-anchor", "deep", "duplicate", "nan", "empty"],
+    ids=["tab", "indentation", "python-tag", "recursive-anchor", "deep", "deeper", "duplicate", "nan", "empty"],
 )
 def test_a_malformed_document_is_refused_in_one_line(tmp_path: Path, text: str, fragments: list[str]) -> None:
     config = write(tmp_path / "doc.yaml", text)

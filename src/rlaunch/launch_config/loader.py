@@ -26,8 +26,11 @@ import re
 from typing import Any
 
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
 from yaml.events import AliasEvent, CollectionStartEvent
 from yaml.nodes import MappingNode, Node, ScalarNode
+from yaml.resolver import Resolver
 
 from rlaunch import storage
 from rlaunch.launch_config.typed import DocumentError
@@ -61,8 +64,22 @@ def _dotted(segments: list[str]) -> str:
     return "".join(s if s.startswith("[") or i == 0 else f".{s}" for i, s in enumerate(segments))
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 core resolution and the refusals above."""
+try:  # libyaml's parser (events) under a Python composer: five times faster, same checks
+    from yaml._yaml import CParser
+
+    class _Base(Composer, CParser, SafeConstructor, Resolver):  # type: ignore[misc]
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    _Base = yaml.SafeLoader  # type: ignore[misc,assignment]
+
+
+class _StrictLoader(_Base):
+    """A safe loader with YAML 1.2 core resolution and the refusals above."""
 
     yaml_implicit_resolvers: dict = {}
     yaml_constructors = dict(yaml.SafeLoader.yaml_constructors)
@@ -238,12 +255,15 @@ def load_yaml(text: str | bytes, *, source: str, what: str = "launch document") 
     except _Refused as exc:
         raise DocumentError([f"{_where(source, exc.mark, exc.path)}: {exc}"], what) from None
     except yaml.MarkedYAMLError as exc:
-        hint = "; YAML indents with spaces, never tabs" if "\\t" in str(exc.problem) or "\t" in str(exc.problem) else ""
+        mark = exc.problem_mark
+        line = text.splitlines()[mark.line] if mark is not None and mark.line < len(text.splitlines()) else ""
+        hint = "; YAML indents with spaces, never tabs" if "\t" in line else ""
         raise DocumentError(
-            [f"{_where(source, exc.problem_mark)}: {exc.problem or exc}{hint}; fix the YAML syntax"], what
+            [f"{_where(source, mark)}: {exc.problem or ' '.join(str(exc).split())}{hint}; fix the YAML syntax"], what
         ) from None
     except yaml.YAMLError as exc:
-        raise DocumentError([f"{source}: not valid YAML ({exc}); fix the YAML syntax"], what) from None
+        detail = str(exc).split("\n", 1)[0]  # e.g. a control character; the position follows on later lines
+        raise DocumentError([f"{source}: not valid YAML ({detail}); fix the YAML syntax"], what) from None
     finally:
         loader.dispose()
 
