@@ -262,10 +262,16 @@ def from_dict_tolerant(data: Any) -> SkyRLLaunchConfig | None:
 
 def loads(text: str | bytes, source: str = "<text>") -> SkyRLLaunchConfig:
     """Decode YAML text through the strict loader (`launch_config.loader`, imported on use: importing
-    the schema (observe, the task) stays cheap)."""
+    the schema (observe, the task) stays cheap); problems name `source`."""
     from rlaunch.launch_config.loader import load_yaml
 
-    return from_dict(load_yaml(text, source=source, what="SkyRLLaunchConfig"))
+    data = load_yaml(text, source=source, what="SkyRLLaunchConfig")
+    try:
+        return from_dict(data)
+    except DocumentError as exc:
+        if source == "<text>":
+            raise
+        raise DocumentError([f"{source}: {p}" for p in exc.problems], what="SkyRLLaunchConfig") from None
 
 
 def load(url: str) -> SkyRLLaunchConfig:
