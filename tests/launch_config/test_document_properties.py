@@ -111,6 +111,7 @@ DAMAGE = st.sampled_from(
         ("append", "\nplacement: &p {self: *p}\n", None),
         ("replace", "seed: 17", "seed: 1:30"),
         ("replace", "seed: 17", "seed: 010"),
+        ("replace", "seed: 17", "seed: " + "1" * 5000),  # past Python's int-from-text digit limit
         ("replace", "cpu: 96.0", "cpu: .nan"),
         ("replace", "cpu: 96.0", "cpu: -.inf"),
         ("replace", "memory: 1600GB", "memory: '0'"),

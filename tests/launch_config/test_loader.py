@@ -80,3 +80,8 @@ def test_nan_is_refused_in_data_too(prefix: str) -> None:
 def test_a_zero_size_is_refused(text: str, size: str) -> None:
     problem = refused(text.replace("memory: 1600GB", f"memory: {size}"))
     assert "cluster.allocation.memory" in problem and "must be positive" in problem
+
+
+def test_an_absurdly_long_integer_is_refused(text: str) -> None:
+    problem = refused(text.replace("seed: 17", "seed: " + "1" * 5000))
+    assert "(run.seed): an integer of 5000 digits refused" in problem

@@ -38,6 +38,7 @@ from rlaunch.launch_config.typed import DocumentError
 MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 32
 MAX_NODES = 100_000  # after expanding aliases
+MAX_INT_DIGITS = 100
 
 _INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
 _INT_LEADING_ZERO = re.compile(r"[-+]?0[0-9]+")
@@ -174,6 +175,12 @@ class _StrictLoader(_Base):
 
 def _construct_int(loader: _StrictLoader, node: ScalarNode) -> int:
     text = node.value
+    if len(text) > MAX_INT_DIGITS:
+        raise _Refused(
+            node.start_mark,
+            f"an integer of {len(text)} digits refused (at most {MAX_INT_DIGITS})",
+            loader.path_of(node),
+        )
     if _HEX.fullmatch(text):
         return int(text, 16)
     if _OCT.fullmatch(text):
@@ -234,9 +241,7 @@ def load_yaml(text: str | bytes, *, source: str, what: str = "launch document") 
     """The plain data of one YAML document, read strictly (see the module docstring)."""
     if isinstance(text, bytes):
         if len(text) > MAX_BYTES:
-            raise DocumentError(
-                [f"{source}: {len(text)} bytes is over the {MAX_BYTES}-byte limit; is this the right file?"], what
-            )
+            raise DocumentError([f"{source}: over the {MAX_BYTES}-byte limit; is this the right file?"], what)
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -244,9 +249,7 @@ def load_yaml(text: str | bytes, *, source: str, what: str = "launch document") 
                 [f"{source}: byte {exc.start} is not UTF-8 (a binary file?); save the document as UTF-8 text"], what
             ) from None
     if len(text) > MAX_BYTES:
-        raise DocumentError(
-            [f"{source}: {len(text)} characters is over the {MAX_BYTES} limit; is this the right file?"], what
-        )
+        raise DocumentError([f"{source}: over the {MAX_BYTES}-character limit; is this the right file?"], what)
     if "\x00" in text:
         raise DocumentError([f"{source}: contains NUL bytes (a binary file?); give a YAML text document"], what)
     loader = _StrictLoader(text)
