@@ -21,7 +21,11 @@ from rlaunch.errors import UserError
 
 PREFIX = "/prefix"
 SETTINGS = settings(
-    max_examples=500, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=500,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
 VERSIONISH = st.sampled_from(["2026.11.30", "2026.11.30.1", "dev", "alice-dev", "2026.02.30", "2026.11.30-dev"])

@@ -112,6 +112,10 @@ def _local(doc: dict[str, Any], **placement: Any) -> None:
     [
         (lambda d: d["runtime"].update(profile="fsdp9"), "runtime profile 'fsdp9' is not registered"),
         (
+            lambda d: d["skyrl"]["generator"]["inference_engine"].update(tensor_parallel_size=0),
+            "inference_engine_tensor_parallel_size=0 must be positive",
+        ),
+        (
             lambda d: _local(d, colour="blue"),
             "cluster.placement={'colour': 'blue'} is not accepted by the local backend",
         ),
@@ -122,7 +126,17 @@ def _local(doc: dict[str, Any], **placement: Any) -> None:
         (lambda d: d["cluster"]["allocation"].update(cpu=float("nan")), "(cluster.allocation.cpu): .nan refused"),
         (lambda d: d["artifacts"].update(terminal_manifest_uri="s3://b/t.json"), "'s3' is not installed here"),
     ],
-    ids=["unknown-profile", "placement-keys", "capacity", "iris", "ray", "memory-zero", "cpu-nan", "s3-output"],
+    ids=[
+        "unknown-profile",
+        "tp-zero",
+        "placement-keys",
+        "capacity",
+        "iris",
+        "ray",
+        "memory-zero",
+        "cpu-nan",
+        "s3-output",
+    ],
 )
 def test_a_document_the_environment_cannot_run_is_refused_before_submission(
     prefix: Path, edit: Callable[[dict[str, Any]], None], fragment: str

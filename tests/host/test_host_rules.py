@@ -249,7 +249,7 @@ def host_launch(prefix: Path, doc: Doc, name: str) -> dict[str, Any]:
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 1, f"stdout must be one JSON result, got {done.stdout!r}"
     result = json.loads(lines[0])
-    assert done.exit_code == (0 if result["state"] in ("prepared", "submitted", "succeeded") else 1), done.output
+    assert done.exit_code == (0 if result["state"] in ("prepared", "submitted", "succeeded") else 2), done.output
     return result
 
 

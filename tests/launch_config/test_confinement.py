@@ -73,7 +73,7 @@ def edited(document: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
         ("run.attempt_id", "../../x", "run.attempt_id='../../x' must be 1-64 letters"),
         ("run.attempt_id", "a/b", "must be 1-64 letters"),
         ("run.attempt_id", "x" * 65, "must be 1-64 letters"),
-        ("cluster.job_name", "../jobs", "must be a DNS-label-safe job name"),
+        ("cluster.job_name", "/../", "has no usable characters"),
     ],
 )
 def test_a_path_that_leaves_its_root_is_refused_naming_the_field(

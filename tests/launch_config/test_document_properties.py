@@ -86,11 +86,14 @@ def edited_documents(draw: st.DrawFn) -> dict[str, Any]:
         *parents, last = draw(st.sampled_from(_base_paths()))
         node: Any = doc
         for part in parents:  # an earlier edit may have replaced a parent: then this edit is moot
-            if not isinstance(node, (dict, list)) or part not in (node if isinstance(node, dict) else range(len(node))):
-                break
-            node = node[part]
+            if isinstance(node, dict) and part in node or isinstance(node, list) and part in range(len(node)):
+                node = node[part]
+                continue
+            break
         else:
-            if not isinstance(node, (dict, list)) or (isinstance(node, list) and last >= len(node)):
+            if not isinstance(node, (dict, list)) or (
+                isinstance(node, list) and not (isinstance(last, int) and last < len(node))
+            ):
                 continue
             action = draw(st.sampled_from(["set", "set", "set", "delete", "add"]))
             if action == "delete" and (isinstance(node, dict) and last in node or isinstance(node, list)):
@@ -137,6 +140,7 @@ def _damaged(text: str, damage: tuple[str, str | None, str | None], where: int) 
     max_examples=1000,
     deadline=None,
     database=None,
+    derandomize=True,  # the same 1000 documents on every CI run; drop it locally to explore further
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
 @given(

@@ -9,6 +9,7 @@ rendered in; the host composes it onto the runtime's base config.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,20 +17,12 @@ from typing import Any, Literal
 
 from rlaunch.launch_config.layout import RunPaths
 from rlaunch.launch_config.typed import DocumentError, decode, encode
-from rlaunch.names import MAX_JOB_NAME, sanitize_job_name
+from rlaunch.names import sanitize_job_name
 from rlaunch.paths import location_problem, relative_path_problem
 from rlaunch.units import parse_size
 
 SCHEMA_VERSION = 1
 ATTEMPT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
-ARTIFACT_LOCATIONS = (
-    "output_path",
-    "checkpoint_root",
-    "export_root",
-    "attempts_root",
-    "resolved_config_uri",
-    "terminal_manifest_uri",
-)
 Submission = Literal["prepare", "detach", "wait"]
 BackendName = Literal["local", "ray", "iris"]
 
@@ -205,11 +198,15 @@ def from_dict(data: Any) -> SkyRLLaunchConfig:
     return config
 
 
+# Every ArtifactsSection field but the retention count is a storage location.
+_LOCATIONS = tuple(f.name for f in dataclasses.fields(ArtifactsSection) if f.name != "resume_checkpoint_count")
+
+
 def confinement_problems(config: SkyRLLaunchConfig) -> list[str]:
     """Paths and names that would leave their root: storage locations are absolute paths or URLs,
-    staging paths are clean relative paths, the attempt id and job name are single safe names."""
+    staging paths are clean relative paths, the attempt id is a single safe name, the job name usable."""
     problems = []
-    for name in ARTIFACT_LOCATIONS:
+    for name in _LOCATIONS:
         value = getattr(config.artifacts, name)
         problem = location_problem(value)
         if problem:
@@ -233,19 +230,11 @@ def confinement_problems(config: SkyRLLaunchConfig) -> list[str]:
             f"run.attempt_id={config.run.attempt_id!r} must be 1-64 letters, digits, '_' or '-' (it names "
             "directories); let rlaunch generate it"
         )
-    if config.cluster.job_name != _job_name_or_empty(config.cluster.job_name):
-        problems.append(
-            f"cluster.job_name={config.cluster.job_name!r} must be a DNS-label-safe job name (lowercase letters, "
-            f"digits, '.', '-'; at most {MAX_JOB_NAME} characters), e.g. {_job_name_or_empty(config.cluster.job_name) or 'my-run'!r}"
-        )
+    try:  # every backend sanitises the job name (JobSpec); one with nothing left cannot be submitted
+        sanitize_job_name(config.cluster.job_name)
+    except ValueError as exc:
+        problems.append(f"cluster.job_name: {exc}")
     return problems
-
-
-def _job_name_or_empty(name: str) -> str:
-    try:
-        return sanitize_job_name(name)
-    except ValueError:
-        return ""
 
 
 def from_dict_tolerant(data: Any) -> SkyRLLaunchConfig | None:
