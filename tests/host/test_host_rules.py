@@ -348,7 +348,7 @@ def test_the_reproducer_through_the_real_command(prefix: Path, bases: dict[str, 
         [sys.executable, "-m", "rlaunch", "launch", "--config", str(path)],
         capture_output=True, text=True, env=env, timeout=120,
     )  # fmt: skip
-    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     (line,) = done.stdout.strip().splitlines()
     result = json.loads(line)
     assert [v["code"] for v in result["violations"]] == ["role_plan.non_positive"]

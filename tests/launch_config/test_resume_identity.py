@@ -11,6 +11,7 @@ import pytest
 
 from rlaunch import storage
 from rlaunch.host.compose import compose_document
+from rlaunch.host.validate import validate_document
 from rlaunch.launch_config import layout, schema
 from rlaunch.launch_config.resume import foreign_checkpoint, refusal, run_fingerprint
 from rlaunch.skyrl.render import spec_fingerprint
@@ -20,6 +21,11 @@ from .documents import rendered_document, rl_step
 DIGEST = "d" * 64
 
 
+def resolve(doc: schema.SkyRLLaunchConfig) -> schema.SkyRLLaunchConfig:
+    """What the host does before its resume check: validate, compose, stamp the fingerprint."""
+    return compose_document(doc, validate_document(doc))
+
+
 def checkpoint(root: str, step: int, **meta: Any) -> None:
     storage.write_json_atomic(storage.join(layout.checkpoint_dir(root, step), layout.CHECKPOINT_META), meta)
     storage.write_text_atomic(storage.join(root, layout.LATEST_MARKER), f"{step}\n")
@@ -27,7 +33,7 @@ def checkpoint(root: str, step: int, **meta: Any) -> None:
 
 def test_the_plan_and_the_host_compute_the_same_fingerprint(prefix: str) -> None:
     document = rendered_document(prefix)
-    resolved = compose_document(schema.from_dict(document))
+    resolved = resolve(schema.from_dict(document))
     assert resolved.run.fingerprint == spec_fingerprint(rl_step().spec) == run_fingerprint(document)
     # the resolved document keeps it through a YAML round trip (the child reads it from there)
     assert schema.loads(schema.dumps(resolved)).run.fingerprint == resolved.run.fingerprint
@@ -90,7 +96,7 @@ def test_both_digests_must_match(prefix: str) -> None:
 def test_the_host_refuses_a_foreign_checkpoint_before_submitting(prefix: str) -> None:
     from rlaunch.host.launch import ResumeRefusedError, _check_resume
 
-    resolved = compose_document(schema.from_dict(rendered_document(prefix)))
+    resolved = resolve(schema.from_dict(rendered_document(prefix)))
     checkpoint(
         resolved.artifacts.checkpoint_root, 3, runtime_digest=resolved.runtime.source_digest, run_fingerprint="a" * 64
     )
