@@ -20,6 +20,8 @@ import os
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from rlaunch.errors import UserError
+
 if TYPE_CHECKING:  # pragma: no cover
     import fsspec
 
@@ -27,12 +29,28 @@ PREFIX_ENV = "RLAUNCH_PREFIX"
 DEFAULT_PREFIX_DIR = "rlaunch-artifacts"
 
 
+class StorageError(UserError, ValueError):
+    """A location rlaunch cannot use: an fsspec filesystem not installed here, a root as a prefix."""
+
+
 def default_prefix() -> str:
     """`RLAUNCH_PREFIX` (any fsspec URL), else `./rlaunch-artifacts` made absolute."""
     configured = os.environ.get(PREFIX_ENV)
     if configured:
-        return configured if "://" in configured else os.path.abspath(os.path.expanduser(configured))
+        prefix = configured if "://" in configured else os.path.abspath(os.path.expanduser(configured))
+        return checked_prefix(prefix, field=PREFIX_ENV)
     return os.path.abspath(DEFAULT_PREFIX_DIR)
+
+
+def checked_prefix(prefix: str, *, field: str) -> str:
+    """`prefix`, unless it is a filesystem or bucket root: outputs, `.jobs` and `.tmp` need a directory of their own."""
+    rest = prefix.split("://", 1)[1] if "://" in prefix else prefix
+    if not rest.strip("/"):
+        raise StorageError(
+            f"{field}={prefix!r} is a filesystem root; rlaunch keeps outputs, .jobs and .tmp under the prefix, "
+            "so give it a directory of its own (e.g. /data/rlaunch-artifacts)"
+        )
+    return prefix
 
 
 def join(base: str, *parts: str) -> str:
@@ -82,7 +100,16 @@ def filesystem(url: Location) -> tuple[fsspec.AbstractFileSystem, str]:
     """The fsspec filesystem and path of `url` (imports fsspec: the local fast path does not call it)."""
     import fsspec.core
 
-    fs, path = fsspec.core.url_to_fs(os.fspath(url))
+    text = os.fspath(url)
+    try:
+        fs, path = fsspec.core.url_to_fs(text)
+    except ImportError as exc:
+        raise StorageError(
+            f"{text}: the fsspec filesystem for {text.split('://', 1)[0]!r} is not installed here ({exc}); "
+            "install it where rlaunch runs, or use a local path"
+        ) from None
+    except ValueError as exc:
+        raise StorageError(f"{text}: no fsspec filesystem can open it ({exc}); check the URL's scheme") from None
     return fs, path
 
 
@@ -135,7 +162,7 @@ def read_json(url: Location) -> Any | None:
     """The parsed JSON at `url`, or None when the file does not exist."""
     try:
         data = read_bytes(url)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a file where a directory should be: absent too
         return None
     return json.loads(data)
 
@@ -263,3 +290,17 @@ def list_names(url: Location) -> list[str]:
     except FileNotFoundError:
         return []
     return sorted(os.path.basename(str(e).rstrip("/")) for e in entries)
+
+
+def writable_problem(url: str) -> str | None:
+    """Why nothing can be written under `url` (None: a probe file was written there and removed).
+
+    Checked before anything is submitted, so a read-only prefix fails in seconds, not after a
+    coordinator was queued."""
+    probe = join(url, f".rlaunch-write-probe-{uuid.uuid4().hex[:12]}")
+    try:
+        write_bytes_atomic(probe, b"")
+        remove(probe)
+    except OSError as exc:
+        return f"{url} is not writable ({exc.strerror or exc}); choose a writable {PREFIX_ENV} or fix its permissions"
+    return None

@@ -111,3 +111,36 @@ def test_invalid_names_are_rejected_naming_the_problem(name, fragment):
 def test_non_string_name_is_rejected():
     with pytest.raises(InvalidIdentityError):
         validate_name(None)
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("models/" + "x" * 150, "segment 'xxxxxxxxxxxxxxxxxxxx'... is 150 characters; at most 100"),
+        ("models/" + "x" * 300, "is 307 characters; at most 200"),
+        ("/".join(["abcdefghij"] * 25), "is 274 characters; at most 200"),
+        (".jobs", "segment '.jobs' starts with '.'; such names are reserved"),
+        (".tmp/x", "segment '.tmp' starts with '.'"),
+        ("models/.hidden", "segment '.hidden' starts with '.'"),
+        ("probe/x/2026.11.30", "would sit inside another artifact's directory (probe/x@2026.11.30)"),
+        ("probe/dev/x", "segment 'dev' is shaped like a version"),
+        ("alice-dev/model", "segment 'alice-dev' is shaped like a version"),
+    ],
+)
+def test_names_that_would_collide_or_overflow_are_refused(name: str, fragment: str) -> None:
+    with pytest.raises(InvalidIdentityError) as err:
+        make_step(name)
+    assert fragment in str(err.value)
+
+
+def test_long_versions_are_refused() -> None:
+    with pytest.raises(InvalidIdentityError, match="at most 64"):
+        validate_version("a" * 300 + "-dev")
+
+
+def test_no_artifact_directory_lies_inside_another() -> None:
+    """The nesting case from the issue: `probe/x/2026.11.30@V` would be built inside `probe/x@2026.11.30`."""
+    outer = make_step("probe/x", "2026.11.30")
+    assert outer.path("/p") == "/p/probe/x/2026.11.30"
+    with pytest.raises(InvalidIdentityError, match="probe/x@2026.11.30"):
+        make_step("probe/x/2026.11.30", "2026.11.30")

@@ -146,3 +146,18 @@ def test_is_local(tmp_path, memory_prefix):
     assert storage.local_path(str(tmp_path)) == str(tmp_path)
     with pytest.raises(ValueError):
         storage.local_path(memory_prefix)
+
+
+@pytest.mark.parametrize("root", ["/", "//", "file:///", "s3://", "memory://"])
+def test_a_filesystem_root_is_refused_as_the_prefix(monkeypatch: pytest.MonkeyPatch, root: str) -> None:
+    monkeypatch.setenv(storage.PREFIX_ENV, root)
+    with pytest.raises(storage.StorageError, match="is a filesystem root; .* give it a directory of its own"):
+        storage.default_prefix()
+
+
+def test_a_prefix_under_a_file_is_not_writable(tmp_path) -> None:
+    (tmp_path / "file").write_text("x")
+    problem = storage.writable_problem(str(tmp_path / "file" / "prefix"))
+    assert problem is not None and "is not writable" in problem and "RLAUNCH_PREFIX" in problem
+    assert storage.writable_problem(str(tmp_path / "fresh")) is None
+    assert [p.name for p in (tmp_path / "fresh").iterdir()] == []  # the probe is removed

@@ -91,7 +91,7 @@ def test_a_bad_document_fails_before_submission_naming_the_problem(
     jobs = len(launcher.backend().list_jobs())
     edit(document)
     code, result, _ = launch(launcher, document, "bad1")
-    assert code == 1 and result["state"] == "failed" and expected in result["failure"]
+    assert code == 2 and result["state"] == "failed" and expected in result["failure"]
     assert result["child_job_id"] is None and len(launcher.backend().list_jobs()) == jobs
     assert attempt_manifest(launcher, "bad1")["result"]["state"] == "failed"
     assert not (launcher.prefix / "bad1-terminal.json").exists()
@@ -100,7 +100,7 @@ def test_a_bad_document_fails_before_submission_naming_the_problem(
 def test_unknown_document_keys_are_refused_naming_the_path(launcher: Launcher, document: dict) -> None:
     document["run"]["color"] = "blue"
     code, result, _ = launch(launcher, document, "bad2")
-    assert code == 1 and result["state"] == "failed" and "run.color: unknown key" in result["failure"]
+    assert code == 2 and result["state"] == "failed" and "run.color: unknown key" in result["failure"]
 
 
 def test_a_checkpoint_of_another_runtime_digest_is_not_resumed(launcher: Launcher, document: dict) -> None:
@@ -110,5 +110,5 @@ def test_a_checkpoint_of_another_runtime_digest_is_not_resumed(launcher: Launche
     (root / "latest").write_text("9")
     jobs = len(launcher.backend().list_jobs())
     code, result, _ = launch(launcher, document, "foreign1")
-    assert code == 1 and result["state"] == "failed" and "fresh RL artifact version" in result["failure"]
+    assert code == 2 and result["state"] == "failed" and "fresh RL artifact version" in result["failure"]
     assert len(launcher.backend().list_jobs()) == jobs

@@ -249,7 +249,7 @@ def host_launch(prefix: Path, doc: Doc, name: str) -> dict[str, Any]:
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 1, f"stdout must be one JSON result, got {done.stdout!r}"
     result = json.loads(lines[0])
-    assert done.exit_code == (0 if result["state"] in ("prepared", "submitted", "succeeded") else 1), done.output
+    assert done.exit_code == (0 if result["state"] in ("prepared", "submitted", "succeeded") else 2), done.output
     return result
 
 
@@ -348,7 +348,7 @@ def test_the_reproducer_through_the_real_command(prefix: Path, bases: dict[str, 
         [sys.executable, "-m", "rlaunch", "launch", "--config", str(path)],
         capture_output=True, text=True, env=env, timeout=120,
     )  # fmt: skip
-    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     (line,) = done.stdout.strip().splitlines()
     result = json.loads(line)
     assert [v["code"] for v in result["violations"]] == ["role_plan.non_positive"]

@@ -97,19 +97,21 @@ def test_geometry_data_parallel_per_strategy(base: dict) -> None:
 
 def test_resume_refuses_a_checkpoint_of_another_digest(prefix: str) -> None:
     root = storage.join(prefix, "ckpts")
-    assert foreign_checkpoint(root, "a" * 64) is None  # nothing to resume
+    run = "f" * 64
+    assert foreign_checkpoint(root, "a" * 64, run) is None  # nothing to resume
     storage.write_json_atomic(
-        storage.join(layout.checkpoint_dir(root, 30), layout.CHECKPOINT_META), {"runtime_digest": "b" * 64}
+        storage.join(layout.checkpoint_dir(root, 30), layout.CHECKPOINT_META),
+        {"runtime_digest": "b" * 64, "run_fingerprint": run},
     )
     storage.write_text_atomic(storage.join(root, layout.LATEST_MARKER), "30")
-    info = foreign_checkpoint(root, "a" * 64)
+    info = foreign_checkpoint(root, "a" * 64, run)
     assert info is not None and info.step == 30
-    text = refusal(info, "a" * 64)
+    text = refusal(info, "a" * 64, run)
     assert (
         "step 30" in text
         and "b" * 16 in text
         and "fresh RL artifact version" in text
         and "compatible_checkpoint_digests" in text
     )
-    assert foreign_checkpoint(root, "b" * 64) is None
-    assert foreign_checkpoint(root, "a" * 64, compatible=["b" * 64]) is None
+    assert foreign_checkpoint(root, "b" * 64, run) is None
+    assert foreign_checkpoint(root, "a" * 64, run, compatible=["b" * 64]) is None

@@ -1,13 +1,19 @@
 """Artifact names and versions: the explicit half of identity (`name@version`).
 
 An artifact lives at `{prefix}/{name}/{version}`, so both parts are validated as path segments
-when a step is constructed, long before anything is written.
+when a step is constructed, long before anything is written: bounded lengths (every segment fits
+a filesystem's 255-byte limit with room for rlaunch's suffixes), no segment starting with `.`
+(`.jobs`, `.tmp` and other hidden names are rlaunch's own), and no name segment shaped like a
+version. The last rule is what keeps every artifact's directory out of every other's:
+`probe/x/2026.11.30@V` would live inside `probe/x@2026.11.30`, and it is refused.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import re
+
+from rlaunch.errors import UserError
 
 VERSION_GRAMMAR = (
     "YYYY.MM.DD or YYYY.MM.DD.N (immutable, e.g. 2026.11.30 or 2026.11.30.2), "
@@ -22,7 +28,12 @@ _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_./-]+")
 
 
-class InvalidIdentityError(ValueError):
+MAX_SEGMENT = 100
+MAX_NAME = 200
+MAX_VERSION = 64
+
+
+class InvalidIdentityError(UserError, ValueError):
     """A malformed artifact name or version."""
 
 
@@ -47,6 +58,8 @@ def validate_version(version: object, *, field: str = "version") -> str:
     if not isinstance(version, str) or not version:
         raise InvalidIdentityError(f"{field} must be a non-empty string; got {version!r}. Use {VERSION_GRAMMAR}.")
     _check_path_safe(version, field)
+    if len(version) > MAX_VERSION:
+        raise InvalidIdentityError(f"{field}={version[:20]!r}... is {len(version)} characters; at most {MAX_VERSION}")
     if _is_calendar(version) or _MUTABLE.fullmatch(version):
         return version
     raise InvalidIdentityError(f"{field}={version!r} is not a valid version. Use {VERSION_GRAMMAR}.")
@@ -65,6 +78,27 @@ def validate_name(name: object, *, field: str = "name") -> str:
         raise InvalidIdentityError(f"{field}={name!r} has an empty path segment ('//'); remove it")
     if any(segment == "." for segment in name.split("/")):
         raise InvalidIdentityError(f"{field}={name!r} has a '.' path segment (an alias of its parent); remove it")
+    if len(name) > MAX_NAME:
+        raise InvalidIdentityError(f"{field}={name[:40]!r}... is {len(name)} characters; at most {MAX_NAME}")
+    for segment in name.split("/"):
+        if segment.startswith("."):
+            raise InvalidIdentityError(
+                f"{field}={name!r}: segment {segment!r} starts with '.'; such names are reserved "
+                "(rlaunch keeps .jobs and .tmp under the prefix); rename it"
+            )
+        if len(segment) > MAX_SEGMENT:
+            raise InvalidIdentityError(
+                f"{field}={name[:40]!r}...: segment {segment[:20]!r}... is {len(segment)} characters; "
+                f"at most {MAX_SEGMENT} per '/'-separated segment"
+            )
+        if _is_calendar(segment) or _MUTABLE.fullmatch(segment):
+            owner = name[: name.index(segment) - 1] if name.index(segment) else ""
+            clash = f" ({owner}@{segment})" if owner else ""
+            raise InvalidIdentityError(
+                f"{field}={name!r}: segment {segment!r} is shaped like a version; artifacts live at "
+                f"prefix/name/version, so this one would sit inside another artifact's directory{clash}; "
+                "rename the segment"
+            )
     return name
 
 

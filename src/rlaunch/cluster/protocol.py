@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from rlaunch.errors import UserError
 from rlaunch.names import sanitize_job_name
 
 JOB_ID_ENV = "RLAUNCH_JOB_ID"
@@ -136,11 +137,11 @@ class JobStatus:
         }
 
 
-class BackendUnavailableError(ValueError):
+class BackendUnavailableError(UserError, ValueError):
     """A backend this build cannot construct (unknown name, or one not implemented here)."""
 
 
-class CapacityError(ValueError):
+class CapacityError(UserError, ValueError):
     """A job that can never fit the cluster (refused before submission)."""
 
 

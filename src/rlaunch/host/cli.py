@@ -1,4 +1,10 @@
-"""`rlaunch launch --config DOC.yaml`: the host's command line. One JSON result on stdout."""
+"""`rlaunch launch --config DOC.yaml`: the host's command line. One JSON result on stdout.
+
+Exit codes: 0 the launch did what the document asked, 1 it failed (the child job failed, an
+export failed), 2 the document or the environment was refused (`UserError`: one line on stderr
+naming the field or file, the value and the fix; the JSON result carries the same message),
+143 interrupted.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +20,8 @@ import click
 @click.option("--config", "config_url", required=True, help="Launch document (path or fsspec URL).")
 def launch(config_url: str) -> None:
     """Compose, validate and launch one SkyRLLaunchConfig document."""
-    from rlaunch.host.launch import HostInterrupted, execute_launch
-    from rlaunch.launch_config.typed import DocumentError
+    from rlaunch.errors import UserError
+    from rlaunch.host.launch import HostInterrupted, LaunchRefusedError, execute_launch
 
     def interrupted(signum: int, frame: object) -> None:
         raise HostInterrupted(signum)
@@ -25,11 +31,20 @@ def launch(config_url: str) -> None:
     with contextlib.redirect_stdout(sys.stderr):
         try:
             result = execute_launch(config_url)
-        except DocumentError as exc:
-            out.write(json.dumps({"state": "failed", "failure": str(exc), "config": config_url}) + "\n")
-            sys.exit(1)
+        except LaunchRefusedError as exc:
+            _refused(out, str(exc), exc.result.to_json())
+        except UserError as exc:
+            _refused(out, str(exc), {"state": "failed", "failure": str(exc), "config": config_url})
         except HostInterrupted:
             sys.exit(143)
     out.write(json.dumps(result.to_json(), sort_keys=True) + "\n")
     out.flush()
     sys.exit(0 if result.ok else 1)
+
+
+def _refused(out: object, message: str, result: dict) -> None:
+    """An expected refusal: the message on stderr, the JSON result on stdout, exit 2."""
+    sys.stderr.write(f"rlaunch launch: {message}\n")
+    out.write(json.dumps(result, sort_keys=True) + "\n")  # type: ignore[attr-defined]
+    out.flush()  # type: ignore[attr-defined]
+    sys.exit(2)

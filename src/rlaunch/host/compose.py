@@ -9,12 +9,14 @@ export flag) are injected from the document so the trainer never reads ambient d
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 from rlaunch import storage
 from rlaunch.launch_config.layout import attempt_dir
 from rlaunch.launch_config.recipe import set_path
+from rlaunch.launch_config.resume import run_fingerprint
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 
 
@@ -38,8 +40,10 @@ def injected_values(doc: SkyRLLaunchConfig) -> dict[str, Any]:
 
 def compose_document(doc: SkyRLLaunchConfig, composed: Mapping[str, Any]) -> SkyRLLaunchConfig:
     """The resolved document: `skyrl` is `composed` (the validated composition of the document's
-    recipe) with canonical values injected."""
+    recipe) with canonical values injected, and `run.fingerprint` is the run fingerprint of the
+    document as rendered (what its checkpoints record; `launch_config.resume`)."""
     tree = copy.deepcopy(dict(composed))
     for key, value in injected_values(doc).items():
         set_path(tree, key, value)
-    return doc.replace_skyrl(tree)
+    run = dataclasses.replace(doc.run, fingerprint=run_fingerprint(doc.to_dict()))
+    return dataclasses.replace(doc.replace_skyrl(tree), run=run)

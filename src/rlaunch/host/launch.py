@@ -8,12 +8,14 @@ export -> manifests and run record.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import TextIO
 
 from rlaunch import storage
 from rlaunch.cluster.protocol import JOB_ID_ENV, Backend, JobState, backend_from_env, get_backend, single_replica_lines
+from rlaunch.errors import UserError
 from rlaunch.host.allocate import child_job_spec, driver_job_spec, drives_existing_cluster
 from rlaunch.host.compose import compose_document
 from rlaunch.host.export import ExportError, terminal_export
@@ -33,7 +35,15 @@ def host_backend(doc: schema.SkyRLLaunchConfig) -> Backend:
     ambient = backend_from_env()
     if ambient is not None and ambient.name == doc.cluster.backend:
         return ambient
-    return get_backend(doc.cluster.backend, **dict(doc.cluster.placement))
+    try:
+        return get_backend(doc.cluster.backend, **dict(doc.cluster.placement))
+    except TypeError as exc:
+        raise DocumentError(
+            [
+                f"cluster.placement={dict(doc.cluster.placement)!r} is not accepted by the {doc.cluster.backend} "
+                f"backend ({exc}); remove the keys it does not know"
+            ]  # fmt: skip
+        ) from None
 
 
 def execute_launch(url: str, log: TextIO = sys.stderr) -> LaunchResult:
@@ -55,15 +65,24 @@ def execute_launch(url: str, log: TextIO = sys.stderr) -> LaunchResult:
         resolved_doc = compose_document(doc, validate_document(doc))
         _check_resume(resolved_doc)
         return _submit(resolved_doc, result, log)
-    except (DocumentError, ResumeRefusedError) as exc:
+    except UserError as exc:
         result.failure = str(exc)
         result.violations = exc.to_json() if isinstance(exc, DocumentRefused) else []
-        _finish(resolved_doc, result)
-        return result
+        with contextlib.suppress(OSError):  # unwritable storage: the refusal still reaches stdout
+            _finish(resolved_doc, result)
+        raise LaunchRefusedError(str(exc), result) from exc
 
 
-class ResumeRefusedError(RuntimeError):
+class ResumeRefusedError(UserError, RuntimeError):
     pass
+
+
+class LaunchRefusedError(UserError):
+    """The document or environment was refused; `result` is the failed result already recorded."""
+
+    def __init__(self, message: str, result: LaunchResult):
+        super().__init__(message)
+        self.result = result
 
 
 class HostInterrupted(BaseException):
@@ -73,15 +92,19 @@ class HostInterrupted(BaseException):
 def _check_resume(doc: schema.SkyRLLaunchConfig) -> None:
     if get_path(doc.skyrl, "trainer.resume_mode") != "latest":
         return
+    runtime, fingerprint = doc.runtime, doc.run.fingerprint
     info = foreign_checkpoint(
-        doc.artifacts.checkpoint_root, doc.runtime.source_digest, doc.runtime.compatible_checkpoint_digests
+        doc.artifacts.checkpoint_root, runtime.source_digest, fingerprint, runtime.compatible_checkpoint_digests
     )
     if info is not None:
-        raise ResumeRefusedError(refusal(info, doc.runtime.source_digest))
+        raise ResumeRefusedError(refusal(info, runtime.source_digest, fingerprint))
 
 
 def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) -> LaunchResult:
     resolved_url = storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), RESOLVED_DOCUMENT)
+    problem = storage.writable_problem(doc.artifacts.output_path)
+    if problem:
+        raise storage.StorageError(f"artifacts.output_path: {problem}; nothing was submitted")
     storage.write_text_atomic(resolved_url, schema.dumps(doc))
     result.resolved_config_uri = resolved_url
     gang = child_job_spec(doc, resolved_url, working_dir=os.getcwd())

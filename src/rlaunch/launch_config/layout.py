@@ -30,10 +30,14 @@ CANCELLATIONS = "cancellations"
 _STEP_DIR = re.compile(r"^global_step_(\d+)$")
 
 
+def temporary_base(prefix: str) -> str:
+    """`$RLAUNCH_TEMP_PREFIX`, else `{prefix}/.tmp`: where checkpoints and attempts live."""
+    return os.environ.get(TEMP_PREFIX_ENV) or storage.join(prefix, ".tmp")
+
+
 def temporary_root(prefix: str, name: str, version: str, ttl_days: int) -> str:
     """`{temp prefix}/ttl={N}d/{name}/{version}`; the temp prefix defaults to `{prefix}/.tmp`."""
-    base = os.environ.get(TEMP_PREFIX_ENV) or storage.join(prefix, ".tmp")
-    return storage.join(base, f"ttl={ttl_days}d", name, version)
+    return storage.join(temporary_base(prefix), f"ttl={ttl_days}d", name, version)
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,7 @@ class CheckpointInfo:
     step: int
     path: str
     runtime_digest: str | None
+    fingerprint: str | None = None  # the run fingerprint it was written under (launch_config.resume)
 
 
 def checkpoint_steps(checkpoint_root: str) -> list[int]:
@@ -107,8 +112,8 @@ def latest_checkpoint(checkpoint_root: str) -> CheckpointInfo | None:
     """The newest committed checkpoint (None when there is none).
 
     rlaunch's `latest` marker is read, and SkyRL's own `latest_ckpt_global_step.txt` too (a run
-    killed before the adapter mirrored it); the digest comes from the checkpoint's metadata, else
-    from the digest the runtime recorded at the checkpoint root when it started.
+    killed before the adapter mirrored it); the runtime digest and run fingerprint come from the
+    checkpoint's metadata, else from what the runtime recorded at the checkpoint root when it started.
     """
     steps = []
     for name in (LATEST_MARKER, SKYRL_LATEST_MARKER):
@@ -120,7 +125,10 @@ def latest_checkpoint(checkpoint_root: str) -> CheckpointInfo | None:
     step = max(steps)
     path = checkpoint_dir(checkpoint_root, step)
     meta = storage.read_json(storage.join(path, CHECKPOINT_META)) or {}
-    digest = meta.get("runtime_digest") or (storage.read_json(storage.join(checkpoint_root, RUNTIME_FILE)) or {}).get(
-        "runtime_digest"
+    root = storage.read_json(storage.join(checkpoint_root, RUNTIME_FILE)) or {}
+    return CheckpointInfo(
+        step=step,
+        path=path,
+        runtime_digest=meta.get("runtime_digest") or root.get("runtime_digest"),
+        fingerprint=meta.get("run_fingerprint") or root.get("run_fingerprint"),
     )
-    return CheckpointInfo(step=step, path=path, runtime_digest=digest)

@@ -154,6 +154,4 @@ def type_problem(path: str, default: Any, value: Any) -> RecipeProblem | None:
     if expected is None:
         return None
     fix = f"write {path} as {expected}"
-    if expected == "a number" and isinstance(value, str):
-        fix += " (YAML reads 1e-3 as a string; write 1.0e-3)"
     return RecipeProblem("recipe.type_mismatch", path, value, f"{path}={value!r} must be {expected}", fix)

@@ -1,24 +1,74 @@
-"""Resume safety: a checkpoint written by another runtime digest is never resumed silently."""
+"""Resume by identity: a checkpoint is resumed only by the run that wrote it.
+
+Every checkpoint carries two digests: the runtime's source digest and the run fingerprint, a hash
+of what decides what training computes (the recipe with the role plan rendered in, the
+allocation's shape, the seed, the runtime profile and entrypoint, and the identities of the model
+and data). A relaunch with `resume_mode: latest` resumes only when both equal this run's, or were
+declared compatible (`SkyRLSpec(compatible_checkpoint_digests=...)` lists either kind). Otherwise
+the plan says REFUSED with both values and `--run` submits nothing, and the host refuses too.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from rlaunch.launch_config.layout import CheckpointInfo, latest_checkpoint
 
+FINGERPRINT_ENV = "RLAUNCH_RUN_FINGERPRINT"
 
-def foreign_checkpoint(checkpoint_root: str, digest: str, compatible: Iterable[str] = ()) -> CheckpointInfo | None:
-    """The latest checkpoint under `checkpoint_root` when another runtime digest wrote it."""
+
+def identity_view(document: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a launch document (plain data, as rendered) that decide what a checkpoint holds."""
+    alloc, inputs = document["cluster"]["allocation"], document["inputs"]
+    data = {
+        kind: [{"identity": d["identity"], "relative_path": d.get("relative_path", "")} for d in inputs.get(kind, ())]
+        for kind in ("train_data", "validation_data")
+    }
+    return {
+        "skyrl": document["skyrl"],
+        "seed": document["run"]["seed"],
+        "runtime": {"profile": document["runtime"]["profile"], "entrypoint": document["runtime"]["entrypoint"]},
+        "allocation": {k: alloc[k] for k in ("num_nodes", "gpus_per_node", "gpu_variant")},
+        "model": {k: inputs["model"][k] for k in ("identity", "tokenizer_revision")},
+        **data,
+    }
+
+
+def run_fingerprint(document: Mapping[str, Any]) -> str:
+    """sha256 of the identity view, canonical JSON."""
+    text = json.dumps(identity_view(document), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def foreign_checkpoint(
+    checkpoint_root: str, digest: str, fingerprint: str, compatible: Iterable[str] = ()
+) -> CheckpointInfo | None:
+    """The latest checkpoint under `checkpoint_root` when another runtime or another run wrote it."""
     info = latest_checkpoint(checkpoint_root)
-    if info is None or info.runtime_digest in (digest, *compatible):
+    if info is None:
+        return None
+    accepted = (*compatible,)
+    if info.runtime_digest in (digest, *accepted) and info.fingerprint in (fingerprint, *accepted):
         return None
     return info
 
 
-def refusal(info: CheckpointInfo, digest: str) -> str:
+def refusal(info: CheckpointInfo, digest: str, fingerprint: str) -> str:
+    differs = []
+    if info.fingerprint != fingerprint:
+        differs.append(
+            f"run fingerprint {info.fingerprint or 'unknown (written before fingerprints were recorded)'} "
+            f"(this run: {fingerprint})"
+        )
+    if info.runtime_digest != digest:
+        differs.append(f"runtime digest {(info.runtime_digest or 'unknown')[:16]} (this runtime: {digest[:16]})")
+    declare = info.fingerprint if info.fingerprint and info.fingerprint != fingerprint else info.runtime_digest
     return (
-        f"resume_mode=latest would resume {info.path} (step {info.step}), written by runtime digest "
-        f"{(info.runtime_digest or 'unknown')[:16]}, but this runtime's digest is {digest[:16]}. Use a fresh RL "
-        "artifact version (the checkpoint root follows name and version), or, once compatibility is "
-        "established, declare it with SkyRLSpec(compatible_checkpoint_digests=(...))"
+        f"resume_mode=latest would resume {info.path} (step {info.step}), written under "
+        f"{' and '.join(differs)}. Use a fresh RL artifact version (the checkpoint root follows name and "
+        "version), or, once compatibility is established, declare it with "
+        f"SkyRLSpec(compatible_checkpoint_digests=({declare!r},))"
     )

@@ -2,22 +2,27 @@
 
 Everything the host, the task bootstrap and the trainer need is a typed field here; nothing
 crosses as per-field command-line flags. Loading rejects unknown keys and wrong types, naming the
-path. The `skyrl` section is the trainer recipe (SkyRL 0.4.0 key paths) with the role plan
+path, and confines every path: storage locations are absolute paths or URLs, staging paths are
+clean relative paths (`rlaunch.paths`). The `skyrl` section is the trainer recipe (SkyRL 0.4.0 key paths) with the role plan
 rendered in; the host composes it onto the runtime's base config.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rlaunch import storage
 from rlaunch.launch_config.layout import RunPaths
-from rlaunch.launch_config.typed import decode, encode
+from rlaunch.launch_config.typed import DocumentError, decode, encode
+from rlaunch.names import sanitize_job_name
+from rlaunch.paths import location_problem, relative_path_problem
 from rlaunch.units import parse_size
 
 SCHEMA_VERSION = 1
+ATTEMPT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 Submission = Literal["prepare", "detach", "wait"]
 BackendName = Literal["local", "ray", "iris"]
 
@@ -30,6 +35,7 @@ class RunSection:
     mode: Literal["train"] = "train"
     submission: Submission = "wait"
     export_hf: bool = False
+    fingerprint: str = ""  # stamped by the launch host (launch_config.resume.run_fingerprint)
 
 
 @dataclass(frozen=True)
@@ -55,8 +61,11 @@ class Allocation:
         # Node and device counts are judged by the rules the host applies (`rlaunch.rules`).
         if self.cpu <= 0:
             raise ValueError(f"allocation.cpu={self.cpu} must be positive")
-        parse_size(self.memory, field="cluster.allocation.memory")
-        parse_size(self.disk, field="cluster.allocation.disk")
+        for name in ("memory", "disk"):
+            if parse_size(getattr(self, name), field=f"cluster.allocation.{name}") <= 0:
+                raise ValueError(
+                    f"cluster.allocation.{name}={getattr(self, name)!r} must be positive; write it like 16GB"
+                )
 
 
 @dataclass(frozen=True)
@@ -182,7 +191,50 @@ class SkyRLLaunchConfig:
 
 
 def from_dict(data: Any) -> SkyRLLaunchConfig:
-    return decode(SkyRLLaunchConfig, data, what="SkyRLLaunchConfig")
+    config = decode(SkyRLLaunchConfig, data, what="SkyRLLaunchConfig")
+    problems = confinement_problems(config)
+    if problems:
+        raise DocumentError(problems, what="SkyRLLaunchConfig")
+    return config
+
+
+# Every ArtifactsSection field but the retention count is a storage location.
+_LOCATIONS = tuple(f.name for f in dataclasses.fields(ArtifactsSection) if f.name != "resume_checkpoint_count")
+
+
+def confinement_problems(config: SkyRLLaunchConfig) -> list[str]:
+    """Paths and names that would leave their root: storage locations are absolute paths or URLs,
+    staging paths are clean relative paths, the attempt id is a single safe name, the job name usable."""
+    problems = []
+    for name in _LOCATIONS:
+        value = getattr(config.artifacts, name)
+        problem = location_problem(value)
+        if problem:
+            problems.append(f"artifacts.{name}={value!r} {problem}")
+    inputs = config.inputs
+    sources = [("inputs.model", inputs.model)]
+    sources += [(f"inputs.train_data[{i}]", d) for i, d in enumerate(inputs.train_data)]
+    sources += [(f"inputs.validation_data[{i}]", d) for i, d in enumerate(inputs.validation_data)]
+    for where, source in sources:
+        problem = location_problem(source.uri)
+        if problem:
+            problems.append(f"{where}.uri={source.uri!r} {problem}")
+        problem = relative_path_problem(source.local_path)
+        if problem:
+            problems.append(f"{where}.local_path={source.local_path!r} {problem}")
+        relative = getattr(source, "relative_path", "")
+        if relative and (problem := relative_path_problem(relative)):
+            problems.append(f"{where}.relative_path={relative!r} {problem}")
+    if not ATTEMPT_ID.fullmatch(config.run.attempt_id):
+        problems.append(
+            f"run.attempt_id={config.run.attempt_id!r} must be 1-64 letters, digits, '_' or '-' (it names "
+            "directories); let rlaunch generate it"
+        )
+    try:  # every backend sanitises the job name (JobSpec); one with nothing left cannot be submitted
+        sanitize_job_name(config.cluster.job_name)
+    except ValueError as exc:
+        problems.append(f"cluster.job_name: {exc}")
+    return problems
 
 
 def from_dict_tolerant(data: Any) -> SkyRLLaunchConfig | None:
@@ -197,18 +249,27 @@ def from_dict_tolerant(data: Any) -> SkyRLLaunchConfig | None:
         return None
 
 
-def loads(text: str) -> SkyRLLaunchConfig:
-    import yaml  # on use: importing the schema (observe, the task) stays cheap
+def loads(text: str | bytes, source: str = "<text>") -> SkyRLLaunchConfig:
+    """Decode YAML text through the strict loader (`launch_config.loader`, imported on use: importing
+    the schema (observe, the task) stays cheap); problems name `source`."""
+    from rlaunch.launch_config.loader import load_yaml
 
-    return from_dict(yaml.safe_load(text))
+    data = load_yaml(text, source=source, what="SkyRLLaunchConfig")
+    try:
+        return from_dict(data)
+    except DocumentError as exc:
+        if source == "<text>":
+            raise
+        raise DocumentError([f"{source}: {p}" for p in exc.problems], what="SkyRLLaunchConfig") from None
 
 
 def load(url: str) -> SkyRLLaunchConfig:
-    return loads(storage.read_text(url))
+    from rlaunch.launch_config.loader import read_document
+
+    return loads(read_document(url, what="SkyRLLaunchConfig"), source=url)
 
 
 def dumps(config: SkyRLLaunchConfig | Mapping[str, Any]) -> str:
-    import yaml
+    from rlaunch.launch_config.loader import dump_yaml
 
-    data = config.to_dict() if isinstance(config, SkyRLLaunchConfig) else encode(config)
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+    return dump_yaml(config.to_dict() if isinstance(config, SkyRLLaunchConfig) else encode(config))

@@ -2,12 +2,14 @@
 
 Unknown keys and wrong types are errors that name the dotted path, the value and what was
 expected; every problem in a document is reported at once. `bool` is never accepted for `int`
-(YAML's `1` is not `true`), an `int` is accepted where a `float` is expected.
+(YAML's `1` is not `true`), an `int` is accepted where a `float` is expected, and no number may be
+NaN or infinite, wherever it appears.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -19,11 +21,16 @@ T = TypeVar("T")
 
 
 class DocumentError(UserError, ValueError):
-    """Every problem found while decoding a document, each naming its path."""
+    """Every problem found while reading or decoding a document, each naming its path and fix."""
 
     def __init__(self, problems: list[str], what: str = "launch document"):
         self.problems = problems
-        super().__init__(f"{what} is invalid ({len(problems)} problem(s)):\n" + "\n".join(f"  - {p}" for p in problems))
+        if len(problems) == 1:
+            super().__init__(f"{what} is invalid: {problems[0]}")
+        else:
+            super().__init__(
+                f"{what} is invalid ({len(problems)} problem(s)):\n" + "\n".join(f"  - {p}" for p in problems)
+            )
 
 
 def decode(cls: type[T], data: Any, *, what: str = "launch document") -> T:
@@ -53,6 +60,7 @@ def _decode(tp: Any, data: Any, path: str, problems: list[str]) -> Any:
     where = path or "<root>"
     origin = typing.get_origin(tp)
     if tp is Any:
+        _check_finite(data, path, problems)
         return data
     if origin in (typing.Union, types.UnionType):
         options = typing.get_args(tp)
@@ -94,6 +102,9 @@ def _decode(tp: Any, data: Any, path: str, problems: list[str]) -> Any:
         return out
     if tp is float:
         if isinstance(data, (int, float)) and not isinstance(data, bool):
+            if not math.isfinite(data):
+                problems.append(f"{where}: {data!r} is not a finite number; write a finite number")
+                return None
             return float(data)
         problems.append(f"{where}: expected a number, got {data!r}")
         return None
@@ -108,6 +119,18 @@ def _decode(tp: Any, data: Any, path: str, problems: list[str]) -> Any:
         problems.append(f"{where}: expected {tp.__name__}, got {data!r}")
         return None
     raise TypeError(f"typed decoder cannot handle {tp!r} at {where}")
+
+
+def _check_finite(data: Any, path: str, problems: list[str]) -> None:
+    """Free-form sections (the recipe) hold no NaN or infinity either."""
+    if isinstance(data, float) and not math.isfinite(data):
+        problems.append(f"{path or '<root>'}: {data!r} is not a finite number; write a finite number")
+    elif isinstance(data, Mapping):
+        for key, item in data.items():
+            _check_finite(item, f"{path}.{key}" if path else str(key), problems)
+    elif isinstance(data, (list, tuple)):
+        for i, item in enumerate(data):
+            _check_finite(item, f"{path}[{i}]", problems)
 
 
 def _decode_dataclass(cls: Any, data: Any, path: str, problems: list[str]) -> Any:

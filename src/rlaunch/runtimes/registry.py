@@ -20,6 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from rlaunch.errors import UserError
 from rlaunch.launch_config.recipe import BaseConfigShape, RecipeProblem, compose, leaves
 from rlaunch.runtimes import parsed
 from rlaunch.runtimes.defects import KnownDefect, locked_versions
@@ -33,7 +34,7 @@ LAUNCHERS = ("python", "torchrun", "ray-driver")
 RAY_DRIVER = "ray-driver"
 
 
-class UnknownRuntimeError(ValueError):
+class UnknownRuntimeError(UserError, ValueError):
     pass
 
 

@@ -14,18 +14,19 @@ from rlaunch.skyrl.execution import SkyRLExecution
 from rlaunch.skyrl.parity import differences, shape_of_spec, shape_of_step
 from rlaunch.skyrl.readiness import readiness
 from rlaunch.skyrl.readiness import render as render_readiness
-from rlaunch.skyrl.render import live_run_paths
+from rlaunch.skyrl.render import live_run_paths, spec_fingerprint
 from rlaunch.skyrl.sources import pinned_commit
 from rlaunch.skyrl.spec import SkyRLSpec
 
 
 def resume_refusal(spec: SkyRLSpec, prefix: str) -> str | None:
-    """Why `--run` must be refused because of checkpoints another runtime wrote (None: fine)."""
+    """Why `--run` must be refused because of checkpoints another runtime or run wrote (None: fine)."""
     if get_path(spec.composed_recipe, "trainer.resume_mode") != "latest":
         return None
     paths = live_run_paths(spec, prefix)
-    info = foreign_checkpoint(paths.checkpoint_root, spec.runtime.source_digest, spec.compatible_checkpoint_digests)
-    return None if info is None else refusal(info, spec.runtime.source_digest)
+    digest, fingerprint = spec.runtime.source_digest, spec_fingerprint(spec)
+    info = foreign_checkpoint(paths.checkpoint_root, digest, fingerprint, spec.compatible_checkpoint_digests)
+    return None if info is None else refusal(info, digest, fingerprint)
 
 
 def parity_lines(spec: SkyRLSpec, export_hf: bool, smoke: Any) -> list[str]:
@@ -126,4 +127,8 @@ def _resume_line(spec: SkyRLSpec, prefix: str, paths: RunPaths) -> str:
     if problem:
         return f"REFUSED: {problem}"
     info = latest_checkpoint(paths.checkpoint_root)
-    return "no checkpoint yet" if info is None else f"would resume step {info.step} (same runtime digest)"
+    return (
+        "no checkpoint yet"
+        if info is None
+        else f"would resume step {info.step} (same run fingerprint {spec_fingerprint(spec)[:16]} and runtime digest)"
+    )

@@ -35,14 +35,16 @@ def parse_config_yaml(text: str) -> dict[str, Any]:
             f"config_yaml must be YAML text, got {type(text).__name__}",
             "pass the recipe as a YAML string",
         )
-    import yaml  # here, not at module level: the preflight of a parsed recipe needs no YAML
+    # here, not at module level: the preflight of a parsed recipe needs no YAML
+    from rlaunch.launch_config.loader import load_yaml
+    from rlaunch.launch_config.typed import DocumentError
 
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise PreflightError(
-            "recipe.invalid_yaml", ["config_yaml"], f"config_yaml is not valid YAML: {exc}", "fix the YAML syntax"
-        ) from exc
+        data = load_yaml(text, source="config_yaml", what="recipe")
+    except DocumentError as exc:
+        (problem,) = exc.problems
+        message, _, fix = problem.rpartition("; ")
+        raise PreflightError("recipe.invalid_yaml", ["config_yaml"], message, fix) from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -13,6 +13,7 @@ from typing import Any
 from rlaunch import storage
 from rlaunch.artifacts import StepContext
 from rlaunch.launch_config.layout import RunPaths, temporary_root
+from rlaunch.launch_config.resume import run_fingerprint
 from rlaunch.launch_config.schema import (
     SCHEMA_VERSION,
     Allocation,
@@ -26,6 +27,7 @@ from rlaunch.launch_config.schema import (
 from rlaunch.launch_config.typed import encode
 from rlaunch.names import sanitize_job_name
 from rlaunch.skyrl.execution import SkyRLExecution
+from rlaunch.skyrl.sources import artifact_identity
 from rlaunch.skyrl.spec import SkyRLSpec
 
 PLACEHOLDER = "<placement>"
@@ -45,6 +47,37 @@ def run_paths(spec: SkyRLSpec, ctx: StepContext) -> RunPaths:
     if ctx.is_fingerprint:
         return RunPaths.derive(ctx.output_path, "<temporary_output_path>")
     return live_run_paths(spec, ctx.prefix)
+
+
+def spec_fingerprint(spec: SkyRLSpec) -> str:
+    """The run fingerprint the host will stamp on this spec's rendered document, computed from the
+    spec (no dependency needs to be built): the same identity view, produced from the same values."""
+    topology = spec.topology
+    view = {
+        "skyrl": spec.rendered_recipe(),
+        "run": {"seed": spec.seed},
+        "runtime": {"profile": spec.runtime.profile, "entrypoint": spec.entrypoint},
+        "cluster": {
+            "allocation": {
+                "num_nodes": topology.num_nodes,
+                "gpus_per_node": topology.gpus_per_node,
+                "gpu_variant": topology.gpu_variant,
+            }
+        },
+        "inputs": {
+            "model": {
+                "identity": artifact_identity(spec.model.step),
+                "tokenizer_revision": spec.model.tokenizer_revision,
+            },
+            "train_data": [
+                {"identity": artifact_identity(s.step), "relative_path": s.relative_path} for s in spec.train_data
+            ],
+            "validation_data": [
+                {"identity": artifact_identity(s.step), "relative_path": s.relative_path} for s in spec.validation_data
+            ],
+        },
+    }
+    return run_fingerprint(view)
 
 
 def allocation(spec: SkyRLSpec, execution: SkyRLExecution) -> Allocation:

@@ -14,6 +14,7 @@ from typing import Any
 from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
 from rlaunch.launch_config.schema import DataInput, ModelInput
+from rlaunch.paths import ConfinementError, relative_path_problem
 from rlaunch.skyrl.fields import require_str
 from rlaunch.skyrl.model_facts import ModelFacts
 
@@ -130,5 +131,6 @@ class ArtifactDataSource:
 
 
 def _check_relative(field_name: str, value: str) -> None:
-    if not isinstance(value, str) or value.startswith("/") or "://" in value or ".." in value.split("/"):
-        raise ValueError(f"{field_name}={value!r} must be a relative path inside the artifact (no '/', '..' or scheme)")
+    problem = relative_path_problem(value, root="the artifact")
+    if problem:
+        raise ConfinementError(f"{field_name}={value!r} {problem}")

@@ -22,9 +22,9 @@ from rlaunch.skyrl.sources import ArtifactDataSource, ArtifactHfModel
 class SkyRLSpec:
     """Everything that decides what an RL run computes, and nothing about where it runs.
 
-    `compatible_checkpoint_digests` declares runtime digests whose checkpoints this run may
-    resume (after compatibility was established); by default a resume across a runtime change
-    is refused.
+    `compatible_checkpoint_digests` declares runtime digests and run fingerprints whose
+    checkpoints this run may resume (after compatibility was established); by default a resume
+    across a runtime change or a changed recipe is refused (`launch_config.resume`).
     """
 
     name: str

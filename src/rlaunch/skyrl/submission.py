@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import os
 
+from rlaunch import storage
+from rlaunch.launch_config.layout import temporary_base
 from rlaunch.launch_config.recipe import get_path
 from rlaunch.skyrl.plan_view import resume_refusal
+from rlaunch.skyrl.render import live_run_paths
 from rlaunch.skyrl.spec import SkyRLSpec
 
 
 def submission_problems(spec: SkyRLSpec, prefix: str) -> list[str]:
     """Reasons `--run` must not submit `spec` (empty when it may)."""
     problems = []
+    paths = live_run_paths(spec, prefix)
+    for root in dict.fromkeys((prefix, temporary_base(prefix))):
+        problem = storage.writable_problem(root)
+        if problem:
+            problems.append(f"{spec.name}@{spec.version}: {problem} (outputs go to {paths.output_path})")
     refusal = resume_refusal(spec, prefix)
     if refusal:
         problems.append(f"{spec.name}@{spec.version}: {refusal}")

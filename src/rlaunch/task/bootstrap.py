@@ -14,9 +14,9 @@ its single replica runs the driver attached to that cluster.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -31,7 +31,9 @@ from rlaunch.cluster.ray.common import GCS_ADDRESS_ENV as RAY_GCS_ADDRESS_ENV
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import GANG_OUTCOME, JOINED, attempt_dir
 from rlaunch.launch_config.recipe import set_path
+from rlaunch.launch_config.resume import FINGERPRINT_ENV
 from rlaunch.names import sanitize_job_name
+from rlaunch.paths import join_inside, remove_inside
 from rlaunch.runtimes.environment import RuntimeEnvironment, ensure_environment
 from rlaunch.runtimes.registry import RAY_DRIVER, get_profile
 from rlaunch.storage import utc_now
@@ -48,19 +50,28 @@ def log(message: str) -> None:
     sys.stderr.flush()
 
 
+def staging_root() -> str:
+    return os.environ.get(STAGING_ENV) or os.path.join(tempfile.gettempdir(), "rlaunch-task")
+
+
 def task_dir(doc: schema.SkyRLLaunchConfig, rank: int) -> str:
-    root = os.environ.get(STAGING_ENV) or os.path.join(tempfile.gettempdir(), "rlaunch-task")
-    return os.path.join(root, sanitize_job_name(doc.run.id), doc.run.attempt_id, f"replica-{rank}")
+    return join_inside(
+        staging_root(), f"{sanitize_job_name(doc.run.id)}/{doc.run.attempt_id}/replica-{rank}", field="run.attempt_id"
+    )
 
 
 def stage_inputs(doc: schema.SkyRLLaunchConfig, local_root: str) -> dict[str, str]:
     """Stage model and data; returns each input's local_path -> absolute staged directory."""
     staged: dict[str, str] = {}
-    model = doc.inputs.model
-    staged[model.local_path] = stage(model.uri, model.identity, os.path.join(local_root, model.local_path), log)
-    for data in (*doc.inputs.train_data, *doc.inputs.validation_data):
-        if data.local_path not in staged:
-            staged[data.local_path] = stage(data.uri, data.identity, os.path.join(local_root, data.local_path), log)
+    inputs = doc.inputs
+    for field, item in (
+        ("inputs.model", inputs.model),
+        *((f"inputs.train_data[{i}]", d) for i, d in enumerate(inputs.train_data)),
+        *((f"inputs.validation_data[{i}]", d) for i, d in enumerate(inputs.validation_data)),
+    ):
+        if item.local_path not in staged:
+            target = join_inside(local_root, item.local_path, field=f"{field}.local_path")
+            staged[item.local_path] = stage(item.uri, item.identity, target, log, root=local_root)
     return staged
 
 
@@ -109,6 +120,7 @@ def runtime_process_env(doc: schema.SkyRLLaunchConfig, env: RuntimeEnvironment, 
         {
             "RLAUNCH_ATTEMPT_DIR": attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id),
             "RLAUNCH_RUNTIME_DIGEST": doc.runtime.source_digest,
+            FINGERPRINT_ENV: doc.run.fingerprint,
             "RLAUNCH_COMPATIBLE_DIGESTS": ",".join(doc.runtime.compatible_checkpoint_digests),
             "RLAUNCH_MODEL_IDENTITY": doc.inputs.model.identity,
             "RLAUNCH_TASK_DIR": local_root,
@@ -226,4 +238,5 @@ def main(config_url: str) -> None:
         sys.exit(code)
     finally:
         if not os.environ.get(KEEP_ENV):
-            shutil.rmtree(local_root, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                remove_inside(staging_root(), local_root)

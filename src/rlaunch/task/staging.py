@@ -3,7 +3,8 @@
 The source artifact's record must carry the identity (name@version and fingerprint) the launch
 document expects, every file is copied through fsspec and, when the record lists checksums,
 verified by sha256. The copy lands in a temporary directory and is renamed into place, so a
-half-staged input is never used; an already staged, matching input is reused.
+half-staged input is never used; an already staged, matching input is reused. Staging writes and
+deletes only inside the task's root (`rlaunch.paths`).
 """
 
 from __future__ import annotations
@@ -11,17 +12,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import uuid
 from collections.abc import Callable
 
 from rlaunch import storage
 from rlaunch.artifacts import records
+from rlaunch.errors import UserError
+from rlaunch.paths import inside, remove_inside
 
 MANIFEST = ".rlaunch-staged.json"
 
 
-class StagingError(RuntimeError):
+class StagingError(UserError, RuntimeError):
     pass
 
 
@@ -47,8 +49,13 @@ def sha256_file(path: str) -> str:
     return h.hexdigest()
 
 
-def stage(uri: str, identity: str, target: str, progress: Callable[[str], None]) -> str:
-    """Copy the artifact directory at `uri` to local `target`; returns `target`."""
+def stage(uri: str, identity: str, target: str, progress: Callable[[str], None], *, root: str) -> str:
+    """Copy the artifact directory at `uri` to local `target` inside `root`; returns `target`.
+
+    `target` must resolve strictly inside `root` (checked before anything is written or deleted):
+    staging replaces `target`, and nothing outside the task's root is ever replaced.
+    """
+    inside(root, target)
     record = verify_identity(uri, identity)
     expected = (record.get("result") or {}).get("files") or {}
     manifest_path = os.path.join(target, MANIFEST)
@@ -80,13 +87,11 @@ def stage(uri: str, identity: str, target: str, progress: Callable[[str], None])
             raise StagingError(f"{uri} lacks files its artifact record lists: {missing}")
         with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as handle:
             json.dump({"uri": uri, "identity": identity, "files": len(files), "bytes": total}, handle)
-        if os.path.exists(target):
-            shutil.rmtree(target)
+        remove_inside(root, target)
         os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
         os.rename(tmp, target)
     finally:
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp)
+        remove_inside(root, tmp)
     checked = f", {len(expected)} checksum(s) verified" if expected else ""
     progress(f"staged {identity.split(':')[0]} -> {target}{checked}")
     return target

@@ -44,6 +44,7 @@ from rlaunch.cluster.logs import LogQuery
 from rlaunch.cluster.protocol import (
     BACKEND_ENV,
     JOB_ID_ENV,
+    BackendUnavailableError,
     JobNotFoundError,
     JobSpec,
     JobState,
@@ -90,6 +91,7 @@ from rlaunch.cluster.ray.common import (
     env_flag,
 )
 from rlaunch.cluster.ray.kv import StatusStore, split_host_port
+from rlaunch.errors import UserError
 from rlaunch.placement import RayPlacement
 from rlaunch.processes import actor
 from rlaunch.storage import utc_from_epoch, utc_now
@@ -103,11 +105,11 @@ _SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
 _TERMINAL_RAY = ("STOPPED", "SUCCEEDED", "FAILED")
 
 
-class RayNotInstalledError(ImportError):
+class RayNotInstalledError(UserError, ImportError):
     """The ray backend was chosen but Ray is not installed here."""
 
 
-class RayClusterUnreachableError(ConnectionError):
+class RayClusterUnreachableError(UserError, ConnectionError):
     """Nothing answers at the Ray address."""
 
 
@@ -188,7 +190,7 @@ class RayBackend(GangBackend):
         require_ray()
         address = address or os.environ.get("RAY_ADDRESS") or os.environ.get(ADDRESS_ENV) or gcs_address
         if not address:
-            raise ValueError(
+            raise BackendUnavailableError(
                 "the ray backend needs the cluster's address: pass address=... (RaySkyRLExecution(address=...)) "
                 "or set RAY_ADDRESS=http://<head>:8265 (the dashboard) or <head>:6379 (the GCS)"
             )

@@ -39,6 +39,7 @@ def _get(tree: dict, dotted: str):  # noqa: ANN202 - plain data lookup
 def run(skyrl: dict) -> int:
     attempt = os.environ["RLAUNCH_ATTEMPT_DIR"]
     digest = os.environ["RLAUNCH_RUNTIME_DIGEST"]
+    fingerprint = os.environ.get("RLAUNCH_RUN_FINGERPRINT", "")
     scenario = _get(skyrl, "environment.env_class")
     model = _get(skyrl, "trainer.policy.model.path")
     ckpt_root, export_root = _get(skyrl, "trainer.ckpt_path"), _get(skyrl, "trainer.export_path")
@@ -98,7 +99,8 @@ def run(skyrl: dict) -> int:
             )
         if step % interval == 0 or step == final_step:
             directory = os.path.join(ckpt_root, f"global_step_{step}")
-            _write(os.path.join(directory, "rlaunch_checkpoint.json"), {"global_step": step, "runtime_digest": digest})
+            meta = {"global_step": step, "runtime_digest": digest, "run_fingerprint": fingerprint}
+            _write(os.path.join(directory, "rlaunch_checkpoint.json"), meta)
             with open(f"{latest}.tmp", "w", encoding="utf-8") as handle:
                 handle.write(str(step))
             os.replace(f"{latest}.tmp", latest)

@@ -38,7 +38,7 @@ def _read(fs: Any, path: str) -> str | None:
         return None
 
 
-def guard(ckpt_root: str, resume_mode: str | None, digest: str, compatible: list[str]) -> None:
+def guard(ckpt_root: str, resume_mode: str | None, digest: str, compatible: list[str], fingerprint: str = "") -> None:
     """Refuse to resume checkpoints another runtime wrote; then claim the root for this digest."""
     fs, root = _fs(ckpt_root)
     recorded = _read(fs, f"{root}/{RUNTIME_FILE}")
@@ -51,10 +51,11 @@ def guard(ckpt_root: str, resume_mode: str | None, digest: str, compatible: list
             "(compatible_checkpoint_digests)"
         )
     fs.makedirs(root, exist_ok=True)
-    fs.pipe_file(f"{root}/{RUNTIME_FILE}", json.dumps({"runtime_digest": digest, "written_at": time.time()}).encode())
+    claim = {"runtime_digest": digest, "run_fingerprint": fingerprint, "written_at": time.time()}
+    fs.pipe_file(f"{root}/{RUNTIME_FILE}", json.dumps(claim).encode())
 
 
-def mirror(ckpt_root: str, digest: str) -> int | None:
+def mirror(ckpt_root: str, digest: str, fingerprint: str = "") -> int | None:
     """Describe SkyRL's checkpoints in rlaunch's layout; returns the latest step (None if none)."""
     fs, root = _fs(ckpt_root)
     latest = _read(fs, f"{root}/{SKYRL_LATEST}")
@@ -64,7 +65,12 @@ def mirror(ckpt_root: str, digest: str) -> int | None:
     for name in names:
         match = _STEP.match(name)
         if match and not fs.exists(f"{root}/{name}/{META}"):
-            meta = {"global_step": int(match.group(1)), "runtime_digest": digest, "written_at": time.time()}
+            meta = {
+                "global_step": int(match.group(1)),
+                "runtime_digest": digest,
+                "run_fingerprint": fingerprint,
+                "written_at": time.time(),
+            }
             fs.pipe_file(f"{root}/{name}/{META}", json.dumps(meta).encode())
     step = int(latest.strip())
     fs.pipe_file(f"{root}/latest", str(step).encode())

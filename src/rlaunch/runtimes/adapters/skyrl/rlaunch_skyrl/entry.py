@@ -3,7 +3,7 @@
 Guards the checkpoint root (runtime digest), hands the composed recipe to SkyRL's entrypoint as a
 dotlist (`skyrl.train.entrypoints.main_base`, or this adapter's fully-async driver), then mirrors
 the checkpoints into rlaunch's layout. rlaunch context comes from the task bootstrap's
-environment: RLAUNCH_RUNTIME_DIGEST, RLAUNCH_COMPATIBLE_DIGESTS.
+environment: RLAUNCH_RUNTIME_DIGEST, RLAUNCH_RUN_FINGERPRINT, RLAUNCH_COMPATIBLE_DIGESTS.
 """
 
 from __future__ import annotations
@@ -28,15 +28,16 @@ ENTRYPOINTS = {
 
 def run(skyrl: Mapping[str, Any], mode: str = "standard") -> int:
     digest = os.environ["RLAUNCH_RUNTIME_DIGEST"]
+    fingerprint = os.environ.get("RLAUNCH_RUN_FINGERPRINT", "")
     compatible = [d for d in os.environ.get("RLAUNCH_COMPATIBLE_DIGESTS", "").split(",") if d]
     ckpt_root, resume_mode = resume_settings(skyrl)
     try:
-        guard(ckpt_root, resume_mode, digest, compatible)
+        guard(ckpt_root, resume_mode, digest, compatible, fingerprint)
     except ForeignCheckpointError as exc:
         print(f"[rlaunch_skyrl] refused: {exc}", file=sys.stderr, flush=True)
         return 2
     code = subprocess.call([sys.executable, "-m", ENTRYPOINTS[mode], *to_dotlist(skyrl)])
-    step = mirror(ckpt_root, digest)
+    step = mirror(ckpt_root, digest, fingerprint)
     print(f"[rlaunch_skyrl] SkyRL exited {code}; latest checkpoint step {step}", file=sys.stderr, flush=True)
     return code
 

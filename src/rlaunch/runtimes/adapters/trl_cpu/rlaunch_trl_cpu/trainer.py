@@ -9,6 +9,7 @@ Context comes from environment variables set by the task bootstrap:
                           Default: `{RLAUNCH_TASK_DIR}/attempt`.
 * `RLAUNCH_TASK_DIR`      task-local scratch (TRL output_dir, checkpoint/export staging). Default: cwd.
 * `RLAUNCH_RUNTIME_DIGEST`      written into every checkpoint; a resume from another digest is refused
+* `RLAUNCH_RUN_FINGERPRINT`     the run fingerprint (recipe, plan, inputs), written into every checkpoint
 * `RLAUNCH_COMPATIBLE_DIGESTS`  comma-separated digests whose checkpoints may also be resumed
 * `RLAUNCH_MODEL_IDENTITY`      identity string of the model artifact (recorded in model_load.json)
 * `RANK`, `WORLD_SIZE`, `LOCAL_RANK`  set by torchrun when the recipe has more than one device slot
@@ -37,6 +38,7 @@ ENV_ATTEMPT_DIR = "RLAUNCH_ATTEMPT_DIR"
 ENV_TASK_DIR = "RLAUNCH_TASK_DIR"
 ENV_DIGEST = "RLAUNCH_RUNTIME_DIGEST"
 ENV_COMPATIBLE = "RLAUNCH_COMPATIBLE_DIGESTS"
+ENV_FINGERPRINT = "RLAUNCH_RUN_FINGERPRINT"
 ENV_IDENTITY = "RLAUNCH_MODEL_IDENTITY"
 
 # Objects that must outlive run() in a multi-process run (see the end of `run`).
@@ -48,6 +50,7 @@ class Context:
     attempt_dir: str
     task_dir: str
     digest: str
+    fingerprint: str
     compatible: list[str]
     identity: str
     rank: int
@@ -65,6 +68,7 @@ class Context:
             attempt_dir=attempt,
             task_dir=task_dir,
             digest=os.environ.get(ENV_DIGEST, ""),
+            fingerprint=os.environ.get(ENV_FINGERPRINT, ""),
             compatible=compatible,
             identity=os.environ.get(ENV_IDENTITY, ""),
             rank=int(os.environ.get("RANK", "0")),
@@ -395,6 +399,7 @@ def _build_trainer(
                     step,
                     {
                         "runtime_digest": ctx.digest,
+                        "run_fingerprint": ctx.fingerprint,
                         "training_step": math.ceil(step / k),
                         "optimizer_steps_per_training_step": k,
                         "max_steps": state.max_steps,

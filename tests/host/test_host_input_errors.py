@@ -1,0 +1,145 @@
+"""`rlaunch launch --config`: every input mistake is one line naming the file or field, the value and
+the fix, exit 2, and still exactly one JSON result on stdout (never a traceback)."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from rlaunch import storage
+from rlaunch.host.cli import launch
+from tests.launch_config.documents import rendered_document
+
+
+@pytest.fixture(autouse=True)
+def prefix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    for name in ("RLAUNCH_PREFIX", "RLAUNCH_TEMP_PREFIX", "RLAUNCH_JOB_ID", "RLAUNCH_BACKEND", "RAY_ADDRESS"):
+        monkeypatch.delenv(name, raising=False)
+    root = tmp_path / "prefix"
+    monkeypatch.setenv(storage.PREFIX_ENV, str(root))
+    monkeypatch.setenv("RLAUNCH_LOCAL_ACCELERATORS", "0")
+    monkeypatch.chdir(tmp_path)
+    previous = signal.getsignal(signal.SIGTERM)  # the host installs its own SIGTERM handler
+    yield root
+    signal.signal(signal.SIGTERM, previous)
+
+
+def refused(config: str) -> tuple[dict[str, Any], str]:
+    """Run the host on `config`; assert exit 2, one JSON result and one stderr line; return both."""
+    done = CliRunner().invoke(launch, ["--config", config])
+    assert done.exit_code == 2, (done.exit_code, done.output, done.exception)
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1, f"stdout must be one JSON result, got {done.stdout!r}"
+    result = json.loads(lines[0])
+    assert result["state"] == "failed"
+    assert "Traceback" not in done.stderr
+    head, _, message = done.stderr.partition("rlaunch launch: ")
+    assert message.strip() == result["failure"], done.stderr  # several shortfalls may take a line each
+    return result, message
+
+
+def write(path: Path, data: str | bytes) -> str:
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragments"),
+    [
+        ("run:\n\tid: x\n", ["line 2, column 1", "tabs"]),
+        ("run:\n  id: x\n   seed: 1\n", ["line 3", "fix the YAML syntax"]),
+        ("run: !!python/object/apply:os.system ['true']\n", ["tag", "python/object/apply:os.system", "refused"]),
+        ("placement: &p {self: *p}\n", ["alias *p", "recursive"]),
+        ("a: " + "[" * 1000 + "]" * 1000 + "\n", ["nesting"]),
+        ("a: " + "[" * 40 + "]" * 40 + "\n", ["nesting deeper than 32 levels"]),
+        ("run: {seed: 1}\nrun: {seed: 2}\n", ["duplicate key 'run'", "line 2"]),
+        ("cpu: .nan\n", [".nan refused", "finite"]),
+        ("", ["<root>: expected a mapping"]),
+    ],
+    ids=["tab", "indentation", "python-tag", "recursive-anchor", "deep", "deeper", "duplicate", "nan", "empty"],
+)
+def test_a_malformed_document_is_refused_in_one_line(tmp_path: Path, text: str, fragments: list[str]) -> None:
+    config = write(tmp_path / "doc.yaml", text)
+    result, message = refused(config)
+    assert result["config"] == config
+    for fragment in fragments:
+        assert fragment in message
+
+
+@pytest.mark.parametrize(
+    ("make", "fragment"),
+    [
+        (lambda tmp: write(tmp / "doc.yaml", b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe"), "is not UTF-8 (a binary file?)"),
+        (lambda tmp: write(tmp / "doc.yaml", "run: {id: \x00}\n"), "NUL bytes"),
+        (lambda tmp: write(tmp / "doc.yaml", "x" * (2 * 1024 * 1024)), "over the 1048576-byte limit"),
+        (lambda tmp: str(tmp / "missing.yaml"), "missing.yaml does not exist; check the path"),
+        (lambda tmp: str(tmp), "is a directory; give the SkyRLLaunchConfig file itself"),
+        (lambda tmp: "", "the document path is empty"),
+        (lambda tmp: "s3://bucket/doc.yaml", "the fsspec filesystem for 's3' is not installed here"),
+        (lambda tmp: "gcs://bucket/doc.yaml", "the fsspec filesystem for 'gcs' is not installed here"),
+    ],
+    ids=["binary", "nul", "huge", "missing", "directory", "empty-path", "s3", "gcs"],
+)
+def test_an_unreadable_document_is_refused_naming_the_file(
+    tmp_path: Path, make: Callable[[Path], str], fragment: str
+) -> None:
+    _, message = refused(make(tmp_path))
+    assert fragment in message
+
+
+def _doc(prefix: Path, edit: Callable[[dict[str, Any]], None]) -> str:
+    doc = rendered_document(str(prefix))
+    edit(doc)
+    path = prefix.parent / "doc.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def _local(doc: dict[str, Any], **placement: Any) -> None:
+    doc["cluster"]["backend"] = "local"
+    doc["cluster"]["placement"] = placement
+
+
+@pytest.mark.parametrize(
+    ("edit", "fragment"),
+    [
+        (lambda d: d["runtime"].update(profile="fsdp9"), "runtime profile 'fsdp9' is not registered"),
+        (
+            lambda d: d["skyrl"]["generator"]["inference_engine"].update(tensor_parallel_size=0),
+            "inference_engine_tensor_parallel_size=0 must be positive",
+        ),
+        (
+            lambda d: _local(d, colour="blue"),
+            "cluster.placement={'colour': 'blue'} is not accepted by the local backend",
+        ),
+        (lambda d: _local(d), "does not fit the local machine"),
+        (lambda d: d["cluster"].update(backend="ray", placement={}), "the ray backend needs the cluster's address"),
+        (lambda d: d["cluster"]["allocation"].update(memory="0"), "cluster.allocation.memory='0' must be positive"),
+        (lambda d: d["cluster"]["allocation"].update(cpu=float("nan")), "(cluster.allocation.cpu): .nan refused"),
+        (lambda d: d["artifacts"].update(terminal_manifest_uri="s3://b/t.json"), "'s3' is not installed here"),
+    ],
+    ids=[
+        "unknown-profile",
+        "tp-zero",
+        "placement-keys",
+        "capacity",
+        "ray",
+        "memory-zero",
+        "cpu-nan",
+        "s3-output",
+    ],
+)
+def test_a_document_the_environment_cannot_run_is_refused_before_submission(
+    prefix: Path, edit: Callable[[dict[str, Any]], None], fragment: str
+) -> None:
+    result, message = refused(_doc(prefix, edit))
+    assert fragment in message
+    assert result.get("child_job_id") is None
+    assert not list(prefix.glob(".jobs/*/*")), "nothing may be submitted"

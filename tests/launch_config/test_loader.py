@@ -1,0 +1,87 @@
+"""The strict loader: no silent YAML surprises in a launch document (YAML 1.2 core scalars)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from rlaunch.launch_config import schema
+from rlaunch.launch_config.loader import load_yaml
+from rlaunch.launch_config.typed import DocumentError
+
+from .documents import rendered_document
+
+
+@pytest.fixture
+def text(prefix: str) -> str:
+    return yaml.safe_dump(rendered_document(prefix), sort_keys=False)
+
+
+def refused(text: str) -> str:
+    with pytest.raises(DocumentError) as info:
+        schema.loads(text, source="launch.yaml")
+    (problem,) = info.value.problems
+    assert problem.startswith("launch.yaml")
+    return problem
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "value"),
+    [
+        ("a: 1:30", "1:30"),  # YAML 1.1: 90
+        ("a: yes", "yes"),  # YAML 1.1: True
+        ("a: 2026-11-30", "2026-11-30"),  # YAML 1.1: a date
+        ("a: 1e-3", 0.001),  # YAML 1.1: a string
+        ("a: 0o17", 15),
+        ("a: 0x1F", 31),
+        ("a: '010'", "010"),
+        ("a: ~", None),
+    ],
+)
+def test_core_scalars(yaml_text: str, value: Any) -> None:
+    assert load_yaml(yaml_text, source="x.yaml") == {"a": value}
+
+
+def test_sexagesimal_is_not_a_number_in_a_typed_field(text: str) -> None:
+    problem = refused(text.replace("seed: 17", "seed: 1:30"))
+    assert "run.seed: expected an integer, got '1:30'" in problem
+
+
+def test_an_octal_looking_integer_is_refused(text: str) -> None:
+    problem = refused(text.replace("seed: 17", "seed: 010"))
+    assert "(run.seed): 010 refused" in problem and "write 10, or quote it" in problem
+
+
+def test_a_duplicate_key_is_refused(text: str) -> None:
+    problem = refused(text.replace("  seed: 17\n", "  seed: 17\n  seed: 18\n"))
+    assert "(run.seed): duplicate key 'seed'" in problem
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.Inf", "1e400"])
+def test_nan_and_infinity_are_refused(text: str, value: str) -> None:
+    problem = refused(text.replace("cpu: 96.0", f"cpu: {value}"))
+    assert "(cluster.allocation.cpu)" in problem and "finite" in problem
+
+
+def test_nan_is_refused_in_data_too(prefix: str) -> None:
+    document = rendered_document(prefix)
+    document["cluster"]["allocation"]["cpu"] = float("nan")
+    with pytest.raises(DocumentError, match="cluster.allocation.cpu: nan is not a finite number"):
+        schema.from_dict(document)
+    document = rendered_document(prefix)
+    document["skyrl"]["trainer"]["max_prompt_length"] = float("inf")
+    with pytest.raises(DocumentError, match="skyrl.trainer.max_prompt_length: inf is not a finite number"):
+        schema.from_dict(document)
+
+
+@pytest.mark.parametrize("size", ['"0"', "0GB", "0.0TB"])
+def test_a_zero_size_is_refused(text: str, size: str) -> None:
+    problem = refused(text.replace("memory: 1600GB", f"memory: {size}"))
+    assert "cluster.allocation.memory" in problem and "must be positive" in problem
+
+
+def test_an_absurdly_long_integer_is_refused(text: str) -> None:
+    problem = refused(text.replace("seed: 17", "seed: " + "1" * 5000))
+    assert "(run.seed): an integer of 5000 digits refused" in problem
