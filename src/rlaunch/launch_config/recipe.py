@@ -55,6 +55,16 @@ def compose(
     return composed, problems
 
 
+def _not_a_mapping(path: str, value: Any) -> RecipeProblem:
+    return RecipeProblem(
+        "recipe.type_mismatch",
+        path,
+        value,
+        f"{path} must be a mapping, got {value!r}",
+        f"write {path} as a mapping of keys",
+    )
+
+
 def _merge_open(target: dict[str, Any], overlay: Mapping[str, Any]) -> None:
     for key, value in overlay.items():
         if isinstance(value, Mapping) and isinstance(target.get(key), dict):
@@ -78,15 +88,7 @@ def _merge(
             elif value is None or isinstance(value, Mapping):
                 target[key] = copy.deepcopy(value)
             else:
-                problems.append(
-                    RecipeProblem(
-                        "recipe.type_mismatch",
-                        path,
-                        value,
-                        f"{path} must be a mapping, got {value!r}",
-                        f"write {path} as a mapping",
-                    )
-                )
+                problems.append(_not_a_mapping(path, value))
             continue
         if (
             path in shape.optional_sections
@@ -117,15 +119,7 @@ def _merge(
         default = target[key]
         if isinstance(default, Mapping):
             if not isinstance(value, Mapping):
-                problems.append(
-                    RecipeProblem(
-                        "recipe.type_mismatch",
-                        path,
-                        value,
-                        f"{path} must be a mapping, got {value!r}",
-                        f"write {path} as a mapping of keys",
-                    )
-                )
+                problems.append(_not_a_mapping(path, value))
                 continue
             _merge(target[key], value, path, problems, shape)
             continue
