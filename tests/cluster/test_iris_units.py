@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
@@ -121,3 +122,19 @@ def test_iris_execution_needs_a_cluster_config_or_a_controller() -> None:
         "batch",
         60,
     )
+
+
+def test_an_iris_gang_meets_through_endpoints_and_others_through_the_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlaunch.task.iris_rendezvous import IrisEndpointRendezvous
+    from rlaunch.task.rendezvous import StorageRendezvous, rendezvous_for
+
+    doc = SimpleNamespace(
+        artifacts=SimpleNamespace(attempts_root="/shared/attempts"), run=SimpleNamespace(attempt_id="a1")
+    )
+    monkeypatch.setenv("RLAUNCH_BACKEND", "iris")
+    monkeypatch.setenv("RLAUNCH_JOB_ID", "/root/coordinator/gang")
+    chosen = rendezvous_for(doc)  # type: ignore[arg-type]
+    assert isinstance(chosen, IrisEndpointRendezvous) and chosen.name == "rlaunch-ray-head.root.coordinator.gang"
+    assert chosen.directory == "/shared/attempts/a1/rendezvous"  # outcome and node records stay on the prefix
+    monkeypatch.setenv("RLAUNCH_BACKEND", "local")
+    assert type(rendezvous_for(doc)) is StorageRendezvous  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -75,7 +76,7 @@ def test_two_node_gang_on_fake_h100x8_is_coscheduled_and_meets_through_the_endpo
     assert (request.max_retries_failure, request.max_task_failures) == (1, 2)  # both limits, per task and job
     assert (request.scheduling_timeout.milliseconds, request.timeout.milliseconds) == (120_000, 900_000)
     assert (request.resources.cpu_millicores, request.resources.memory_bytes) == (4000, 2 * 10**9)  # Iris floor
-    assert list(request.ports) == ["rendezvous"]
+    assert list(request.ports) == ["rendezvous", "ray-head"]
     assert job_id.startswith("/") and JobName.from_wire(job_id).name.startswith("gang-")
     status = backend.wait(job_id, timeout=180)
     assert status.state is JobState.SUCCEEDED, (status, list(backend.logs(job_id)))
@@ -212,3 +213,60 @@ def test_rlaunch_jobs_and_the_iris_cli_see_the_same_job(backend, iris_env: IrisC
         timeout=120,
     )
     assert "hello from iris" in iris_logs.stdout + iris_logs.stderr
+
+
+# Rank 0 publishes a Ray head record through the Iris endpoint registry (twice: a heartbeat), waits
+# for rank 1's node record, then publishes the outcome; rank 1 waits for the head record with the
+# protocol's rules, joins, and leaves with rank 0's outcome.
+HEAD_RECORD_PROBE = """
+import json, os, socket, sys, time, uuid
+from rlaunch.storage import utc_now
+from rlaunch.task.iris_rendezvous import IrisEndpointRendezvous
+from rlaunch.task.rendezvous import GangOutcome, HeadRecord
+
+directory, rank = sys.argv[1], int(os.environ["RLAUNCH_REPLICA_RANK"])
+job = os.environ["RLAUNCH_JOB_ID"]
+rendezvous = IrisEndpointRendezvous(directory, job)
+if rank == 0:
+    rendezvous.clear()
+    epoch = uuid.uuid4().hex
+    def record():
+        return HeadRecord(gang_epoch=epoch, attempt_id="attempt-1", job_id=job, head_host=socket.gethostname(),
+                          address=os.environ["RLAUNCH_NODE_IP"], port=int(os.environ["RLAUNCH_RAY_PORT"]),
+                          num_nodes=2, python_version="3.12", ray_version="none", written_at=utc_now())
+    rendezvous.publish_head(record())
+    time.sleep(1)
+    rendezvous.publish_head(record())  # heartbeat: registered again, the old registration dropped
+    print("head published " + json.dumps({"address": os.environ["RLAUNCH_NODE_IP"], "port": os.environ["RLAUNCH_RAY_PORT"]}), flush=True)
+    while not os.path.exists(os.path.join(directory, "nodes", "rank-1.json")):
+        time.sleep(0.2)
+    rendezvous.publish_outcome(GangOutcome(gang_epoch=epoch, exit_code=0, state="succeeded", reason=None, written_at=utc_now()))
+else:
+    head = rendezvous.wait_for_head(attempt_id="attempt-1", job_id=job, started_at=time.time(), timeout=120, rank=1)
+    print("head resolved " + json.dumps({"address": head.address, "port": str(head.port), "node_ip": os.environ["RLAUNCH_NODE_IP"]}), flush=True)
+    rendezvous.publish_node(1, {"state": "joined", "gang_epoch": head.gang_epoch})
+    outcome = rendezvous.wait_for_outcome(head, rank=1, head_silence=120)
+    print("outcome " + outcome.state, flush=True)
+    sys.exit(outcome.exit_code)
+"""
+
+
+def test_the_ray_head_record_travels_through_iris_endpoints(backend, tmp_path: Path) -> None:
+    directory = tmp_path / "rendezvous"
+    argv = (*py(HEAD_RECORD_PROBE), str(directory))
+    spec = JobSpec(name="head-record", argv=argv, env=job_environment(), resources=H100X8, replicas=2)
+    job_id = backend.submit(spec)
+    status = backend.wait(job_id, timeout=180)
+    assert status.state is JobState.SUCCEEDED, (status, list(backend.logs(job_id)))
+
+    def lines_with(marker: str) -> list[dict]:
+        return [json.loads(line.split(marker, 1)[1]) for line in backend.logs(job_id) if marker in line]
+
+    published = wait_for(lambda: lines_with("head published "), timeout=60, what="rank 0's line")[0]
+    resolved = wait_for(lambda: lines_with("head resolved "), timeout=60, what="rank 1's line")[0]
+    assert (resolved["address"], resolved["port"]) == (published["address"], published["port"])
+    assert (published["address"], resolved["node_ip"]) == ("127.0.0.1", "127.0.0.2")  # a node identity per rank
+    assert int(published["port"]) > 0  # the named port Iris reserved for rank 0's Ray head
+    assert not (directory / "head.json").exists()  # the head record went through Iris, not the prefix
+    assert json.loads((directory / "outcome.json").read_text())["state"] == "succeeded"
+    assert json.loads((directory / "nodes" / "rank-1.json").read_text())["state"] == "joined"

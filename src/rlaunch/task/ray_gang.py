@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from types import FrameType
 
 from rlaunch import storage
-from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV
+from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV, NODE_IP_ENV, RAY_PORT_ENV
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import attempt_dir
 from rlaunch.storage import utc_now
@@ -50,7 +50,6 @@ RAY_LOGS = "ray-logs"
 HEARTBEAT_SECONDS = 5.0
 EXIT_LIVENESS = 124
 EXIT_FAILED = 1
-NODE_IP_ENV = "RLAUNCH_NODE_IP"  # where a backend tells a replica its own address (else: see node_ip)
 
 Log = Callable[[str], None]
 
@@ -128,6 +127,11 @@ def node_ip(rank: int) -> str:
         return "127.0.0.1"
 
 
+def ray_port(doc: schema.SkyRLLaunchConfig) -> int:
+    """The head's GCS port: the one the backend reserved for this replica (Iris: a named port), else `ray.port`."""
+    return int(os.environ.get(RAY_PORT_ENV) or doc.ray.port)
+
+
 def node_spec(doc: schema.SkyRLLaunchConfig, rank: int, head_address: str | None = None) -> NodeSpec:
     alloc = doc.cluster.allocation
     return NodeSpec(
@@ -136,7 +140,7 @@ def node_spec(doc: schema.SkyRLLaunchConfig, rank: int, head_address: str | None
         cpus=max(1, int(alloc.cpu)),
         gpus=alloc.gpus_per_node,
         memory_bytes=parse_size(alloc.memory),
-        port=doc.ray.port,
+        port=ray_port(doc),
         head_address=head_address,
         spill_dir=doc.ray.spill_dir,
     )
@@ -346,7 +350,7 @@ def run_head(
         rendezvous.clear()
         versions = runtime_versions(python, env)
         node = RayNode(node_spec(doc, 0), python, ray_process_env(env), log).start(should_stop=lambda: bool(stop))
-        gcs = f"{node.spec.node_ip}:{doc.ray.port}"
+        gcs = f"{node.spec.node_ip}:{node.spec.port}"
         rendezvous.publish_node(0, node_record(node, state="head", gang_epoch=epoch))
 
         def heartbeat() -> None:
@@ -357,7 +361,7 @@ def run_head(
                     job_id=os.environ.get(JOB_ID_ENV),
                     head_host=socket.gethostname(),
                     address=node.spec.node_ip,  # type: ignore[union-attr]
-                    port=doc.ray.port,
+                    port=node.spec.port,  # type: ignore[union-attr]
                     num_nodes=world,
                     python_version=versions.python,
                     ray_version=versions.ray,

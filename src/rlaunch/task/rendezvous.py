@@ -37,12 +37,14 @@ from __future__ import annotations
 
 import abc
 import datetime
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from rlaunch import storage
+from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV
 from rlaunch.launch_config.layout import attempt_dir
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 
@@ -243,6 +245,11 @@ def rendezvous_dir(doc: SkyRLLaunchConfig) -> str:
 
 
 def rendezvous_for(doc: SkyRLLaunchConfig) -> Rendezvous:
-    """The rendezvous a gang uses: files on the shared prefix for every backend today (an Iris
-    backend with endpoints plugs in here)."""
+    """The rendezvous a gang uses: on Iris, the head record through Iris's endpoint registry
+    (`iris_rendezvous`); everywhere else, files on the shared prefix."""
+    job_id = os.environ.get(JOB_ID_ENV)
+    if os.environ.get(BACKEND_ENV) == "iris" and job_id:
+        from rlaunch.task.iris_rendezvous import IrisEndpointRendezvous
+
+        return IrisEndpointRendezvous(rendezvous_dir(doc), job_id)
     return StorageRendezvous(rendezvous_dir(doc))

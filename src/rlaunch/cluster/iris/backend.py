@@ -46,7 +46,7 @@ from rlaunch.cluster.iris.connect import (
     require_iris,
     scale_groups,
 )
-from rlaunch.cluster.iris.task import JOB_ENV, PORT_NAME, encode_job
+from rlaunch.cluster.iris.task import JOB_ENV, PORT_NAMES, encode_job
 from rlaunch.cluster.logs import LogQuery, pick_lines, rank_prefix
 from rlaunch.cluster.protocol import (
     BACKEND_ENV,
@@ -300,7 +300,7 @@ class IrisBackend(GangBackend):
                     environment=EnvironmentSpec(
                         env_vars=job_env, setup_scripts=[], secret_behavior=SecretBehavior.ISOLATE
                     ),
-                    ports=[PORT_NAME],
+                    ports=list(PORT_NAMES),
                     scheduling_timeout=Duration.from_seconds(self.scheduling_timeout),
                     coscheduling=CoschedulingConfig(group_by=COSCHEDULE_BY) if spec.replicas > 1 else None,
                     replicas=spec.replicas,

@@ -8,10 +8,13 @@ process with the job's argv under the environment every rlaunch replica gets (se
 `cluster.protocol`): the allow-listed base, the job's own variables, Iris's `IRIS_*` plumbing (so
 code in the job can submit children and use endpoints), and the RLAUNCH_* job variables.
 
-Rendezvous: every job requests the named port `rendezvous`. In a gang of more than one task,
-rank 0 registers `<host>:<port>` in Iris's endpoint registry under a name derived from the job id
-and the others resolve it; every replica gets it as RLAUNCH_RENDEZVOUS. Nothing is left behind:
-Iris drops an endpoint when the attempt that registered it ends.
+Rendezvous: every job requests the named ports `rendezvous` and `ray-head`. In a gang of more
+than one task, rank 0 registers `<host>:<rendezvous port>` in Iris's endpoint registry under a
+name derived from the job id and the others resolve it; every replica gets it as
+RLAUNCH_RENDEZVOUS. Every replica also gets its own address (RLAUNCH_NODE_IP) and its `ray-head`
+port (RLAUNCH_RAY_PORT): a gang that bootstraps Ray starts its head there and publishes the head
+record through the endpoint registry too (`rlaunch.task.iris_rendezvous`). Nothing is left
+behind: Iris drops an endpoint when the attempt that registered it ends.
 """
 
 from __future__ import annotations
@@ -23,10 +26,20 @@ import time
 
 from rlaunch.cluster.environment import replica_base
 from rlaunch.cluster.iris.connect import is_loopback
-from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV, RANK_ENV, RENDEZVOUS_ENV, WORLD_SIZE_ENV
+from rlaunch.cluster.protocol import (
+    BACKEND_ENV,
+    JOB_ID_ENV,
+    NODE_IP_ENV,
+    RANK_ENV,
+    RAY_PORT_ENV,
+    RENDEZVOUS_ENV,
+    WORLD_SIZE_ENV,
+)
 
 JOB_ENV = "RLAUNCH_IRIS_JOB"
 PORT_NAME = "rendezvous"
+RAY_PORT_NAME = "ray-head"  # the Ray head's GCS port, when the gang bootstraps Ray (rlaunch.task.ray_gang)
+PORT_NAMES = (PORT_NAME, RAY_PORT_NAME)
 TIMEOUT_ENV = "RLAUNCH_IRIS_RENDEZVOUS_TIMEOUT"
 DEFAULT_TIMEOUT = 600.0
 
@@ -41,12 +54,20 @@ def _say(message: str) -> None:
     sys.stderr.flush()
 
 
+def node_ip(info: object, rank: int) -> str:
+    """This task's address: Iris's advertised host; on a local cluster (every task on this machine)
+    a loopback address per rank, so that each rank has its own identity (as the local backend does)."""
+    if is_loopback(info.controller_address or ""):  # type: ignore[attr-defined]
+        return f"127.0.0.{rank + 1}" if sys.platform.startswith("linux") else "127.0.0.1"
+    return str(info.advertise_host)  # type: ignore[attr-defined]
+
+
 def rendezvous(info: object, job_id: str, rank: int, world: int) -> str:
     """Rank 0's `host:port`: registered by rank 0, resolved through Iris by the others."""
     from iris.client.client import iris_ctx
 
     port = info.ports.get(PORT_NAME, 0)  # type: ignore[attr-defined]
-    host = "127.0.0.1" if is_loopback(info.controller_address or "") else info.advertise_host  # type: ignore[attr-defined]
+    host = node_ip(info, rank)
     if world == 1:
         return f"{host}:{port}"
     ctx = iris_ctx()
@@ -111,6 +132,8 @@ def main() -> None:
         RANK_ENV: str(rank),
         WORLD_SIZE_ENV: str(world),
         RENDEZVOUS_ENV: rendezvous(info, job_id, rank, world),
+        NODE_IP_ENV: node_ip(info, rank),
+        RAY_PORT_ENV: str(info.ports.get(RAY_PORT_NAME, 0)),
     }
     if cwd and os.path.isdir(cwd):
         os.chdir(cwd)
