@@ -14,12 +14,13 @@ import contextlib
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ class GangRun:
     returncode: int
     output: str
     attempt: Path
+    derived: list[Path] = field(default_factory=list)  # attempts of documents derived from this run
 
     @property
     def prefix(self) -> Path:
@@ -96,11 +98,17 @@ def ray_leftovers(attempt: Path) -> list[int]:
         time.sleep(0.5)
 
 
-def kill_leftovers(attempt: Path) -> None:
+def clean_up(attempt: Path) -> None:
+    """Kill what a failed test left running, and remove the ranks' Ray temp dirs (a rank killed
+    with -9 cannot remove its own)."""
+    if not (attempt / "rendezvous" / "nodes").is_dir():
+        return
     for record in node_records(attempt).values():
         for pid in [*record.get("ray_pids", []), *_mentioning(record.get("ray_temp_dir") or "/nonexistent")]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+        if record.get("ray_temp_dir"):
+            shutil.rmtree(record["ray_temp_dir"], ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +128,8 @@ def gang_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GangRun]:
         for job in backend.list_jobs():
             if not job.state.terminal:
                 backend.cancel(job.job_id, reason="test teardown")
-        kill_leftovers(run.attempt)
+        for attempt in [run.attempt, *run.derived]:
+            clean_up(attempt)
 
 
 def derived_document(run: GangRun, attempt_id: str, scenario: str = "ok", **ray: int) -> Path:
@@ -131,6 +140,7 @@ def derived_document(run: GangRun, attempt_id: str, scenario: str = "ok", **ray:
     doc["skyrl"]["environment"]["env_class"] = scenario
     path = run.prefix / f"{attempt_id}.yaml"
     path.write_text(yaml.safe_dump(doc))
+    run.derived.append(attempt_of(run, attempt_id))
     return path
 
 
