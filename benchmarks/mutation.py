@@ -62,7 +62,11 @@ AREAS = (
         tuple(f"src/rlaunch/artifacts/{m}.py" for m in ("fingerprint", "identity", "versions", "runner", "lock")),
         ("tests/artifacts",),
     ),
-    Area("observe_verdict", ("src/rlaunch/observe/verdict.py",), ("tests/observe/test_verdict_rules.py",)),
+    Area(
+        "observe_verdict",
+        ("src/rlaunch/observe/verdict.py",),
+        ("tests/observe/test_verdict_rules.py", "tests/observe/test_verdict_evidence.py"),
+    ),
 )
 
 
