@@ -284,6 +284,12 @@ def test_checkpoint_store_on_memory_fs(tmp_path):
     adapter.checkpoints.check_digest(store, 3, info, "d2", ["d1"])
     with pytest.raises(adapter.checkpoints.ResumeRefused, match="compatible_checkpoint_digests"):
         adapter.checkpoints.check_digest(store, 3, info, "d2", [])
+    # a checkpoint written under another run fingerprint (a changed recipe) is refused too
+    stamped = {**info, "run_fingerprint": "f1"}
+    adapter.checkpoints.check_digest(store, 3, stamped, "d1", [], "f1")
+    with pytest.raises(adapter.checkpoints.ResumeRefused, match="run fingerprint f1, but this run's is f2"):
+        adapter.checkpoints.check_digest(store, 3, stamped, "d1", [], "f2")
+    adapter.checkpoints.check_digest(store, 3, stamped, "d1", ["f1"], "f2")  # declared compatible
     fsspec.filesystem("memory").rm(f"/ckpt-test-{tmp_path.name}", recursive=True)
 
 

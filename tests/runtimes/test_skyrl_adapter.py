@@ -71,3 +71,15 @@ def test_guard_refuses_checkpoints_of_another_digest_unless_declared_compatible(
         guard(str(tmp_path), "latest", "b" * 64, [])
     guard(str(tmp_path), "none", "b" * 64, [])  # not resuming: the new runtime may start over
     guard(str(tmp_path), "latest", "c" * 64, ["b" * 64])  # declared compatible
+
+
+def test_guard_refuses_checkpoints_of_another_run_fingerprint(tmp_path: Path) -> None:
+    """A changed recipe (another run fingerprint) does not continue this root's checkpoints."""
+    guard(str(tmp_path), "latest", "a" * 64, [], fingerprint="f" * 64)
+    skyrl_checkpoint(tmp_path, 3)
+    assert mirror(str(tmp_path), "a" * 64, "f" * 64) == 3
+    assert latest_checkpoint(str(tmp_path)).fingerprint == "f" * 64
+    guard(str(tmp_path), "latest", "a" * 64, [], fingerprint="f" * 64)  # the same run resumes
+    with pytest.raises(ForeignCheckpointError, match="run fingerprint ffffffffffffffff"):
+        guard(str(tmp_path), "latest", "a" * 64, [], fingerprint="e" * 64)
+    guard(str(tmp_path), "latest", "a" * 64, ["f" * 64], fingerprint="e" * 64)  # declared compatible

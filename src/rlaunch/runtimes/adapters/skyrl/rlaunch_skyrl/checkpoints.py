@@ -39,11 +39,23 @@ def _read(fs: Any, path: str) -> str | None:
 
 
 def guard(ckpt_root: str, resume_mode: str | None, digest: str, compatible: list[str], fingerprint: str = "") -> None:
-    """Refuse to resume checkpoints another runtime wrote; then claim the root for this digest."""
+    """Refuse to resume checkpoints another runtime wrote, or another run (fingerprint); then claim the root."""
     fs, root = _fs(ckpt_root)
     recorded = _read(fs, f"{root}/{RUNTIME_FILE}")
     previous = json.loads(recorded)["runtime_digest"] if recorded else None
+    previous_run = json.loads(recorded).get("run_fingerprint") if recorded else None
     has_checkpoint = _read(fs, f"{root}/{SKYRL_LATEST}") is not None
+    if (
+        resume_mode == "latest"
+        and has_checkpoint
+        and fingerprint
+        and previous_run not in (None, "", fingerprint, *compatible)
+    ):
+        raise ForeignCheckpointError(
+            f"{ckpt_root} holds checkpoints written under run fingerprint {previous_run[:16]}, but this run is "
+            f"{fingerprint[:16]} (a changed recipe, plan or input); use a fresh RL artifact version, or declare "
+            "the checkpoint compatible in the spec (compatible_checkpoint_digests)"
+        )
     if resume_mode == "latest" and has_checkpoint and previous not in (None, digest, *compatible):
         raise ForeignCheckpointError(
             f"{ckpt_root} holds checkpoints written by runtime digest {previous[:16]}, but this runtime is "

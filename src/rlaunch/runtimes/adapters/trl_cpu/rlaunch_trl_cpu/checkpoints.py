@@ -92,8 +92,24 @@ class CheckpointStore:
         return doomed
 
 
-def check_digest(store: CheckpointStore, step: int, info: dict[str, Any], current: str, compatible: list[str]) -> None:
-    """Refuse a checkpoint written by another runtime source, unless declared compatible."""
+def check_digest(
+    store: CheckpointStore,
+    step: int,
+    info: dict[str, Any],
+    current: str,
+    compatible: list[str],
+    fingerprint: str = "",
+) -> None:
+    """Refuse a checkpoint written by another runtime source or under another run fingerprint (another
+    recipe), unless declared compatible; the launch host refuses the same before submitting."""
+    written_run = info.get("run_fingerprint")
+    if fingerprint and written_run != fingerprint and written_run not in compatible:
+        raise ResumeRefused(
+            f"refusing to resume checkpoint {store.step_dir(step)}: it was written under run fingerprint "
+            f"{written_run or 'unknown'}, but this run's is {fingerprint} (a changed recipe, plan or input). "
+            "Use a fresh RL artifact version, or declare the checkpoint compatible in the spec: "
+            f"compatible_checkpoint_digests=[{written_run!r}]."
+        )
     written = info.get("runtime_digest")
     if not current:
         return

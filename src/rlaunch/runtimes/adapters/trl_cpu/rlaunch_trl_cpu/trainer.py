@@ -208,7 +208,7 @@ def run(skyrl: dict[str, Any]) -> None:
         resume_step = store.latest()
         if resume_step is not None:
             info = store.info(resume_step)
-            checkpoints.check_digest(store, resume_step, info, ctx.digest, ctx.compatible)
+            checkpoints.check_digest(store, resume_step, info, ctx.digest, ctx.compatible, ctx.fingerprint)
     if not ctx.digest:
         ctx.log("warning: RLAUNCH_RUNTIME_DIGEST is not set; checkpoints carry no runtime digest")
 
