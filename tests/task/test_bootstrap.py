@@ -1,0 +1,211 @@
+"""The task bootstrap of one replica, run in-process on a real launch document and the registered
+`test-marker` runtime (a real trainer process in the host interpreter): what each rank stages and
+records, which rank runs the trainer, and how rank 0's outcome (success or failure) ends the gang.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rlaunch import storage
+from rlaunch.cluster.protocol import JOB_ID_ENV, RANK_ENV, WORLD_SIZE_ENV
+from rlaunch.launch_config import schema
+from rlaunch.launch_config.layout import GANG_OUTCOME, JOINED, attempt_dir
+from rlaunch.task import bootstrap
+from rlaunch.task.staging import StagingError
+from tests.launch_config.documents import rendered_document
+
+from .conftest import make_artifact
+
+MODEL_FILES = {"config.json": b"{}", "model.safetensors": b"weights"}
+DATA_FILES = {"train.parquet": b"train rows", "test.parquet": b"test rows"}
+
+
+def document(prefix: str, tmp_path: Path, scenario: str = "ok", gpus_per_node: int = 8) -> schema.SkyRLLaunchConfig:
+    """The rendered launch document, retargeted to the test-marker runtime, with its inputs built."""
+    data = rendered_document(prefix)
+    data["runtime"]["profile"] = "test-marker"
+    data["cluster"]["allocation"]["gpus_per_node"] = gpus_per_node
+    art = data["artifacts"]
+    trainer = data["skyrl"]["trainer"]
+    trainer.update(
+        ckpt_path=art["checkpoint_root"], export_path=art["export_root"], max_training_steps=1, ckpt_interval=1,
+        max_ckpts_to_keep=1, export_hf_artifact=False, resume_mode="none",
+    )  # fmt: skip
+    data["skyrl"]["environment"] = {"env_class": scenario}
+    for item, files in ((data["inputs"]["model"], MODEL_FILES), (data["inputs"]["train_data"][0], DATA_FILES)):
+        name_version, _, fingerprint = item["identity"].partition(":")
+        name, _, version = name_version.partition("@")
+        make_artifact(Path(item["uri"]), files, name=name, version=version, fingerprint=fingerprint)
+    return schema.from_dict(data)
+
+
+def written(doc: schema.SkyRLLaunchConfig, tmp_path: Path) -> str:
+    path = tmp_path / "resolved-launch.yaml"
+    path.write_text(schema.dumps(doc))
+    return str(path)
+
+
+def attempt(doc: schema.SkyRLLaunchConfig) -> Path:
+    return Path(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id))
+
+
+def run_task(monkeypatch: pytest.MonkeyPatch, config: str, rank: int, world: int) -> int | str | None:
+    """`python -m rlaunch.task --config ...` as replica `rank` of `world`: its exit code."""
+    monkeypatch.setenv(RANK_ENV, str(rank))
+    monkeypatch.setenv(WORLD_SIZE_ENV, str(world))
+    with pytest.raises(SystemExit) as info:
+        bootstrap.main.main(["--config", config], standalone_mode=False)
+    return info.value.code
+
+
+def replica_dir(tmp_path: Path, doc: schema.SkyRLLaunchConfig, rank: int) -> Path:
+    return tmp_path / "staging" / "checkpoints-gsm8k-grpo-2026.11.30" / doc.run.attempt_id / f"replica-{rank}"
+
+
+def test_the_task_directory_is_per_run_attempt_and_replica(tmp_path: Path, prefix: str, marker_runtime: None) -> None:
+    doc = document(prefix, tmp_path)
+    assert bootstrap.task_dir(doc, 3) == str(replica_dir(tmp_path, doc, 3))
+
+
+def test_the_staging_root_defaults_to_the_temporary_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert bootstrap.staging_root() == str(tmp_path / "staging")
+    monkeypatch.delenv(bootstrap.STAGING_ENV)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    assert bootstrap.staging_root() == str(tmp_path / "tmp" / "rlaunch-task")
+
+
+def test_inputs_are_staged_once_per_local_path_and_patched_into_the_recipe(
+    tmp_path: Path, prefix: str, marker_runtime: None
+) -> None:
+    doc = document(prefix, tmp_path)
+    root = tmp_path / "task"
+    staged = bootstrap.stage_inputs(doc, str(root))
+    # train and validation data share one local path: staged once
+    assert staged == {"models/qwen3-8b": str(root / "models/qwen3-8b"), "data/gsm8k": str(root / "data/gsm8k")}
+    assert (root / "data/gsm8k/train.parquet").read_bytes() == b"train rows"
+    final = bootstrap.final_document(doc, staged)
+    trainer, data = final["skyrl"]["trainer"], final["skyrl"]["data"]
+    assert trainer["policy"]["model"]["path"] == trainer["ref"]["model"]["path"] == str(root / "models/qwen3-8b")
+    assert data == {
+        "train_data": [str(root / "data/gsm8k/train.parquet")],
+        "val_data": [str(root / "data/gsm8k/test.parquet")],
+    }
+    assert doc.skyrl.get("data") is None  # the document itself is left as it was
+    assert final["inputs"] == doc.to_dict()["inputs"]
+
+
+def test_a_data_source_without_relative_path_is_its_staged_directory(
+    tmp_path: Path, prefix: str, marker_runtime: None
+) -> None:
+    doc = document(prefix, tmp_path)
+    data = doc.to_dict()
+    data["inputs"]["validation_data"][0]["relative_path"] = ""
+    doc = schema.from_dict(data)
+    final = bootstrap.final_document(doc, {"models/qwen3-8b": "/t/m", "data/gsm8k": "/t/d"})
+    assert final["skyrl"]["data"] == {"train_data": ["/t/d/train.parquet"], "val_data": ["/t/d"]}
+
+
+def test_rank_0_success_publishes_the_outcome_and_removes_its_task_directory(
+    tmp_path: Path,
+    prefix: str,
+    marker_runtime: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    doc = document(prefix, tmp_path)
+    monkeypatch.setenv(JOB_ID_ENV, "job-7")
+    assert run_task(monkeypatch, written(doc, tmp_path), rank=0, world=1) == 0
+    outcome = json.loads((attempt(doc) / GANG_OUTCOME).read_text())
+    assert outcome["exit_code"] == 0 and set(outcome) == {"exit_code", "time", "trainer_started_at"}
+    joined = json.loads((attempt(doc) / JOINED / "replica-0.json").read_text())
+    assert (joined["rank"], joined["world_size"], joined["trainer_processes"], joined["job_id"]) == (0, 1, 1, "job-7")
+    assert joined["pid"] == os.getpid() and joined["started_at"] <= joined["time"]
+    marker = json.loads((attempt(doc) / "marker.json").read_text())  # the trainer ran on the staged inputs
+    staged_model = str(replica_dir(tmp_path, doc, 0) / "models/qwen3-8b")
+    assert marker["skyrl"]["trainer"]["policy"]["model"]["path"] == staged_model
+    assert marker["model_files"] == [".rlaunch-staged.json", "config.json", "model.safetensors"]
+    assert not replica_dir(tmp_path, doc, 0).exists()
+    err = capfd.readouterr().err
+    assert "[rlaunch.task rank 0] joined gang as rank 0 of 1\n" in err
+    assert "[rlaunch.task rank 0] entrypoint exited 0\n" in err
+
+
+def test_rank_0_trainer_failure_is_the_gang_outcome_and_waiting_ranks_leave_with_it(
+    tmp_path: Path, prefix: str, marker_runtime: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = document(prefix, tmp_path, scenario="fail_at_1")
+    waited: list[int] = []
+    waiter = threading.Thread(target=lambda: waited.append(bootstrap.wait_for_outcome(doc, poll_seconds=0.01)))
+    waiter.start()  # another rank, already waiting for rank 0's verdict
+    assert run_task(monkeypatch, written(doc, tmp_path), rank=0, world=2) == 3  # the trainer's own exit code
+    waiter.join(timeout=10)
+    assert waited == [1]
+    assert json.loads((attempt(doc) / GANG_OUTCOME).read_text())["exit_code"] == 3
+    assert run_task(monkeypatch, written(doc, tmp_path), rank=1, world=2) == 1  # a rank that comes later
+    assert not replica_dir(tmp_path, doc, 0).exists() and not replica_dir(tmp_path, doc, 1).exists()
+
+
+@pytest.mark.parametrize(("exit_code", "leaves_with"), [(0, 0), (3, 1), (-9, 1), (None, 1)])
+def test_a_rank_above_0_stages_joins_and_leaves_with_rank_0s_outcome_without_training(
+    tmp_path: Path, prefix: str, marker_runtime: None, monkeypatch: pytest.MonkeyPatch, exit_code: int | None,
+    leaves_with: int, capfd: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    doc = document(prefix, tmp_path)
+    storage.write_json_atomic(str(attempt(doc) / GANG_OUTCOME), {"exit_code": exit_code})
+    assert run_task(monkeypatch, written(doc, tmp_path), rank=2, world=4) == leaves_with
+    joined = json.loads((attempt(doc) / JOINED / "replica-2.json").read_text())
+    assert (joined["rank"], joined["world_size"], joined["trainer_processes"]) == (2, 4, 0)
+    assert not (attempt(doc) / "marker.json").exists()  # no trainer on this rank
+    assert json.loads((attempt(doc) / GANG_OUTCOME).read_text()) == {"exit_code": exit_code}  # not overwritten
+    assert not replica_dir(tmp_path, doc, 2).exists()
+    assert "[rlaunch.task rank 2] joined gang as rank 2 of 4\n" in capfd.readouterr().err
+
+
+def test_a_replica_that_cannot_stage_never_joins(
+    tmp_path: Path, prefix: str, marker_runtime: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = document(prefix, tmp_path)
+    Path(doc.inputs.model.uri, "model.safetensors").write_bytes(b"corrupted")
+    monkeypatch.setenv(RANK_ENV, "0")
+    with pytest.raises(StagingError, match="model.safetensors does not match the sha256"):
+        bootstrap.main.main(["--config", written(doc, tmp_path)], standalone_mode=False)
+    assert not (attempt(doc) / JOINED).exists() and not (attempt(doc) / GANG_OUTCOME).exists()
+    assert not replica_dir(tmp_path, doc, 0).exists()
+
+
+def test_the_task_directory_is_kept_when_asked(
+    tmp_path: Path, prefix: str, marker_runtime: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = document(prefix, tmp_path)
+    monkeypatch.setenv(bootstrap.KEEP_ENV, "1")
+    assert run_task(monkeypatch, written(doc, tmp_path), rank=0, world=1) == 0
+    kept = replica_dir(tmp_path, doc, 0)
+    assert (kept / "models/qwen3-8b/model.safetensors").read_bytes() == b"weights"
+    final: dict[str, Any] = schema.loads((kept / bootstrap.FINAL_FILE).read_text()).to_dict()
+    assert final["skyrl"]["data"]["train_data"] == [str(kept / "data/gsm8k/train.parquet")]
+
+
+def test_the_trainer_process_gets_the_run_identity_in_its_environment(
+    tmp_path: Path, prefix: str, marker_runtime: None
+) -> None:
+    doc = document(prefix, tmp_path)
+    env = bootstrap.ensure_environment(bootstrap.get_profile("test-marker"))
+    process_env = bootstrap.runtime_process_env(doc, env, "/task")
+    assert {k: process_env[k] for k in ("RLAUNCH_ATTEMPT_DIR", "RLAUNCH_RUNTIME_DIGEST", "RLAUNCH_RUN_FINGERPRINT",
+        "RLAUNCH_COMPATIBLE_DIGESTS", "RLAUNCH_MODEL_IDENTITY", "RLAUNCH_TASK_DIR")} == {
+        "RLAUNCH_ATTEMPT_DIR": str(attempt(doc)),
+        "RLAUNCH_RUNTIME_DIGEST": doc.runtime.source_digest,
+        "RLAUNCH_RUN_FINGERPRINT": doc.run.fingerprint,
+        "RLAUNCH_COMPATIBLE_DIGESTS": "",
+        "RLAUNCH_MODEL_IDENTITY": doc.inputs.model.identity,
+        "RLAUNCH_TASK_DIR": "/task",
+    }  # fmt: skip
+    assert os.environ["PATH"] == process_env["PATH"]  # inherited
