@@ -143,7 +143,9 @@ def test_rank_0_trainer_failure_is_the_gang_outcome_and_waiting_ranks_leave_with
 ) -> None:
     doc = document(prefix, tmp_path, scenario="fail_at_1")
     waited: list[int] = []
-    waiter = threading.Thread(target=lambda: waited.append(bootstrap.wait_for_outcome(doc, poll_seconds=0.01)))
+    waiter = threading.Thread(
+        target=lambda: waited.append(bootstrap.wait_for_outcome(doc, poll_seconds=0.01)), daemon=True
+    )
     waiter.start()  # another rank, already waiting for rank 0's verdict
     assert run_task(monkeypatch, written(doc, tmp_path), rank=0, world=2) == 3  # the trainer's own exit code
     waiter.join(timeout=10)

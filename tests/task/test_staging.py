@@ -181,7 +181,7 @@ def test_a_failed_restage_keeps_the_previous_good_copy(tmp_path: Path) -> None:
     assert leftovers(tmp_path) == ["models/tiny", f"models/tiny/{MANIFEST}", "models/tiny/stale.bin"]
 
 
-@pytest.mark.parametrize("where", ["outside", "root", "escape"])
+@pytest.mark.parametrize("where", ["outside", "new outside", "root", "escape"])
 def test_a_target_outside_the_task_root_is_refused_before_anything_is_touched(tmp_path: Path, where: str) -> None:
     uri, identity = make_artifact(tmp_path / "art", WEIGHTS)
     root = tmp_path / "task"
@@ -189,10 +189,18 @@ def test_a_target_outside_the_task_root_is_refused_before_anything_is_touched(tm
     precious = tmp_path / "precious"
     precious.mkdir()
     (precious / "thesis.tex").write_text("years of work")
-    target = {"outside": precious, "root": root, "escape": root / ".." / "precious"}[where]
-    with pytest.raises(ConfinementError):
+    target = {
+        "outside": precious,
+        "new outside": tmp_path / "elsewhere" / "tiny",
+        "root": root,
+        "escape": root / ".." / "precious",
+    }[where]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(ConfinementError) as info:
         stage(uri, identity, str(target), [].append, root=str(root))
+    assert "refusing to touch it" in str(info.value)
     assert os.listdir(precious) == ["thesis.tex"] and os.listdir(root) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no copy, no temporary directory beside it
 
 
 def test_sha256_file_reads_files_larger_than_one_chunk(tmp_path: Path) -> None:
