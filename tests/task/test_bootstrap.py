@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rlaunch import storage
-from rlaunch.cluster.protocol import JOB_ID_ENV, RANK_ENV, WORLD_SIZE_ENV
+from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV, RANK_ENV, WORLD_SIZE_ENV
+from rlaunch.cluster.ray.common import GCS_ADDRESS_ENV as RAY_GCS_ADDRESS_ENV
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import GANG_OUTCOME, JOINED, attempt_dir
 from rlaunch.task import bootstrap
@@ -211,3 +214,32 @@ def test_the_trainer_process_gets_the_run_identity_in_its_environment(
         "RLAUNCH_TASK_DIR": "/task",
     }  # fmt: skip
     assert os.environ["PATH"] == process_env["PATH"]  # inherited
+
+
+@pytest.fixture
+def signal_handlers() -> Iterator[None]:
+    """A Ray-driver task installs its own SIGTERM/SIGINT/SIGHUP handlers: put pytest's back."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+@pytest.mark.parametrize(("rank", "publishes"), [(0, True), (1, False)])
+def test_a_ray_driver_job_without_the_clusters_address_fails_before_any_trainer_starts(
+    tmp_path: Path, prefix: str, marker_runtime: None, monkeypatch: pytest.MonkeyPatch, signal_handlers: None,
+    capfd: pytest.CaptureFixture[str], rank: int, publishes: bool,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("RLAUNCH_RUNTIME_PLUGINS", "tests.plugins.marker_runtime,tests.plugins.ray_driver_runtime")
+    monkeypatch.setenv(BACKEND_ENV, "ray")
+    monkeypatch.delenv(RAY_GCS_ADDRESS_ENV, raising=False)
+    data = document(prefix, tmp_path).to_dict()
+    data["runtime"]["profile"] = "test-ray-driver"
+    doc = schema.from_dict(data)
+    assert run_task(monkeypatch, written(doc, tmp_path), rank=rank, world=2) == 1
+    assert (
+        f"[rlaunch.task rank {rank}] the Ray backend gave this job no ${RAY_GCS_ADDRESS_ENV}" in capfd.readouterr().err
+    )
+    outcome = storage.read_json(str(attempt(doc) / GANG_OUTCOME))
+    assert outcome == ({"exit_code": 1, "time": outcome["time"]} if publishes else None)  # no trainer_started_at
+    assert not (attempt(doc) / "marker.json").exists()
