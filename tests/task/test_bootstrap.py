@@ -5,11 +5,15 @@ records, which rank runs the trainer, and how rank 0's outcome (success or failu
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
+import socket
+import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +25,9 @@ from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV, RANK_ENV, WORLD_SI
 from rlaunch.cluster.ray.common import GCS_ADDRESS_ENV as RAY_GCS_ADDRESS_ENV
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import GANG_OUTCOME, JOINED, attempt_dir
+from rlaunch.launch_config.typed import decode
+from rlaunch.paths import ConfinementError
+from rlaunch.runtimes.environment import RuntimeEnvironment
 from rlaunch.task import bootstrap
 from rlaunch.task.staging import StagingError
 from tests.launch_config.documents import rendered_document
@@ -90,6 +97,7 @@ def test_inputs_are_staged_once_per_local_path_and_patched_into_the_recipe(
 ) -> None:
     doc = document(prefix, tmp_path)
     root = tmp_path / "task"
+    before = copy.deepcopy(doc.to_dict())
     staged = bootstrap.stage_inputs(doc, str(root))
     # train and validation data share one local path: staged once
     assert staged == {"models/qwen3-8b": str(root / "models/qwen3-8b"), "data/gsm8k": str(root / "data/gsm8k")}
@@ -101,7 +109,7 @@ def test_inputs_are_staged_once_per_local_path_and_patched_into_the_recipe(
         "train_data": [str(root / "data/gsm8k/train.parquet")],
         "val_data": [str(root / "data/gsm8k/test.parquet")],
     }
-    assert doc.skyrl.get("data") is None  # the document itself is left as it was
+    assert doc.to_dict() == before  # the document itself is left as it was
     assert final["inputs"] == doc.to_dict()["inputs"]
 
 
@@ -135,10 +143,13 @@ def test_rank_0_success_publishes_the_outcome_and_removes_its_task_directory(
     staged_model = str(replica_dir(tmp_path, doc, 0) / "models/qwen3-8b")
     assert marker["skyrl"]["trainer"]["policy"]["model"]["path"] == staged_model
     assert marker["model_files"] == [".rlaunch-staged.json", "config.json", "model.safetensors"]
+    assert marker["cwd"] == marker["task_dir"] == os.path.realpath(replica_dir(tmp_path, doc, 0))
+    assert joined["host"] == socket.gethostname()
     assert not replica_dir(tmp_path, doc, 0).exists()
     err = capfd.readouterr().err
     assert "[rlaunch.task rank 0] joined gang as rank 0 of 1\n" in err
     assert "[rlaunch.task rank 0] entrypoint exited 0\n" in err
+    assert "[rlaunch.task rank 0] running test-marker entrypoint standard with 1 process(es)\n" in err
 
 
 def test_rank_0_trainer_failure_is_the_gang_outcome_and_waiting_ranks_leave_with_it(
@@ -243,3 +254,130 @@ def test_a_ray_driver_job_without_the_clusters_address_fails_before_any_trainer_
     outcome = storage.read_json(str(attempt(doc) / GANG_OUTCOME))
     assert outcome == ({"exit_code": 1, "time": outcome["time"]} if publishes else None)  # no trainer_started_at
     assert not (attempt(doc) / "marker.json").exists()
+
+
+class RayGangCalls:
+    """Stands in for the Ray transport (`rlaunch.task.ray_gang`, tested with real Ray in
+    tests/multinode): records which role each rank took and with what, and returns `code`."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, code: int) -> None:
+        from rlaunch.task import ray_gang, rendezvous
+
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self.code = code
+        for role in ("run_head", "run_worker", "run_attached"):
+            monkeypatch.setattr(ray_gang, role, self._role(role))
+        monkeypatch.setattr(rendezvous, "rendezvous_for", lambda doc: ("rendezvous of", doc.run.attempt_id))
+
+    def _role(self, role: str) -> Any:
+        def run(*args: Any, **kwargs: Any) -> int:
+            self.calls.append((role, args, kwargs))
+            if "phases" in kwargs:
+                kwargs["phases"]["trainer_started_at"] = "driver start"
+            return self.code
+
+        return run
+
+
+@pytest.mark.parametrize(
+    ("backend", "rank", "role"), [("local", 0, "run_head"), ("local", 1, "run_worker"), ("ray", 0, "run_attached")]
+)
+def test_a_ray_driver_runtime_makes_rank_0_the_head_running_the_driver_and_the_others_workers(
+    tmp_path: Path, prefix: str, marker_runtime: None, monkeypatch: pytest.MonkeyPatch, signal_handlers: None,
+    backend: str, rank: int, role: str,
+) -> None:  # fmt: skip
+    from rlaunch.task import ray_gang
+
+    monkeypatch.setenv("RLAUNCH_RUNTIME_PLUGINS", "tests.plugins.marker_runtime,tests.plugins.ray_driver_runtime")
+    monkeypatch.setenv(BACKEND_ENV, backend)
+    monkeypatch.setenv(RAY_GCS_ADDRESS_ENV, "10.0.0.1:6379")
+    monkeypatch.setenv(bootstrap.KEEP_ENV, "1")
+    data = document(prefix, tmp_path).to_dict()
+    data["runtime"]["profile"] = "test-ray-driver"
+    doc = schema.from_dict(data)
+    gang = RayGangCalls(monkeypatch, code=5)
+    before = time.time()
+    assert run_task(monkeypatch, written(doc, tmp_path), rank=rank, world=2) == 5
+    local_root = str(replica_dir(tmp_path, doc, rank))
+    ((called, args, kwargs),) = gang.calls
+    assert called == role
+    env = kwargs.pop("env")
+    assert env["RLAUNCH_TASK_DIR"] == local_root and env["RLAUNCH_ATTEMPT_DIR"] == str(attempt(doc))
+    assert isinstance(kwargs.pop("stop"), ray_gang.Stop) and kwargs.pop("log") is bootstrap.log
+    driver = [sys.executable, "-m", "rlaunch_test_marker.ray_driver", "--config", f"{local_root}/final-launch.yaml"]
+    rendezvous = ("rendezvous of", doc.run.attempt_id)
+    if role == "run_worker":
+        started_at = kwargs.pop("started_at")
+        assert before <= started_at <= time.time()
+        assert (args, kwargs) == ((doc, rendezvous), {"rank": 1, "python": sys.executable})
+        assert not (Path(local_root) / bootstrap.FINAL_FILE).exists()  # a worker runs no driver
+    else:
+        phases = kwargs.pop("phases", None)
+        expected = {"driver_argv": driver, "cwd": local_root}
+        if role == "run_head":
+            assert (args, phases) == ((doc, rendezvous), {"trainer_started_at": "driver start"})
+            expected |= {"world": 2, "python": sys.executable}
+        else:
+            assert args == (doc,) and phases is None
+            expected |= {"gcs": "10.0.0.1:6379"}
+        assert kwargs == expected
+        final = schema.loads((Path(local_root) / bootstrap.FINAL_FILE).read_text())
+        assert final.skyrl["trainer"]["policy"]["model"]["path"] == f"{local_root}/models/qwen3-8b"
+    outcome = storage.read_json(str(attempt(doc) / GANG_OUTCOME))
+    if rank == 0:
+        assert outcome["exit_code"] == 5 and outcome["trainer_started_at"] is not None
+    else:
+        assert outcome is None  # only rank 0 publishes
+
+
+def test_log_lines_name_the_rank_and_rank_0_when_unset(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv(RANK_ENV, raising=False)
+    bootstrap.log("hello")
+    monkeypatch.setenv(RANK_ENV, "3")
+    bootstrap.log("again")
+    assert capfd.readouterr().err == "[rlaunch.task rank 0] hello\n[rlaunch.task rank 3] again\n"
+
+
+@pytest.mark.parametrize(
+    ("dotted", "value", "message"),
+    [
+        ("run.attempt_id", "../../x", "run.attempt_id='checkpoints-gsm8k-grpo-2026.11.30/../../x/replica-0' contains"),
+        ("inputs.model.local_path", "/abs/model", "inputs.model.local_path='/abs/model' is absolute"),
+        ("inputs.train_data.0.local_path", "../data", "inputs.train_data[0].local_path='../data' contains '..'"),
+        ("inputs.validation_data.0.local_path", "a/../b", "inputs.validation_data[0].local_path='a/../b' contains"),
+    ],
+)
+def test_a_document_that_skipped_the_loader_still_cannot_leave_the_task_root(
+    tmp_path: Path, prefix: str, marker_runtime: None, dotted: str, value: str, message: str
+) -> None:
+    data = document(prefix, tmp_path).to_dict()
+    node: Any = data
+    *parents, last = dotted.split(".")
+    for part in parents:
+        node = node[int(part)] if part.isdigit() else node[part]
+    node[last] = value
+    unchecked = decode(schema.SkyRLLaunchConfig, data)
+    with pytest.raises(ConfinementError) as info:
+        bootstrap.stage_inputs(unchecked, bootstrap.task_dir(unchecked, 0))
+    assert str(info.value).startswith(message)
+
+
+def test_a_torchrun_runtime_starts_one_trainer_process_per_device(tmp_path: Path, prefix: str) -> None:
+    data = document(prefix, tmp_path).to_dict()
+    data["runtime"]["profile"] = "trl-cpu"
+    data["runtime"]["compatible_checkpoint_digests"] = ["d1", "d2"]
+    doc = schema.from_dict(data)
+    assert bootstrap.trainer_processes(doc) == 8
+    env = RuntimeEnvironment("trl-cpu", "d", "host", "/py", "/adapter", "/base.yaml", "/profile.yaml", "torchrun")
+    root = tmp_path / "task"
+    root.mkdir()
+    command = bootstrap.entrypoint_command(doc, env, {"skyrl": {"k": "v"}}, str(root))
+    module = bootstrap.get_profile("trl-cpu").entrypoint_module("standard")
+    assert command == [
+        "/py", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=8", "-m", module,
+        "--config", str(root / bootstrap.FINAL_FILE),
+    ]  # fmt: skip
+    assert (root / bootstrap.FINAL_FILE).read_text() == schema.dumps({"skyrl": {"k": "v"}})
+    assert bootstrap.runtime_process_env(doc, env, str(root))["RLAUNCH_COMPATIBLE_DIGESTS"] == "d1,d2"

@@ -207,3 +207,10 @@ def test_sha256_file_reads_files_larger_than_one_chunk(tmp_path: Path) -> None:
     data = os.urandom((1 << 20) + 17)
     (tmp_path / "big").write_bytes(data)
     assert sha256_file(str(tmp_path / "big")) == sha256(data)
+
+
+def test_megabytes_are_decimal(tmp_path: Path) -> None:
+    uri, identity = make_artifact(tmp_path / "art", {"w.bin": b"x" * 1_050_001}, checksums={})
+    lines: list[str] = []
+    staged(tmp_path, uri, identity, lines)
+    assert lines[0] == "staging models/tiny@2026.12.01: 1/1 files, 1.1 MB"  # 1.050001 MB, not 1.049999 MiB-ish
