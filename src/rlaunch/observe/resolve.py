@@ -57,10 +57,6 @@ def split_identity(reference: str) -> tuple[str, str] | None:
     return (match["name"], match["version"]) if match else None
 
 
-class PrefixError(UserError, ValueError):
-    """A storage prefix the observers refuse to read: unknown storage, or the root or a system directory."""
-
-
 # Searching these for run records would walk the whole machine or pseudo-filesystems like /proc.
 _SYSTEM_TREES = ("/proc", "/sys", "/dev", "/run")
 _SYSTEM_DIRS = ("/", "/bin", "/boot", "/etc", "/home", "/lib", "/lib64", "/media", "/mnt", "/opt", "/root",
@@ -69,14 +65,14 @@ _SYSTEM_DIRS = ("/", "/bin", "/boot", "/etc", "/home", "/lib", "/lib64", "/media
 
 def default_prefix(prefix: str | None) -> str:
     """`--prefix`, else `$RLAUNCH_PREFIX`, else `./rlaunch-artifacts`; refused when it is unusable."""
-    chosen = prefix if prefix else storage.default_prefix()
+    chosen = storage.checked_prefix(prefix, field="--prefix") if prefix else storage.default_prefix()
     where = "--prefix" if prefix else "RLAUNCH_PREFIX"
     fs, path = storage.filesystem(chosen)  # StorageError for an unknown or uninstalled scheme
     if storage.is_local(chosen):
         real = os.path.realpath(path)
         if real in _SYSTEM_DIRS or any(real == t or real.startswith(t + "/") for t in _SYSTEM_TREES):
-            raise PrefixError(
-                f"{where} {chosen}: the root or a system directory ({real}) is not a storage prefix; "
+            raise storage.StorageError(
+                f"{where} {chosen}: a system directory ({real}) is not a storage prefix; "
                 "give the directory your runs were written under (e.g. ./rlaunch-artifacts)"
             )
     return chosen
