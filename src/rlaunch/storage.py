@@ -160,12 +160,15 @@ def read_text(url: Location) -> str:
 
 
 def read_json(url: Location) -> Any | None:
-    """The parsed JSON at `url`, or None when the file does not exist."""
+    """The parsed JSON at `url`, or None when the file does not exist (CorruptStateError, naming
+    the file and the fix, when it exists but does not parse)."""
+    from rlaunch.statefiles import parse_json
+
     try:
         data = read_bytes(url)
     except (FileNotFoundError, NotADirectoryError):  # a file where a directory should be: absent too
         return None
-    return json.loads(data)
+    return parse_json(data, os.fspath(url))
 
 
 def dumps(obj: Any) -> bytes:
