@@ -9,8 +9,10 @@ With the trl-cpu runtime cached, it times
   3. the same training run directly: the trl-cpu entrypoint on the same task-local document,
      with fresh checkpoint and export roots, in the runtime's interpreter;
 2 and 3 alternate `--repeat` times (default 3) and their medians are compared (a shared machine is
-noisy); it prints the times, the ratios 1/3 and 2/3, and where the launched RL step's seconds went (the
-phase table its run record carries; see `rlaunch.launch_config.run_record`).
+noisy). It prints the times, the ratios 1/3 and 2/3, the launcher's own seconds (the launched step
+minus its trainer's run, which is the direct run's work) and the ratio they give on the median
+direct run, and where the launched RL step's seconds went (the phase table its run record
+carries; see `rlaunch.launch_config.run_record`).
 """
 
 from __future__ import annotations
@@ -85,10 +87,28 @@ def main() -> None:
     print(f"same TRL training run directly:           {_runs(direct)}")
     print(f"ratio launched smoke / direct:            {full / statistics.median(direct):6.2f}")
     print(f"ratio launched RL step / direct:          {statistics.median(launched) / statistics.median(direct):6.2f}")
+    # The launched step's trainer runs the same work as the direct run; what is left is the launcher's.
+    own = [total - _trainer_seconds(table) for total, table in zip(launched, tables, strict=True)]
+    print(f"launcher's own seconds (step - its trainer): {_runs(own)}")
+    print(
+        "ratio (direct + launcher's own) / direct:  "
+        f"{(statistics.median(direct) + statistics.median(own)) / statistics.median(direct):6.2f}"
+        "  (steadier than the raw ratio on a busy machine)"
+    )
     middle = sorted(range(repeat), key=lambda i: launched[i])[repeat // 2]
     print(f"phases of the median launched RL step ({launched[middle]:.1f} s; + since the previous phase):")
     for line in format_phase_table(tables[middle]):
         print(f"  {line}")
+
+
+def _trainer_seconds(phases: dict[str, str]) -> float:
+    """How long the launched step's trainer process ran (trainer_started -> trainer_exited)."""
+    from datetime import datetime
+
+    started, exited = phases.get("trainer_started"), phases.get("trainer_exited")
+    if not started or not exited:
+        return 0.0
+    return (datetime.fromisoformat(exited) - datetime.fromisoformat(started)).total_seconds()
 
 
 def _runs(seconds: list[float]) -> str:

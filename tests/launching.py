@@ -21,6 +21,7 @@ class Launcher:
             "RLAUNCH_PREFIX": str(prefix),
             "RLAUNCH_RUNTIME_PLUGINS": MARKER_PLUGIN,
             "RLAUNCH_STAGING_ROOT": str(prefix / "_staging"),
+            "RLAUNCH_ERROR_DIR": str(prefix.parent / "errors"),  # saved tracebacks stay in the test's root
             "PYTHONPATH": str(REPO),
             **extra_env,
         }

@@ -95,3 +95,23 @@ def test_other_urls_still_go_through_fsspec():
     assert storage.read_json(url) == {"x": 1} and storage.list_names("memory://rlaunch-storage-test") == ["r.json"]
     storage.remove("memory://rlaunch-storage-test", recursive=True)
     assert not storage.exists(url)
+
+
+def test_find_and_get_file_locally_as_fsspec_and_in_memory(tmp_path):
+    fs = fsspec.filesystem("file")
+    (tmp_path / "m" / "sub").mkdir(parents=True)
+    for rel in ("config.json", "sub/w.bin", ".hidden"):
+        (tmp_path / "m" / rel).write_bytes(rel.encode())
+    local = str(tmp_path / "m")
+    assert storage.find(local) == sorted(os.path.relpath(p, local) for p in fs.find(local))
+    assert storage.find(local) == [".hidden", "config.json", "sub/w.bin"]
+    assert storage.find(str(tmp_path / "missing")) == [] == fs.find(str(tmp_path / "missing"))
+    storage.get_file(storage.join(local, "sub/w.bin"), str(tmp_path / "copy"))
+    assert (tmp_path / "copy").read_bytes() == b"sub/w.bin"
+    remote = "memory://rlaunch-find-test/m"
+    for rel in ("config.json", "sub/w.bin"):
+        storage.write_text_atomic(storage.join(remote, rel), rel)
+    assert storage.find(remote) == ["config.json", "sub/w.bin"]
+    storage.get_file(storage.join(remote, "sub/w.bin"), str(tmp_path / "from-memory"))
+    assert (tmp_path / "from-memory").read_text() == "sub/w.bin"
+    storage.remove("memory://rlaunch-find-test", recursive=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import shutil
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -159,12 +160,15 @@ def read_text(url: Location) -> str:
 
 
 def read_json(url: Location) -> Any | None:
-    """The parsed JSON at `url`, or None when the file does not exist."""
+    """The parsed JSON at `url`, or None when the file does not exist (CorruptStateError, naming
+    the file and the fix, when it exists but does not parse)."""
+    from rlaunch.statefiles import parse_json
+
     try:
         data = read_bytes(url)
     except (FileNotFoundError, NotADirectoryError):  # a file where a directory should be: absent too
         return None
-    return json.loads(data)
+    return parse_json(data, os.fspath(url))
 
 
 def dumps(obj: Any) -> bytes:
@@ -290,6 +294,26 @@ def list_names(url: Location) -> list[str]:
     except FileNotFoundError:
         return []
     return sorted(os.path.basename(str(e).rstrip("/")) for e in entries)
+
+
+def find(url: Location) -> list[str]:
+    """Every file below `url`, as sorted paths relative to it (fsspec's `find`; empty when absent)."""
+    fs, path = _route(url)
+    if fs is None:
+        if os.path.isfile(path):
+            return [os.path.basename(path)]
+        return sorted(os.path.relpath(os.path.join(d, f), path) for d, _, files in os.walk(path) for f in files)
+    root = path.rstrip("/")
+    return sorted(p[len(root) + 1 :] if p.startswith(root + "/") else os.path.basename(p) for p in fs.find(path))
+
+
+def get_file(url: Location, local: str) -> None:
+    """Copy the file at `url` to the local path `local` (a plain copy for local storage)."""
+    fs, path = _route(url)
+    if fs is None:
+        shutil.copyfile(path, local)
+    else:
+        fs.get_file(path, local)
 
 
 def writable_problem(url: str) -> str | None:

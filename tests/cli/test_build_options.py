@@ -352,7 +352,7 @@ def test_a_malformed_override_is_rejected(prefix, raw):
 def test_recipe_errors_are_reported_before_anything_runs(prefix, problem, fragment):
     for extra in ([], ["--run"]):
         result = invoke(broken, "--version", DAY, "--problem", problem, *extra)
-        assert result.exit_code == 1, result.output
+        assert result.exit_code == 2, result.output  # an expected error (UserError): one line, exit 2
         assert fragment in result.output
         assert "Traceback" not in result.output
         assert isinstance(result.exception, SystemExit)  # a clean click error, not an escaped exception

@@ -138,3 +138,19 @@ def test_an_iris_gang_meets_through_endpoints_and_others_through_the_prefix(monk
     assert chosen.directory == "/shared/attempts/a1/rendezvous"  # outcome and node records stay on the prefix
     monkeypatch.setenv("RLAUNCH_BACKEND", "local")
     assert type(rendezvous_for(doc)) is StorageRendezvous  # type: ignore[arg-type]
+
+
+def test_a_ray_head_on_a_port_inside_rays_worker_range_moves_the_worker_ports() -> None:
+    from rlaunch.task.ray_node import NodeSpec
+
+    def head(port: int) -> list[str]:
+        spec = NodeSpec(rank=0, node_ip="127.0.0.1", cpus=1, gpus=0, memory_bytes=2**30, port=port, head_address=None)
+        return spec.argv("python", "/tmp/ray")
+
+    iris_port = head(12005)  # Iris reserves ports from 12000 up, inside Ray's default 10002-19999
+    assert (
+        "--port=12005" in iris_port
+        and "--min-worker-port=20000" in iris_port
+        and "--max-worker-port=29997" in iris_port
+    )
+    assert not any(arg.startswith("--min-worker-port") for arg in head(6379))

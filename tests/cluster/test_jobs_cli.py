@@ -74,9 +74,9 @@ def test_unknown_ids_and_options_are_clear_errors(
 ) -> None:
     for command in (["status", "nope"], ["logs", "nope"], ["cancel", "--yes", "nope"]):
         code, out = run(*command)
-        assert code == 1 and "no local job 'nope'" in out and "rlaunch jobs list" in out
+        assert code == 2 and "no local job 'nope'" in out and "rlaunch jobs list" in out
     code, out = run("--backend", "nonesuch", "list")
-    assert code == 1 and "unknown cluster backend 'nonesuch'" in out
+    assert code == 2 and "unknown cluster backend 'nonesuch'" in out
 
     elsewhere = LocalBackend(tmp_path / "other-root")
     monkeypatch.delenv("RLAUNCH_LOCAL_ROOT")

@@ -94,5 +94,5 @@ def test_log_errors_are_clear(backend: LocalBackend, root: Path) -> None:
     with pytest.raises(JobNotFoundError):
         backend.status("../" + job_id)
     result = cli(root, "logs", "missing-job")
-    assert result.returncode == 1 and "no local job 'missing-job'" in result.stderr
+    assert result.returncode == 2 and "no local job 'missing-job'" in result.stderr
     backend.wait(job_id, timeout=20)

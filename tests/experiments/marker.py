@@ -10,6 +10,7 @@ the plan's fingerprints are the same for both backends).
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import click
@@ -22,6 +23,7 @@ from rlaunch.skyrl import (
     ArtifactDataSource,
     ArtifactHfModel,
     HfModel,
+    IrisSkyRLExecution,
     LocalSkyRLExecution,
     RaySkyRLExecution,
     SkyRLExecution,
@@ -80,6 +82,8 @@ def execution(backend: str, ray_port: int | None = None) -> SkyRLExecution:
     ray = {"ray": RaySection(port=ray_port)} if ray_port else {}
     if backend == "ray":
         return RaySkyRLExecution(cpu=1.0, **sizes, **ray)
+    if backend == "iris":  # the controller at $IRIS_CONTROLLER_URL (Iris sets it inside its tasks)
+        return IrisSkyRLExecution(controller_url=os.environ["IRIS_CONTROLLER_URL"], cpu=1.0, **sizes, **ray)
     return LocalSkyRLExecution(**sizes, **ray)
 
 
@@ -134,10 +138,10 @@ def marker_rl(
 @click.command()
 @click.option(
     "--backend",
-    type=click.Choice(["local", "ray"]),
+    type=click.Choice(["local", "ray", "iris"]),
     default="local",
     show_default=True,
-    help="Where the coordinator and child job run (ray: $RAY_ADDRESS).",
+    help="Where the coordinator and child job run (ray: $RAY_ADDRESS; iris: $IRIS_CONTROLLER_URL).",
 )
 @click.option("--scenario", default="ok", show_default=True)
 @click.option(

@@ -173,7 +173,9 @@ def test_a_failing_replica_is_retried_once_then_fails_with_the_reason(backend) -
 def test_an_unschedulable_gang_is_refused_before_anything_is_submitted(backend) -> None:
     before = [s.job_id for s in backend.list_jobs()]
     a100 = Resources(cpu=2, accelerators=8, accelerator_type="A100")
-    with pytest.raises(CapacityError, match=r"no scaling group provides device gpu:a100 \(available: cpu, h100x8\)"):
+    with pytest.raises(
+        CapacityError, match=r"no scaling group provides device gpu:a100 \(available: cpu, cpu-pair, h100x8\)"
+    ):
         backend.submit(JobSpec(name="wrong-device", argv=("true",), resources=a100))
     with pytest.raises(CapacityError, match=r"coschedule_mismatch: job needs 3 tasks coscheduled .*h100x8=2"):
         backend.submit(JobSpec(name="too-many-nodes", argv=("true",), resources=H100X8, replicas=3))

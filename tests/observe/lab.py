@@ -59,6 +59,7 @@ class Lab:
             RLAUNCH_PREFIX=str(self.prefix),
             RLAUNCH_LOCAL_ROOT=str(self.jobs_root),
             RLAUNCH_STAGING_ROOT=str(self.staging),
+            RLAUNCH_ERROR_DIR=str(root / "errors"),  # saved tracebacks stay in the test's root
             RLAUNCH_RUNTIME_PLUGINS="tests.plugins.marker_runtime",
             RLAUNCH_LOCAL_KILL_GRACE="1",
             HF_TOKEN=FAKE_SECRET,  # forwarded to the jobs; must never reach a record

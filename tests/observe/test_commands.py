@@ -45,9 +45,9 @@ def test_status_accepts_a_job_id_or_the_artifact_path(lab: Lab, runs: Runs) -> N
 def test_unknown_runs_are_one_line_errors(lab: Lab, runs: Runs) -> None:
     missing = lab.rlaunch("verify-smoke", f"{RL}@2099.01.01")
     assert missing.exit_code == 2 and "no RL run marker/rl@2099.01.01 under" in missing.output
-    assert lab.rlaunch("status", "no-such-job-abc123").exit_code == 1
+    assert lab.rlaunch("status", "no-such-job-abc123").exit_code == 2
     other = lab.rlaunch("status", f"{RL}@{runs.ok}", "--attempt", "feedfeedfeed")
-    assert other.exit_code == 1 and "has no attempt 'feedfeedfeed'" in other.output
+    assert other.exit_code == 2 and "has no attempt 'feedfeedfeed'" in other.output
 
 
 def test_logs_show_the_child_gang_one_replica_or_the_coordinator(lab: Lab, runs: Runs) -> None:

@@ -48,9 +48,9 @@ def make_profile(
     base = root / "base.yaml"
     return RuntimeProfile(
         name="fake",
-        directory=directory,
-        base_config_file=base,
-        adapter_dir=root / "adapter",
+        directory=str(directory),
+        base_config_file=str(base),
+        adapter_dir=str(root / "adapter"),
         strategy="fsdp",
         strategy_aliases={},
         entrypoints={"standard": "fake_adapter.hello"},

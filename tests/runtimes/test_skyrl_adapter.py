@@ -44,7 +44,7 @@ def test_every_fsdp_and_megatron_entrypoint_module_ships_with_the_adapter() -> N
     for name in ("fsdp", "megatron"):
         profile = get_profile(name)
         for module in profile.entrypoints.values():
-            assert (profile.adapter_dir / (module.replace(".", "/") + ".py")).is_file(), module
+            assert (Path(profile.adapter_dir) / (module.replace(".", "/") + ".py")).is_file(), module
 
 
 def skyrl_checkpoint(root: Path, step: int) -> None:

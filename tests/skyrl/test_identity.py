@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -100,7 +101,7 @@ def _profile_copy(tmp_path, name: str) -> registry.RuntimeProfile:
     original = registry.get_profile(name)
     directory = tmp_path / f"{name}-repinned"
     shutil.copytree(original.directory, directory)
-    (directory / "lock.txt").write_text((original.directory / "lock.txt").read_text() + "extra-package==1.0\n")
+    (directory / "lock.txt").write_text((Path(original.directory) / "lock.txt").read_text() + "extra-package==1.0\n")
     return dataclasses.replace(original, directory=directory)
 
 

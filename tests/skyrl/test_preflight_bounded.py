@@ -128,10 +128,11 @@ def test_an_accepted_plan_is_consistent(**v: Any) -> None:
     assert geo.physical_nodes(v["width"]) == v["nodes"]
     dp = geo.policy_dp
     assert dp is not None and geo.per_gpu_mini(dp) > 0
-    assert (v["mini"] * v["n"]) % dp == 0 and geo.per_gpu_mini(dp) % v["micro"] == 0
-    assert geo.gradient_accumulation * v["micro"] * dp == v["mini"] * v["n"]
+    # SkyRL floors mini*n/dp (it does not require an even split; see the rules' batch.* codes).
+    assert geo.per_gpu_mini(dp) % v["micro"] == 0 and geo.per_gpu_train(dp) % geo.per_gpu_mini(dp) == 0
+    assert geo.gradient_accumulation * v["micro"] == geo.per_gpu_mini(dp)
     assert geo.optimizer_steps * v["mini"] == v["train"]
-    assert v["train"] % geo.tail_stride() == 0
+    assert v["train"] % geo.tail_stride() == 0 and (v["train"] * v["n"]) % dp == 0  # no tail is trimmed
 
 
 @settings(max_examples=300, deadline=None)
@@ -156,6 +157,38 @@ def test_zero_tensor_parallel_is_a_violation_not_a_zero_division() -> None:
     assert geo.engine_gpus == 0 and geo.engines_per_node(8) is None and geo.rollout_nodes(8) is None
     v = only(violations(seed_topology(inference_engine_tensor_parallel_size=0)), "role_plan.non_positive")
     assert v.fields == ("role_plan.inference_engine_tensor_parallel_size",) and v.values == {"value": 0}
+
+
+def test_underivable_numbers_are_none() -> None:
+    def geo(**changes: Any) -> Geometry:
+        values = dict(policy_nodes=4, policy_gpus_per_node=8, train_batch=256, mini_batch=64, micro_batch=2)
+        values.update(changes)
+        return Geometry(
+            "fsdp", False, values["policy_nodes"], values["policy_gpus_per_node"], 4, 8, 4, 1, 1, 8, 1,
+            values["train_batch"], values["mini_batch"], values["micro_batch"], 8, False, 1, 1, (1, 1, 1), (1, 1, 1),
+        )  # fmt: skip
+
+    assert (geo().policy_dp, geo().gradient_accumulation, geo().optimizer_steps) == (32, 8, 4)
+    assert geo(policy_nodes=0).policy_dp is None and geo(policy_nodes=0).gradient_accumulation is None
+    assert geo(micro_batch=0).gradient_accumulation is None and geo(micro_batch=-2).gradient_accumulation is None
+    assert geo(mini_batch=0).optimizer_steps is None
+    assert geo(policy_nodes=0).lcm_dp() is None and geo(policy_nodes=0).tail_stride() is None
+
+
+def test_non_integer_recipe_numbers_are_violations_not_crashes() -> None:
+    for value in (True, "ten", 2.5):
+        tree = recipe(trainer={"max_training_steps": value}, generator={"max_input_length": value})
+        found = codes(violations(seed_topology(), tree))
+        assert found == ["recipe.max_training_steps", "recipe.input_length"], (value, found)
+
+
+def test_structure_messages_name_the_kind_of_size() -> None:
+    found = violations(topology(plan(train_batch_size=0), num_nodes=0))
+    node = only(found, "topology.non_positive")
+    assert "SkyRL topology num_nodes=0" in node.message and node.fix == "set topology.num_nodes to a positive count"
+    size = only(found, "role_plan.non_positive")
+    assert "SkyRL role plan train_batch_size=0" in size.message
+    assert size.fix == "set role_plan.train_batch_size to a positive integer"
 
 
 def test_sizes_beyond_the_bound_are_reported_with_the_sizes_alone() -> None:
@@ -202,6 +235,10 @@ def test_divisor_hints_are_capped_and_say_what_is_missing() -> None:
     assert divisors(HUGE_PRIME) == [1, HUGE_PRIME]
     assert divisor_hint(HUGE_PRIME) == f"[1, ~2**88] (divisors between {DIVISOR_SEARCH} and ~2**76 not searched)"
     assert divisor_hint(250) == "[1, 2, 5, 10, 25, 50, 125, 250]"
+    assert divisor_hint(120) == "[1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 24, 30, 40, 60, 120]"  # 16: all listed
+    assert divisor_hint(0) == "[]" and divisor_hint(-4) == "[]"
+    assert divisor_hint(10**15 - 1).split(" (")[0].endswith(", 333333333333333, 999999999999999]")
+    assert divisor_hint(10**15).split(" (")[0].endswith(", 500000000000000, ~2**49]")
     assert divisor_hint(720) == ("[1, 2, 3, 4, 5, 6, 8, 9, ..., 80, 90, 120, 144, 180, 240, 360, 720] (16 of 30 shown)")
     largest_complete = (DIVISOR_SEARCH + 1) ** 2 - 1
     assert divisors(largest_complete) == [d for d in range(1, largest_complete + 1) if largest_complete % d == 0]

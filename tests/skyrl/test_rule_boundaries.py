@@ -42,6 +42,7 @@ class Edge:
     accepted: dict[str, Any]
     refused: dict[str, Any]
     values: dict[str, Any]
+    message: str = ""  # a fragment the refusal's message must contain
 
 
 def seed(**plan_values: Any) -> dict[str, Any]:
@@ -79,6 +80,9 @@ def wide(engine_gpus: int) -> dict[str, Any]:
         8, 6, policy_num_gpus_per_node=6, num_inference_engines=24 // engine_gpus,
         inference_engine_data_parallel_size=engine_gpus, train_batch_size=48, policy_mini_batch_size=24,
     )  # fmt: skip
+
+
+PREFILL_ONE = recipe(generator={"inference_engine": {"enable_pd": True, "num_prefill": 1}})
 
 
 def ten(engine_gpus: int, engines: int) -> dict[str, Any]:
@@ -296,11 +300,39 @@ EDGES = [
         {"num_prefill": 0, "num_engines": 4},
     ),
     Edge(
+        "recipe.prefill_decode",
+        {"topo": nodes(6, num_inference_engines=2)["topo"], "tree": PREFILL_ONE},
+        {"topo": nodes(5, num_inference_engines=1)["topo"], "tree": PREFILL_ONE},
+        {"num_prefill": 1, "num_engines": 1},
+    ),
+    Edge(
         "recipe.input_length",
         seed_recipe(recipe(generator={"max_turns": 2, "max_input_length": 1024})),
         seed_recipe(recipe(generator={"max_turns": 2, "max_input_length": 1023})),
         {"value": 1023},
+        "must be at least trainer.max_prompt_length=1024",
     ),
+    Edge(
+        "recipe.input_length",
+        seed_recipe(recipe(generator={"max_turns": 1, "max_input_length": 1024})),
+        seed_recipe(recipe(generator={"max_turns": 1, "max_input_length": 1025})),
+        {"value": 1025},
+        "must equal trainer.max_prompt_length=1024",
+    ),
+    Edge(
+        "strategy.megatron_context_parallel",
+        seed_recipe(recipe(trainer={"remove_microbatch_padding": False}), MEGATRON),
+        seed_recipe(
+            recipe(
+                trainer={
+                    "remove_microbatch_padding": False,
+                    "policy": {"megatron_config": {"context_parallel_size": 2}},
+                }
+            ),
+            MEGATRON,
+        ),
+        {"cp": 2},
+    ),  # fmt: skip
 ]
 
 
@@ -314,3 +346,4 @@ def test_the_edge_of_each_rule(edge: Edge) -> None:
     hits = [v for v in verdict(edge.refused) if v.code == edge.code]
     assert hits, f"{edge.code} not in {codes(verdict(edge.refused))}"
     assert any(edge.values.items() <= v.values.items() for v in hits), [v.values for v in hits]
+    assert any(edge.message in v.message for v in hits), [v.message for v in hits]

@@ -8,11 +8,12 @@ from typing import Any, TypeVar
 
 from rlaunch.artifacts import records
 from rlaunch.artifacts.fingerprint import qualified_name
+from rlaunch.errors import UserError
 
 A = TypeVar("A", bound="Artifact")
 
 
-class ArtifactTypeMismatchError(TypeError):
+class ArtifactTypeMismatchError(UserError, TypeError):
     """The stored output was produced as another artifact type than the step now declares."""
 
 

@@ -12,6 +12,8 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from rlaunch.errors import UserError
+
 if TYPE_CHECKING:
     from rlaunch.artifacts.artifact import Artifact
     from rlaunch.artifacts.step import ArtifactStep
@@ -19,11 +21,11 @@ if TYPE_CHECKING:
 REGION_ENV = "RLAUNCH_REGION"
 
 
-class UndeclaredDependencyError(ValueError):
+class UndeclaredDependencyError(UserError, ValueError):
     """A builder read a step it did not list in `deps`."""
 
 
-class UndeclaredRuntimeArgError(KeyError, ValueError):
+class UndeclaredRuntimeArgError(UserError, KeyError, ValueError):
     """A builder read a runtime arg it did not list in `runtime_args`.
 
     A KeyError for callers that look keys up, and a ValueError so the command line reports it as a
@@ -34,7 +36,7 @@ class UndeclaredRuntimeArgError(KeyError, ValueError):
         return str(self.args[0]) if self.args else ""
 
 
-class FingerprintTimeError(RuntimeError, ValueError):
+class FingerprintTimeError(UserError, RuntimeError, ValueError):
     """A builder asked for a loaded value while the fingerprint was being computed.
 
     A recipe mistake found before anything runs, so also a ValueError like the other ones.

@@ -18,10 +18,12 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from rlaunch.errors import UserError
+
 SHORT_LENGTH = 12
 
 
-class CanonicalizationError(TypeError):
+class CanonicalizationError(UserError, TypeError):
     """A config value that cannot be encoded deterministically."""
 
 

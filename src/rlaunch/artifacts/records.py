@@ -44,7 +44,9 @@ def read_status(output_path: str) -> dict[str, Any] | None:
 
 
 def write_record(output_path: str, record: dict[str, Any]) -> None:
-    storage.write_json_atomic(record_url(output_path), record)
+    from rlaunch.secrets import scrub_tree
+
+    storage.write_json_atomic(record_url(output_path), scrub_tree(record))
 
 
 def write_status(
@@ -127,18 +129,11 @@ class Provenance:
 
 
 def redact_argv(argv: list[str]) -> list[str]:
-    """Replace any argument that carries the value of a credential in the environment."""
-    from rlaunch.secrets import secret_values
+    """Replace credentials in arguments: environment secret values and token-shaped values."""
+    from rlaunch.secrets import Scrubber
 
-    secrets = secret_values()
-    out = []
-    for arg in argv:
-        redacted = arg
-        for value in secrets:
-            if value and value in redacted:
-                redacted = redacted.replace(value, "<redacted>")
-        out.append(redacted)
-    return out
+    scrubber = Scrubber.from_env()
+    return [scrubber.text(arg) for arg in argv]
 
 
 def _user() -> str:

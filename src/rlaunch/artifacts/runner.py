@@ -20,11 +20,12 @@ from rlaunch.artifacts.lock import StepLock
 from rlaunch.artifacts.plan import PlannedStep, plan_graph
 from rlaunch.artifacts.records import Provenance
 from rlaunch.artifacts.step import ArtifactStep
+from rlaunch.errors import UserError
 
 Reporter = Callable[[str], None]
 
 
-class FingerprintDriftError(ValueError):
+class FingerprintDriftError(UserError, ValueError):
     """A pinned (`expected_fingerprint`) step whose stored output was built from another recipe."""
 
 

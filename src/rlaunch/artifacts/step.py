@@ -13,11 +13,12 @@ from rlaunch.artifacts.artifact import Artifact
 from rlaunch.artifacts.context import StepContext
 from rlaunch.artifacts.fingerprint import canonical_json, canonical_value, fingerprint_hash
 from rlaunch.artifacts.identity import is_mutable, validate_name, validate_version
+from rlaunch.errors import UserError
 
 A = TypeVar("A", bound=Artifact)
 
 
-class FingerprintMismatchError(ValueError):
+class FingerprintMismatchError(UserError, ValueError):
     """A step's fingerprint differs from the `expected_fingerprint` it pins."""
 
 
@@ -97,7 +98,7 @@ class ArtifactStep(Generic[A]):
         return f"ArtifactStep({self.identity})"
 
 
-class GraphError(ValueError):
+class GraphError(UserError, ValueError):
     """A graph that cannot be built: conflicting handles or a fixed version on a mutable one."""
 
 

@@ -37,6 +37,15 @@ class LazyGroup(click.Group):
         command: Any = getattr(importlib.import_module(module_name), attr)
         return command
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Every subcommand runs inside the one error boundary (no bare tracebacks)."""
+        from rlaunch.boundary import error_boundary
+        from rlaunch.secrets import refuse_secret_arguments
+
+        with error_boundary("rlaunch"):
+            refuse_secret_arguments([*getattr(ctx, "_protected_args", []), *ctx.args])  # e.g. a --reason is recorded
+            return super().invoke(ctx)
+
 
 @click.group(cls=LazyGroup)
 @click.version_option(package_name="rlaunch")

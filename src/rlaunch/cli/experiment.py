@@ -20,7 +20,10 @@ from rlaunch.artifacts.identity import InvalidIdentityError, validate_name, vali
 from rlaunch.artifacts.plan import PlannedStep, plan_graph
 from rlaunch.artifacts.step import ArtifactStep
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
+from rlaunch.boundary import error_boundary
 from rlaunch.cli import plan_view
+from rlaunch.errors import UserError
+from rlaunch.secrets import SecretArgumentError, refuse_secret_arguments
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ class LocalRunExecutor:
 def parse_overrides(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
     overrides: dict[str, str] = {}
     for raw in values:
+        _refuse_credential(raw, "--override")
         name, sep, version = raw.partition("=")
         name, version = name.strip(), version.strip()
         if not sep or not name:
@@ -94,7 +98,26 @@ def parse_overrides(ctx: click.Context, param: click.Parameter, values: tuple[st
     return overrides
 
 
+def _option_values(params: Mapping[str, Any]) -> list[str]:
+    """Every string option value as `--name=value` (what a command line carried, however it was spelled)."""
+    out = []
+    for name, value in params.items():
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, str) and item:
+                out.append(f"--{name}={item}")
+    return out
+
+
+def _refuse_credential(raw: str | list[str], option: str) -> None:
+    """Checked before parsing, so a credential is never echoed back in an error message."""
+    try:
+        refuse_secret_arguments(raw if isinstance(raw, list) else [option, raw])
+    except SecretArgumentError as exc:
+        raise click.BadParameter(str(exc), param_hint=option) from None
+
+
 def _parse_version(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    _refuse_credential(value, "--version")
     try:
         return validate_version(value, field="--version")
     except InvalidIdentityError as exc:
@@ -143,38 +166,21 @@ def make_build_options(executor: Executor) -> Callable[[Callable[..., Any]], Cal
             plan_format: str,
             **kwargs: Any,
         ) -> None:
-            executor_options = {k: kwargs.pop(k) for k in executor.option_names if k in kwargs}
-            codex = VersionCodex(default_version, overrides)
-            try:
-                with build_context(BuildContext(codex)):
-                    handles = normalise_handles(fn(*args, **kwargs))
-                unused = codex.unused_overrides()
-                if unused:
-                    raise click.BadParameter(
-                        f"never applied to any artifact: {unused}. The name is a typo, or that artifact "
-                        "hardcodes its version (an explicit version wins over an override)",
-                        param_hint="--override",
-                    )
-                invocation = Invocation(
-                    module=experiment_module(fn),
-                    argv=tuple(sys.argv[1:]),
-                    version=default_version,
-                    max_concurrent=max_concurrent,
-                    prefix=storage.default_prefix(),
-                    options=executor_options,
+            with error_boundary(experiment_module(fn) or fn.__name__):
+                refuse_secret_arguments([*sys.argv[1:], *_option_values(click.get_current_context().params)])
+                _plan_or_run(
+                    fn, executor, args, kwargs, default_version, overrides, do_run, max_concurrent, plan_format
                 )
-                planned = plan_graph(handles, invocation.prefix)
-                executor.check(handles, invocation)
-            except (ValueError, TypeError, LookupError) as exc:
-                if isinstance(exc, click.ClickException):
-                    raise
-                raise click.ClickException(str(exc)) from exc
-            if not do_run:
-                _print_plan(planned, handles, invocation, plan_format)
-                return
-            sys.exit(executor.run(handles, invocation))
 
         decorators = [
+            click.option(  # runs first: a credential is refused before any option is parsed or echoed
+                "--refuse-credentials",
+                is_flag=True,
+                hidden=True,
+                is_eager=True,
+                expose_value=False,
+                callback=lambda ctx, param, value: _refuse_credential(sys.argv[1:], "the command line"),
+            ),
             click.option(
                 "--version",
                 "default_version",
@@ -212,6 +218,50 @@ def make_build_options(executor: Executor) -> Callable[[Callable[..., Any]], Cal
         return wrapper
 
     return decorate
+
+
+def _plan_or_run(
+    fn: Callable[..., Any],
+    executor: Executor,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    default_version: str,
+    overrides: dict[str, str],
+    do_run: bool,
+    max_concurrent: int,
+    plan_format: str,
+) -> None:
+    """Build the graph, check it, then print the plan or hand the handles to the executor."""
+    executor_options = {k: kwargs.pop(k) for k in executor.option_names if k in kwargs}
+    codex = VersionCodex(default_version, overrides)
+    try:
+        with build_context(BuildContext(codex)):
+            handles = normalise_handles(fn(*args, **kwargs))
+        unused = codex.unused_overrides()
+        if unused:
+            raise click.BadParameter(
+                f"never applied to any artifact: {unused}. The name is a typo, or that artifact "
+                "hardcodes its version (an explicit version wins over an override)",
+                param_hint="--override",
+            )
+        invocation = Invocation(
+            module=experiment_module(fn),
+            argv=tuple(sys.argv[1:]),
+            version=default_version,
+            max_concurrent=max_concurrent,
+            prefix=storage.default_prefix(),
+            options=executor_options,
+        )
+        planned = plan_graph(handles, invocation.prefix)
+        executor.check(handles, invocation)
+    except (ValueError, TypeError, LookupError) as exc:
+        if isinstance(exc, (click.ClickException, UserError)):
+            raise  # click's own, and expected errors: the boundary prints them (exit 2)
+        raise click.ClickException(str(exc)) from exc
+    if not do_run:
+        _print_plan(planned, handles, invocation, plan_format)
+        return
+    sys.exit(executor.run(handles, invocation))
 
 
 def _print_plan(

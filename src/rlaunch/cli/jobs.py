@@ -14,15 +14,19 @@ from contextlib import contextmanager
 
 import click
 
-from rlaunch.cluster.protocol import Backend, CapacityError, JobNotFoundError, JobStatus, get_backend
+from rlaunch.cluster.protocol import Backend, JobStatus, get_backend
+from rlaunch.errors import UserError
 
 
 @contextmanager
 def _clear_errors() -> Iterator[None]:
-    """Unknown ids and bad arguments are user errors: one line, exit 1, no traceback."""
+    """Unknown ids and bad arguments are user errors: one line, no traceback (exit 2 for a `UserError`
+    such as an unknown job id, through the boundary; 1 for other refusals)."""
     try:
         yield
-    except (JobNotFoundError, CapacityError, ValueError, ImportError, ConnectionError) as exc:
+    except UserError:
+        raise
+    except (ValueError, ImportError, ConnectionError) as exc:
         raise click.ClickException(str(exc)) from None
 
 
@@ -89,18 +93,30 @@ def jobs(ctx: click.Context, backend_name: str, root: str | None, controller_url
 def list_jobs(ctx: click.Context, as_json: bool) -> None:
     """Every job the backend knows, oldest first."""
     with _clear_errors():
-        statuses = _backend(ctx).list_jobs()
+        backend = _backend(ctx)
+        listing = getattr(backend, "listing", None)  # a backend that can report damaged jobs apart
+        statuses, damaged = listing() if listing is not None else (backend.list_jobs(), [])
     if as_json:
         click.echo(json.dumps([s.to_json() for s in statuses], indent=2))
-        return
-    if not statuses:
+    elif not statuses:
         click.echo("no jobs")
-        return
-    rows = [["JOB", "STATE", "REPLICAS", "SUBMITTED", "PARENT", "MESSAGE"]] + [
-        [s.job_id, s.state.value, str(len(s.replicas)), s.submitted_at or "-", s.parent or "-", (s.message or "")[:60]]
-        for s in statuses
-    ]
-    click.echo(_table(rows))
+    else:
+        rows = [["JOB", "STATE", "REPLICAS", "SUBMITTED", "PARENT", "MESSAGE"]] + [
+            [
+                s.job_id,
+                s.state.value,
+                str(len(s.replicas)),
+                s.submitted_at or "-",
+                s.parent or "-",
+                (s.message or "")[:60],
+            ]
+            for s in statuses
+        ]
+        click.echo(_table(rows))
+    for problem in damaged:  # one damaged job is reported; the others are still listed
+        click.echo(f"error: {problem}", err=True)
+    if damaged:
+        sys.exit(1)
 
 
 @jobs.command()
@@ -122,7 +138,7 @@ def status(ctx: click.Context, job_id: str, as_json: bool) -> None:
 @click.argument("job_id")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
 @click.option("--replica", type=int, default=None, help="Only this replica's output (no `[rank N]` prefix).")
-@click.option("--tail", type=click.IntRange(min=0), default=None, help="Start with the last N lines.")
+@click.option("--tail", type=click.IntRange(min=0, max=10**9), default=None, help="Start with the last N lines.")
 @click.pass_context
 def logs(ctx: click.Context, job_id: str, follow: bool, replica: int | None, tail: int | None) -> None:
     """Job output: all replicas interleaved with a `[rank N]` prefix, or one replica."""

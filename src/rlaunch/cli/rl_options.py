@@ -83,6 +83,7 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
             "--run replays the experiment on the cluster, so run it as `python -m <package>.<module>` from the repository root"
         )
     steps = skyrl_steps(handles)
+    _finalise_dead_attempts(steps, invocation.prefix)
     problems = [p for s in steps for p in submission_problems(s.spec, invocation.prefix)]
     refused, overrides = _smoke_gate(steps, invocation)
     problems += refused
@@ -184,6 +185,15 @@ def _record_overrides(overrides: list[tuple[Any, list[str]]], invocation: Invoca
     for step, problems in overrides:
         record_override(step, invocation.prefix, reason, problems)
         click.echo(f"smoke gate skipped for {step.identity}: {reason} (kept in the run record)", err=True)
+
+
+def _finalise_dead_attempts(steps: list[Any], prefix: str) -> None:
+    """Close earlier attempts whose processes were all killed, so the run record stays truthful."""
+    from rlaunch.observe.finalise import finalise_open_attempts
+
+    for step in steps:
+        for attempt_id in finalise_open_attempts(step.path(prefix), prefix, by="the next rlaunch --run"):
+            click.echo(f"  recorded attempt {attempt_id} of {step.identity} as ended: its jobs were gone", err=True)
 
 
 def child_gang(step: Any) -> JobSpec:

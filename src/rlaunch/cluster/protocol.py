@@ -148,7 +148,7 @@ class CapacityError(UserError, ValueError):
     """A job that can never fit the cluster (refused before submission)."""
 
 
-class JobNotFoundError(LookupError):
+class JobNotFoundError(UserError, LookupError):
     """A job id the backend has no record of (a CLI turns this into a clear error, not a traceback)."""
 
 

@@ -20,6 +20,7 @@ import click
 @click.option("--config", "config_url", required=True, help="Launch document (path or fsspec URL).")
 def launch(config_url: str) -> None:
     """Compose, validate and launch one SkyRLLaunchConfig document."""
+    from rlaunch.boundary import classify
     from rlaunch.errors import UserError
     from rlaunch.host.launch import HostInterrupted, LaunchRefusedError, execute_launch
 
@@ -37,6 +38,12 @@ def launch(config_url: str) -> None:
             _refused(out, str(exc), {"state": "failed", "failure": str(exc), "config": config_url})
         except HostInterrupted:
             sys.exit(143)
+        except Exception as exc:  # noqa: BLE001 - the boundary's verdict, still as one JSON result
+            code, message = classify(exc, "rlaunch launch")
+            out.write(json.dumps({"state": "failed", "failure": message, "config": config_url}) + "\n")
+            out.flush()
+            print(f"error: {message}", file=sys.stderr, flush=True)
+            sys.exit(code)
     out.write(json.dumps(result.to_json(), sort_keys=True) + "\n")
     out.flush()
     sys.exit(0 if result.ok else 1)

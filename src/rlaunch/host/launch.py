@@ -14,6 +14,7 @@ import sys
 from typing import TextIO
 
 from rlaunch import storage
+from rlaunch.boundary import classify
 from rlaunch.cluster.protocol import JOB_ID_ENV, Backend, JobState, backend_from_env, get_backend, single_replica_lines
 from rlaunch.errors import UserError
 from rlaunch.host.allocate import child_job_spec, driver_job_spec, drives_existing_cluster
@@ -27,6 +28,7 @@ from rlaunch.launch_config.recipe import get_path
 from rlaunch.launch_config.resume import foreign_checkpoint, refusal
 from rlaunch.launch_config.run_record import task_phases, update_attempt
 from rlaunch.launch_config.typed import DocumentError
+from rlaunch.secrets import refuse_secrets_in
 from rlaunch.storage import utc_now
 
 
@@ -63,6 +65,7 @@ def execute_launch(url: str, log: TextIO = sys.stderr) -> LaunchResult:
     resolved_doc = doc
     try:
         resolved_doc = compose_document(doc, validate_document(doc))
+        refuse_secrets_in(resolved_doc.to_dict(), f"launch document {url}")  # stored and recorded: no credentials
         _check_resume(resolved_doc)
         return _submit(resolved_doc, result, log)
     except UserError as exc:
@@ -71,6 +74,11 @@ def execute_launch(url: str, log: TextIO = sys.stderr) -> LaunchResult:
         with contextlib.suppress(OSError):  # unwritable storage: the refusal still reaches stdout
             _finish(resolved_doc, result)
         raise LaunchRefusedError(str(exc), result) from exc
+    except Exception as exc:  # noqa: BLE001 - a failed launch still leaves its manifest and record
+        _, result.failure = classify(exc, "rlaunch launch")
+        with contextlib.suppress(OSError):
+            _finish(resolved_doc, result)
+        return result
 
 
 class ResumeRefusedError(UserError, RuntimeError):
@@ -134,6 +142,11 @@ def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) ->
         result.child_job_state = JobState.CANCELLED.value
         result.failure = f"the launch host was interrupted; child job {result.child_job_id} was cancelled"
         _finish(doc, result, backend)
+        raise
+    except Exception:
+        # The host cannot follow its child any more: stop it rather than leave it unsupervised.
+        with contextlib.suppress(Exception):
+            backend.cancel(result.child_job_id, reason="launch host failed while supervising it")
         raise
     result.child_job_state = status.state.value
     if status.state is not JobState.SUCCEEDED:

@@ -13,6 +13,7 @@ from typing import Any
 from rlaunch import storage
 from rlaunch.launch_config.layout import attempt_manifest
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
+from rlaunch.secrets import scrub_tree
 from rlaunch.storage import utc_now
 
 PREPARED, SUBMITTED, SUCCEEDED, FAILED = "prepared", "submitted", "succeeded", "failed"
@@ -45,7 +46,7 @@ class LaunchResult:
 
 
 def write_manifests(doc: SkyRLLaunchConfig, resolved: dict[str, Any], result: LaunchResult) -> None:
-    payload = {"config": resolved, "result": result.to_json()}
+    payload = scrub_tree({"config": resolved, "result": result.to_json()})
     storage.write_json_atomic(attempt_manifest(doc.artifacts.attempts_root, doc.run.attempt_id), payload)
     if result.state == SUCCEEDED and not storage.create_exclusive(
         doc.artifacts.terminal_manifest_uri, storage.dumps(payload)

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from rlaunch import storage
+from rlaunch.statefiles import parse_step_marker
 
 TEMP_PREFIX_ENV = "RLAUNCH_TEMP_PREFIX"
 LATEST_MARKER = "latest"
@@ -119,7 +120,7 @@ def latest_checkpoint(checkpoint_root: str) -> CheckpointInfo | None:
     for name in (LATEST_MARKER, SKYRL_LATEST_MARKER):
         marker = storage.join(checkpoint_root, name)
         if storage.exists(marker):
-            steps.append(int(storage.read_text(marker).strip()))
+            steps.append(parse_step_marker(storage.read_bytes(marker), marker))
     if not steps:
         return None
     step = max(steps)

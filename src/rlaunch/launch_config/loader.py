@@ -22,6 +22,7 @@ Every problem names the source, the line and column, the value and the fix.
 from __future__ import annotations
 
 import math
+import os
 import re
 from typing import Any
 
@@ -275,11 +276,15 @@ def read_document(url: str, *, what: str = "launch document") -> bytes:
     """The bytes of the document at `url` (at most `MAX_BYTES` + 1), or a DocumentError saying why not."""
     if not isinstance(url, str) or not url.strip():
         raise DocumentError([f"the document path is empty ({url!r}); give the path or URL of a {what}"], what)
-    fs, path = storage.filesystem(url)
+    if storage.is_local(url):  # the common case reads without importing fsspec
+        path, is_dir, opener = storage.local_path(url), os.path.isdir, open
+    else:
+        fs, path = storage.filesystem(url)
+        is_dir, opener = fs.isdir, fs.open
     try:
-        if fs.isdir(path):
+        if is_dir(path):
             raise DocumentError([f"{url} is a directory; give the {what} file itself"], what)
-        with fs.open(path, "rb") as handle:
+        with opener(path, "rb") as handle:
             return handle.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise DocumentError([f"{url} does not exist; check the path"], what) from None

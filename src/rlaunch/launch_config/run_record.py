@@ -1,8 +1,12 @@
 """The durable run record: one entry per attempt, under the RL artifact's path.
 
 The experiment side writes what it knows before handing over (artifact identity, fingerprint,
-argv, topology and role plan); the host adds job ids and the final state. Each write merges into
-the attempt's entry and rewrites the small file atomically.
+argv, topology and role plan); the host adds job ids and the final state; an observer that finds
+every job of an open attempt ended finalises it (`close_attempt`). Each write is a
+read-modify-write under a lock (an OS file lock for local storage, an exclusive lock file on an
+object store), merges into the attempt's entry, scrubs credentials and rewrites the small file
+atomically. A record that no longer parses is kept aside (`run_record.json.corrupt-<time>`) and a
+new one is started, so a damaged record never stops the next launch.
 
 Each entry also carries `phases`: when each step of a launch happened (ISO-8601 UTC), so that
 `rlaunch status` and the overhead benchmark can say where the launcher's seconds go:
@@ -22,13 +26,23 @@ Each entry also carries `phases`: when each step of a launch happened (ISO-8601 
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
+import os
 import re
+import sys
+import time
+from collections.abc import Iterator
 from typing import Any
 
 from rlaunch import storage
 from rlaunch.launch_config.layout import GANG_OUTCOME, JOINED, METRICS, attempt_dir, run_record
+from rlaunch.statefiles import CorruptStateError
+
+FINAL_STATES = ("succeeded", "failed", "cancelled", "prepared")
+LOCK_TIMEOUT_SECONDS = 60.0
+STALE_LOCK_SECONDS = 30.0  # a lock file this old on an object store belongs to a dead writer
 
 PHASES = (
     "launch_process_started",  # the benchmark's: when `--run` was started
@@ -72,7 +86,7 @@ def task_phases(attempts_root: str, attempt_id: str) -> dict[str, str]:
     staged = []
     for name in storage.list_names(joined):
         match = _REPLICA_MARKER.match(name)
-        marker = storage.read_json(storage.join(joined, name)) if match else None
+        marker = _tolerant_json(storage.join(joined, name)) if match else None
         if not match or not isinstance(marker, dict):
             continue
         if marker.get("started_at"):
@@ -81,7 +95,7 @@ def task_phases(attempts_root: str, attempt_id: str) -> dict[str, str]:
             staged.append(marker["time"])
     if staged:
         phases["inputs_staged"] = max(staged)
-    outcome = storage.read_json(storage.join(directory, GANG_OUTCOME)) or {}
+    outcome = _tolerant_json(storage.join(directory, GANG_OUTCOME)) or {}
     if outcome.get("trainer_started_at"):
         phases["trainer_started"] = outcome["trainer_started_at"]
     if outcome.get("time"):
@@ -105,33 +119,68 @@ def _first_metrics_line(url: str) -> dict[str, Any]:
     return {}
 
 
+def _tolerant_json(url: str) -> Any | None:
+    """A marker for the phase table: a damaged one only leaves its phase out."""
+    try:
+        return storage.read_json(url)
+    except CorruptStateError:
+        return None
+
+
 def update_attempt(output_path: str, run_id: str, attempt_id: str, fields: dict[str, Any]) -> None:
-    """Merge `fields` into the attempt's entry (`phases` merge key by key)."""
-    url = run_record(output_path)
-    record = storage.read_json(url) or {"run_id": run_id, "attempts": []}
-    attempts = record["attempts"]
-    for entry in attempts:
-        if entry.get("attempt_id") == attempt_id:
-            phases = {**(entry.get("phases") or {}), **(fields.get("phases") or {})}
-            entry.update(fields)
-            if phases:
-                entry["phases"] = phases
-            break
-    else:
-        attempts.append({"attempt_id": attempt_id, **fields})
-    storage.write_json_atomic(url, record)
+    """Merge `fields` into the attempt's entry, appending it when new (`phases` merge key by key)."""
+    _update(output_path, run_id, attempt_id, fields, only_open=False)
+
+
+def close_attempt(output_path: str, attempt_id: str, fields: dict[str, Any]) -> bool:
+    """Merge `fields` into the attempt only while it is still open (not in a final state).
+
+    An observer's finalisation never overrides the host's own verdict; False when it was final.
+    """
+    return _update(output_path, None, attempt_id, fields, only_open=True)
 
 
 def add_gate_override(output_path: str, run_id: str, entry: dict[str, Any]) -> None:
     """Keep a `--skip-smoke-gate` override (reason, who, when, what the gate found) with the run."""
+    from rlaunch.secrets import scrub_tree
+
     url = run_record(output_path)
-    record = storage.read_json(url) or {"run_id": run_id, "attempts": []}
-    record.setdefault("smoke_gate_overrides", []).append(entry)
-    storage.write_json_atomic(url, record)
+    with record_lock(url):
+        record = _read_for_update(url, run_id)
+        record.setdefault("smoke_gate_overrides", []).append(entry)
+        storage.write_json_atomic(url, scrub_tree(record))
 
 
 def read(output_path: str) -> dict[str, Any] | None:
-    return storage.read_json(run_record(output_path))
+    """The run record (None before the first attempt); CorruptStateError when it is damaged."""
+    record = storage.read_json(run_record(output_path))
+    if record is not None:
+        _check_shape(record, run_record(output_path))
+    return record
+
+
+def _update(output_path: str, run_id: str | None, attempt_id: str, fields: dict[str, Any], only_open: bool) -> bool:
+    from rlaunch.secrets import scrub_tree
+
+    url = run_record(output_path)
+    with record_lock(url):
+        record = _read_for_update(url, run_id)
+        attempts = record["attempts"]
+        for entry in attempts:
+            if entry.get("attempt_id") == attempt_id:
+                if only_open and entry.get("state") in FINAL_STATES:
+                    return False
+                phases = {**(entry.get("phases") or {}), **(fields.get("phases") or {})}
+                entry.update(fields)
+                if phases:
+                    entry["phases"] = phases
+                break
+        else:
+            if only_open:
+                return False
+            attempts.append({"attempt_id": attempt_id, **fields})
+        storage.write_json_atomic(url, scrub_tree(record))
+    return True
 
 
 def _order(name: str) -> int:
@@ -164,3 +213,60 @@ def format_phase_table(phases: dict[str, str]) -> list[str]:
     rows = phase_table(phases)
     width = max((len(name) for name, *_ in rows), default=0)
     return [f"{name:<{width}}  {step:+7.2f}s  (at {total:7.2f}s)" for name, _, step, total in rows]
+
+
+def _check_shape(record: Any, url: str) -> None:
+    if not isinstance(record, dict) or not isinstance(record.get("attempts"), list):
+        raise CorruptStateError(url, "not a run record: no list of attempts")
+    if not all(isinstance(a, dict) for a in record["attempts"]):
+        raise CorruptStateError(url, "not a run record: an attempt entry is not an object")
+
+
+def _read_for_update(url: str, run_id: str | None) -> dict[str, Any]:
+    try:
+        record = storage.read_json(url)
+        if record is not None:
+            _check_shape(record, url)
+    except CorruptStateError as exc:
+        aside = f"{url}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"
+        storage.rename(url, aside)
+        sys.stderr.write(f"warning: {exc.problem} in {url}; kept it as {aside} and started a new run record\n")
+        return {"run_id": run_id, "attempts": [], "replaced_damaged_record": aside}
+    if record is None:
+        return {"run_id": run_id, "attempts": []}
+    return record
+
+
+@contextlib.contextmanager
+def record_lock(url: str) -> Iterator[None]:
+    """Exclusive access to the record at `url` for one read-modify-write."""
+    if storage.is_local(url):
+        import fcntl
+
+        path = storage.local_path(url)
+        directory = os.path.dirname(path)
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, f".{os.path.basename(path)}.lock"), "a+b") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)  # released by the kernel even when the holder is killed
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+        return
+    lock = f"{url}.lock"
+    deadline = time.monotonic() + LOCK_TIMEOUT_SECONDS
+    while not storage.create_exclusive(lock, storage.dumps({"at": time.time(), "pid": os.getpid()})):
+        try:
+            holder = storage.read_json(lock) or {}
+        except (CorruptStateError, OSError):
+            holder = {}
+        if time.time() - float(holder.get("at", time.time())) > STALE_LOCK_SECONDS:
+            storage.remove(lock)
+            continue
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{lock} has been held for over {LOCK_TIMEOUT_SECONDS:g}s; remove it if no launch runs")
+        time.sleep(0.1)
+    try:
+        yield
+    finally:
+        storage.remove(lock)

@@ -6,17 +6,16 @@ coordinator or child job id. Everything here reads (`rlaunch cancel` lives in `r
 
 from __future__ import annotations
 
+import os
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import click
 
-from rlaunch.observe.resolve import RunNotFoundError, RunRef, default_prefix, resolve
+from rlaunch.observe.resolve import RunRef, default_prefix, resolve
 
-NOT_FOUND_EXIT = 2
 INTERRUPTED_EXIT = 130
+TAIL = click.IntRange(min=0, max=10**9)  # a deque of the last N lines: bounded, so a huge N is a clear error
 
 prefix_option = click.option(
     "--prefix",
@@ -31,19 +30,19 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON f
 run_argument = click.argument("run", metavar="RUN")
 
 
-@contextmanager
-def _user_errors(exit_code: int = 1) -> Iterator[None]:
-    """A run that cannot be found is a one-line error, not a traceback."""
-    try:
-        yield
-    except RunNotFoundError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exit_code)
+def writable_output(path: str) -> str:
+    """A file path whose directory exists and can be written, checked before any work is done."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise click.BadParameter(f"{path}: directory {directory} does not exist; create it or pick another path")
+    if not os.access(directory, os.W_OK):
+        raise click.BadParameter(f"{path}: directory {directory} is not writable; pick another path")
+    return path
 
 
-def resolve_run(run: str, prefix: str | None, attempt_id: str | None = None, exit_code: int = 1) -> RunRef:
-    with _user_errors(exit_code):
-        return resolve(run, prefix, attempt_id)
+def resolve_run(run: str, prefix: str | None, attempt_id: str | None = None) -> RunRef:
+    """The run RUN names; a RunNotFoundError is a one-line error (exit 2) through the boundary."""
+    return resolve(run, prefix, attempt_id)
 
 
 @click.command()
@@ -59,14 +58,20 @@ def runs(prefix: str | None, name_prefix: str | None, as_json: bool) -> None:
     """
     from rlaunch.observe.render import dumps, runs_rows
     from rlaunch.observe.runs import list_runs
+    from rlaunch.statefiles import CorruptStateError
 
-    rows = list_runs(default_prefix(prefix), name_prefix)
+    damaged: list[CorruptStateError] = []
+    rows = list_runs(default_prefix(prefix), name_prefix, damaged)
     if as_json:
         click.echo(dumps(rows))
     elif not rows:
         click.echo(f"no runs under {default_prefix(prefix)}")
     else:
         click.echo(runs_rows(rows))
+    for problem in damaged:  # the others are listed; each damaged record is named with its fix
+        click.echo(f"error: {problem}", err=True)
+    if damaged:
+        sys.exit(1)
 
 
 @click.command()
@@ -92,11 +97,13 @@ def status(run: str, prefix: str | None, attempt_id: str | None, as_json: bool, 
     RUN is name@version, the RL artifact's path, or a coordinator or child job id.
     """
     from rlaunch.observe.collect import collect
+    from rlaunch.observe.finalise import finalise_snapshot
     from rlaunch.observe.render import dumps, status_text
     from rlaunch.observe.verdict import smoke_verdict
 
     def show() -> bool:
         snapshot = collect(resolve_run(run, prefix, attempt_id), run)
+        finalise_snapshot(snapshot)  # an open record whose jobs all ended is closed with the reason
         if as_json:
             data = snapshot.to_json()
             data["smoke"] = smoke_verdict(snapshot).to_json()
@@ -135,7 +142,7 @@ def verify_smoke(run: str, prefix: str | None, attempt_id: str | None, as_json: 
     from rlaunch.observe.render import dumps, verdict_text
     from rlaunch.observe.verdict import smoke_verdict
 
-    snapshot = collect(resolve_run(run, prefix, attempt_id, exit_code=NOT_FOUND_EXIT), run)
+    snapshot = collect(resolve_run(run, prefix, attempt_id), run)
     verdict = smoke_verdict(snapshot)
     if as_json:
         click.echo(
@@ -161,7 +168,7 @@ def verify_smoke(run: str, prefix: str | None, attempt_id: str | None, as_json: 
 @click.option(
     "--replica", type=click.IntRange(min=0), default=None, help="Only this replica's output (no `[rank N]` prefix)."
 )
-@click.option("--tail", type=click.IntRange(min=0), default=None, help="Start with the last N lines.")
+@click.option("--tail", type=TAIL, default=None, help="Start with the last N lines.")
 @click.option(
     "--coordinator", "of_coordinator", is_flag=True, help="The coordinator's log instead of the child gang's."
 )
@@ -222,6 +229,7 @@ def logs(
     default="curves.png",
     show_default=True,
     type=click.Path(dir_okay=False),
+    callback=lambda ctx, param, value: writable_output(value),
     help="PNG to write.",
 )
 def plot(run: str, prefix: str | None, attempt_id: str | None, out_path: str) -> None:
@@ -247,7 +255,7 @@ def plot(run: str, prefix: str | None, attempt_id: str | None, out_path: str) ->
         panels = plotting.draw(series, f"{ref.artifact or ref.output_path} (attempt {attempts})", out_path)
     except ModuleNotFoundError as exc:
         raise click.ClickException(f"{exc}; plotting needs matplotlib: pip install 'rlaunch[plot]'") from None
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+    except (ValueError, OSError) as exc:
+        raise click.ClickException(f"cannot write the plot to {out_path}: {exc}") from None
     points = len(plotting.merged(series))
     click.echo(f"wrote {out_path}: {', '.join(panels)} over {points} optimizer steps")

@@ -9,22 +9,32 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from rlaunch import storage
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
+from rlaunch.statefiles import CorruptStateError
 
 # A metrics log larger than this is read as its head and its tail (status and the verdict need
 # the first step, the last steps and whether steps increase; a plot reads everything).
 METRICS_READ_LIMIT = 4 * 1024 * 1024
 METRICS_HEAD_BYTES = 64 * 1024
+_REPORTED: set[str] = set()  # damaged files already named in this process
 
 
 def read_json(url: str) -> Any | None:
+    """The JSON at `url`, None when it is missing or unreadable; a damaged file is named, with its
+    fix, once on stderr (the view goes on without it)."""
     try:
         return storage.read_json(url)
+    except CorruptStateError as exc:
+        if exc.source not in _REPORTED:
+            _REPORTED.add(exc.source)
+            sys.stderr.write(f"warning: {exc}\n")
+        return None
     except (ValueError, OSError):
         return None
 

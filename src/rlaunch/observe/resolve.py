@@ -17,15 +17,18 @@ from typing import Any
 
 from rlaunch import storage
 from rlaunch.artifacts.records import RECORD_FILE, STATUS_FILE
+from rlaunch.errors import UserError
+from rlaunch.launch_config import run_record
 from rlaunch.launch_config.layout import RUN_RECORD
 from rlaunch.observe.records import read_json
+from rlaunch.statefiles import CorruptStateError
 
 _IDENTITY = re.compile(r"^(?P<name>[^@\s:]+)@(?P<version>[^@/\s]+)$")
 _SCAN_DEPTH = 8  # directory levels below the prefix searched for run records
 _MARKERS = (RUN_RECORD, RECORD_FILE, STATUS_FILE)
 
 
-class RunNotFoundError(LookupError):
+class RunNotFoundError(UserError, LookupError):
     """A reference that names no run (the CLI prints it as a one-line error)."""
 
 
@@ -54,8 +57,25 @@ def split_identity(reference: str) -> tuple[str, str] | None:
     return (match["name"], match["version"]) if match else None
 
 
+# Searching these for run records would walk the whole machine or pseudo-filesystems like /proc.
+_SYSTEM_TREES = ("/proc", "/sys", "/dev", "/run")
+_SYSTEM_DIRS = ("/", "/bin", "/boot", "/etc", "/home", "/lib", "/lib64", "/media", "/mnt", "/opt", "/root",
+                "/sbin", "/srv", "/usr", "/var")  # fmt: skip
+
+
 def default_prefix(prefix: str | None) -> str:
-    return prefix if prefix else storage.default_prefix()
+    """`--prefix`, else `$RLAUNCH_PREFIX`, else `./rlaunch-artifacts`; refused when it is unusable."""
+    chosen = storage.checked_prefix(prefix, field="--prefix") if prefix else storage.default_prefix()
+    where = "--prefix" if prefix else "RLAUNCH_PREFIX"
+    fs, path = storage.filesystem(chosen)  # StorageError for an unknown or uninstalled scheme
+    if storage.is_local(chosen):
+        real = os.path.realpath(path)
+        if real in _SYSTEM_DIRS or any(real == t or real.startswith(t + "/") for t in _SYSTEM_TREES):
+            raise storage.StorageError(
+                f"{where} {chosen}: a system directory ({real}) is not a storage prefix; "
+                "give the directory your runs were written under (e.g. ./rlaunch-artifacts)"
+            )
+    return chosen
 
 
 def _normalise(path: str) -> str:
@@ -89,7 +109,7 @@ def at_path(
     output_path: str, *, prefix: str | None = None, attempt_id: str | None = None, job_id: str | None = None
 ) -> RunRef:
     output_path = _normalise(output_path)
-    record = read_json(storage.join(output_path, RUN_RECORD))
+    record = run_record.read(output_path)  # CorruptStateError naming the file and the fix: never "pending"
     if record is None and not any(storage.exists(storage.join(output_path, m)) for m in (RECORD_FILE, STATUS_FILE)):
         raise RunNotFoundError(f"no RL run at {output_path}: it holds no {RUN_RECORD} and no artifact record")
     artifact = _artifact_name(output_path, record)
@@ -109,8 +129,11 @@ def at_path(
     return ref
 
 
-def run_records(prefix: str) -> list[tuple[str, dict[str, Any]]]:
-    """(output path, run record) of every run under `prefix` (dot-directories are skipped)."""
+def run_records(prefix: str, damaged: list[CorruptStateError] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """(output path, run record) of every run under `prefix` (dot-directories are skipped).
+
+    A damaged run record is skipped and, when `damaged` is given, added to it for the caller to report.
+    """
     fs, root = storage.filesystem(prefix)
     found: list[tuple[str, dict[str, Any]]] = []
     frontier = [(root.rstrip("/") or "/", 0)]
@@ -123,7 +146,12 @@ def run_records(prefix: str) -> list[tuple[str, dict[str, Any]]]:
         names = {os.path.basename(str(e["name"]).rstrip("/")): e for e in entries}
         if RUN_RECORD in names:
             url = _url_for(prefix, root, path)
-            record = read_json(storage.join(url, RUN_RECORD))
+            try:
+                record = run_record.read(url)
+            except CorruptStateError as exc:
+                if damaged is not None:
+                    damaged.append(exc)
+                record = None
             if isinstance(record, dict):
                 found.append((url, record))
         if any(m in names for m in _MARKERS) or depth >= _SCAN_DEPTH:
@@ -168,7 +196,7 @@ def _by_job_labels(job_id: str, prefix: str) -> RunRef | None:
     if parts is None:
         return None
     output_path = storage.join(prefix, *parts)
-    record = read_json(storage.join(output_path, RUN_RECORD))
+    record = run_record.read(output_path)
     return RunRef(
         output_path=output_path, prefix=prefix, artifact=labels["rlaunch.artifact"], record=record, job_id=job_id
     )

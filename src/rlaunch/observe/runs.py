@@ -10,6 +10,7 @@ from rlaunch.observe import jobs as run_jobs
 from rlaunch.observe.collect import TERMINAL_STATES, Cancellation, Terminal, effective_state
 from rlaunch.observe.records import read_json
 from rlaunch.observe.resolve import prefix_of, run_records
+from rlaunch.statefiles import CorruptStateError
 
 
 def summary(output_path: str, record: dict[str, Any], prefix: str | None) -> dict[str, Any] | None:
@@ -51,10 +52,15 @@ def summary(output_path: str, record: dict[str, Any], prefix: str | None) -> dic
     }
 
 
-def list_runs(prefix: str, name_prefix: str | None = None) -> list[dict[str, Any]]:
-    """Runs under `prefix` (optionally only artifacts whose name starts with `name_prefix`), newest first."""
+def list_runs(
+    prefix: str, name_prefix: str | None = None, damaged: list[CorruptStateError] | None = None
+) -> list[dict[str, Any]]:
+    """Runs under `prefix` (optionally only artifacts whose name starts with `name_prefix`), newest first.
+
+    Runs whose record is damaged are left out and added to `damaged` (for the caller to report).
+    """
     rows = []
-    for output_path, record in run_records(prefix):
+    for output_path, record in run_records(prefix, damaged):
         row = summary(output_path, record, prefix)
         if row is None:
             continue

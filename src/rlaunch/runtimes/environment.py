@@ -156,7 +156,7 @@ def ensure_environment(
             python=sys.executable,
             adapter_dir=str(profile.adapter_dir),
             base_config=str(profile.base_config_file),
-            profile_file=str(profile.directory / "profile.yaml"),
+            profile_file=os.path.join(profile.directory, "profile.yaml"),
             launcher=profile.launcher,
         )
     if profile.environment != "venv":
@@ -446,9 +446,9 @@ def _ensure_snapshot(profile: RuntimeProfile, digest: str, root: Path, venv: Pat
             shutil.copyfile(profile.base_config_file, tmp / "base_config.yaml")
             copied = dataclasses.replace(
                 profile,
-                directory=tmp / "profile",
-                adapter_dir=tmp / "adapter",
-                base_config_file=tmp / "base_config.yaml",
+                directory=str(tmp / "profile"),
+                adapter_dir=str(tmp / "adapter"),
+                base_config_file=str(tmp / "base_config.yaml"),
             )
             if copied.source_digest != digest:
                 raise RuntimeEnvironmentError(

@@ -16,19 +16,21 @@ import importlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.errors import UserError
 from rlaunch.launch_config.recipe import BaseConfigShape, RecipeProblem, compose, leaves
 from rlaunch.runtimes import parsed
 from rlaunch.runtimes.defects import KnownDefect, locked_versions
 
+if TYPE_CHECKING:  # pragma: no cover
+    from pathlib import Path
+
 SHAPE_KEY = "_rlaunch"  # the generated base config's description of its own shape, not a SkyRL key
 PLUGINS_ENV = "RLAUNCH_RUNTIME_PLUGINS"
 _PROFILE_DIRS = {"trl-cpu": "trl_cpu", "fsdp": "fsdp", "megatron": "megatron"}
-_HERE = Path(__file__).parent
+_HERE = os.path.dirname(os.path.abspath(__file__))
 _IGNORED = {"__pycache__", ".pytest_cache"}
 LAUNCHERS = ("python", "torchrun", "ray-driver")
 RAY_DRIVER = "ray-driver"
@@ -80,9 +82,11 @@ class Capabilities:
 @dataclass(frozen=True)
 class RuntimeProfile:
     name: str
-    directory: Path
-    base_config_file: Path
-    adapter_dir: Path
+    # Paths are strings: pathlib (with urllib.parse and ipaddress) would be a sixth of a cold
+    # preflight's imports, and the preflight never touches these files.
+    directory: str
+    base_config_file: str
+    adapter_dir: str
     strategy: str
     strategy_aliases: Mapping[str, str]
     entrypoints: Mapping[str, str]
@@ -97,7 +101,9 @@ class RuntimeProfile:
 
     @property
     def lock_file(self) -> Path:
-        return self.directory / "lock.txt"
+        from pathlib import Path
+
+        return Path(self.directory, "lock.txt")
 
     @functools.cached_property
     def _parsed_base_config(self) -> tuple[dict[str, Any], BaseConfigShape]:
@@ -118,9 +124,11 @@ class RuntimeProfile:
         return compose(self.base_config(), recipe, self.base_shape)
 
     def lock_requirements(self) -> list[str]:
-        if not self.lock_file.exists():
+        lock = os.path.join(self.directory, "lock.txt")  # not `lock_file`: the preflight stays free of pathlib
+        if not os.path.exists(lock):
             return []
-        lines = self.lock_file.read_text(encoding="utf-8").splitlines()
+        with open(lock, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
         return [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("#")]
 
     def trainer_processes(self, gpus_per_node: int) -> int:
@@ -152,27 +160,34 @@ class RuntimeProfile:
 
         h = hashlib.sha256()
         for label, root in (("profile", self.directory), ("adapter", self.adapter_dir)):
-            for path in sorted(_files(root)):
-                h.update(f"{label}/{path.relative_to(root).as_posix()}".encode() + b"\0" + path.read_bytes() + b"\0")
-        h.update(b"base_config\0" + self.base_config_file.read_bytes())
+            for path in sorted(_files(root), key=lambda p: p.split(os.sep)):  # path order, part by part
+                relative = os.path.relpath(path, root).replace(os.sep, "/")
+                h.update(f"{label}/{relative}".encode() + b"\0" + _read(path) + b"\0")
+        h.update(b"base_config\0" + _read(self.base_config_file))
         return h.hexdigest()
 
 
-def _files(directory: Path) -> list[Path]:
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _files(directory: str) -> list[str]:
     out = []
     for root, dirs, files in os.walk(directory):
         dirs[:] = [d for d in dirs if d not in _IGNORED]
-        out.extend(Path(root) / f for f in files if not f.endswith((".pyc", ".pyo", parsed.TWIN_SUFFIX)))
+        out.extend(os.path.join(root, f) for f in files if not f.endswith((".pyc", ".pyo", parsed.TWIN_SUFFIX)))
     return out
 
 
-def load_profile(name: str, directory: Path) -> RuntimeProfile:
-    raw = parsed.load(directory / "profile.yaml")
+def load_profile(name: str, directory: str | os.PathLike[str]) -> RuntimeProfile:
+    directory = os.fspath(directory)
+    raw = parsed.load(os.path.join(directory, "profile.yaml"))
     caps = dict(raw.get("capabilities") or {})
     launcher = raw.get("launcher", "python")
     if launcher not in LAUNCHERS:
         raise ValueError(
-            f"runtime {name!r}: launcher={launcher!r} in {directory / 'profile.yaml'}; choose one of {LAUNCHERS}"
+            f"runtime {name!r}: launcher={launcher!r} in {os.path.join(directory, 'profile.yaml')}; choose one of {LAUNCHERS}"
         )
     if "honoured_keys" in caps and caps["honoured_keys"] is not None:
         caps["honoured_keys"] = tuple(caps["honoured_keys"])
@@ -180,7 +195,9 @@ def load_profile(name: str, directory: Path) -> RuntimeProfile:
         name=name,
         directory=directory,
         base_config_file=_base_config_file(directory, raw["base_config"]),
-        adapter_dir=(directory / raw["adapter"]).resolve() if "adapter" in raw else directory / "adapter",
+        adapter_dir=os.path.realpath(os.path.join(directory, raw["adapter"]))
+        if "adapter" in raw
+        else os.path.join(directory, "adapter"),
         strategy=raw["strategy"],
         strategy_aliases=dict(raw.get("strategy_aliases") or {}),
         entrypoints=dict(raw["entrypoints"]),
@@ -193,18 +210,20 @@ def load_profile(name: str, directory: Path) -> RuntimeProfile:
     )
 
 
-def _known_defects(directory: Path, spec: str | list[Any] | None) -> tuple[KnownDefect, ...]:
+def _known_defects(directory: str, spec: str | list[Any] | None) -> tuple[KnownDefect, ...]:
     """Inline `known_defects` entries, or a shared list by name (`skyrl-0.4.0` -> known_defects/<name>.yaml)."""
-    where = str(directory / "profile.yaml")
+    where = os.path.join(directory, "profile.yaml")
     if isinstance(spec, str):
-        where = str(_HERE / "known_defects" / f"{spec}.yaml")
+        where = os.path.join(_HERE, "known_defects", f"{spec}.yaml")
         spec = (parsed.load(where) or {}).get("defects")
     return tuple(KnownDefect.from_yaml(entry, where) for entry in spec or ())
 
 
-def _base_config_file(directory: Path, name: str) -> Path:
+def _base_config_file(directory: str, name: str) -> str:
     """A shared base config by name (`skyrl-0.4.0`), or a `.yaml` path relative to the profile."""
-    return directory / name if name.endswith(".yaml") else _HERE / "base_configs" / f"{name}.yaml"
+    return (
+        os.path.join(directory, name) if name.endswith(".yaml") else os.path.join(_HERE, "base_configs", f"{name}.yaml")
+    )
 
 
 _registry: dict[str, RuntimeProfile] = {}
@@ -220,7 +239,7 @@ def _ensure_loaded(only: str | None = None) -> None:
     wanted = [only] if only in _PROFILE_DIRS else list(_PROFILE_DIRS)
     for name in wanted:
         if name not in _registry:
-            register_profile(load_profile(name, _HERE / _PROFILE_DIRS[name]))
+            register_profile(load_profile(name, os.path.join(_HERE, _PROFILE_DIRS[name])))
     for module in (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",")):
         if module and module not in _plugins_loaded:
             importlib.import_module(module)
@@ -263,7 +282,13 @@ def unsupported_settings(profile: RuntimeProfile, recipe: Mapping[str, Any]) -> 
     given = dict(leaves(recipe, stop=stops))
     out: list[tuple[str, object, str]] = []
     for key in sorted(set(given) - set(base)):
-        out.append((key, given[key], f"not a key of the {profile.base_config_file.stem} base config"))
+        out.append(
+            (
+                key,
+                given[key],
+                f"not a key of the {os.path.splitext(os.path.basename(profile.base_config_file))[0]} base config",
+            )
+        )
     for key in sorted(base):
         default = base[key]
         value = given.get(key, default)

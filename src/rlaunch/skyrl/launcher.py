@@ -39,7 +39,13 @@ def launch(document_url: str) -> dict[str, Any]:
     text = stdout.decode("utf-8", errors="replace").strip()
     if not text:
         raise LaunchFailedError(f"launch host exited {code} without a result; last stderr lines:\n" + "".join(tail))
-    result = json.loads(text.splitlines()[-1])
+    try:
+        result = json.loads(text.splitlines()[-1])
+    except ValueError:
+        raise LaunchFailedError(
+            f"launch host exited {code} with an unreadable result {text.splitlines()[-1][:200]!r}; last stderr lines:\n"
+            + "".join(tail)
+        ) from None
     if code != 0 or result.get("state") not in ("succeeded", "submitted", "prepared"):
         raise LaunchFailedError(
             f"RL attempt {result.get('attempt_id')} ended {result.get('state')}: {result.get('failure') or f'host exited {code}'}"

@@ -14,6 +14,7 @@ from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import attempt_dir
 from rlaunch.launch_config.run_record import marked, update_attempt
 from rlaunch.rules import wandb_entity
+from rlaunch.secrets import refuse_secrets_in
 from rlaunch.skyrl import launcher
 from rlaunch.skyrl.errors import PreflightError
 from rlaunch.skyrl.execution import SkyRLExecution
@@ -75,10 +76,12 @@ def skyrl_step(
     def build_config(ctx: StepContext) -> dict[str, Any]:
         placement = None if ctx.is_fingerprint else ctx.runtime_arg(EXECUTION_ARG)
         attempt = "<attempt_id>" if ctx.is_fingerprint else uuid.uuid4().hex[:12]
+        document = render_document(spec, placement, ctx, attempt_id=attempt, export_hf=export_hf)
+        refuse_secrets_in(document, f"the launch document of {spec.name}@{spec.version}")
         return {
             "artifact": {"name": spec.name, "version": spec.version},
             "topology": dataclasses.asdict(spec.topology),
-            "launch_document": render_document(spec, placement, ctx, attempt_id=attempt, export_hf=export_hf),
+            "launch_document": document,
         }
 
     from rlaunch.skyrl.plan_view import describe_step

@@ -1,3 +1,5 @@
+from rlaunch.boundary import error_boundary
 from rlaunch.task.bootstrap import main
 
-main()
+with error_boundary("rlaunch.task"):
+    main()

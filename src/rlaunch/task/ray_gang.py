@@ -114,13 +114,22 @@ def check_versions(mine: Versions, head: HeadRecord, *, rank: int, host: str) ->
 
 
 def node_ip(rank: int) -> str:
-    """This node's address: what the backend says, else a loopback address per rank for the local
-    backend (every rank is on this machine: 127.0.0.<rank+1> gives each its own identity), else
-    the address the hostname resolves to."""
+    """This node's address: what the backend says ($RLAUNCH_NODE_IP), else a loopback address per
+    rank for the local backend (every rank is on this machine: 127.0.0.<rank+1> gives each its own
+    identity), else the address of the interface that routes off this machine (a UDP socket's
+    local end; nothing is sent), else the address the hostname resolves to."""
     if os.environ.get(NODE_IP_ENV):
         return os.environ[NODE_IP_ENV]
     if os.environ.get(BACKEND_ENV) == "local":
         return f"127.0.0.{rank + 1}" if sys.platform.startswith("linux") else "127.0.0.1"
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("10.255.255.255", 1))
+            address: str = probe.getsockname()[0]
+        if not address.startswith("127."):
+            return address
+    except OSError:
+        pass
     try:
         return socket.gethostbyname(socket.gethostname())
     except OSError:

@@ -37,6 +37,7 @@ START_TIMEOUT = 300.0
 STOP_GRACE = 5.0
 MIN_OBJECT_STORE = 80 * 1024**2  # Ray refuses less than 75 MiB
 MAX_OBJECT_STORE = 96 * 1024**3
+RAY_WORKER_PORTS = (10002, 19999)  # Ray's default --min-worker-port / --max-worker-port
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,14 @@ class NodeSpec:
     def object_store_bytes(self) -> int:
         return max(MIN_OBJECT_STORE, min(MAX_OBJECT_STORE, self.memory_bytes // 4))
 
+    def _worker_ports(self) -> list[str]:
+        """Ray's worker ports avoid the head's port when a backend reserved one inside Ray's default
+        worker range (Iris hands out ports from 12000 up)."""
+        low, high = RAY_WORKER_PORTS
+        if low <= self.port <= high:
+            return [f"--min-worker-port={high + 1}", f"--max-worker-port={high + 1 + (high - low)}"]
+        return []
+
     def argv(self, python: str, temp_dir: str) -> list[str]:
         """`ray start --block`: every port this node opens is a free one, except the head's GCS port."""
         argv = [python, "-m", "ray.scripts.scripts", "start", "--block"]
@@ -66,6 +75,7 @@ class NodeSpec:
             argv += [
                 "--head",
                 f"--port={self.port}",
+                *self._worker_ports(),
                 "--include-dashboard=false",
                 f"--dashboard-port={free_port()}",
                 f"--ray-client-server-port={free_port()}",

@@ -64,25 +64,23 @@ def stage(uri: str, identity: str, target: str, progress: Callable[[str], None],
             if json.load(handle).get("identity") == identity:
                 progress(f"staging {identity.split(':')[0]}: already staged at {target}")
                 return target
-    fs, source = storage.filesystem(uri)
-    files = [p for p in fs.find(source) if not os.path.basename(p).startswith(".")]
+    files = [rel for rel in storage.find(uri) if not os.path.basename(rel).startswith(".")]
     if not files:
         raise StagingError(f"{uri} holds no files to stage")
     tmp = f"{target}.staging-{uuid.uuid4().hex[:8]}"
     os.makedirs(tmp)
     total = 0
     try:
-        for i, remote in enumerate(sorted(files), 1):
-            rel = os.path.relpath(remote, source)
+        for i, rel in enumerate(files, 1):
             local = os.path.join(tmp, rel)
             os.makedirs(os.path.dirname(local), exist_ok=True)
-            fs.get_file(remote, local)
+            storage.get_file(storage.join(uri, rel), local)
             total += os.path.getsize(local)
             if rel in expected and sha256_file(local) != expected[rel]:
                 raise StagingError(f"{uri}/{rel} does not match the sha256 its artifact record lists")
             if i == len(files) or i % 20 == 0:
                 progress(f"staging {identity.split(':')[0]}: {i}/{len(files)} files, {total / 1e6:.1f} MB")
-        missing = sorted(set(expected) - {os.path.relpath(f, source) for f in files})
+        missing = sorted(set(expected) - set(files))
         if missing:
             raise StagingError(f"{uri} lacks files its artifact record lists: {missing}")
         with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as handle:

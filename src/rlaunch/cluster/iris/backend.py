@@ -10,7 +10,8 @@ Every rlaunch job is one Iris job whose `replicas` are its tasks; the Iris job i
             the RLAUNCH_* variables, the endpoint rendezvous); resources
             per task (cpu, memory, disk, device = GPU variant x count); replicas with
             coscheduling for a gang; both retry limits from `max_retries` (per task, and the job's
-            cumulative failures: Iris fails a job on its first failed attempt unless both are set);
+            cumulative failures = max_retries x replicas: Iris fails a job on its first failed
+            attempt unless both are set);
             the priority band; a scheduling timeout; the job timeout. Environment: `spec.env` plus
             the backend's variables, Iris's credential inheritance off (only rlaunch's allow-list
             crosses). From inside a task (`submit_child`), Iris makes the job a child of the task's
@@ -40,10 +41,10 @@ from rlaunch.cluster.iris import PRIORITIES
 from rlaunch.cluster.iris.connect import (
     IrisConnectionError,
     ScaleGroup,
-    controller_url,
     in_task_controller,
     load_cluster_config,
     require_iris,
+    resolve_controller_url,
     scale_groups,
 )
 from rlaunch.cluster.iris.task import JOB_ENV, PORT_NAMES, encode_job
@@ -150,7 +151,7 @@ class IrisBackend(GangBackend):
             self._groups = scale_groups(config)
         url = controller_url or in_task_controller() or (None if config else os.environ.get(URL_ENV_USER))
         if url is None and config is not None and cluster_config is not None:
-            url = self._resolve(config, cluster_config)
+            url = resolve_controller_url(config, cluster_config, self._resources)
         if not url:
             raise IrisConnectionError(
                 "the iris backend needs a controller: IrisSkyRLExecution(controller_url='http://host:port') or "
@@ -159,9 +160,6 @@ class IrisBackend(GangBackend):
             )
         self.controller_url = url
         self._client: Any = None
-
-    def _resolve(self, config: Any, path: str) -> str:
-        return controller_url(config, path, self._resources)
 
     @classmethod
     def from_env(cls) -> IrisBackend:

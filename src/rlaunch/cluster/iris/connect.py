@@ -104,7 +104,7 @@ def is_local(config: Any) -> bool:
     return config.controller.controller_kind() == "local"
 
 
-def controller_url(config: Any, path: str, resources: contextlib.ExitStack) -> str:
+def resolve_controller_url(config: Any, path: str, resources: contextlib.ExitStack) -> str:
     """Where the controller of `config` answers (a tunnel, when one is needed, lives in `resources`)."""
     if is_local(config):
         from rigging.credential_store import load_credentials

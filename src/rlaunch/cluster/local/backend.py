@@ -39,7 +39,8 @@ from rlaunch.cluster.protocol import (
     Resources,
 )
 from rlaunch.processes import actor
-from rlaunch.secrets import scrub
+from rlaunch.secrets import scrub_tree
+from rlaunch.statefiles import CorruptStateError
 from rlaunch.storage import utc_now
 
 ROOT_ENV = "RLAUNCH_LOCAL_ROOT"
@@ -152,10 +153,10 @@ class LocalBackend(GangBackend):
             "cancel": None,
             "replicas": [_pending_replica(rank) for rank in range(spec.replicas)],
         })  # fmt: skip
-        write_json_atomic(job.job_file, {
+        write_json_atomic(job.job_file, scrub_tree({
             "job_id": job.job_id,
             "name": spec.name,
-            "argv": [scrub(a, visible) for a in spec.argv],
+            "argv": list(spec.argv),
             "env_keys": sorted(spec.env),
             "working_dir": working_dir,
             "resources": dict(vars(spec.resources)),
@@ -167,7 +168,7 @@ class LocalBackend(GangBackend):
             "submitted_at": utc_now(),
             "submitted_by": actor(),
             "kill_grace": self.kill_grace,
-        })  # fmt: skip
+        }, visible))  # fmt: skip
         if parent is not None:
             existing_job(self.root, parent).add_child(job.job_id)
         self._start_supervisor(job, list(spec.argv), env)
@@ -230,13 +231,24 @@ class LocalBackend(GangBackend):
         return read_log(existing_job(self.root, job_id).combined_log, query)
 
     def _statuses(self) -> list[JobStatus]:
-        statuses = []
+        return self._scan()[0]
+
+    def listing(self) -> tuple[list[JobStatus], list[CorruptStateError]]:
+        """Every readable job's status, oldest first, and the jobs whose files are damaged (reported,
+        never fatal: one damaged job must not hide the others)."""
+        statuses, damaged = self._scan()
+        return sorted(statuses, key=lambda s: (s.submitted_at or "", s.job_id)), damaged
+
+    def _scan(self) -> tuple[list[JobStatus], list[CorruptStateError]]:
+        statuses, damaged = [], []
         for job_id in job_ids(self.root):
             try:
                 statuses.append(self.status(job_id))
             except JobNotFoundError:
                 continue  # removed while listing
-        return statuses
+            except CorruptStateError as exc:
+                damaged.append(exc)
+        return statuses, damaged
 
     # -- stopping ------------------------------------------------------------------------------
 

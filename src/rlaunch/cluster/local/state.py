@@ -27,11 +27,20 @@ from typing import Any
 
 from rlaunch.cluster.lifecycle import cancel_request
 from rlaunch.cluster.protocol import JobNotFoundError
-from rlaunch.storage import create_exclusive, dumps, read_json, write_json_atomic
+from rlaunch.statefiles import require_object
+from rlaunch.storage import create_exclusive, dumps, write_json_atomic
+from rlaunch.storage import read_json as _read_any
 
 _JOB_ID = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 _SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
 _SUFFIX_LENGTH = 6
+MAX_JOB_ID = 255  # one directory name: a longer id can name no job (and would fail as ENAMETOOLONG)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """One of a job's JSON records (None when absent); CorruptStateError naming it and the fix
+    when it does not parse or is not an object."""
+    return require_object(_read_any(path), str(path))
 
 
 def _under_job(*parts: str) -> property:
@@ -95,7 +104,12 @@ class JobDir:
 
 def existing_job(root: Path, job_id: str) -> JobDir:
     """The directory of a submitted job; JobNotFoundError for anything else (including path tricks)."""
-    if not _JOB_ID.match(job_id) or ".." in job_id or not (root / job_id / "job.json").is_file():
+    if (
+        len(job_id) > MAX_JOB_ID
+        or not _JOB_ID.match(job_id)
+        or ".." in job_id
+        or not (root / job_id / "job.json").is_file()
+    ):
         raise JobNotFoundError(f"no local job {job_id!r} under {root} (see `rlaunch jobs list`)")
     return JobDir(root, job_id)
 

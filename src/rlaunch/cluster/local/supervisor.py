@@ -33,7 +33,7 @@ from rlaunch.cluster.local.procs import process_identity, stop_groups
 from rlaunch.cluster.local.state import JobDir, write_json_atomic
 from rlaunch.cluster.logs import rank_prefix
 from rlaunch.cluster.protocol import RANK_ENV, RENDEZVOUS_ENV, JobNotFoundError, JobState
-from rlaunch.secrets import secret_values
+from rlaunch.secrets import Scrubber, secret_values
 from rlaunch.storage import utc_now
 
 POLL_SECONDS = 0.1
@@ -66,7 +66,7 @@ class Supervisor:
         self.state = job.read_state()
         self.argv = argv
         self.env = env
-        self.secrets = [s.encode() for s in secret_values(env)]
+        self.scrubber = Scrubber(secret_values(env))
         self.backend = LocalBackend(root=job.root, kill_grace=float(self.record["kill_grace"]))
         self.gang = GangLifecycle(
             job.job_id,
@@ -206,14 +206,16 @@ class Supervisor:
         lines = (attempt.partial + data).split(b"\n")
         attempt.partial = lines.pop()
         if len(attempt.partial) > MAX_LINE_BYTES:
-            lines.append(attempt.partial)
-            attempt.partial = b""
+            # An overlong line is written in pieces; the cut keeps a tail back and never splits a
+            # secret, so a credential that straddles a read boundary is still scrubbed whole.
+            cut = self.scrubber.safe_cut(attempt.partial)
+            lines.append(attempt.partial[:cut])
+            attempt.partial = attempt.partial[cut:]
         for line in lines:
             self._write(attempt, line + b"\n")
 
     def _write(self, attempt: _Attempt, line: bytes) -> None:
-        for secret in self.secrets:
-            line = line.replace(secret, b"<redacted>")
+        line = self.scrubber.bytes(line)
         if attempt.log:
             attempt.log.write(line)
         self.combined.write(rank_prefix(attempt.rank).encode() + line)

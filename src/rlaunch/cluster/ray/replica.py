@@ -29,6 +29,7 @@ from typing import Any
 from rlaunch.cluster.environment import replica_base
 from rlaunch.cluster.protocol import RANK_ENV, RENDEZVOUS_ENV
 from rlaunch.cluster.ray.common import DEVICE_VARIABLES, MAX_LINE_BYTES, NODE_ID_ENV, NODE_IP_ENV
+from rlaunch.secrets import Scrubber, secret_values
 
 KEEPER_MODULE = "rlaunch.cluster.ray.keeper"
 BATCH_SECONDS = 0.1
@@ -78,17 +79,20 @@ def replica_cwd(uploaded: bool, hint: str | None) -> str:
 
 
 class _Lines:
-    """Splits a byte stream into lines (bounded length), decoded leniently."""
+    """Splits a byte stream into lines (bounded length), decoded leniently. An overlong line is cut
+    where no secret straddles the cut, so the gang driver still scrubs each one whole."""
 
-    def __init__(self) -> None:
+    def __init__(self, scrubber: Scrubber) -> None:
         self.partial = b""
+        self.scrubber = scrubber
 
     def feed(self, data: bytes) -> list[str]:
         chunks = (self.partial + data).split(b"\n")
         self.partial = chunks.pop()
         if len(self.partial) > MAX_LINE_BYTES:
-            chunks.append(self.partial)
-            self.partial = b""
+            cut = self.scrubber.safe_cut(self.partial)
+            chunks.append(self.partial[:cut])
+            self.partial = self.partial[cut:]
         return [c.decode("utf-8", errors="replace") for c in chunks]
 
     def close(self) -> list[str]:
@@ -195,7 +199,7 @@ def run_attempt(
         selector = selectors.DefaultSelector()
         selector.register(keeper.output, selectors.EVENT_READ, "out")
         selector.register(keeper.status, selectors.EVENT_READ, "status")
-        lines = _Lines()
+        lines = _Lines(Scrubber(secret_values(dict(env))))
         pending: list[str] = []
         last_flush = time.monotonic()
         announced = False
