@@ -139,6 +139,7 @@ def test_rank_0_success_publishes_the_outcome_and_removes_its_task_directory(
     joined = json.loads((attempt(doc) / JOINED / "replica-0.json").read_text())
     assert (joined["rank"], joined["world_size"], joined["trainer_processes"], joined["job_id"]) == (0, 1, 1, "job-7")
     assert joined["pid"] == os.getpid() and joined["started_at"] <= joined["time"]
+    assert joined["time"] <= outcome["trainer_started_at"] <= outcome["time"]  # all utc_now() stamps
     marker = json.loads((attempt(doc) / "marker.json").read_text())  # the trainer ran on the staged inputs
     staged_model = str(replica_dir(tmp_path, doc, 0) / "models/qwen3-8b")
     assert marker["skyrl"]["trainer"]["policy"]["model"]["path"] == staged_model
@@ -284,7 +285,7 @@ class RayGangCalls:
 )
 def test_a_ray_driver_runtime_makes_rank_0_the_head_running_the_driver_and_the_others_workers(
     tmp_path: Path, prefix: str, marker_runtime: None, monkeypatch: pytest.MonkeyPatch, signal_handlers: None,
-    backend: str, rank: int, role: str,
+    backend: str, rank: int, role: str, capfd: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     from rlaunch.task import ray_gang
 
@@ -298,6 +299,7 @@ def test_a_ray_driver_runtime_makes_rank_0_the_head_running_the_driver_and_the_o
     gang = RayGangCalls(monkeypatch, code=5)
     before = time.time()
     assert run_task(monkeypatch, written(doc, tmp_path), rank=rank, world=2) == 5
+    err = capfd.readouterr().err
     local_root = str(replica_dir(tmp_path, doc, rank))
     ((called, args, kwargs),) = gang.calls
     assert called == role
@@ -316,6 +318,8 @@ def test_a_ray_driver_runtime_makes_rank_0_the_head_running_the_driver_and_the_o
         expected = {"driver_argv": driver, "cwd": local_root}
         if role == "run_head":
             assert (args, phases) == ((doc, rendezvous), {"trainer_started_at": "driver start"})
+            line = "[rlaunch.task rank 0] running test-ray-driver entrypoint standard as a Ray driver on 2 node(s)\n"
+            assert line in err
             expected |= {"world": 2, "python": sys.executable}
         else:
             assert args == (doc,) and phases is None
