@@ -118,17 +118,17 @@ def test_a_document_carrying_a_credential_is_refused_naming_the_field() -> None:
     refuse_secrets_in(json.loads(json.dumps({"a": ["fine", 1, None]})), "the launch document")
 
 
-def test_the_ray_transport_cuts_overlong_lines_where_no_secret_straddles() -> None:
-    from rlaunch.cluster.ray.replica import _Lines
+def test_both_transports_cut_overlong_lines_where_no_secret_straddles() -> None:
+    from rlaunch.cluster.logs import LineBuffer  # the local supervisor's and the Ray replica's line splitter
     from rlaunch.secrets import Scrubber
 
     unit = "|filler|" + ENV_SECRET + "|" + SHAPED + "|"
     data = (unit * (600_000 // len(unit))).encode()
     scrubber = Scrubber([ENV_SECRET])
-    lines = _Lines(scrubber)
+    lines = LineBuffer(scrubber)
     pieces = [p for start in range(0, len(data), 65536) for p in lines.feed(data[start : start + 65536])]
     pieces += lines.close()
     assert len(pieces) > 5  # the line was cut several times
-    text = "\n".join(scrubber.text(p) for p in pieces)
+    text = "\n".join(scrubber.text(p.decode()) for p in pieces)
     assert ENV_SECRET[:10] not in text and SHAPED[:10] not in text and SHAPED[-10:] not in text
     assert text.count("<redacted>") == 2 * (600_000 // len(unit))

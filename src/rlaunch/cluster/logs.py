@@ -9,6 +9,10 @@ import collections
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from rlaunch.secrets import Scrubber
+
+MAX_LINE_BYTES = 64 * 1024  # a longer line reaches the log in pieces
+
 
 def rank_prefix(rank: int) -> str:
     """How every backend marks a replica's line in a job's combined log."""
@@ -53,3 +57,26 @@ class LogQuery:
         if tail is not None and tail < 0:
             raise ValueError(f"tail={tail} cannot be negative")
         return cls(pick=rank_filter(replica), follow=follow, tail=tail, finished=finished)
+
+
+class LineBuffer:
+    """Splits a replica's output stream into lines of bounded length. An overlong line is cut where
+    no secret straddles the cut, so a credential across a read boundary is still scrubbed whole."""
+
+    def __init__(self, scrubber: Scrubber) -> None:
+        self.partial = b""
+        self.scrubber = scrubber
+
+    def feed(self, data: bytes) -> list[bytes]:
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()
+        if len(self.partial) > MAX_LINE_BYTES:
+            cut = self.scrubber.safe_cut(self.partial)
+            lines.append(self.partial[:cut])
+            self.partial = self.partial[cut:]
+        return lines
+
+    def close(self) -> list[bytes]:
+        """What is left of an unterminated last line."""
+        rest, self.partial = self.partial, b""
+        return [rest] if rest else []

@@ -31,14 +31,13 @@ from rlaunch.cluster.lifecycle import Decision, GangLifecycle, Outcome
 from rlaunch.cluster.local.backend import LocalBackend
 from rlaunch.cluster.local.procs import process_identity, stop_groups
 from rlaunch.cluster.local.state import JobDir, write_json_atomic
-from rlaunch.cluster.logs import rank_prefix
+from rlaunch.cluster.logs import LineBuffer, rank_prefix
 from rlaunch.cluster.protocol import RANK_ENV, RENDEZVOUS_ENV, JobNotFoundError, JobState
 from rlaunch.secrets import Scrubber, secret_values
 from rlaunch.storage import utc_now
 
 POLL_SECONDS = 0.1
 DRAIN_SECONDS = 1.0
-MAX_LINE_BYTES = 64 * 1024
 START_FAILED_EXIT = 127  # what a shell reports for a command it could not run
 
 
@@ -50,7 +49,7 @@ class _Attempt:
     proc: subprocess.Popen[bytes] | None = None
     start_error: int | None = None
     log: IO[bytes] | None = None
-    partial: bytes = b""
+    lines: LineBuffer | None = None
 
 
 def _say(message: str) -> None:
@@ -148,6 +147,7 @@ class Supervisor:
     def _start(self, attempt: _Attempt) -> None:
         replica = self.gang.attempt_started(attempt.rank)
         attempt.log = open(self.job.attempt_log(attempt.rank, replica.attempts), "ab")
+        attempt.lines = LineBuffer(self.scrubber)
         env = {**self.env, RANK_ENV: str(attempt.rank), RENDEZVOUS_ENV: self.rendezvous}
         try:
             attempt.proc = subprocess.Popen(
@@ -203,15 +203,8 @@ class Supervisor:
             self._flush(attempt)
 
     def _output(self, attempt: _Attempt, data: bytes) -> None:
-        lines = (attempt.partial + data).split(b"\n")
-        attempt.partial = lines.pop()
-        if len(attempt.partial) > MAX_LINE_BYTES:
-            # An overlong line is written in pieces; the cut keeps a tail back and never splits a
-            # secret, so a credential that straddles a read boundary is still scrubbed whole.
-            cut = self.scrubber.safe_cut(attempt.partial)
-            lines.append(attempt.partial[:cut])
-            attempt.partial = attempt.partial[cut:]
-        for line in lines:
+        assert attempt.lines is not None
+        for line in attempt.lines.feed(data):
             self._write(attempt, line + b"\n")
 
     def _write(self, attempt: _Attempt, line: bytes) -> None:
@@ -226,9 +219,8 @@ class Supervisor:
         self.combined.flush()
 
     def _close_pipe(self, attempt: _Attempt) -> None:
-        if attempt.partial:
-            self._write(attempt, attempt.partial + b"\n")
-            attempt.partial = b""
+        for line in attempt.lines.close() if attempt.lines else []:
+            self._write(attempt, line + b"\n")
         assert attempt.proc is not None and attempt.proc.stdout is not None
         self.selector.unregister(attempt.proc.stdout)
         attempt.proc.stdout.close()

@@ -63,7 +63,6 @@ EXIT_CANCELLED = 75
 # -- log lines ----------------------------------------------------------------------------------
 NOTE_PREFIX = "[rlaunch] "  # what the driver itself says (retries, the outcome)
 OUTCOME_PREFIX = NOTE_PREFIX + "job "  # the driver's last line: "[rlaunch] job <state>: <message>"
-MAX_LINE_BYTES = 64 * 1024
 
 # -- internal KV (namespace "rlaunch" in the cluster's GCS) --------------------------------------
 KV_NAMESPACE = "rlaunch"

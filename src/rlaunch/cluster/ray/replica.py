@@ -27,8 +27,9 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from rlaunch.cluster.environment import replica_base
+from rlaunch.cluster.logs import LineBuffer
 from rlaunch.cluster.protocol import RANK_ENV, RENDEZVOUS_ENV
-from rlaunch.cluster.ray.common import DEVICE_VARIABLES, MAX_LINE_BYTES, NODE_ID_ENV, NODE_IP_ENV
+from rlaunch.cluster.ray.common import DEVICE_VARIABLES, NODE_ID_ENV, NODE_IP_ENV
 from rlaunch.secrets import Scrubber, secret_values
 
 KEEPER_MODULE = "rlaunch.cluster.ray.keeper"
@@ -78,26 +79,8 @@ def replica_cwd(uploaded: bool, hint: str | None) -> str:
     return os.getcwd()
 
 
-class _Lines:
-    """Splits a byte stream into lines (bounded length), decoded leniently. An overlong line is cut
-    where no secret straddles the cut, so the gang driver still scrubs each one whole."""
-
-    def __init__(self, scrubber: Scrubber) -> None:
-        self.partial = b""
-        self.scrubber = scrubber
-
-    def feed(self, data: bytes) -> list[str]:
-        chunks = (self.partial + data).split(b"\n")
-        self.partial = chunks.pop()
-        if len(self.partial) > MAX_LINE_BYTES:
-            cut = self.scrubber.safe_cut(self.partial)
-            chunks.append(self.partial[:cut])
-            self.partial = self.partial[cut:]
-        return [c.decode("utf-8", errors="replace") for c in chunks]
-
-    def close(self) -> list[str]:
-        rest, self.partial = self.partial, b""
-        return [rest.decode("utf-8", errors="replace")] if rest else []
+def _text(lines: list[bytes]) -> list[str]:
+    return [line.decode("utf-8", errors="replace") for line in lines]
 
 
 class _Keeper:
@@ -199,7 +182,7 @@ def run_attempt(
         selector = selectors.DefaultSelector()
         selector.register(keeper.output, selectors.EVENT_READ, "out")
         selector.register(keeper.status, selectors.EVENT_READ, "status")
-        lines = _Lines(Scrubber(secret_values(dict(env))))
+        lines = LineBuffer(Scrubber(secret_values(dict(env))))
         pending: list[str] = []
         last_flush = time.monotonic()
         announced = False
@@ -216,7 +199,7 @@ def run_attempt(
                     continue
                 data = os.read(keeper.output, 65536)
                 if data:
-                    pending.extend(lines.feed(data))
+                    pending.extend(_text(lines.feed(data)))
                 else:
                     output_open = False
                     selector.unregister(keeper.output)
@@ -234,7 +217,7 @@ def run_attempt(
                 yield ("out", pending)
                 pending, last_flush = [], time.monotonic()
         selector.close()
-        tail = lines.close()
+        tail = _text(lines.close())
         if pending or tail:
             yield ("out", pending + tail)
         finished = True
