@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 SHAPE_KEY = "_rlaunch"  # the generated base config's description of its own shape, not a SkyRL key
 PLUGINS_ENV = "RLAUNCH_RUNTIME_PLUGINS"
-_PROFILE_DIRS = {"trl-cpu": "trl_cpu", "fsdp": "fsdp", "megatron": "megatron"}
+_PROFILE_DIRS = {"trl-cpu": "trl_cpu", "fsdp": "fsdp", "fsdp-rehearsal": "fsdp_rehearsal", "megatron": "megatron"}
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _IGNORED = {"__pycache__", ".pytest_cache"}
 LAUNCHERS = ("python", "torchrun", "ray-driver")
@@ -98,6 +98,8 @@ class RuntimeProfile:
     capabilities: Capabilities
     description: str = ""
     known_defects: tuple[KnownDefect, ...] = ()
+    # A rehearsal runtime runs on logical GPUs until its first GPU-only import (rlaunch.task.rehearsal)
+    rehearsal: bool = False
 
     @property
     def lock_file(self) -> Path:
@@ -207,6 +209,7 @@ def load_profile(name: str, directory: str | os.PathLike[str]) -> RuntimeProfile
         capabilities=Capabilities(**caps),
         description=raw.get("description", ""),
         known_defects=_known_defects(directory, raw.get("known_defects")),
+        rehearsal=raw.get("rehearsal") is True,
     )
 
 
