@@ -26,17 +26,18 @@ REPO = Path(__file__).resolve().parents[2]
 FLASH_ATTN = "ModuleNotFoundError: No module named 'flash_attn'"
 DRIVER_OUTPUT = [
     "2026-12-01 | INFO | Infrastructure logs will be written to: /tmp/skyrl-logs/infra.log",
-    "2026-12-01 INFO worker.py:1 -- Connecting to existing Ray cluster at address: 127.0.0.1:6379...",
+    "2026-12-01 INFO worker.py:1683 -- Using address 127.0.0.1:6379 set in the environment variable RAY_ADDRESS",
+    "2026-12-01 INFO worker.py:2024 -- Connected to Ray cluster.",
     "(skyrl_entrypoint pid=1) INFO | dataset.py:63 - Total dataset size: 16",
     "ray.exceptions.RayTaskError(ModuleNotFoundError): ray::skyrl_entrypoint() (pid=1, ip=127.0.0.1)",
     f"  {FLASH_ATTN}",
 ]
 
 
-def entry(ranks: list[int | None], gpu: float = 1.0) -> dict[str, object]:
+def entry(ranks: list[int | None], gpu: float = 1.0, state: str = "CREATED") -> dict[str, object]:
     """A `ray_probe.py placement-groups` entry with one bundle per listed node rank."""
     bundles = [{"index": i, "rank": r, "resources": {"GPU": gpu, "CPU": 1.0}} for i, r in enumerate(ranks)]
-    return {"id": "ab" * 14, "name": "", "strategy": "PACK", "state": "CREATED", "bundles": bundles}
+    return {"id": "ab" * 14, "name": "", "strategy": "PACK", "state": state, "bundles": bundles}
 
 
 def test_a_missing_gpu_only_module_is_found_and_other_import_errors_are_not() -> None:
@@ -55,6 +56,7 @@ def test_the_placement_group_must_hold_logical_gpus_on_every_node() -> None:
     assert not rehearsal.spans_gang(spread, world=2, gpus_per_node=1)  # more than a node declares
     assert rehearsal.placed_group(entry([0, None])) is None  # not placed (or no longer)
     assert rehearsal.placed_group(entry([0, 1], gpu=0.0)) is None  # a CPU-only group is not the trainer's
+    assert rehearsal.placed_group(entry([0, 1], state="REMOVED")) is None  # placed once is not placed now
 
 
 def test_conclude_reports_the_milestones_and_refuses_other_ends() -> None:
@@ -68,7 +70,7 @@ def test_conclude_reports_the_milestones_and_refuses_other_ends() -> None:
     assert "rank 0: 2 GPU, rank 1: 2 GPU; spans every node" in text and "'flash_attn'" in text
     one_node = rehearsal.placed_group(entry([0, 0]))
     assert rehearsal.conclude("p", DRIVER_OUTPUT, one_node, world=2, gpus_per_node=2, seconds=1) is None
-    assert rehearsal.conclude("p", DRIVER_OUTPUT[:3], group, world=2, gpus_per_node=2, seconds=1) is None
+    assert rehearsal.conclude("p", DRIVER_OUTPUT[:4], group, world=2, gpus_per_node=2, seconds=1) is None
     assert rehearsal.conclude("p", DRIVER_OUTPUT, None, world=2, gpus_per_node=2, seconds=1) is None
 
 
@@ -94,7 +96,7 @@ def rehearsal_doc(tmp_path: Path) -> schema.SkyRLLaunchConfig:
     [
         ([1, 1, 0, 0], DRIVER_OUTPUT, REHEARSED),
         ([0, 0], DRIVER_OUTPUT, "failed"),  # the group never reached the second node
-        ([1, 1, 0, 0], DRIVER_OUTPUT[:3] + ["ValueError: boom"], "failed"),  # not a GPU-only import
+        ([1, 1, 0, 0], DRIVER_OUTPUT[:4] + ["ValueError: boom"], "failed"),  # not a GPU-only import
     ],
 )
 def test_the_head_ends_a_rehearsal_only_at_its_expected_stop(

@@ -16,7 +16,7 @@ import re
 import subprocess
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rlaunch.launch_config.rehearsal import Milestone, PlacedGroup, RehearsalReport
@@ -27,20 +27,32 @@ from rlaunch.task.ray_node import PROBE
 # rehearsal on logical GPUs can get.
 GPU_ONLY_MODULES = ("flash_attn", "vllm", "transformer_engine")
 _MISSING = re.compile(r"\b(?:ModuleNotFoundError|ImportError): No module named '([\w.]+)'")
-# What SkyRL 0.4.0's driver prints at each step of `main_base` (the first match is the evidence).
-MILESTONES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("config validated", re.compile(r"Infrastructure logs will be written to|Connecting to existing Ray cluster")),
-    ("attached to the gang's Ray cluster", re.compile(r"Connecting to existing Ray cluster at address: \S+")),
-    ("data loaded", re.compile(r"(?:Total|Filtered) dataset size: \d+")),
+# What SkyRL 0.4.0's driver prints at each step of `main_base`, patterns in order of preference
+# (the first line matching the first pattern that matches at all is the evidence). `validate_cfg`
+# runs before `initialize_ray`, so a line of the latter shows the config passed.
+MILESTONES: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = (
+    (
+        "config validated",
+        (re.compile(r"Infrastructure logs will be written to"), re.compile(r"Connected to Ray cluster")),
+    ),
+    (
+        "attached to the gang's Ray cluster",
+        (
+            re.compile(r"Using address \S+ set in the environment variable RAY_ADDRESS"),
+            re.compile(r"Connected to Ray cluster"),
+        ),
+    ),
+    ("data loaded", (re.compile(r"Total dataset size: \d+"),)),
 )
 PLACED = "placement group created across the gang"
 TAIL_LINES = 4000
 POLL_SECONDS = 1.0
 
 
-def missing_gpu_module(lines: Iterable[str]) -> tuple[str, str] | None:
-    """(module, line) of the first import error naming a GPU-only module, else None."""
-    for line in lines:
+def missing_gpu_module(lines: Sequence[str]) -> tuple[str, str] | None:
+    """(module, line) of the last import error naming a GPU-only module (the one the driver died
+    of; warnings about optional imports come earlier), else None."""
+    for line in reversed(lines):
         match = _MISSING.search(line)
         if match and match.group(1).split(".")[0] in GPU_ONLY_MODULES:
             return match.group(1).split(".")[0], line.strip()
@@ -50,8 +62,9 @@ def missing_gpu_module(lines: Iterable[str]) -> tuple[str, str] | None:
 def milestones(lines: Sequence[str], group: PlacedGroup | None, spans: bool) -> tuple[Milestone, ...]:
     """Each step of the driver: reached (with the line that shows it) or not seen."""
     out = []
-    for name, pattern in MILESTONES:
-        hit = next((line.strip() for line in lines if pattern.search(line)), None)
+    for name, patterns in MILESTONES:
+        hits = (next((line.strip() for line in lines if p.search(line)), None) for p in patterns)
+        hit = next((h for h in hits if h is not None), None)
         out.append(Milestone(name, hit is not None, hit or "not seen in the driver's output"))
     if group is None:
         out.append(Milestone(PLACED, False, "no placement group with GPU bundles appeared in Ray's table"))
@@ -62,7 +75,10 @@ def milestones(lines: Sequence[str], group: PlacedGroup | None, spans: bool) -> 
 
 
 def placed_group(entry: Mapping[str, Any]) -> PlacedGroup | None:
-    """A `ray_probe.py placement-groups` entry as GPUs per rank; None unless it asks for GPUs and is placed."""
+    """A `ray_probe.py placement-groups` entry as GPUs per rank; None unless it asks for GPUs and is
+    placed (state CREATED: a removed group may still name the nodes it was on)."""
+    if entry.get("state") != "CREATED":
+        return None
     gpus: dict[int, float] = {}
     bundles = 0
     for bundle in entry.get("bundles", []):
