@@ -28,9 +28,11 @@ DRIVER_OUTPUT = [
     "2026-12-01 | INFO | Infrastructure logs will be written to: /tmp/skyrl-logs/infra.log",
     "2026-12-01 INFO worker.py:1683 -- Using address 127.0.0.1:6379 set in the environment variable RAY_ADDRESS",
     "2026-12-01 INFO worker.py:2024 -- Connected to Ray cluster.",
-    "(skyrl_entrypoint pid=1) INFO | dataset.py:63 - Total dataset size: 16",
+    "\x1b[36m(skyrl_entrypoint pid=1)\x1b[0m INFO | dataset.py:63 - Total dataset size: 16",
     "ray.exceptions.RayTaskError(ModuleNotFoundError): ray::skyrl_entrypoint() (pid=1, ip=127.0.0.1)",
-    f"  {FLASH_ATTN}",
+    '  File "/venv/lib/python3.12/site-packages/skyrl/workers/model_wrapper.py", line 13, in <module>',
+    "    from flash_attn.bert_padding import pad_input, unpad_input",
+    f"{FLASH_ATTN}",
 ]
 
 
@@ -41,7 +43,8 @@ def entry(ranks: list[int | None], gpu: float = 1.0, state: str = "CREATED") -> 
 
 
 def test_a_missing_gpu_only_module_is_found_and_other_import_errors_are_not() -> None:
-    assert rehearsal.missing_gpu_module(DRIVER_OUTPUT) == ("flash_attn", FLASH_ATTN)
+    where = "skyrl/workers/model_wrapper.py:13: from flash_attn.bert_padding import pad_input, unpad_input"
+    assert rehearsal.missing_gpu_module(DRIVER_OUTPUT) == ("flash_attn", FLASH_ATTN, where)
     assert rehearsal.missing_gpu_module(["ImportError: No module named 'vllm.entrypoints'"])[0] == "vllm"  # type: ignore[index]
     assert rehearsal.missing_gpu_module(["ModuleNotFoundError: No module named 'pyarrow'"]) is None
     assert rehearsal.missing_gpu_module(["ValueError: Invalid fields {'async_engine'}"]) is None
@@ -61,13 +64,17 @@ def test_the_placement_group_must_hold_logical_gpus_on_every_node() -> None:
 
 def test_conclude_reports_the_milestones_and_refuses_other_ends() -> None:
     group = rehearsal.placed_group(entry([1, 1, 0, 0]))
-    report = rehearsal.conclude("fsdp-rehearsal", DRIVER_OUTPUT, group, world=2, gpus_per_node=2, seconds=389.2)
+    tail = rehearsal.OutputTail()
+    for line in DRIVER_OUTPUT:
+        tail(line)
+    report = rehearsal.conclude("fsdp-rehearsal", list(tail.lines), group, world=2, gpus_per_node=2, seconds=389.2)
     assert report is not None and report.missing_module == "flash_attn" and report.spans_nodes
     assert [m.reached for m in report.milestones] == [True, True, True, True]
     assert RehearsalReport.from_json(json.loads(json.dumps(report.to_json()))) == report
     text = render(report)
     assert "[ok] data loaded: (skyrl_entrypoint pid=1) INFO | dataset.py:63 - Total dataset size: 16" in text
     assert "rank 0: 2 GPU, rank 1: 2 GPU; spans every node" in text and "'flash_attn'" in text
+    assert "at skyrl/workers/model_wrapper.py:13: from flash_attn.bert_padding" in text
     one_node = rehearsal.placed_group(entry([0, 0]))
     assert rehearsal.conclude("p", DRIVER_OUTPUT, one_node, world=2, gpus_per_node=2, seconds=1) is None
     assert rehearsal.conclude("p", DRIVER_OUTPUT[:4], group, world=2, gpus_per_node=2, seconds=1) is None

@@ -45,6 +45,7 @@ class RehearsalReport:
     spans_nodes: bool  # the group holds logical GPUs on every node of the gang
     missing_module: str  # the GPU-only module whose import ended the rehearsal
     stop: str  # the driver's line naming it
+    where: str  # the traceback's innermost frame: "package/file.py:13: the import"
     driver_seconds: float
     written_at: str
 
@@ -65,6 +66,7 @@ class RehearsalReport:
             spans_nodes=bool(data["spans_nodes"]),
             missing_module=data["missing_module"],
             stop=data["stop"],
+            where=data.get("where", ""),
             driver_seconds=float(data["driver_seconds"]),
             written_at=data["written_at"],
         )
@@ -97,4 +99,6 @@ def render(report: RehearsalReport) -> str:
     lines.append(
         f"  stopped after {report.driver_seconds:.0f}s at the GPU-only module {report.missing_module!r}: {report.stop}"
     )
+    if report.where:
+        lines.append(f"    at {report.where}")
     return "\n".join(lines)

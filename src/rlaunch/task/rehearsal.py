@@ -27,6 +27,8 @@ from rlaunch.task.ray_node import PROBE
 # rehearsal on logical GPUs can get.
 GPU_ONLY_MODULES = ("flash_attn", "vllm", "transformer_engine")
 _MISSING = re.compile(r"\b(?:ModuleNotFoundError|ImportError): No module named '([\w.]+)'")
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # What SkyRL 0.4.0's driver prints at each step of `main_base`, patterns in order of preference
 # (the first line matching the first pattern that matches at all is the evidence). `validate_cfg`
 # runs before `initialize_ray`, so a line of the latter shows the config passed.
@@ -49,14 +51,34 @@ TAIL_LINES = 4000
 POLL_SECONDS = 1.0
 
 
-def missing_gpu_module(lines: Sequence[str]) -> tuple[str, str] | None:
-    """(module, line) of the last import error naming a GPU-only module (the one the driver died
-    of; warnings about optional imports come earlier), else None."""
-    for line in reversed(lines):
-        match = _MISSING.search(line)
+def missing_gpu_module(lines: Sequence[str]) -> tuple[str, str, str] | None:
+    """(module, line, where) of the last import error naming a GPU-only module (the one the driver
+    died of; warnings about optional imports come earlier), else None. `where` is the traceback's
+    innermost frame ("package/file.py:13: import statement"), or "" when there is none."""
+    for index in range(len(lines) - 1, -1, -1):
+        match = _MISSING.search(lines[index])
         if match and match.group(1).split(".")[0] in GPU_ONLY_MODULES:
-            return match.group(1).split(".")[0], line.strip()
+            return match.group(1).split(".")[0], lines[index].strip(), _innermost_frame(lines[:index])
     return None
+
+
+def _innermost_frame(lines: Sequence[str]) -> str:
+    for index in range(len(lines) - 1, max(-1, len(lines) - 8), -1):
+        frame = _FRAME.search(lines[index])
+        if frame:
+            code = lines[index + 1].strip() if index + 1 < len(lines) else ""
+            return f"{frame.group(1).rpartition('site-packages/')[2]}:{frame.group(2)}: {code}"
+    return ""
+
+
+class OutputTail:
+    """The driver's last lines, without terminal colour codes (what the report's evidence is read from)."""
+
+    def __init__(self, size: int = TAIL_LINES):
+        self.lines: deque[str] = deque(maxlen=size)
+
+    def __call__(self, line: str) -> None:
+        self.lines.append(_ANSI.sub("", line))
 
 
 def milestones(lines: Sequence[str], group: PlacedGroup | None, spans: bool) -> tuple[Milestone, ...]:
@@ -140,16 +162,6 @@ class PlacementWatcher:
         return self.best
 
 
-class OutputTail:
-    """The driver's last lines (what the report's evidence is read from)."""
-
-    def __init__(self, size: int = TAIL_LINES):
-        self.lines: deque[str] = deque(maxlen=size)
-
-    def __call__(self, line: str) -> None:
-        self.lines.append(line)
-
-
 def conclude(
     profile: str, lines: Sequence[str], group: PlacedGroup | None, *, world: int, gpus_per_node: int, seconds: float
 ) -> RehearsalReport | None:
@@ -164,6 +176,7 @@ def conclude(
         spans_nodes=True,
         missing_module=stop[0],
         stop=stop[1],
+        where=stop[2],
         driver_seconds=round(seconds, 1),
         written_at=utc_now(),
     )
