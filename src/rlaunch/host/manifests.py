@@ -13,12 +13,12 @@ from typing import Any
 
 from rlaunch import storage
 from rlaunch.launch_config.layout import attempt_manifest
+from rlaunch.launch_config.rehearsal import REHEARSED
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.secrets import scrub_tree
 from rlaunch.storage import utc_now
 
 PREPARED, SUBMITTED, SUCCEEDED, FAILED = "prepared", "submitted", "succeeded", "failed"
-REHEARSED = "rehearsed"  # rlaunch.launch_config.rehearsal
 
 
 @dataclass
