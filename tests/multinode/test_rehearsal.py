@@ -21,6 +21,7 @@ from rlaunch.runtimes.registry import get_profile
 from rlaunch.task import ray_gang, rehearsal
 from rlaunch.task.ray_gang import DriverResult
 from tests.launch_config.documents import rendered_document
+from tests.launching import Launcher
 
 REPO = Path(__file__).resolve().parents[2]
 FLASH_ATTN = "ModuleNotFoundError: No module named 'flash_attn'"
@@ -146,3 +147,11 @@ def test_the_rehearsal_runtime_is_the_fsdp_runtime_on_the_contract_lock() -> Non
     contract = REPO / "tests" / "contract" / "skyrl" / "lock.txt"
     assert rehearse.lock_file.read_bytes() == contract.read_bytes()  # the builder reuses the contract venv
     assert venv_key(rehearse) == hashlib.sha256(contract.read_bytes()).hexdigest()[:16]
+
+
+def test_the_rehearsal_experiment_plans_a_2_by_2_gpu_gang_that_the_preflight_accepts(tmp_path: Path) -> None:
+    done = Launcher(tmp_path / "prefix", {}).run("-m", "experiments.rehearsal", "--version", "2026.11.30")
+    assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
+    out = done.stdout + done.stderr
+    assert "rehearsal/rl@2026.11.30" in out and "fsdp-rehearsal" in out
+    assert "policy 4, rollout 4 (shared with policy)" in out  # colocated on both nodes' 2 logical GPUs
