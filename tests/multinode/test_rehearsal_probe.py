@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import pytest
 
 from rlaunch.task import rehearsal
 from rlaunch.task.ray_node import NodeSpec, RayNode
+from tests.multinode.test_ray_gang import free_port
 
 pytestmark = [
     pytest.mark.multinode,
@@ -33,12 +33,6 @@ ray.get(group.ready(), timeout=60)
 print("placed", flush=True)
 time.sleep(120)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_the_watcher_sees_a_group_placed_across_both_nodes() -> None:
