@@ -85,8 +85,7 @@ def stage(uri: str, identity: str, target: str, progress: Callable[[str], None],
             raise StagingError(f"{uri} lacks files its artifact record lists: {missing}")
         with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as handle:
             json.dump({"uri": uri, "identity": identity, "files": len(files), "bytes": total}, handle)
-        remove_inside(root, target)
-        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        remove_inside(root, target)  # its parent exists: the temporary copy was made beside it
         os.rename(tmp, target)
     finally:
         remove_inside(root, tmp)

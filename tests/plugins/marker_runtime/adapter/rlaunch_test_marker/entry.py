@@ -68,6 +68,8 @@ def run(skyrl: dict) -> int:
         "data": _get(skyrl, "data.train_data"),
         "env_names": sorted(os.environ),
         "credential_sha256": credentials,
+        "cwd": os.getcwd(),
+        "task_dir": os.environ.get("RLAUNCH_TASK_DIR"),
     })  # fmt: skip
     if scenario == "no_steps":
         time.sleep(1.0)
