@@ -8,6 +8,7 @@ from typing import Any
 
 from experiments import rl_plan_example
 from rlaunch.artifacts import ArtifactStep, Directory, StepContext
+from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.host.compose import compose_document
 from rlaunch.launch_config import schema
 from rlaunch.skyrl import (
@@ -97,10 +98,16 @@ def step_for(name: str, runtime: str, recipe: str, plan: SkyRLRolePlan, num_node
     return skyrl_step(spec, execution, export_hf=True)
 
 
+def _in_build_context(build: Any) -> Any:
+    """Build an experiment's graph as its main does (`--version DAY`)."""
+    with build_context(BuildContext(VersionCodex(default=DAY))):
+        return build()
+
+
 def experiment_steps() -> dict[str, ArtifactStep[Any]]:
     """Every shape rlaunch's experiments produce for the SkyRL runtimes."""
     return {
-        "rl_plan_example-64gpu": rl_plan_example.rl_step(False),
+        "rl_plan_example-64gpu": _in_build_context(lambda: rl_plan_example.rl_step(False)),
         "fsdp-smoke": step_for("fsdp-smoke", "fsdp", SMOKE_RECIPE, _plan(), 1, 2),
         "megatron-smoke": step_for(
             "megatron-smoke",

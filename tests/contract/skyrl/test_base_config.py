@@ -28,7 +28,7 @@ def test_every_skyrl_leaf_is_a_key_of_the_base_config() -> None:
     stops = profile.base_shape.stops
     ours = {path for path, _ in leaves(profile.base_config(), stop=stops)}
     theirs = {path for path, _ in leaves(dataclasses.asdict(SkyRLTrainConfig()), stop=stops)}
-    assert ours == theirs and len(ours) > 400
+    assert ours == theirs and len(ours) > 350  # 416 leaves in asdict(); free-form mappings count once here
 
 
 def test_keys_skyrl_has_compose_and_unknown_ones_are_refused() -> None:

@@ -1,6 +1,6 @@
 """Differential test: rlaunch's `check_plan` against SkyRL 0.4.0's real `validate_cfg`.
 
-Plans are drawn at random (hypothesis, derandomized: the same >= 500 plans every run) over the
+Plans are drawn at random (hypothesis, derandomized: the same 500 plans every run) over the
 topology, the role plan and recipe knobs (the policy's and the reference model's own parallelism,
 KL settings, strategy, entrypoint, algorithm). For each, the recipe is rendered and composed as
 rlaunch would launch it, turned into the adapter's dotlist, parsed by
@@ -31,7 +31,7 @@ from rlaunch.skyrl.role_plan import SkyRLRolePlan, SkyRLTopology
 
 pytestmark = pytest.mark.skyrl
 RULES_DOC = Path(__file__).resolve().parents[3] / "src" / "rlaunch" / "skyrl" / "preflight" / "LAUNCHER_RULES.md"
-EXAMPLES = 600
+EXAMPLES = 500
 SEEN: dict[str, int] = {"skyrl_refused": 0, "both_accept": 0, "launcher_only": 0, "plans": 0}
 
 
@@ -48,17 +48,24 @@ def plans(draw: st.DrawFn) -> dict[str, Any]:
     gpus = draw(st.sampled_from([1, 2, 4, 8]))
     colocate = draw(st.booleans())
     tp, pp, dp = draw(small), draw(st.sampled_from([1, 2])), draw(small)
+    policy_nodes = draw(st.integers(1, 3))
+    engine_gpus = tp * pp * dp
+    engines = (
+        max(1, policy_nodes * gpus // engine_gpus) if colocate and draw(st.booleans()) else draw(st.integers(1, 8))
+    )
+    train = draw(st.sampled_from([1, 2, 4, 6, 8, 16, 32, 64]))
+    mini = draw(st.sampled_from([d for d in (1, 2, 4, 8, 16, 32) if train % d == 0] + [3, 16]))
     plan = dict(
         colocate_all=colocate,
-        policy_num_nodes=draw(st.integers(1, 3)),
+        policy_num_nodes=policy_nodes,
         policy_num_gpus_per_node=gpus,
-        num_inference_engines=draw(st.integers(1, 8)),
+        num_inference_engines=engines,
         inference_engine_tensor_parallel_size=tp,
         inference_engine_pipeline_parallel_size=pp,
         inference_engine_data_parallel_size=dp,
-        inference_engine_expert_parallel_size=draw(st.sampled_from([1, 1, tp * dp, 2])),
-        train_batch_size=draw(st.sampled_from([1, 2, 4, 6, 8, 16, 32, 64])),
-        policy_mini_batch_size=draw(st.sampled_from([1, 2, 4, 8, 16, 32])),
+        inference_engine_expert_parallel_size=draw(st.sampled_from([1, 1, 1, 1, tp * dp, 2])),
+        train_batch_size=train,
+        policy_mini_batch_size=mini,
         micro_train_batch_size_per_gpu=draw(st.sampled_from([1, 2, 3, 4])),
         n_samples_per_prompt=draw(st.sampled_from([1, 2, 4, 5, 8])),
     )
@@ -72,9 +79,9 @@ def plans(draw: st.DrawFn) -> dict[str, Any]:
             "hf_save_interval": -1,
             "resume_mode": "latest",
             "algorithm": {
-                "advantage_estimator": draw(st.sampled_from(["grpo", "grpo", "rloo", "gae"])),
+                "advantage_estimator": draw(st.sampled_from(["grpo"] * 6 + ["rloo", "gae"])),
                 "use_kl_loss": draw(st.booleans()),
-                "use_kl_in_reward": draw(st.sampled_from([False, False, True])),
+                "use_kl_in_reward": draw(st.sampled_from([False] * 5 + [True])),
                 "policy_loss_type": draw(st.sampled_from(["regular", "regular", "dual_clip", "rollout_is"])),
             },
             "micro_forward_batch_size_per_gpu": draw(st.sampled_from([1, 2, 4])),
@@ -96,7 +103,8 @@ def plans(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         recipe["entrypoint"] = "fully_async"
         recipe["trainer"]["fully_async"] = {"num_parallel_generation_workers": draw(st.sampled_from([8, 32, 128]))}
-    nodes = draw(st.integers(1, 6))
+    rollout_nodes = 0 if colocate else -(-engines * engine_gpus // gpus)
+    nodes = policy_nodes + rollout_nodes if draw(st.booleans()) else draw(st.integers(1, 6))
     return {"plan": plan, "recipe": recipe, "strategy": strategy, "nodes": nodes, "gpus": gpus}
 
 
@@ -115,16 +123,32 @@ def rlaunch_verdict(case: dict[str, Any]) -> tuple[list[str], dict[str, Any] | N
     return codes, (None if problems else composed)
 
 
-def skyrl_refusal(composed: dict[str, Any]) -> str | None:
+def changed(tree: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """The part of `tree` that differs from `base`: SkyRL gets the rest from the same defaults
+    (test_base_config proves the base config is SkyRL's own), and its OmegaConf parse of a full
+    400-leaf dotlist costs about a second, too slow for hundreds of plans."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        default = base.get(key, object())
+        if isinstance(value, dict) and isinstance(default, dict) and value:
+            sub = changed(value, default)
+            if sub:
+                out[key] = sub
+        elif value != default or type(value) is not type(default):
+            out[key] = value
+    return out
+
+
+def skyrl_refusal(composed: dict[str, Any], strategy: str) -> str | None:
     from rlaunch_skyrl.driver import config
 
-    tree = yaml.safe_load(yaml.safe_dump(composed))
+    tree = changed(yaml.safe_load(yaml.safe_dump(composed)), get_profile(strategy).base_config())
     for key, value in (("trainer.policy.model.path", "/models/m"), ("trainer.ref.model.path", "/models/m"),
                        ("data.train_data", ["/data/train.parquet"]), ("data.val_data", [])):  # fmt: skip
         set_path(tree, key, value)
     try:
         config({"skyrl": tree, "run": {"export_hf": False}})
-    except (AssertionError, ValueError, TypeError, KeyError, NotImplementedError) as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure of parse or validate_cfg is a refusal (even ZeroDivisionError)
         return f"{type(exc).__name__}: {exc}"[:300]
     return None
 
@@ -137,7 +161,7 @@ def test_skyrl_never_refuses_what_check_plan_accepts(case: dict[str, Any]) -> No
     if composed is None:
         assert codes, f"rlaunch could not compose the recipe yet reported nothing: {case}"
         return
-    refusal = skyrl_refusal(composed)
+    refusal = skyrl_refusal(composed, case["strategy"])
     if refusal is not None:
         SEEN["skyrl_refused"] += 1
         assert codes, f"MISS: SkyRL's validate_cfg refuses ({refusal}) a plan check_plan accepts: {case}"
