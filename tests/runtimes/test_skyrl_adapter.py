@@ -82,6 +82,8 @@ def test_guard_refuses_checkpoints_of_another_run_fingerprint(tmp_path: Path) ->
     with pytest.raises(ForeignCheckpointError, match="run fingerprint ffffffffffffffff"):
         guard(str(tmp_path), "latest", "a" * 64, [], fingerprint="e" * 64)
     guard(str(tmp_path), "latest", "a" * 64, ["f" * 64], fingerprint="e" * 64)  # declared compatible
+
+
 def test_export_hf_asks_skyrl_for_an_hf_export_of_the_final_step() -> None:
     from rlaunch_skyrl.dotlist import NO_INTERVAL, trainer_tree
 

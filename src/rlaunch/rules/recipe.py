@@ -56,7 +56,7 @@ EXPLICIT_KEYS = {
     "trainer.resume_mode": ("explicit.resume_mode", "whether a relaunch resumes (latest) or starts over (none)"),
     "trainer.hf_save_interval": (
         "explicit.export_policy",
-        "the HF export cadence (SkyRL exports every N steps, at epoch ends and the final step; -1: none during training, and export_hf=True still exports the final step)",
+        "the HF export policy (SkyRL exports every N steps, at epoch ends and the final step; -1: none during training, and export_hf=True still exports the final step)",
     ),
     "trainer.max_prompt_length": ("explicit.token_budget", "the request token budget"),
     "generator.sampling_params.max_generate_length": ("explicit.token_budget", "the response token budget"),
