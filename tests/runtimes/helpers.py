@@ -50,6 +50,7 @@ def small_recipe(assets: dict[str, Any], root: Path, **overrides: Any) -> dict[s
     """1 slot, colocated, 1 engine, TP=PP=DP=EP=1; 4 prompts x 4 samples; 4 steps."""
     base = {
         "data.train_data": [str(assets["data"])],
+        "data.val_data": [],  # the host injects the document's validation data (none here)
         "trainer.policy.model.path": str(assets["model"]),
         "trainer.placement.colocate_all": True,
         "trainer.placement.policy_num_nodes": 1,

@@ -1,6 +1,6 @@
 """The composed launch documents rlaunch produces for its experiments' shapes, exactly as the task
 hands them to the SkyRL adapter: experiment side (spec -> skyrl_step -> build_config), then the
-launch host's composition (`compose_document`)."""
+launch host's validation and composition (`validate_document`, `compose_document`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from experiments import rl_plan_example
 from rlaunch.artifacts import ArtifactStep, Directory, StepContext
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.host.compose import compose_document
+from rlaunch.host.validate import validate_document
 from rlaunch.launch_config import schema
 from rlaunch.skyrl import (
     ArtifactDataSource,
@@ -142,4 +143,5 @@ def experiment_steps() -> dict[str, ArtifactStep[Any]]:
 def composed_document(step: ArtifactStep[Any], prefix: str) -> dict[str, Any]:
     """The host-resolved document (every SkyRL key explicit, canonical values injected)."""
     document = step.build_config(StepContext.for_run(step, prefix))["launch_document"]
-    return compose_document(schema.from_dict(document)).to_dict()
+    doc = schema.from_dict(document)
+    return compose_document(doc, validate_document(doc)).to_dict()

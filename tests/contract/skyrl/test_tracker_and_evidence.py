@@ -46,6 +46,7 @@ def test_callbacks_write_what_verify_smoke_reads(tmp_path: Path) -> None:
     from skyrl.train.config import SkyRLTrainConfig
     from skyrl.train.utils.callbacks import CallbackHandler, CallbackInput, TrainingControl
 
+    from rlaunch.launch_config import schema
     from rlaunch.observe import collect
 
     model = tmp_path / "task" / "models" / "m"
@@ -78,8 +79,11 @@ def test_callbacks_write_what_verify_smoke_reads(tmp_path: Path) -> None:
     (export / "model.safetensors").write_bytes(b"w")
     fire("on_train_end", 2)
 
-    doc = {"skyrl": {"trainer": {"policy": {"model": {"path": str(model)}}, "max_training_steps": 2}},
-           "artifacts": {"checkpoint_root": str(ckpts)}}  # fmt: skip
+    composed = composed_document(experiment_steps()["fsdp-smoke"], str(tmp_path / "prefix"))
+    composed["skyrl"]["trainer"]["policy"]["model"]["path"] = str(model)
+    composed["skyrl"]["trainer"]["max_training_steps"] = 2
+    composed["artifacts"]["checkpoint_root"] = str(ckpts)
+    doc = schema.from_dict(composed)
     loaded = collect._model(doc, str(attempt))
     assert loaded.recorded and loaded.loaded_path == str(model.resolve()) and loaded.identity == "models/m@1:abc"
     assert loaded.weight_files == {"model.safetensors": __import__("hashlib").sha256(b"weights").hexdigest()}
