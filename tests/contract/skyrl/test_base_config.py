@@ -4,6 +4,7 @@ SkyRL's keys."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.skyrl
 def test_committed_base_config_equals_the_installed_package_dump() -> None:
     from rlaunch_skyrl.base_config import dump
 
-    committed = get_profile("fsdp").base_config_file.read_text(encoding="utf-8")
+    committed = Path(get_profile("fsdp").base_config_file).read_text(encoding="utf-8")
     assert committed == dump(), "regenerate it: python -m scripts.skyrl_regen base-config"
 
 
