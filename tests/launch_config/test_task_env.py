@@ -55,3 +55,24 @@ def test_the_document_carries_the_task_env_to_every_replica(tmp_path, monkeypatc
     doc = schema.from_dict(data)
     spec = child_job_spec(doc, "file:///doc.yaml", None)
     assert spec.env["NCCL_DEBUG"] == "INFO"
+
+
+def test_rendering_puts_fixed_and_passed_through_values_in_the_document_not_the_identity(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+
+    from rlaunch.artifacts import StepContext
+    from rlaunch.skyrl import skyrl_step
+
+    from .documents import rl_step
+
+    monkeypatch.setenv("NCCL_IB_HCA", "mlx5")
+    monkeypatch.setenv("NCCL_SECRET_TOKEN", "never-forwarded-123")
+    base = rl_step()
+    execution = dataclasses.replace(base.execution, task_env={"NCCL_DEBUG": "INFO"}, env_passthrough=("NCCL_*",))
+    step = skyrl_step(base.spec, execution, export_hf=True)
+    doc = step.build_config(StepContext.for_run(step, str(tmp_path)))["launch_document"]
+    assert doc["cluster"]["task_env"] == {"NCCL_DEBUG": "INFO", "NCCL_IB_HCA": "mlx5"}
+    fingerprint = step.build_config(StepContext.for_fingerprint(step))
+    assert fingerprint == base.build_config(StepContext.for_fingerprint(base))
