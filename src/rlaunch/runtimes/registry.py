@@ -15,12 +15,13 @@ import functools
 import importlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from rlaunch.errors import UserError
 from rlaunch.launch_config.recipe import BaseConfigShape, RecipeProblem, compose, leaves
+from rlaunch.launch_config.task_env import check_task_env
 from rlaunch.runtimes import parsed
 from rlaunch.runtimes.defects import KnownDefect, locked_versions
 
@@ -100,6 +101,10 @@ class RuntimeProfile:
     known_defects: tuple[KnownDefect, ...] = ()
     # A rehearsal runtime runs on logical GPUs until its first GPU-only import (rlaunch.task.rehearsal)
     rehearsal: bool = False
+    task_env: Mapping[str, str] = field(
+        default_factory=dict
+    )  # fixed variables for the trainer (launch_config.task_env)
+    env_passthrough: tuple[str, ...] = ()  # names / PREFIX* patterns copied from the submitting environment
 
     @property
     def lock_file(self) -> Path:
@@ -191,6 +196,9 @@ def load_profile(name: str, directory: str | os.PathLike[str]) -> RuntimeProfile
         raise ValueError(
             f"runtime {name!r}: launcher={launcher!r} in {os.path.join(directory, 'profile.yaml')}; choose one of {LAUNCHERS}"
         )
+    task_env, passthrough = check_task_env(
+        f"runtime profile {name!r}", raw.get("task_env") or {}, raw.get("env_passthrough") or ()
+    )
     if "honoured_keys" in caps and caps["honoured_keys"] is not None:
         caps["honoured_keys"] = tuple(caps["honoured_keys"])
     return RuntimeProfile(
@@ -210,6 +218,8 @@ def load_profile(name: str, directory: str | os.PathLike[str]) -> RuntimeProfile
         description=raw.get("description", ""),
         known_defects=_known_defects(directory, raw.get("known_defects")),
         rehearsal=raw.get("rehearsal") is True,
+        task_env=MappingProxyType(task_env),
+        env_passthrough=passthrough,
     )
 
 
