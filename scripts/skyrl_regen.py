@@ -10,9 +10,11 @@ or pyenv's 3.12.*).
 `python3.12 -m pip install --dry-run --ignore-installed --report` (pip's resolver, for the
 interpreter's platform: linux x86_64, CPython 3.12); nothing is installed. The lock pins every
 package of the resolved environment (`name==version`), so a runtime's source digest, which hashes
-its lock, changes whenever anything in the environment would. Packages that exist only as sdists
-needing CUDA to build (flash-attn, ...) are resolved with `--no-build-isolation` metadata hooks
-skipped where their build scripts allow it (the `*_SKIP_CUDA_BUILD` switches below).
+its lock, changes whenever anything in the environment would. The GPU locks (fsdp, megatron)
+include sdists whose build scripts import torch just to report their metadata (flash-attn,
+causal-conv1d, ...): they are resolved with the contract tier's venv (which has torch and the
+build tools) and `--no-build-isolation`, with their `*_SKIP_CUDA_BUILD` switches set, so no CUDA
+toolkit is needed to resolve them.
 
 `base-config`: builds (or reuses) the contract tier's venv (tests/contract/skyrl/lock.txt) and
 runs `python -m rlaunch_skyrl.base_config` in it, writing the dump into `runtimes/base_configs/`.
@@ -53,11 +55,12 @@ def python312() -> str:
     return found.path
 
 
-def resolve(python: str, requirements: Path) -> list[tuple[str, str]]:
+def resolve(python: str, requirements: Path, *, no_build_isolation: bool = False) -> list[tuple[str, str]]:
     """(name, version) of every package pip's resolver installs for `requirements`, sorted by name."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         argv = [python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report)]
+        argv += ["--no-build-isolation"] if no_build_isolation else []
         argv += ["-r", str(requirements)]
         proc = subprocess.run(argv, env={**os.environ, **SKIP_CUDA_BUILD}, text=True, capture_output=True)
         if proc.returncode != 0:
@@ -73,6 +76,8 @@ def pins_from_report(report: dict) -> list[tuple[str, str]]:
 
 def write_lock(name: str, python: str, pins: list[tuple[str, str]] | None = None) -> Path:
     directory = LOCKS[name]
+    if pins is None and name != "contract":
+        pins = resolve(contract_venv(python), directory / "requirements.in", no_build_isolation=True)
     pins = pins if pins is not None else resolve(python, directory / "requirements.in")
     version = subprocess.run(
         [python, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True
@@ -88,12 +93,17 @@ def write_lock(name: str, python: str, pins: list[tuple[str, str]] | None = None
     return lock
 
 
-def write_base_config(python: str) -> Path:
+def contract_venv(python: str) -> str:
+    """The contract tier's venv python (skyrl 0.4.0 and its CPU stack), built on first use."""
     sys.path.insert(0, str(REPO))
     from tests.contract.skyrl_tier import SKYRL_TIER
     from tests.py312_tier import tier_environment
 
-    venv_python = tier_environment(SKYRL_TIER, python)
+    return tier_environment(SKYRL_TIER, python)
+
+
+def write_base_config(python: str) -> Path:
+    venv_python = contract_venv(python)
     adapter = REPO / "src" / "rlaunch" / "runtimes" / "adapters" / "skyrl"
     out = subprocess.run(
         [venv_python, "-m", "rlaunch_skyrl.base_config"],

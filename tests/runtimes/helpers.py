@@ -50,6 +50,7 @@ def small_recipe(assets: dict[str, Any], root: Path, **overrides: Any) -> dict[s
     """1 slot, colocated, 1 engine, TP=PP=DP=EP=1; 4 prompts x 4 samples; 4 steps."""
     base = {
         "data.train_data": [str(assets["data"])],
+        "data.val_data": [],  # the host injects the document's validation data (none here)
         "trainer.policy.model.path": str(assets["model"]),
         "trainer.placement.colocate_all": True,
         "trainer.placement.policy_num_nodes": 1,
@@ -72,7 +73,6 @@ def small_recipe(assets: dict[str, Any], root: Path, **overrides: Any) -> dict[s
         "trainer.max_ckpts_to_keep": 2,
         "trainer.ckpt_path": str(root / "ckpts"),
         "trainer.export_path": str(root / "exports"),
-        "trainer.export_hf_artifact": True,
         "trainer.logger": "console",
         "trainer.resume_mode": "latest",
         "trainer.policy.optimizer_config.lr": 1.0e-3,
@@ -84,7 +84,13 @@ def small_recipe(assets: dict[str, Any], root: Path, **overrides: Any) -> dict[s
 
 
 def write_final(path: Path, recipe: dict[str, Any]) -> Path:
-    document = {"name": "test-rl", "version": "dev", "runtime": {"profile": "trl-cpu"}, "skyrl": recipe}
+    document = {
+        "name": "test-rl",
+        "version": "dev",
+        "run": {"export_hf": True},
+        "runtime": {"profile": "trl-cpu"},
+        "skyrl": recipe,
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
     return path

@@ -18,13 +18,12 @@ from rlaunch_skyrl.checkpoints import ForeignCheckpointError, guard, mirror  # n
 from rlaunch_skyrl.dotlist import to_dotlist  # noqa: E402
 
 
-def test_dotlist_json_encodes_every_leaf_and_drops_launcher_keys() -> None:
+def test_dotlist_json_encodes_every_leaf() -> None:
     recipe = {
         "trainer": {
             "strategy": "fsdp",
             "policy": {"optimizer_config": {"lr": 1e-06}},
             "max_training_steps": None,
-            "export_hf_artifact": True,
             "placement": {"colocate_all": False},
         },
         "data": {"train_data": ["/x/train.parquet"]},
@@ -83,3 +82,22 @@ def test_guard_refuses_checkpoints_of_another_run_fingerprint(tmp_path: Path) ->
     with pytest.raises(ForeignCheckpointError, match="run fingerprint ffffffffffffffff"):
         guard(str(tmp_path), "latest", "a" * 64, [], fingerprint="e" * 64)
     guard(str(tmp_path), "latest", "a" * 64, ["f" * 64], fingerprint="e" * 64)  # declared compatible
+
+
+def test_export_hf_asks_skyrl_for_an_hf_export_of_the_final_step() -> None:
+    from rlaunch_skyrl.dotlist import NO_INTERVAL, trainer_tree
+
+    def doc(export_hf: bool, **trainer: object) -> dict:
+        return {"run": {"export_hf": export_hf}, "skyrl": {"trainer": {"hf_save_interval": -1, **trainer}}}
+
+    assert trainer_tree(doc(True, max_training_steps=40))["trainer"]["hf_save_interval"] == 40
+    assert trainer_tree(doc(True, max_training_steps=None))["trainer"]["hf_save_interval"] == NO_INTERVAL
+    assert trainer_tree(doc(False, max_training_steps=40))["trainer"]["hf_save_interval"] == -1
+    assert trainer_tree(doc(True, hf_save_interval=5))["trainer"]["hf_save_interval"] == 5  # the recipe's own cadence
+
+
+def test_the_wandb_entity_reaches_the_trackers_environment() -> None:
+    from rlaunch_skyrl.dotlist import tracker_environment
+
+    assert tracker_environment({"cluster": {"wandb_entity": "my-lab"}}) == {"WANDB_ENTITY": "my-lab"}
+    assert tracker_environment({"cluster": {"wandb_entity": None}}) == {}

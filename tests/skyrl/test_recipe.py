@@ -139,7 +139,6 @@ def test_recipe_seed_must_equal_the_spec_seed() -> None:
         "trainer.max_ckpts_to_keep",
         "trainer.run_name",
         "trainer.log_path",
-        "trainer.export_hf_artifact",
         "trainer.policy.model.path",
         "trainer.ref.model.path",
         "data.train_data",

@@ -79,8 +79,9 @@ def test_plan_prints_the_rl_details_before_the_step_table(prefix: str) -> None:
     from rlaunch.runtimes.registry import get_profile
 
     digest = get_profile("fsdp").source_digest
+    packages = len(get_profile("fsdp").lock_requirements())
     expected = [
-        f"runtime            fsdp  source digest {digest}",
+        f"runtime            fsdp  source digest {digest} (lock: {packages} packages)",
         "entrypoint         standard -> ",
         "allocation         8 node(s) x 8 H100; per node 96 CPU, 1600GB memory, 4TB disk; backend iris",
         "role geometry      disaggregated; policy 4 x 8; rollout 4 engine(s) x TP1 x PP1 x DP8 (EP1)",

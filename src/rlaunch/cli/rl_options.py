@@ -37,6 +37,15 @@ def skyrl_steps(handles: list[ArtifactStep[Any]]) -> list[Any]:
     return [s for s in graph_handles(handles) if isinstance(s, SkyRLArtifactStep)]
 
 
+def passthrough_patterns(steps: list[Any]) -> tuple[str, ...]:
+    """`env_passthrough` of every SkyRL step's runtime profile and execution: the coordinator gets
+    those variables from the submitting environment and renders them into each launch document."""
+    patterns: list[str] = []
+    for step in steps:
+        patterns += [*step.spec.runtime.runtime_profile.env_passthrough, *step.execution.env_passthrough]
+    return tuple(dict.fromkeys(patterns))
+
+
 class CoordinatorExecutor:
     option_names = ("detach", "skip_smoke_gate")
 
@@ -76,6 +85,7 @@ class CoordinatorExecutor:
 
 def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
     from rlaunch.cluster.environment import job_environment
+    from rlaunch.launch_config.task_env import passed_through
     from rlaunch.skyrl.submission import submission_problems
 
     if invocation.module is None:
@@ -115,7 +125,7 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
     spec = JobSpec(
         name=name,
         argv=tuple(argv),
-        env=job_environment() | {"RLAUNCH_PREFIX": invocation.prefix},
+        env=job_environment() | passed_through(passthrough_patterns(steps)) | {"RLAUNCH_PREFIX": invocation.prefix},
         working_dir=os.getcwd(),
         resources=Resources(
             cpu=float(execution.coordinator_cpu),

@@ -32,8 +32,7 @@ def injected_values(doc: SkyRLLaunchConfig) -> dict[str, Any]:
         "trainer.export_path": art.export_root,
         "trainer.log_path": attempt_dir(art.attempts_root, doc.run.attempt_id),
         "trainer.max_ckpts_to_keep": art.resume_checkpoint_count,
-        "trainer.run_name": doc.run.id,
-        "trainer.export_hf_artifact": doc.run.export_hf,
+        "trainer.run_name": doc.run.artifact or doc.run.id,
         "trainer.resume_path": None,
     }
 

@@ -20,14 +20,16 @@ from rlaunch.errors import UserError
 from rlaunch.host.allocate import child_job_spec, driver_job_spec, drives_existing_cluster
 from rlaunch.host.compose import compose_document
 from rlaunch.host.export import ExportError, terminal_export
-from rlaunch.host.manifests import FAILED, PREPARED, SUBMITTED, SUCCEEDED, LaunchResult, write_manifests
+from rlaunch.host.manifests import FAILED, PREPARED, REHEARSED, SUBMITTED, SUCCEEDED, LaunchResult, write_manifests
 from rlaunch.host.validate import DocumentRefused, validate_document
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import RESOLVED_DOCUMENT, attempt_dir
 from rlaunch.launch_config.recipe import get_path
+from rlaunch.launch_config.rehearsal import read_report, render
 from rlaunch.launch_config.resume import foreign_checkpoint, refusal
 from rlaunch.launch_config.run_record import task_phases, update_attempt
 from rlaunch.launch_config.typed import DocumentError
+from rlaunch.runtimes.registry import get_profile
 from rlaunch.secrets import refuse_secrets_in
 from rlaunch.storage import utc_now
 
@@ -153,10 +155,22 @@ def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) ->
         result.failure = f"child job {result.child_job_id} reached {status.state.value}" + (
             f": {status.message}" if status.message else ""
         )
-    else:
+    elif not _rehearsed(doc, result, log):
         _succeed(doc, result)
     _finish(doc, result, backend)
     return result
+
+
+def _rehearsed(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) -> bool:
+    """A rehearsal runtime's gang that ended with its report: recorded `rehearsed`, nothing exported."""
+    if not get_profile(doc.runtime.profile).rehearsal:
+        return False
+    report = read_report(doc.artifacts.attempts_root, doc.run.attempt_id)
+    if report is None:
+        return False
+    result.state, result.rehearsal = REHEARSED, report.to_json()
+    log.write(render(report) + "\n")
+    return True
 
 
 def _succeed(doc: schema.SkyRLLaunchConfig, result: LaunchResult) -> None:

@@ -1,7 +1,8 @@
 """The launch result and the manifests written from it.
 
 Every terminal attempt writes `{attempts_root}/{attempt_id}.json`; a success also writes the
-terminal manifest, exactly once (an existing terminal manifest is never replaced).
+terminal manifest, exactly once (an existing terminal manifest is never replaced). A rehearsal
+that reached its expected end is `rehearsed`: not a failure, and no terminal manifest.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from rlaunch import storage
 from rlaunch.launch_config.layout import attempt_manifest
+from rlaunch.launch_config.rehearsal import REHEARSED
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.secrets import scrub_tree
 from rlaunch.storage import utc_now
@@ -36,10 +38,11 @@ class LaunchResult:
     resolved_config_uri: str | None = None
     started_at: str = dataclasses.field(default_factory=utc_now)
     finished_at: str | None = None
+    rehearsal: dict[str, Any] | None = None  # the rehearsal report (state rehearsed)
 
     @property
     def ok(self) -> bool:
-        return self.state in (PREPARED, SUBMITTED, SUCCEEDED)
+        return self.state in (PREPARED, SUBMITTED, SUCCEEDED, REHEARSED)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -36,6 +36,7 @@ class RunSection:
     submission: Submission = "wait"
     export_hf: bool = False
     fingerprint: str = ""  # stamped by the launch host (launch_config.resume.run_fingerprint)
+    artifact: str | None = None  # the RL artifact's name@version (the trainer's run name, e.g. on W&B)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class ClusterSection:
     max_retries: int = 0
     timeout_seconds: int = 0
     wandb_entity: str | None = None
+    task_env: Mapping[str, str] = field(default_factory=dict)  # every task's and trainer's extra environment
 
     def __post_init__(self) -> None:
         if self.max_retries < 0:

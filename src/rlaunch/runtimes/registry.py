@@ -15,12 +15,13 @@ import functools
 import importlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from rlaunch.errors import UserError
 from rlaunch.launch_config.recipe import BaseConfigShape, RecipeProblem, compose, leaves
+from rlaunch.launch_config.task_env import check_task_env
 from rlaunch.runtimes import parsed
 from rlaunch.runtimes.defects import KnownDefect, locked_versions
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 SHAPE_KEY = "_rlaunch"  # the generated base config's description of its own shape, not a SkyRL key
 PLUGINS_ENV = "RLAUNCH_RUNTIME_PLUGINS"
-_PROFILE_DIRS = {"trl-cpu": "trl_cpu", "fsdp": "fsdp", "megatron": "megatron"}
+_PROFILE_DIRS = {"trl-cpu": "trl_cpu", "fsdp": "fsdp", "fsdp-rehearsal": "fsdp_rehearsal", "megatron": "megatron"}
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _IGNORED = {"__pycache__", ".pytest_cache"}
 LAUNCHERS = ("python", "torchrun", "ray-driver")
@@ -98,6 +99,12 @@ class RuntimeProfile:
     capabilities: Capabilities
     description: str = ""
     known_defects: tuple[KnownDefect, ...] = ()
+    # A rehearsal runtime runs on logical GPUs until its first GPU-only import (rlaunch.task.rehearsal)
+    rehearsal: bool = False
+    task_env: Mapping[str, str] = field(
+        default_factory=dict
+    )  # fixed variables for the trainer (launch_config.task_env)
+    env_passthrough: tuple[str, ...] = ()  # names / PREFIX* patterns copied from the submitting environment
 
     @property
     def lock_file(self) -> Path:
@@ -189,6 +196,9 @@ def load_profile(name: str, directory: str | os.PathLike[str]) -> RuntimeProfile
         raise ValueError(
             f"runtime {name!r}: launcher={launcher!r} in {os.path.join(directory, 'profile.yaml')}; choose one of {LAUNCHERS}"
         )
+    task_env, passthrough = check_task_env(
+        f"runtime profile {name!r}", raw.get("task_env") or {}, raw.get("env_passthrough") or ()
+    )
     if "honoured_keys" in caps and caps["honoured_keys"] is not None:
         caps["honoured_keys"] = tuple(caps["honoured_keys"])
     return RuntimeProfile(
@@ -207,6 +217,9 @@ def load_profile(name: str, directory: str | os.PathLike[str]) -> RuntimeProfile
         capabilities=Capabilities(**caps),
         description=raw.get("description", ""),
         known_defects=_known_defects(directory, raw.get("known_defects")),
+        rehearsal=raw.get("rehearsal") is True,
+        task_env=MappingProxyType(task_env),
+        env_passthrough=passthrough,
     )
 
 

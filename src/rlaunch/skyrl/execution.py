@@ -1,7 +1,8 @@
 """Executions: where and how a SkyRL step runs. Placement only, never part of identity.
 
 Cluster and route, host CPU/memory/disk per node, priority, retries, the coordinator's deadline
-and resources, the child job's timeout, the W&B entity, and how a Ray-driver runtime's gang
+and resources, the child job's timeout, the W&B entity, the task environment (`task_env`,
+`env_passthrough`: see `rlaunch.launch_config.task_env`), and how a Ray-driver runtime's gang
 bootstraps Ray (`ray`: port, spill dir, timeouts; the document's `ray` section). Moving a run to
 another cluster or resizing its hosts keeps its fingerprint; a test proves it.
 """
@@ -12,9 +13,11 @@ import abc
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from rlaunch.launch_config.schema import RaySection
+from rlaunch.launch_config.task_env import check_task_env
 from rlaunch.placement import RayPlacement
 from rlaunch.skyrl.fields import require_int, require_number, require_str
 from rlaunch.units import parse_size
@@ -37,9 +40,14 @@ class SkyRLExecution(abc.ABC):
     coordinator_memory: str = "16GB"
     coordinator_disk: str = "64GB"
     ray: RaySection = field(default_factory=RaySection)
+    task_env: Mapping[str, str] = field(default_factory=dict)  # fixed variables for every task and trainer
+    env_passthrough: tuple[str, ...] = ()  # names / PREFIX* patterns (NCCL_*) copied from the submitting environment
 
     def __post_init__(self) -> None:
         owner = type(self).__name__
+        task_env, passthrough = check_task_env(owner, self.task_env, self.env_passthrough)
+        object.__setattr__(self, "task_env", MappingProxyType(task_env))
+        object.__setattr__(self, "env_passthrough", passthrough)
         if not isinstance(self.ray, RaySection):
             raise TypeError(f"{owner}.ray must be a RaySection (port, spill_dir, timeouts), got {self.ray!r}")
         for name in ("cpu", "coordinator_cpu", "coordinator_timeout_hours"):

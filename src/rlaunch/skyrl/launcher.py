@@ -46,7 +46,7 @@ def launch(document_url: str) -> dict[str, Any]:
             f"launch host exited {code} with an unreadable result {text.splitlines()[-1][:200]!r}; last stderr lines:\n"
             + "".join(tail)
         ) from None
-    if code != 0 or result.get("state") not in ("succeeded", "submitted", "prepared"):
+    if code != 0 or result.get("state") not in ("succeeded", "submitted", "prepared", "rehearsed"):
         raise LaunchFailedError(
             f"RL attempt {result.get('attempt_id')} ended {result.get('state')}: {result.get('failure') or f'host exited {code}'}"
         )

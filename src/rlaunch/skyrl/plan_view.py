@@ -55,7 +55,10 @@ def describe_step(spec: SkyRLSpec, execution: SkyRLExecution, config: dict[str, 
     per_gpu_mini = geo.per_gpu_mini(dp) if dp else 0
     unit = "CPU slot" if profile.capabilities.accelerator == "cpu" else topo.gpu_variant
     rows = [
-        ("runtime", f"{profile.name}  source digest {spec.runtime.source_digest}"),
+        (
+            "runtime",
+            f"{profile.name}  source digest {spec.runtime.source_digest} (lock: {len(profile.lock_requirements())} packages)",
+        ),
         ("entrypoint", f"{spec.entrypoint} -> {profile.entrypoint_module(spec.entrypoint)} (strategy {geo.strategy})"),
         (
             "allocation",

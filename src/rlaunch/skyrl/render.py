@@ -24,6 +24,7 @@ from rlaunch.launch_config.schema import (
     RuntimeSection,
     from_dict,
 )
+from rlaunch.launch_config.task_env import task_environment
 from rlaunch.launch_config.typed import encode
 from rlaunch.names import sanitize_job_name
 from rlaunch.skyrl.execution import SkyRLExecution
@@ -102,7 +103,15 @@ def render_document(
     topology = spec.topology
     sections: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
-        "run": encode(RunSection(id=rid, attempt_id=attempt_id, seed=spec.seed, export_hf=export_hf)),
+        "run": encode(
+            RunSection(
+                id=rid,
+                attempt_id=attempt_id,
+                seed=spec.seed,
+                export_hf=export_hf,
+                artifact=f"{spec.name}@{spec.version}",
+            )
+        ),
         "runtime": encode(
             RuntimeSection(
                 profile=spec.runtime.profile,
@@ -127,6 +136,7 @@ def render_document(
             "placement": PLACEHOLDER,
         }
     else:
+        profile = spec.runtime.runtime_profile
         sections["cluster"] = encode(
             ClusterSection(
                 backend=execution.backend,  # type: ignore[arg-type]
@@ -137,6 +147,9 @@ def render_document(
                 max_retries=execution.max_retries,
                 timeout_seconds=execution.job_timeout_seconds,
                 wandb_entity=execution.wandb_entity,
+                task_env=task_environment(
+                    (profile.task_env, execution.task_env), (*profile.env_passthrough, *execution.env_passthrough)
+                ),
             )
         )
     sections["artifacts"] = encode(

@@ -41,7 +41,10 @@ from rlaunch import storage
 from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV, NODE_IP_ENV, RAY_PORT_ENV
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import attempt_dir
+from rlaunch.launch_config.rehearsal import REHEARSED, render, report_url
+from rlaunch.runtimes.registry import get_profile
 from rlaunch.storage import utc_now
+from rlaunch.task import rehearsal
 from rlaunch.task.ray_node import PROBE, NodeSpec, RayNode, RayNodeError, Supervised
 from rlaunch.task.rendezvous import GangOutcome, GangStopped, HeadRecord, Rendezvous, RendezvousTimeout
 from rlaunch.units import parse_size
@@ -193,7 +196,7 @@ class Periodic:
 @dataclass
 class DriverResult:
     exit_code: int
-    state: str  # succeeded | failed | timed_out | terminated
+    state: str  # succeeded | failed | timed_out | terminated | rehearsed (a rehearsal's expected end, exit 0)
     reason: str | None
 
 
@@ -206,16 +209,19 @@ def run_driver(
     stop: Stop,
     log: Log,
     on_stop: Callable[[DriverResult], None] = lambda result: None,
+    on_line: Callable[[str], None] | None = None,
 ) -> DriverResult:
     """Run the trainer driver (its own process group), streaming its output, under the watchdog.
 
     When it must be stopped (a signal, the watchdog), its group is asked to stop and `on_stop`
     runs with the result while it does (the head records the outcome and stops Ray then: the time
-    left before a SIGKILL may be short), then the driver is waited for."""
+    left before a SIGKILL may be short), then the driver is waited for. `on_line` sees every line."""
 
     def echo(line: str) -> None:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
+        if on_line is not None:
+            on_line(line)
 
     driver = Supervised(argv, env, cwd, echo).start()
     stopped: DriverResult | None = None
@@ -337,6 +343,9 @@ def run_head(
     beats: list[Periodic] = []
     outcome: DriverResult | None = None
     published: list[DriverResult] = []
+    watcher: rehearsal.PlacementWatcher | None = None
+    tail: rehearsal.OutputTail | None = None
+    began = 0.0
 
     def publish(result: DriverResult) -> None:
         """The outcome of this epoch, once: the workers leave with its exit code."""
@@ -392,6 +401,12 @@ def run_head(
         wait_for_nodes(python, env, gcs, world, doc.ray.cluster_join_timeout_seconds, stop, log)
         driver_env = {**env, "RAY_ADDRESS": gcs, "PYTHONUNBUFFERED": "1"}
         phases["trainer_started_at"] = utc_now()
+        if get_profile(doc.runtime.profile).rehearsal:
+            watcher, tail, began = (
+                rehearsal.PlacementWatcher(python, env, gcs),
+                rehearsal.OutputTail(),
+                time.monotonic(),
+            )
 
         def stopping(result: DriverResult) -> None:
             node.process.request_stop()  # type: ignore[union-attr]
@@ -405,19 +420,49 @@ def run_head(
             stop=stop,
             log=log,
             on_stop=stopping,
+            on_line=tail,
         )
+        if watcher is not None:
+            outcome = _rehearsal_end(doc, outcome, tail, watcher, world, time.monotonic() - began, log)
     except (RendezvousTimeout, RayNodeError) as exc:
         log(str(exc))
         outcome = DriverResult(EXIT_FAILED, "failed", str(exc))
     except GangStopped as exc:
         outcome = DriverResult(stop.exit_code, "terminated", str(exc))
     finally:
+        if watcher is not None:
+            watcher.stop()
         if outcome is None:  # an unexpected error: the workers must not wait forever
             outcome = DriverResult(EXIT_FAILED, "failed", "rank 0's bootstrap failed (see its log)")
         publish(outcome)
         _finish_node(node, doc, 0, log)
     log(f"gang {outcome.state}" + (f": {outcome.reason}" if outcome.reason else ""))
     return outcome.exit_code
+
+
+def _rehearsal_end(
+    doc: schema.SkyRLLaunchConfig,
+    result: DriverResult,
+    tail: rehearsal.OutputTail | None,
+    watcher: rehearsal.PlacementWatcher,
+    world: int,
+    seconds: float,
+    log: Log,
+) -> DriverResult:
+    """A rehearsal's driver failure: its expected end (report written, state `rehearsed`, exit 0), or a failure."""
+    group = watcher.stop()  # while Ray still runs: the table was followed up to the driver's end
+    if result.state != "failed" or tail is None:
+        return result
+    gpus = doc.cluster.allocation.gpus_per_node
+    report = rehearsal.conclude(
+        doc.runtime.profile, list(tail.lines), group, world=world, gpus_per_node=gpus, seconds=seconds
+    )
+    if report is None:
+        why = rehearsal.why_not_rehearsed(list(tail.lines), group, world=world, gpus_per_node=gpus)
+        return DriverResult(result.exit_code, "failed", f"{result.reason}; not a rehearsal's end: {why}")
+    storage.write_json_atomic(report_url(doc.artifacts.attempts_root, doc.run.attempt_id), report.to_json())
+    log(render(report))
+    return DriverResult(0, REHEARSED, f"rehearsal ended at the GPU-only module {report.missing_module!r}")
 
 
 def run_worker(

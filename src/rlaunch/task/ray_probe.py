@@ -1,4 +1,4 @@
-"""`python ray_probe.py versions | wait-nodes ADDRESS COUNT TIMEOUT`: questions only Ray can answer.
+"""`python ray_probe.py versions | wait-nodes ADDRESS COUNT TIMEOUT | placement-groups ADDRESS INTERVAL`: questions only Ray can answer.
 
 Run by path with the *runtime's* interpreter (the one whose `ray` starts the cluster and runs the
 driver), so it imports only the standard library and ray: never rlaunch.
@@ -7,6 +7,10 @@ driver), so it imports only the standard library and ray: never rlaunch.
   wait-nodes    polls the cluster's GCS until COUNT nodes are alive, printing one JSON line per
                 change: {"alive_ranks": [0, 1], "alive": 2}. Ranks come from each node's
                 `rlaunch-rank` label. Exit 0 once COUNT are alive, 3 after TIMEOUT seconds.
+  placement-groups  polls the GCS's placement-group table every INTERVAL seconds until killed,
+                printing one JSON line per change: {"placement_groups": [{"id", "name",
+                "strategy", "state", "bundles": [{"index", "rank", "resources"}]}]}, where `rank`
+                is the `rlaunch-rank` of the node a bundle is placed on (null: not placed).
 """
 
 from __future__ import annotations
@@ -62,12 +66,65 @@ def wait_nodes(address: str, count: int, timeout: float) -> int:
         time.sleep(0.5)
 
 
+def _node_ranks(client: object) -> dict[str, int]:
+    """node id (hex) -> its `rlaunch-rank` label, for every node the GCS knows (-1: unlabelled)."""
+    out = {}
+    for node_id, info in client.get_all_node_info(timeout=10).items():  # type: ignore[attr-defined]
+        label = dict(info.labels).get(RANK_LABEL)
+        out[node_id.hex()] = int(label) if label is not None and label.isdigit() else -1
+    return out
+
+
+def placement_groups(address: str, interval: float) -> int:
+    from ray._private.state import GlobalState  # the GCS's tables without a driver or a job
+    from ray._raylet import GcsClient, GcsClientOptions
+
+    client = GcsClient(address=address)
+    state = GlobalState()
+    state._initialize_global_state(
+        GcsClientOptions.create(address, None, allow_cluster_id_nil=True, fetch_cluster_id_if_nil=False)
+    )
+    last = None
+    while True:
+        try:
+            ranks = _node_ranks(client)
+            groups = [
+                {
+                    "id": pg_id,
+                    "name": info["name"],
+                    "strategy": info["strategy"],
+                    "state": info["state"],
+                    "bundles": [
+                        {
+                            "index": int(index),
+                            "rank": ranks.get(info["bundles_to_node_id"].get(index, ""), None),
+                            "resources": resources,
+                        }
+                        for index, resources in sorted(info["bundles"].items())
+                    ],
+                }
+                for pg_id, info in sorted(state.placement_group_table().items())
+            ]
+        except Exception as exc:  # noqa: BLE001 - a GCS not answering for a moment is not the end
+            print(json.dumps({"error": str(exc)[:300]}), flush=True)
+        else:
+            if groups != last:
+                print(json.dumps({"placement_groups": groups}), flush=True)
+                last = groups
+        time.sleep(interval)
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["versions"]:
         return versions()
     if argv[:1] == ["wait-nodes"] and len(argv) == 4:
         return wait_nodes(argv[1], int(argv[2]), float(argv[3]))
-    print("usage: ray_probe.py versions | wait-nodes ADDRESS COUNT TIMEOUT", file=sys.stderr)
+    if argv[:1] == ["placement-groups"] and len(argv) == 3:
+        return placement_groups(argv[1], float(argv[2]))
+    print(
+        "usage: ray_probe.py versions | wait-nodes ADDRESS COUNT TIMEOUT | placement-groups ADDRESS INTERVAL",
+        file=sys.stderr,
+    )
     return 2
 
 

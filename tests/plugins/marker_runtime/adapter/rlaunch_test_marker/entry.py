@@ -36,7 +36,7 @@ def _get(tree: dict, dotted: str):  # noqa: ANN202 - plain data lookup
     return tree
 
 
-def run(skyrl: dict) -> int:
+def run(skyrl: dict, export_hf: bool = False) -> int:
     attempt = os.environ["RLAUNCH_ATTEMPT_DIR"]
     digest = os.environ["RLAUNCH_RUNTIME_DIGEST"]
     fingerprint = os.environ.get("RLAUNCH_RUN_FINGERPRINT", "")
@@ -109,7 +109,7 @@ def run(skyrl: dict) -> int:
             steps = sorted(int(n.split("_")[-1]) for n in os.listdir(ckpt_root) if n.startswith("global_step_"))
             for old in steps[:-keep] if keep > 0 else []:
                 shutil.rmtree(os.path.join(ckpt_root, f"global_step_{old}"))
-    if _get(skyrl, "trainer.export_hf_artifact"):
+    if export_hf:
         export = os.path.join(export_root, f"global_step_{final_step}", "policy")
         os.makedirs(export, exist_ok=True)
         for name in ("config.json", "tokenizer.json"):
@@ -125,7 +125,7 @@ def main() -> None:
     args = parser.parse_args()
     with open(args.config, encoding="utf-8") as handle:
         document = yaml.safe_load(handle)
-    sys.exit(run(document["skyrl"]))
+    sys.exit(run(document["skyrl"], bool((document.get("run") or {}).get("export_hf"))))
 
 
 if __name__ == "__main__":

@@ -1,44 +1,52 @@
 """`run(cfg.skyrl)` for upstream SkyRL 0.4.0: `python -m rlaunch_skyrl.entry --config FINAL.yaml`.
 
-Guards the checkpoint root (runtime digest), hands the composed recipe to SkyRL's entrypoint as a
-dotlist (`skyrl.train.entrypoints.main_base`, or this adapter's fully-async driver), then mirrors
-the checkpoints into rlaunch's layout. rlaunch context comes from the task bootstrap's
-environment: RLAUNCH_RUNTIME_DIGEST, RLAUNCH_RUN_FINGERPRINT, RLAUNCH_COMPATIBLE_DIGESTS.
+Guards the checkpoint root (runtime digest), runs SkyRL's experiment with rlaunch's evidence
+callbacks (`rlaunch_skyrl.driver`: the synchronous trainer, or the fully-async one for the
+`fully_async` entrypoint), then mirrors the checkpoints into rlaunch's layout. rlaunch context
+comes from the task bootstrap's environment: RLAUNCH_RUNTIME_DIGEST, RLAUNCH_RUN_FINGERPRINT,
+RLAUNCH_COMPATIBLE_DIGESTS, RLAUNCH_ATTEMPT_DIR, RLAUNCH_MODEL_IDENTITY.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
+import traceback
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
 from rlaunch_skyrl.checkpoints import ForeignCheckpointError, guard, mirror, resume_settings
-from rlaunch_skyrl.dotlist import to_dotlist
 
-ENTRYPOINTS = {
-    "standard": "skyrl.train.entrypoints.main_base",
-    "fully_async": "rlaunch_skyrl.fully_async",
-}
+MODES = ("standard", "fully_async")
 
 
-def run(skyrl: Mapping[str, Any], mode: str = "standard") -> int:
+def run(document: Mapping[str, Any], mode: str = "standard") -> int:
     digest = os.environ["RLAUNCH_RUNTIME_DIGEST"]
     fingerprint = os.environ.get("RLAUNCH_RUN_FINGERPRINT", "")
     compatible = [d for d in os.environ.get("RLAUNCH_COMPATIBLE_DIGESTS", "").split(",") if d]
-    ckpt_root, resume_mode = resume_settings(skyrl)
+    ckpt_root, resume_mode = resume_settings(document["skyrl"])
     try:
         guard(ckpt_root, resume_mode, digest, compatible, fingerprint)
     except ForeignCheckpointError as exc:
         print(f"[rlaunch_skyrl] refused: {exc}", file=sys.stderr, flush=True)
         return 2
-    code = subprocess.call([sys.executable, "-m", ENTRYPOINTS[mode], *to_dotlist(skyrl)])
+    from rlaunch_skyrl.driver import run as train
+
+    code = 0
+    try:
+        train(document, mode)
+    except Exception:  # SkyRL's failure, reported with its traceback; the checkpoints are still mirrored
+        traceback.print_exc()
+        code = 1
     step = mirror(ckpt_root, digest, fingerprint)
-    print(f"[rlaunch_skyrl] SkyRL exited {code}; latest checkpoint step {step}", file=sys.stderr, flush=True)
+    print(
+        f"[rlaunch_skyrl] SkyRL ended ({'ok' if code == 0 else 'failed'}); latest checkpoint step {step}",
+        file=sys.stderr,
+        flush=True,
+    )
     return code
 
 
@@ -50,7 +58,7 @@ def main(mode: str = "standard") -> None:
     args = parser.parse_args()
     with open(args.config, encoding="utf-8") as handle:
         document = yaml.safe_load(handle)
-    sys.exit(run(document["skyrl"], mode))
+    sys.exit(run(document, mode))
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         return REFUSED_EXIT
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     try:
-        run(doc["skyrl"])
+        run(doc["skyrl"], export_hf=bool((doc.get("run") or {}).get("export_hf")))
         code = 0
     except (RecipeRefused, ResumeRefused, DataError, UnknownRewardError) as exc:
         sys.stderr.write(f"rlaunch_trl_cpu: refused: {exc}\n")

@@ -269,8 +269,9 @@ def _int(skyrl: dict[str, Any], key: str) -> int:
     return int(value)
 
 
-def translate(skyrl: dict[str, Any], world_size: int) -> Plan:
-    """The TRL arguments for this recipe on `world_size` processes; refuses what does not fit."""
+def translate(skyrl: dict[str, Any], world_size: int, *, export_hf: bool = False) -> Plan:
+    """The TRL arguments for this recipe on `world_size` processes; refuses what does not fit.
+    `export_hf` is the launch document's `run.export_hf` (a launcher setting, not a SkyRL key)."""
     errors: list[tuple[str, Any, str]] = []
     n = _int(skyrl, "generator.n_samples_per_prompt")
     train = _int(skyrl, "trainer.train_batch_size")
@@ -405,7 +406,7 @@ def translate(skyrl: dict[str, Any], world_size: int) -> Plan:
         max_ckpts_to_keep=_int(skyrl, "trainer.max_ckpts_to_keep"),
         resume=resume_mode == "latest",
         export_path=str(get(skyrl, "trainer.export_path")),
-        export_hf_artifact=bool(get(skyrl, "trainer.export_hf_artifact")),
+        export_hf_artifact=export_hf,
         val_data=[val_data] if isinstance(val_data, str) else list(val_data),
         eval_interval=int(get(skyrl, "trainer.eval_interval") or 0),
         eval_batch_size=max(1, int(get(skyrl, "trainer.eval_batch_size") or 1)),
@@ -413,8 +414,10 @@ def translate(skyrl: dict[str, Any], world_size: int) -> Plan:
     )
 
 
-def check_and_translate(skyrl: dict[str, Any], world_size: int, defaults: dict[str, Any] | None = None) -> Plan:
+def check_and_translate(
+    skyrl: dict[str, Any], world_size: int, defaults: dict[str, Any] | None = None, *, export_hf: bool = False
+) -> Plan:
     violations = unsupported(skyrl, load_base_config() if defaults is None else defaults)
     if violations:
         raise RecipeRefused(violations)
-    return translate(skyrl, world_size)
+    return translate(skyrl, world_size, export_hf=export_hf)

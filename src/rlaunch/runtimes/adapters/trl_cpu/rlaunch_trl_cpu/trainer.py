@@ -193,14 +193,14 @@ def env_reward(completions: list[Any], ground_truth: list[str], env_class: list[
     return out
 
 
-def run(skyrl: dict[str, Any]) -> None:
-    """Train the composed SkyRL recipe `skyrl` with TRL GRPO on CPU. Raises `recipe.RecipeRefused`,
+def run(skyrl: dict[str, Any], *, export_hf: bool = False) -> None:
+    """Train the composed SkyRL recipe `skyrl` with TRL GRPO on CPU (`export_hf`: the document's run.export_hf). Raises `recipe.RecipeRefused`,
     `checkpoints.ResumeRefused`, `data.DataError` or `rewards.UnknownRewardError` on refusal."""
     started = time.time()
     ctx = Context.from_env()
     storage.write_join_marker(ctx.attempt_dir, ctx.rank, ctx.world_size)
     ctx.log(f"joined as rank {ctx.rank} of {ctx.world_size} (pid {os.getpid()})", every_rank=True)
-    plan = recipe.check_and_translate(skyrl, ctx.world_size)
+    plan = recipe.check_and_translate(skyrl, ctx.world_size, export_hf=export_hf)
     rewards.get(plan.env_class)
     store = CheckpointStore(_location(plan.ckpt_path))
     resume_step: int | None = None

@@ -1,0 +1,170 @@
+"""What `rlaunch status` / `verify-smoke` read, written from inside SkyRL through its callback API.
+
+`Evidence` is a `skyrl.train.utils.callbacks.TrainingCallback` handed to the trainer's constructor
+(`RayPPOTrainer(callbacks=[...])`); nothing in SkyRL is patched. Under the attempt directory
+(`RLAUNCH_ATTEMPT_DIR`, a local path or fsspec URL), in the formats the trl-cpu runtime writes:
+
+* `joined/trainer-rank-0.json`   the trainer process (SkyRL's driver task) joined: rank, world
+                                 size 1, host, pid, time, and SkyRL's policy world size
+* `model_load.json`              the model path SkyRL's config handed its workers (the path it
+                                 loads), its weight files' sha256, identity, architecture, and the
+                                 step a resume started from
+* `metrics.jsonl`                one line per SkyRL training step (`on_log` after the step):
+                                 step, loss, reward_mean, kl, learning_rate, time; with
+                                 train_batch_size == policy_mini_batch_size (and one update epoch)
+                                 a training step is one optimizer step
+* checkpoints (`on_save`)        `rlaunch_checkpoint.json` in SkyRL's `global_step_<N>/` and the
+                                 `latest` marker (`checkpoints.mirror`)
+* `export.json` (`on_train_end`) the HF export SkyRL wrote for the final step, and its files
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+from skyrl.train.utils.callbacks import TrainingCallback
+
+from rlaunch_skyrl.checkpoints import mirror
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+# SkyRL's logged metric -> rlaunch's metrics.jsonl field (first present wins)
+METRIC_KEYS: dict[str, tuple[str, ...]] = {
+    "loss": ("policy/final_loss", "policy/policy_loss"),
+    "reward_mean": ("reward/avg_raw_reward", "loss/avg_final_rewards"),
+    "kl": ("policy/policy_kl",),
+    "learning_rate": ("policy/policy_lr",),
+    "entropy": ("policy/policy_entropy",),
+}
+
+
+@dataclass(frozen=True)
+class EvidenceContext:
+    """What the callbacks need from the launch (pickled into SkyRL's remote driver task)."""
+
+    attempt_dir: str
+    identity: str
+    runtime_digest: str
+    checkpoint_root: str
+    export_root: str
+    export_hf: bool
+    run_fingerprint: str = ""
+
+
+def _write_json(url: str, value: Any) -> None:
+    fs, path = fsspec.core.url_to_fs(url)
+    fs.makedirs(os.path.dirname(path), exist_ok=True)
+    fs.pipe_file(path, (json.dumps(value, indent=2, sort_keys=True, default=str) + "\n").encode())
+
+
+def _join(*parts: str) -> str:
+    return "/".join([parts[0].rstrip("/"), *(p.strip("/") for p in parts[1:])])
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def model_load_record(configured: str, identity: str, resumed_from_step: int | None) -> dict[str, Any]:
+    """The model SkyRL was configured to load (its workers load `trainer.policy.model.path`)."""
+    loaded = os.path.realpath(configured) if os.path.isdir(configured) else configured
+    files: dict[str, str] = {}
+    architecture = None
+    if os.path.isdir(loaded):
+        for name in sorted(os.listdir(loaded)):
+            if name.endswith(WEIGHT_SUFFIXES):
+                digest = hashlib.sha256()
+                with open(os.path.join(loaded, name), "rb") as handle:
+                    for chunk in iter(lambda: handle.read(1 << 20), b""):
+                        digest.update(chunk)
+                files[name] = digest.hexdigest()
+        config = os.path.join(loaded, "config.json")
+        if os.path.exists(config):
+            with open(config, encoding="utf-8") as handle:
+                architecture = (json.load(handle).get("architectures") or [None])[0]
+    weights = (
+        next(iter(files.values()))
+        if len(files) == 1
+        else hashlib.sha256("".join(f"{n} {h}\n" for n, h in sorted(files.items())).encode()).hexdigest()
+    )
+    return {
+        "configured_path": configured,
+        "loaded_path": loaded,
+        "identity": identity,
+        "weights_sha256": weights if files else None,
+        "weight_files": files,
+        "architecture": architecture,
+        "resumed_from_step": resumed_from_step,
+        "loader": "skyrl",
+        "time": time.time(),
+    }
+
+
+def metrics_line(step: int, logs: dict[str, Any]) -> dict[str, Any]:
+    record: dict[str, Any] = {"step": step, "training_step": step, "time": time.time()}
+    for field, keys in METRIC_KEYS.items():
+        record[field] = next((_number(logs[k]) for k in keys if k in logs), None)
+    return record
+
+
+class Evidence(TrainingCallback):
+    """SkyRL training events -> rlaunch's run evidence (see the module docstring)."""
+
+    def __init__(self, context: EvidenceContext) -> None:
+        self.context = context
+        self.metrics_url = _join(context.attempt_dir, "metrics.jsonl")
+        self.lines: list[str] = []
+        self.last_step = -1
+
+    def on_train_start(self, trainer: Any, callback_input: Any, control: Any) -> None:
+        cfg = trainer.cfg
+        placement = cfg.trainer.placement
+        _write_json(
+            _join(self.context.attempt_dir, "joined", "trainer-rank-0.json"),
+            {
+                "rank": 0,
+                "world_size": 1,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "time": time.time(),
+                "policy_world_size": placement.policy_num_nodes * placement.policy_num_gpus_per_node,
+            },
+        )
+        resumed = callback_input.global_step or None
+        record = model_load_record(cfg.trainer.policy.model.path, self.context.identity, resumed)
+        _write_json(_join(self.context.attempt_dir, "model_load.json"), record)
+
+    def on_log(self, trainer: Any, callback_input: Any, control: Any) -> None:
+        logs = callback_input.logs or {}
+        if "trainer/global_step" not in logs:  # the evaluation before training, not a step
+            return
+        step = int(logs["trainer/global_step"])
+        if step <= self.last_step:
+            return
+        self.last_step = step
+        self.lines.append(json.dumps(metrics_line(step, logs), sort_keys=True, allow_nan=True))
+        fs, path = fsspec.core.url_to_fs(self.metrics_url)
+        fs.makedirs(os.path.dirname(path), exist_ok=True)
+        fs.pipe_file(path, "".join(f"{line}\n" for line in self.lines).encode())
+
+    def on_save(self, trainer: Any, callback_input: Any, control: Any) -> None:
+        mirror(self.context.checkpoint_root, self.context.runtime_digest, self.context.run_fingerprint)
+
+    def on_train_end(self, trainer: Any, callback_input: Any, control: Any) -> None:
+        step = callback_input.global_step
+        export = _join(self.context.export_root, f"global_step_{step}", "policy")
+        fs, path = fsspec.core.url_to_fs(export)
+        files = sorted(os.path.basename(p.rstrip("/")) for p in fs.ls(path, detail=False)) if fs.exists(path) else []
+        _write_json(
+            _join(self.context.attempt_dir, "export.json"),
+            {"wanted": self.context.export_hf, "global_step": step, "uri": export if files else None, "files": files},
+        )
