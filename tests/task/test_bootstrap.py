@@ -42,12 +42,13 @@ def document(prefix: str, tmp_path: Path, scenario: str = "ok", gpus_per_node: i
     """The rendered launch document, retargeted to the test-marker runtime, with its inputs built."""
     data = rendered_document(prefix)
     data["runtime"]["profile"] = "test-marker"
+    data["run"]["export_hf"] = False  # the marker trainer would export config.json and tokenizer.json
     data["cluster"]["allocation"]["gpus_per_node"] = gpus_per_node
     art = data["artifacts"]
     trainer = data["skyrl"]["trainer"]
     trainer.update(
         ckpt_path=art["checkpoint_root"], export_path=art["export_root"], max_training_steps=1, ckpt_interval=1,
-        max_ckpts_to_keep=1, export_hf_artifact=False, resume_mode="none",
+        max_ckpts_to_keep=1, resume_mode="none",
     )  # fmt: skip
     data["skyrl"]["environment"] = {"env_class": scenario}
     for item, files in ((data["inputs"]["model"], MODEL_FILES), (data["inputs"]["train_data"][0], DATA_FILES)):
