@@ -64,7 +64,8 @@ def main() -> None:
     parser.add_argument("--config", required=True)
     args = parser.parse_args()
     with open(args.config, encoding="utf-8") as handle:
-        skyrl = yaml.safe_load(handle)["skyrl"]
+        document = yaml.safe_load(handle)
+    skyrl, export_hf = document["skyrl"], bool((document.get("run") or {}).get("export_hf"))
     address = os.environ["RAY_ADDRESS"]  # the gang's cluster: never start one here
     ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     print(f"driver attached to {address}: {len(ray.nodes())} node(s)", flush=True)
@@ -75,7 +76,7 @@ def main() -> None:
         nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
         _write(f"{os.environ['RLAUNCH_ATTEMPT_DIR']}/ray_attach.json", {"address": address, "nodes": nodes})
         ray.shutdown()
-        sys.exit(run({**skyrl, "environment": {**skyrl["environment"], "env_class": "ok"}}))
+        sys.exit(run({**skyrl, "environment": {**skyrl["environment"], "env_class": "ok"}}, export_hf))
     placed = spread(skyrl)
     _write(f"{os.environ['RLAUNCH_ATTEMPT_DIR']}/ray_spread.json", {"address": address, "tasks": placed})
     print(f"tasks ran on ranks {sorted(str(p['rank']) for p in placed)}", flush=True)
@@ -84,7 +85,7 @@ def main() -> None:
             print(f"working {second}", flush=True)
             time.sleep(1)
     ray.shutdown()
-    sys.exit(run(skyrl))
+    sys.exit(run(skyrl, export_hf))
 
 
 if __name__ == "__main__":
