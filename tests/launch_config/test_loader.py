@@ -6,9 +6,11 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rlaunch.launch_config import schema
-from rlaunch.launch_config.loader import load_yaml
+from rlaunch.launch_config.loader import dump_yaml, load_yaml
 from rlaunch.launch_config.typed import DocumentError
 
 from .documents import rendered_document
@@ -85,3 +87,40 @@ def test_a_zero_size_is_refused(text: str, size: str) -> None:
 def test_an_absurdly_long_integer_is_refused(text: str) -> None:
     problem = refused(text.replace("seed: 17", "seed: " + "1" * 5000))
     assert "(run.seed): an integer of 5000 digits refused" in problem
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "413257706e23",
+        "1e5",
+        "1e-3",
+        "010",
+        "0x1F",
+        "0o17",
+        "1_000",
+        "+1",
+        "-2.5",
+        ".inf",
+        "yes",
+        "1:30",
+        "~",
+        "null",
+        "True",
+        "2026-11-30",
+    ],
+)
+def test_a_string_that_looks_like_a_scalar_is_written_quoted_and_reads_back_a_string(text: str) -> None:
+    """An attempt id such as 413257706e23 is a float to YAML 1.2 and a string to YAML 1.1: the
+    dumper quotes it so both readers (the strict loader and the adapters' safe_load) get the string."""
+    written = dump_yaml({"run": {"attempt_id": text}})
+    assert load_yaml(written, source="doc.yaml") == {"run": {"attempt_id": text}}
+    assert yaml.safe_load(written) == {"run": {"attempt_id": text}}
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.text(alphabet="0123456789abcdefxo+-._:eE", min_size=1, max_size=14))
+def test_every_short_string_round_trips_through_dump_and_both_readers(text: str) -> None:
+    written = dump_yaml({"value": text})
+    assert load_yaml(written, source="doc.yaml") == {"value": text}
+    assert yaml.safe_load(written) == {"value": text}

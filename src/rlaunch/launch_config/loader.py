@@ -301,6 +301,18 @@ class _PlainDumper(yaml.SafeDumper):
         return True
 
 
+# A string is written plain only when neither reader takes it for something else: the strict loader
+# (YAML 1.2 core: `413257706e23` is a float there) and PyYAML's YAML 1.1 `safe_load`, which the
+# runtime adapters use (`yes`, `1:30`). Anything either would resolve is quoted.
+_PlainDumper.yaml_implicit_resolvers = {
+    first: [
+        *yaml.SafeDumper.yaml_implicit_resolvers.get(first, []),
+        *_StrictLoader.yaml_implicit_resolvers.get(first, []),
+    ]
+    for first in {*yaml.SafeDumper.yaml_implicit_resolvers, *_StrictLoader.yaml_implicit_resolvers}
+}
+
+
 def dump_yaml(data: Any) -> str:
     """Plain data as block YAML, in the key order given, that `load_yaml` reads back unchanged."""
     return yaml.dump(data, Dumper=_PlainDumper, sort_keys=False, default_flow_style=False)
