@@ -12,7 +12,8 @@ With the trl-cpu runtime cached, it times
 noisy). It prints the times, the ratios 1/3 and 2/3, the launcher's own seconds (the launched step
 minus its trainer's run, which is the direct run's work) and the ratio they give on the median
 direct run, and where the launched RL step's seconds went (the phase table its run record
-carries; see `rlaunch.launch_config.run_record`).
+carries; see `rlaunch.launch_config.run_record`). Last, it times `rlaunch status` on the finished
+step in a fresh process (the target is under a second: status reads records and imports nothing heavy).
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def main() -> None:
             phases = json.loads(Path(record_path).read_text())["attempts"][-1].get("phases") or {}
             tables.append({"launch_process_started": bounds[0], **phases, "launch_process_exited": bounds[1]})
             direct.append(_direct(runtime, f"{tmp}/stage/smoke-rl-{version}", f"{tmp}/direct-{n}"))
+        status = [sys.executable, "-m", "rlaunch", "status", f"smoke/rl@{VERSION}.{repeat}"]
+        rendered = [timed(status, env) for _ in range(5)]
 
     print(f"launched smoke (all steps, fresh prefix): {full:6.1f} s")
     print(f"launched RL step (inputs served):         {_runs(launched)}")
@@ -99,6 +102,7 @@ def main() -> None:
     print(f"phases of the median launched RL step ({launched[middle]:.1f} s; + since the previous phase):")
     for line in format_phase_table(tables[middle]):
         print(f"  {line}")
+    print(f"rlaunch status of the finished step (fresh process): {_runs(rendered)}  (target: under 1 s)")
 
 
 def _trainer_seconds(phases: dict[str, str]) -> float:

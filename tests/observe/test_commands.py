@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -90,15 +89,11 @@ def test_a_retried_run_appends_an_attempt_that_resumes_and_passes(lab: Lab, tmp_
     assert "over 4 optimizer steps" in out  # attempt 1's steps 1-2 and attempt 2's steps 3-4
 
 
-def test_status_of_a_finished_run_renders_in_under_a_second_without_heavy_imports(lab: Lab, runs: Runs) -> None:
+def test_status_of_a_finished_run_renders_without_heavy_imports(lab: Lab, runs: Runs) -> None:
+    """Speed lives in benchmarks/smoke_overhead.py (it times `rlaunch status`); this pins what makes it fast."""
     run = f"{RL}@{runs.ok}"
-    timings = []
-    for _ in range(3):
-        start = time.perf_counter()
-        done = lab.rlaunch_process("status", run)
-        timings.append(time.perf_counter() - start)
-        assert done.returncode == 0 and "state        succeeded" in done.stdout, done.stderr
-    assert min(timings) < 1.0, f"rlaunch status took {timings}"
+    done = lab.rlaunch_process("status", run)
+    assert done.returncode == 0 and "state        succeeded" in done.stdout, done.stderr
     probe = (
         "import sys\nfrom rlaunch.cli.admin import main\n"
         f"try:\n    main(['status', {run!r}])\nexcept SystemExit:\n    pass\n"
