@@ -54,7 +54,8 @@ AREAS = (
     Area(
         "host",
         ("src/rlaunch/host/validate.py", "src/rlaunch/host/compose.py", "src/rlaunch/host/allocate.py"),
-        ("tests/host",),
+        # Not test_host_cli.py or test_failed_launch_trace.py: those run whole marker launches.
+        tuple(f"tests/host/{m}.py" for m in ("test_host_rules", "test_host_input_errors", "test_host_units")),
     ),
     Area("task", ("src/rlaunch/task/staging.py", "src/rlaunch/task/bootstrap.py"), ("tests/task",)),
     Area(
@@ -84,6 +85,26 @@ EQUIVALENT: dict[str, str] = {
     "rlaunch.task.staging.x_stage__mutmut_50": "temporary directory suffix of 9 hex digits instead of 8: still unique",
     **{f"rlaunch.task.bootstrap.x_entrypoint_command__mutmut_{n}": _UTF8 for n in (10, 13, 17)},
     "rlaunch.task.bootstrap.x_wait_for_outcome__mutmut_1": "poll every 2 s instead of 1 s: the same outcome, later",
+    # launch_config
+    **{
+        f"rlaunch.launch_config.typed.x__describe__mutmut_{n}": "the str(tp) fallback: every type a Union option "
+        "can be has a __name__ (Python 3.11+), so it is never reached"
+        for n in (6, 9, 10, 11, 12, 13, 14, 15, 16)
+    },
+    "rlaunch.launch_config.typed.x__decode__mutmut_26": "path None in a Union option's trial decode: only the "
+    "trial's problems name it, and they are discarded",
+    "rlaunch.launch_config.recipe.x_compose__mutmut_8": "root prefix None instead of '': both are falsy wherever "
+    "it is read",
+    **{
+        f"rlaunch.launch_config.recipe.x__merge__mutmut_{n}": "get_close_matches n=3 or n=2 instead of 1: only the "
+        "best match is read, and it comes first whatever n"
+        for n in (53, 56)
+    },
+    # host
+    "rlaunch.host.validate.xǁDocumentRefusedǁ__init____mutmut_6": "what='launch document' dropped: it is "
+    "DocumentError's default",
+    "rlaunch.host.validate.x_document_path__mutmut_3": "rpartition instead of partition: the head is 'role_plan' "
+    "with a dotless name after either way, and otherwise neither matches",
 }
 
 
@@ -120,6 +141,7 @@ def mutmut_section(area: Area) -> str:
         f"only_mutate = {toml_list(area.mutate)}\n"
         f"pytest_add_cli_args_test_selection = {toml_list(existing)}\n"
         f"pytest_add_cli_args = {toml_list(FAST[1:])}\n"
+        'also_copy = ["experiments"]\n'  # tests import the repository's experiments
         "use_git_change_detection = false\n"
     )
 

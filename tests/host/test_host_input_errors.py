@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from click.testing import CliRunner
 
 from rlaunch import storage
 from rlaunch.host.cli import launch
+from rlaunch.launch_config.loader import dump_yaml
 from tests.launch_config.documents import rendered_document
 
 
@@ -98,7 +98,7 @@ def _doc(prefix: Path, edit: Callable[[dict[str, Any]], None]) -> str:
     doc = rendered_document(str(prefix))
     edit(doc)
     path = prefix.parent / "doc.yaml"
-    path.write_text(yaml.safe_dump(doc))
+    path.write_text(dump_yaml(doc))  # quotes an attempt id such as 4844e8468650 (PyYAML would not)
     return str(path)
 
 

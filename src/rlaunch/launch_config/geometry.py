@@ -160,10 +160,10 @@ class Geometry:
 
     def data_parallel(self, world: int, sp: int, megatron: tuple[int, int, int]) -> int | None:
         """SkyRL's data-parallel size of a role; None when its model parallelism does not divide it."""
-        model_parallel = math.prod(megatron) if self.strategy == "megatron" else sp
-        if world <= 0 or model_parallel <= 0 or world % model_parallel:
-            return None
-        return world // model_parallel
+        sizes = megatron if self.strategy == "megatron" else (sp,)
+        if world <= 0 or min(sizes) <= 0 or world % math.prod(sizes):
+            return None  # two negative Megatron sizes multiply to a positive one: still underivable
+        return world // math.prod(sizes)
 
     @property
     def policy_dp(self) -> int | None:
