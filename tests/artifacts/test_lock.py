@@ -322,5 +322,5 @@ def test_takeover_loses_to_a_runner_that_created_its_lock_first(output, monkeypa
         assert not lock.try_acquire()
         assert storage.read_json(lock.url)["owner"] == rival.owner
     finally:
-        monkeypatch.undo()
+        monkeypatch.setattr(storage, "remove", remove)
         rival.release()
