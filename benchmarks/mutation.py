@@ -105,6 +105,37 @@ EQUIVALENT: dict[str, str] = {
     "DocumentError's default",
     "rlaunch.host.validate.x_document_path__mutmut_3": "rpartition instead of partition: the head is 'role_plan' "
     "with a dotless name after either way, and otherwise neither matches",
+    # artifacts
+    "rlaunch.artifacts.fingerprint.x_canonical_json__mutmut_8": "ensure_ascii=True dropped: it is json.dumps's default",
+    "rlaunch.artifacts.fingerprint.x_fingerprint_hash__mutmut_4": "encode('UTF-8') instead of 'utf-8': the same codec",
+    "rlaunch.artifacts.runner.xǁRunnerǁ__init____mutmut_2": "poll a held lock every 1.5 s instead of 0.5 s: the same outcome, later",
+    "rlaunch.artifacts.runner.xǁRunnerǁ_execute__mutmut_6": (
+        "pool without max_workers: the runner never has more than max_concurrent steps submitted"
+    ),
+    "rlaunch.artifacts.runner.xǁRunnerǁ_execute__mutmut_34": (
+        "one more step submitted than max_concurrent: it waits in the pool's queue (max_workers bounds what runs)"
+    ),
+    "rlaunch.artifacts.runner.xǁRunnerǁ_execute__mutmut_41": (
+        "break instead of continue when nothing runs: after a scan deps-first, nothing running means all are done"
+    ),
+    "rlaunch.artifacts.runner.xǁRunnerǁ_build__mutmut_3": "waited = None instead of False: equally falsy",
+    **{
+        f"rlaunch.artifacts.runner.xǁRunnerǁ_build__mutmut_{n}": (
+            "no load= for the run context: StepContext falls back to the same dep.artifact_type.load(dep.path(prefix))"
+        )
+        for n in (55, 58)
+    },
+    "rlaunch.artifacts.lock.xǁStepLockǁis_stale__mutmut_9": "a lock that never beat counts from 1 s after the epoch, not 0: stale either way",
+    "rlaunch.artifacts.lock.xǁStepLockǁis_stale__mutmut_10": "stale at exactly the limit, not only past it: a float clock never lands on it",
+    "rlaunch.artifacts.lock.xǁStepLockǁis_stale__mutmut_26": "missing pid read as -2 instead of -1: process_alive is False for every pid <= 0",
+    "rlaunch.artifacts.lock.xǁStepLockǁtry_acquire__mutmut_13": "9 hex digits in the moved-aside lock's name instead of 8: still unique",
+    "rlaunch.artifacts.lock.xǁStepLockǁtry_acquire__mutmut_23": "still_stale = None instead of False: equally falsy",
+    **{
+        f"rlaunch.artifacts.lock.xǁStepLockǁrelease__mutmut_{n}": (
+            "a longer join timeout: a stopped heartbeat thread exits at its next wake-up, well within either"
+        )
+        for n in (2, 4)
+    },
 }
 
 

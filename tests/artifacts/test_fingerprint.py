@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import enum
 import hashlib
 import json
@@ -23,7 +24,7 @@ from rlaunch.artifacts import (
     canonical_json,
     plan_graph,
 )
-from rlaunch.artifacts.fingerprint import canonical_value, diff_paths, qualified_name
+from rlaunch.artifacts.fingerprint import canonical_value, diff_paths, fingerprint_hash, qualified_name, short
 
 from .helpers import Count, Label, make_step
 
@@ -190,3 +191,134 @@ def test_the_same_fingerprint_in_every_process(tmp_path):
     assert len(here) == 2
     for seed, prefix, region in [("1", "/tmp/a", "us"), ("4242", "memory://b/", "eu")]:
         assert _probe_in_subprocess(tmp_path, seed, prefix, region) == here
+
+
+@dataclasses.dataclass(frozen=True)
+class Zeta:
+    z: int
+    a: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Mu:
+    m: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    warmup: datetime.timedelta
+    start: datetime.date
+    color: Color
+    tags: frozenset
+
+
+def test_the_canonical_text_of_every_kind_of_value_is_fixed():
+    """Stored fingerprints are compared across releases: this text must never change."""
+    config = {
+        "when": datetime.datetime(2026, 11, 30, 12, 30, 5),
+        "day": datetime.date(2026, 11, 30),
+        "warmup": datetime.timedelta(days=1, seconds=2, microseconds=3),
+        "path": pathlib.PurePosixPath("data/train"),
+        "color": Color.RED,
+        "type": Count,
+        "schedule": Schedule(datetime.timedelta(minutes=1), datetime.date(2026, 1, 2), Color.RED, frozenset({"x"})),
+        "set": {10, 9},  # members sorted by their JSON text: "10" before "9"
+        "records": {Zeta(z=1, a=2), Mu(m=3)},  # each member's JSON text with sorted keys
+        "text": "café",
+        "nested": ((1, 2.5), [None, True, False]),
+        "big": 2**70,
+    }
+    expected = (
+        '{"big":1180591620717411303424,"color":"red","day":"2026-11-30",'
+        '"nested":[[1,2.5],[null,true,false]],"path":"data/train",'
+        '"records":{"__set__":[{"a":2,"z":1},{"m":3}]},'
+        '"schedule":{"color":"red","start":"2026-01-02","tags":{"__set__":["x"]},"warmup":{"__timedelta__":[0,60,0]}},'
+        '"set":{"__set__":[10,9]},"text":"caf\\u00e9","type":"tests.artifacts.helpers.Count",'
+        '"warmup":{"__timedelta__":[1,2,3]},"when":"2026-11-30T12:30:05"}'
+    )
+    assert canonical_json(config) == expected
+    assert hashlib.sha256(expected.encode("ascii")).hexdigest() == fingerprint_hash(expected)
+
+
+def test_a_fingerprint_is_the_sha256_hex_of_the_payload_text():
+    assert fingerprint_hash("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    assert fingerprint_hash('{"a":1}') == hashlib.sha256(b'{"a":1}').hexdigest()
+    assert short("0123456789abcdef" * 4) == "0123456789ab"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (
+            {"opt": Opt(lr=float("nan"))},
+            "config.opt.lr: nan has no canonical JSON form; use a string or None",
+        ),
+        ({"s": frozenset({float("inf")})}, "config.s{}: inf has no canonical JSON form; use a string or None"),
+        ({"t": (1, -float("inf"))}, "config.t[1]: -inf has no canonical JSON form; use a string or None"),
+        ({"m": {"ok": {2: "x"}}}, "config.m.ok: mapping key 2 is not a string; use string keys"),
+        (
+            {"e": Color, "fn": len},
+            "config.fn: <built-in function len> is a callable; a config must hold data, not functions "
+            "(refer to registered names instead)",
+        ),
+        (
+            {"raw": b"x"},
+            "config.raw: cannot canonicalise bytes value b'x'; convert it to plain data "
+            "(str, int, float, bool, list, dict or a dataclass)",
+        ),
+    ],
+)
+def test_an_uncanonicalisable_value_is_refused_naming_its_path_and_the_fix(value, message):
+    with pytest.raises(CanonicalizationError) as err:
+        canonical_value(value)
+    assert str(err.value) == message
+
+
+def test_a_value_refused_at_a_named_root_names_that_root():
+    with pytest.raises(CanonicalizationError, match=r"^result\.score: nan "):
+        canonical_value({"score": float("nan")}, "result")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "paths"),
+    [
+        (1, 2, ["<root>"]),
+        ({"a": 1}, [1], ["<root>"]),
+        ({"a": [1, 2]}, {"a": [1, 2, 3]}, ["a"]),  # lists of another length differ as a whole
+        ({"a": [{"b": 1}, {"b": 2}]}, {"a": [{"b": 1}, {"b": 3}]}, ["a[1].b"]),
+        ([[1, 2], [3]], [[1, 5], [4]], ["[0][1]", "[1][0]"]),
+        ({"x": {"y": 1}}, {"x": {"z": 1}}, ["x.y", "x.z"]),
+        ({"x": {"y": 1}}, {"x": 1}, ["x"]),
+        ({"b": 1, "a": 1}, {"b": 2, "a": 2}, ["a", "b"]),
+        ({"a": None}, {"a": None}, []),
+    ],
+)
+def test_diff_paths_names_each_differing_leaf(old, new, paths):
+    assert diff_paths(old, new) == paths
+    assert diff_paths(new, old) == paths
+
+
+def test_a_class_run_as_main_without_a_module_name_keeps_main(monkeypatch):
+    cls = type("Thing", (), {"__module__": "__main__", "__qualname__": "Outer.Thing"})
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__", types.SimpleNamespace(name=""))
+    assert qualified_name(cls) == "__main__.Outer.Thing"
+    other = type("Thing", (), {"__module__": "pkg.mod", "__qualname__": "Thing"})
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__", types.SimpleNamespace(name="experiments.hello"))
+    assert qualified_name(other) == "pkg.mod.Thing"  # only __main__ is renamed
+
+
+class Bad(enum.Enum):
+    RATE = float("nan")
+
+
+def test_an_enum_whose_value_has_no_canonical_form_is_refused_at_its_path():
+    with pytest.raises(CanonicalizationError) as err:
+        canonical_value({"schedule": Bad.RATE})
+    assert str(err.value) == "config.schedule: nan has no canonical JSON form; use a string or None"
+
+
+def test_a_class_is_named_even_without_a_main_module(monkeypatch):
+    """An embedding interpreter (or a test runner) may have no `__main__` module at all."""
+    cls = type("Thing", (), {"__module__": "__main__", "__qualname__": "Thing"})
+    monkeypatch.delitem(sys.modules, "__main__")
+    assert qualified_name(cls) == "__main__.Thing"

@@ -144,3 +144,112 @@ def test_no_artifact_directory_lies_inside_another() -> None:
     assert outer.path("/p") == "/p/probe/x/2026.11.30"
     with pytest.raises(InvalidIdentityError, match="probe/x@2026.11.30"):
         make_step("probe/x/2026.11.30", "2026.11.30")
+
+
+def _refusal(validate, value, **field) -> str:
+    """The message `validate` refuses `value` with."""
+    with pytest.raises(InvalidIdentityError) as err:
+        validate(value, **field)
+    return str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [
+        (None, f"version must be a non-empty string; got None. Use {VERSION_GRAMMAR}."),
+        ("", f"version must be a non-empty string; got ''. Use {VERSION_GRAMMAR}."),
+        ("v1", f"version='v1' is not a valid version. Use {VERSION_GRAMMAR}."),
+        ("a" * 61 + "-dev", "version='aaaaaaaaaaaaaaaaaaaa'... is 65 characters; at most 64"),
+        (
+            "x:1",
+            "version='x:1' contains a URL scheme; names and versions are relative to the storage prefix "
+            "(set RLAUNCH_PREFIX for the location)",
+        ),
+        ("a..b-dev", "version='a..b-dev' contains '..'; artifacts cannot escape their prefix"),
+        ("dev/", "version='dev/' must not start or end with '/'; strip the slashes"),
+    ],
+)
+def test_a_refused_version_says_which_field_what_is_wrong_and_the_fix(version, message):
+    assert _refusal(validate_version, version) == message
+    assert _refusal(validate_version, version, field="--override data/toy") == message.replace(
+        "version", "--override data/toy", 1
+    )
+
+
+def test_the_longest_version_is_accepted():
+    longest = "a" * 60 + "-dev"
+    assert len(longest) == 64 and validate_version(longest) == longest
+
+
+@pytest.mark.parametrize("value", [None, 20261130, b"dev", ["dev"]])
+def test_only_strings_can_be_mutable_versions(value):
+    assert is_mutable(value) is False
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        (None, "name must be a non-empty string; got None"),
+        ("", "name must be a non-empty string; got ''"),
+        (
+            "9://x",
+            "name='9://x' contains a URL scheme; names and versions are relative to the storage prefix "
+            "(set RLAUNCH_PREFIX for the location)",
+        ),
+        (
+            "c:data",
+            "name='c:data' contains a URL scheme; names and versions are relative to the storage prefix "
+            "(set RLAUNCH_PREFIX for the location)",
+        ),
+        ("a/../b", "name='a/../b' contains '..'; artifacts cannot escape their prefix"),
+        ("/abs", "name='/abs' must not start or end with '/'; strip the slashes"),
+        ("a b", "name='a b' may contain only letters, digits, '_', '.', '-' and '/'; rename it"),
+        ("a//b", "name='a//b' has an empty path segment ('//'); remove it"),
+        ("a/./b", "name='a/./b' has a '.' path segment (an alias of its parent); remove it"),
+        (".", "name='.' has a '.' path segment (an alias of its parent); remove it"),
+        ("x" * 201, f"name={'x' * 40!r}... is 201 characters; at most 200"),
+        (
+            "models/.cache",
+            "name='models/.cache': segment '.cache' starts with '.'; such names are reserved "
+            "(rlaunch keeps .jobs and .tmp under the prefix); rename it",
+        ),
+        (
+            "m/" + "y" * 101,
+            f"name={('m/' + 'y' * 101)[:40]!r}...: segment {'y' * 20!r}... is 101 characters; "
+            "at most 100 per '/'-separated segment",
+        ),
+        (
+            "probe/x/2026.11.30",
+            "name='probe/x/2026.11.30': segment '2026.11.30' is shaped like a version; artifacts live at "
+            "prefix/name/version, so this one would sit inside another artifact's directory "
+            "(probe/x@2026.11.30); rename the segment",
+        ),
+        (
+            "dev/x",
+            "name='dev/x': segment 'dev' is shaped like a version; artifacts live at prefix/name/version, so "
+            "this one would sit inside another artifact's directory; rename the segment",
+        ),
+    ],
+)
+def test_a_refused_name_says_which_field_what_is_wrong_and_the_fix(name, message):
+    assert _refusal(validate_name, name) == message
+    assert _refusal(validate_name, name, field="deps[0].name") == message.replace("name", "deps[0].name", 1)
+
+
+@pytest.mark.parametrize(
+    ("name", "clash"),
+    [
+        ("abdev/dev", "abdev@dev"),  # the segment's text also occurs earlier in the name
+        ("data/2026.11.30x/2026.11.30/y", "data/2026.11.30x@2026.11.30"),
+        ("runs/alice-dev", "runs@alice-dev"),
+    ],
+)
+def test_a_version_shaped_segment_names_the_artifact_it_would_sit_inside(name, clash):
+    assert _refusal(validate_name, name).endswith(f"directory ({clash}); rename the segment")
+
+
+def test_the_longest_name_and_segment_are_accepted():
+    segment = "s" * 100
+    assert validate_name(segment) == segment
+    longest = "/".join([segment, "t" * 99])
+    assert len(longest) == 200 and validate_name(longest) == longest

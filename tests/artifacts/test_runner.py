@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import threading
 from dataclasses import dataclass
 
 import pytest
@@ -238,3 +239,53 @@ def test_the_runner_defaults_to_the_configured_prefix(prefix, recorder):
     step = make_step("a", recorder=recorder)
     Runner(report=quiet([])).run([step])
     assert records.is_succeeded(f"{prefix}/a/2026.11.30")
+
+
+def _waits_for(event: threading.Event):
+    """A step body that needs another step to start while it runs (no sleeps: it waits on `event`)."""
+
+    def run(config):
+        if not event.wait(timeout=10):
+            raise RuntimeError("the other step never started while this one ran")
+
+    return run
+
+
+def _signals(event: threading.Event):
+    def run(config):
+        event.set()
+
+    return run
+
+
+def test_a_free_slot_is_filled_as_soon_as_any_running_step_finishes(prefix):
+    started = threading.Event()
+    long = make_step("long", run=_waits_for(started))
+    short = make_step("short")
+    third = make_step("third", run=_signals(started))  # can only start once `short` frees its slot
+    outcomes = _run(prefix, [long, short, third], max_concurrent=2)
+    assert [o.action for o in outcomes] == ["built"] * 3
+
+
+def test_a_step_waiting_for_its_dependencies_does_not_hold_up_independent_ones(prefix):
+    started = threading.Event()
+    first = make_step("first", run=_waits_for(started))
+    blocked = make_step("blocked", deps=(first,))
+    free = make_step("free", run=_signals(started))  # listed after the blocked step
+    outcomes = _run(prefix, [blocked, free])
+    assert [o.identity for o in outcomes] == ["first@2026.11.30", "blocked@2026.11.30", "free@2026.11.30"]
+    assert all(o.action == "built" for o in outcomes)
+
+
+def test_skipping_a_dependent_does_not_hold_up_the_steps_after_it(prefix):
+    started = threading.Event()
+    long = make_step("long", run=_waits_for(started))
+    broken = make_step("broken", fail=True)
+    dependent = make_step("dependent", deps=(broken,))
+    free = make_step("free", run=_signals(started))  # no slot for it until `broken` fails
+    with pytest.raises(RunFailedError) as err:
+        _run(prefix, [long, dependent, free], max_concurrent=2)
+    assert [(o.identity, o.action) for o in err.value.failed] == [
+        ("broken@2026.11.30", "failed"),
+        ("dependent@2026.11.30", "skipped"),
+    ]

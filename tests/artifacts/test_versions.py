@@ -86,3 +86,27 @@ def test_nested_contexts_restore_when_the_body_raises():
         with build_context(outer):
             raise KeyError("x")
     assert current_build_context() is None
+
+
+def test_a_bad_run_version_names_the_option_that_set_it():
+    with pytest.raises(InvalidIdentityError) as err:
+        VersionCodex("v1")
+    assert str(err.value).startswith("--version='v1' is not a valid version. Use YYYY.MM.DD")
+    with pytest.raises(InvalidIdentityError) as err:
+        VersionCodex("2026.11.30", {"data/toy": "2026.11.30", "models/tiny": "latest"})
+    assert str(err.value).startswith("--override models/tiny='latest' is not a valid version. Use YYYY.MM.DD")
+
+
+def test_a_bad_version_in_code_names_the_artifact():
+    with pytest.raises(InvalidIdentityError) as err:
+        resolve_version("data/toy", "v1")
+    assert str(err.value).startswith("version of data/toy='v1' is not a valid version. Use YYYY.MM.DD")
+
+
+def test_without_a_context_the_error_says_how_to_give_a_version():
+    with pytest.raises(ValueError) as err:
+        resolve_version("models/tiny", None)
+    assert str(err.value) == (
+        "no version given for 'models/tiny' and no active build context; pass version=... or build "
+        "the graph inside a main decorated with @build_options / @rl_build_options"
+    )

@@ -80,7 +80,8 @@ def validate_name(name: object, *, field: str = "name") -> str:
         raise InvalidIdentityError(f"{field}={name!r} has a '.' path segment (an alias of its parent); remove it")
     if len(name) > MAX_NAME:
         raise InvalidIdentityError(f"{field}={name[:40]!r}... is {len(name)} characters; at most {MAX_NAME}")
-    for segment in name.split("/"):
+    segments = name.split("/")
+    for position, segment in enumerate(segments):
         if segment.startswith("."):
             raise InvalidIdentityError(
                 f"{field}={name!r}: segment {segment!r} starts with '.'; such names are reserved "
@@ -92,7 +93,7 @@ def validate_name(name: object, *, field: str = "name") -> str:
                 f"at most {MAX_SEGMENT} per '/'-separated segment"
             )
         if _is_calendar(segment) or _MUTABLE.fullmatch(segment):
-            owner = name[: name.index(segment) - 1] if name.index(segment) else ""
+            owner = "/".join(segments[:position])
             clash = f" ({owner}@{segment})" if owner else ""
             raise InvalidIdentityError(
                 f"{field}={name!r}: segment {segment!r} is shaped like a version; artifacts live at "
