@@ -141,11 +141,8 @@ EQUIVALENT: dict[str, str] = {
     "with one turn max_input != prompt already holds",
     "rlaunch.rules.recipe.x_plan_disagreements__mutmut_27": "no default for a base-config value: every key the role "
     "plan renders into is in every base config",
-    **{
-        f"rlaunch.rules.runtime.x_runtime_rules__mutmut_{n}": "unsupported_settings on a runtime that honours every "
-        "key with any value: it finds nothing, the composed recipe has only base-config keys"
-        for n in (160, 164)
-    },
+    "rlaunch.rules.runtime.x_runtime_rules__mutmut_164": "unsupported_settings on a runtime that honours every key "
+    "with any value: it finds nothing, the composed recipe has only base-config keys",
     "rlaunch.rules.x_composed_rules__mutmut_4": "out = instead of out += for the first rules: out is still empty",
     **{
         f"rlaunch.skyrl.preflight.x_check_plan__mutmut_{n}": "the seed rendered into the recipe: no rule reads the "
