@@ -38,10 +38,43 @@ class Area:
     name: str
     mutate: tuple[str, ...]  # globs under the repository root
     tests: tuple[str, ...]  # pytest paths: the fast tests that guard the area
+    # test ids left out: tests that read the source text (which mutmut rewrites), run the
+    # unmutated code in another process or import experiments/ (not importable under mutmut)
+    deselect: tuple[str, ...] = ()
 
 
 AREAS = (
-    Area("preflight", ("src/rlaunch/rules/*.py", "src/rlaunch/skyrl/preflight/*.py"), ("tests/skyrl", "tests/rules")),
+    Area(
+        "preflight",
+        ("src/rlaunch/rules/*.py", "src/rlaunch/skyrl/preflight/*.py"),
+        (
+            "tests/rules",
+            *(
+                f"tests/skyrl/test_{m}.py"
+                for m in (
+                    "preflight_batches",
+                    "preflight_bounded",
+                    "preflight_explicit",
+                    "preflight_runtime",
+                    "preflight_shapes",
+                    "preflight_topology",
+                    "rule_boundaries",
+                    "recipe",
+                    "identity",
+                    "submission_checks",
+                    "types",
+                )
+            ),
+            "tests/host/test_host_rules.py",
+            "tests/parity/test_readiness.py",
+        ),
+        (
+            "tests/host/test_host_rules.py::test_every_code_a_rule_or_the_preflight_writes_is_registered",
+            "tests/host/test_host_rules.py::test_the_reproducer_through_the_real_command",
+            "tests/host/test_host_rules.py::test_the_repository_experiments_render_documents_the_host_accepts",
+            "tests/parity/test_readiness.py::test_every_rl_experiment_plan_has_the_readiness_section",
+        ),
+    ),
     Area(
         "launch_config",
         (
@@ -136,6 +169,38 @@ EQUIVALENT: dict[str, str] = {
         )
         for n in (2, 4)
     },
+    # preflight
+    "rlaunch.rules.common.x_divisors__mutmut_1": "n < 0 instead of n <= 0: for n = 0 the search (d * d <= n) never runs",
+    **{
+        f"rlaunch.rules.defects.x__step_wise__mutmut_{n}": "default of generator.step_wise_trajectories: every "
+        "base config has the key, so the composed recipe never lacks it"
+        for n in (4, 7, 10)
+    },
+    "rlaunch.rules.defects.x_findings__mutmut_7": "TRIGGERS.get(None) is None: a defect without a trigger has none either way",
+    **{
+        f"rlaunch.rules.defects.x_defect_rules__mutmut_{n}": "default pin of an open defect's package: only a pinned "
+        "package can be open (an unpinned one is unverified)"
+        for n in (13, 15, 17, 18)
+    },
+    **{
+        f"rlaunch.rules.batches.x_strategy_sizes__mutmut_{n}": "default of a Megatron size: every base config has "
+        "each key, so the composed recipe never lacks one"
+        for n in (13, 16, 17)
+    },
+    "rlaunch.rules.batches.x_strategy_sizes__mutmut_23": "break instead of continue after a null "
+    "expert_tensor_parallel_size: it is the last of MEGATRON_SIZES, so both end the inner loop",
+    "rlaunch.rules.recipe.x_recipe_rules__mutmut_172": "turns >= 1 instead of turns > 1 before max_input < prompt: "
+    "with one turn max_input != prompt already holds",
+    "rlaunch.rules.recipe.x_plan_disagreements__mutmut_27": "no default for a base-config value: every key the role "
+    "plan renders into is in every base config",
+    "rlaunch.rules.runtime.x_runtime_rules__mutmut_164": "unsupported_settings on a runtime that honours every key "
+    "with any value: it finds nothing, the composed recipe has only base-config keys",
+    "rlaunch.rules.x_composed_rules__mutmut_4": "out = instead of out += for the first rules: out is still empty",
+    **{
+        f"rlaunch.skyrl.preflight.x_check_plan__mutmut_{n}": "the seed rendered into the recipe: no rule reads the "
+        "composed trainer.seed (the seed rule compares the recipe as written)"
+        for n in (50, 53)
+    },
 }
 
 
@@ -171,7 +236,7 @@ def mutmut_section(area: Area) -> str:
         'source_paths = ["src"]\n'
         f"only_mutate = {toml_list(area.mutate)}\n"
         f"pytest_add_cli_args_test_selection = {toml_list(existing)}\n"
-        f"pytest_add_cli_args = {toml_list(FAST[1:])}\n"
+        f"pytest_add_cli_args = {toml_list([*FAST[1:], *(f'--deselect={t}' for t in area.deselect)])}\n"
         'also_copy = ["experiments"]\n'  # tests import the repository's experiments
         "use_git_change_detection = false\n"
     )

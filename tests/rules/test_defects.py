@@ -1,0 +1,98 @@
+"""Known upstream defects: which ones a plan triggers, how each reads, and which the preflight refuses.
+
+A defect's status comes from the runtime's lock (fsdp pins skyrl 0.4.0 and PyYAML 6.0.4, not vllm); its
+trigger is a predicate over the plan's geometry and composed recipe. Only an open defect that the
+plan triggers is a violation (`defect.open`); one the lock does not pin is `unverified`, since
+nobody can tell.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from rlaunch.rules.defects import findings
+from rlaunch.runtimes.defects import FIXED, OPEN, UNVERIFIED, WORKED_AROUND, KnownDefect
+from tests.skyrl.helpers import recipe
+
+from .helpers import FSDP, SEED, Case, rendered, seed, verdict
+
+TAIL = seed(train_batch_size=258, policy_mini_batch_size=2, micro_train_batch_size_per_gpu=1)  # stride 4
+STEP_WISE = recipe(generator={"step_wise_trajectories": True})
+
+
+def runtime(*defects: KnownDefect):
+    return dataclasses.replace(FSDP, name="fsdp-defects", known_defects=defects)
+
+
+def found(case: Case, *defects: KnownDefect) -> dict[str, tuple[str, bool, str]]:
+    prof = runtime(*defects)
+    composed = prof.compose(rendered(dataclasses.replace(case, profile=prof)))[0]
+    return {f.defect.id: (f.status, f.triggered, f.line()) for f in findings(prof, composed)}
+
+
+def test_each_finding_reads_its_status_fix_and_whether_the_plan_triggers_it() -> None:
+    defects = (
+        KnownDefect("A#1", "skyrl", "s", trigger="tail_stride"),
+        KnownDefect("B#2", "skyrl", "s", fixed_in="0.4.0", trigger="step_wise_trajectories"),
+        KnownDefect("C#3", "skyrl", "s", fixed_in="0.5.0", workaround="batch.tail_stride", trigger="tail_stride"),
+        KnownDefect("D#4", "flash-attn", "s"),
+    )
+    assert found(SEED, *defects) == {
+        "A#1": (OPEN, False, "A#1 (skyrl): open; not triggered by this plan"),
+        "B#2": (FIXED, False, "B#2 (skyrl, fixed in skyrl 0.4.0): fixed; not triggered by this plan"),
+        "C#3": (
+            WORKED_AROUND,
+            False,
+            "C#3 (skyrl, fixed in skyrl 0.5.0): worked around by rule batch.tail_stride; not triggered by this plan",
+        ),
+        "D#4": (UNVERIFIED, True, "D#4 (flash-attn): unverified; this plan triggers it"),  # no trigger: every plan
+    }
+    fixed_by_rule = KnownDefect("E#5", "pyyaml", "s", fixed_in="6.0", workaround="batch.tail_stride")
+    assert found(SEED, fixed_by_rule)["E#5"][2] == "E#5 (pyyaml, fixed in pyyaml 6.0): fixed; this plan triggers it"
+    triggered = found(TAIL, *defects)
+    assert [triggered[i][1] for i in ("A#1", "B#2", "C#3", "D#4")] == [True, False, True, True]
+    assert triggered["A#1"][2] == "A#1 (skyrl): open; this plan triggers it"
+
+
+def test_step_wise_trajectories_trigger_their_defect() -> None:
+    defect = KnownDefect("B#2", "skyrl", "s", trigger="step_wise_trajectories")
+    assert found(seed(STEP_WISE), defect)["B#2"][:2] == (OPEN, True)
+    assert found(seed(recipe(generator={"step_wise_trajectories": False})), defect)["B#2"][:2] == (OPEN, False)
+
+
+def test_a_trigger_rlaunch_does_not_know_is_refused_by_name() -> None:
+    prof = runtime(KnownDefect("X#9", "skyrl", "s", trigger="full_moon"))
+    composed = FSDP.compose(rendered(SEED))[0]
+    with pytest.raises(ValueError) as refused:
+        findings(prof, composed)
+    assert str(refused.value) == (
+        "runtime 'fsdp-defects': known defect X#9 names trigger 'full_moon', which rlaunch does not know; "
+        "use one of ['step_wise_trajectories', 'tail_stride'] or none"
+    )
+
+
+def test_only_an_open_defect_the_plan_triggers_is_refused() -> None:
+    def codes(case: Case, *defects: KnownDefect) -> list[tuple[str, dict]]:
+        prof = runtime(*defects)
+        return [
+            (v.fields[0], dict(v.values))
+            for v in verdict(dataclasses.replace(case, profile=prof))
+            if v.code == "defect.open"
+        ]
+
+    open_tail = KnownDefect("A#1", "skyrl", "tail batches crash", trigger="tail_stride")
+    assert codes(SEED, open_tail) == []
+    assert codes(TAIL, open_tail) == [
+        ("runtime.known_defects.A#1", {"defect": "A#1", "package": "skyrl", "pinned": "0.4.0"})
+    ]
+    unpinned = KnownDefect("D#4", "flash-attn", "s")
+    worked_around = KnownDefect("C#3", "skyrl", "s", workaround="batch.tail_stride", trigger="tail_stride")
+    fixed = KnownDefect("B#2", "skyrl", "s", fixed_in="0.4.0")
+    assert codes(TAIL, unpinned, worked_around, fixed) == []
+    assert [c[0] for c in codes(TAIL, unpinned, worked_around, open_tail, fixed)] == ["runtime.known_defects.A#1"]
+    open_vllm = KnownDefect("Y#7", "PyYAML", "anchors loop", fixed_in="7.0")
+    assert codes(SEED, open_vllm) == [
+        ("runtime.known_defects.Y#7", {"defect": "Y#7", "package": "PyYAML", "pinned": "6.0.4"})
+    ]
