@@ -118,6 +118,9 @@ EQUIVALENT: dict[str, str] = {
     "rlaunch.task.staging.x_stage__mutmut_50": "temporary directory suffix of 9 hex digits instead of 8: still unique",
     **{f"rlaunch.task.bootstrap.x_entrypoint_command__mutmut_{n}": _UTF8 for n in (10, 13, 17)},
     "rlaunch.task.bootstrap.x_wait_for_outcome__mutmut_1": "poll every 2 s instead of 1 s: the same outcome, later",
+    # observe_verdict
+    "rlaunch.observe.verdict.x_model_path_active__mutmut_79": "(identity or 'XXXX').partition(':')[2] is '' "
+    "for a missing identity either way",
     # launch_config
     **{
         f"rlaunch.launch_config.typed.x__describe__mutmut_{n}": "the str(tp) fallback: every type a Union option "
