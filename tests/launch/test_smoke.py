@@ -87,7 +87,11 @@ def test_smoke_trains_exports_evaluates_and_reruns_from_storage(launcher: Launch
 
 @pytest.mark.e2e
 def test_smoke_resumes_after_its_child_job_is_killed(launcher: Launcher) -> None:
-    rl_only = (*SMOKE, "--stage", "rl", "--steps", "8")
+    # Past its first steps a CPU step takes well under a second: with 8 steps a stalled machine let the
+    # first attempt finish between the checkpoint and the kill. 16 is all the smoke data holds (64 rows,
+    # 4 prompts a step, one epoch), which leaves the kill about 8 s.
+    steps = 16
+    rl_only = (*SMOKE, "--stage", "rl", "--steps", str(steps))
     started = launcher.run(*rl_only, "--run", "--detach", timeout=TIMEOUT)
     assert started.returncode == 0, started.stderr[-3000:]
     coordinator = re.search(r"submitted RL coordinator (\S+)", started.stdout).group(1)
@@ -107,16 +111,16 @@ def test_smoke_resumes_after_its_child_job_is_killed(launcher: Launcher) -> None
     assert backend.wait(coordinator, timeout=300).state.value == "failed"
     (first,) = attempts_of(launcher.prefix, "smoke/rl")
     killed_at = max(metric_steps(first))
-    assert killed_at < 8
+    assert killed_at < steps
 
     rerun = launcher.run(*rl_only, "--run", timeout=TIMEOUT)
     assert rerun.returncode == 0, rerun.stdout[-4000:] + rerun.stderr[-4000:]
     second = next(a for a in attempts_of(launcher.prefix, "smoke/rl") if a != first)
     resumed = metric_steps(second)
     checkpoint_step = json.loads((second / "model_load.json").read_text())["resumed_from_step"]
-    assert checkpoint_step >= latest and resumed[0] == checkpoint_step + 1 and resumed[-1] == 8
+    assert checkpoint_step >= latest and resumed[0] == checkpoint_step + 1 and resumed[-1] == steps
     record = json.loads((launcher.prefix / "smoke" / "rl" / VERSION / ".artifact.json").read_text())
-    assert record["result"]["global_step"] == 8
+    assert record["result"]["global_step"] == steps
 
 
 @pytest.mark.e2e
