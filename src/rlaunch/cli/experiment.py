@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 import click
@@ -157,20 +157,11 @@ def experiment_module(fn: Callable[..., Any]) -> str | None:
 def make_build_options(executor: Executor) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
-        def wrapper(
-            *args: Any,
-            default_version: str,
-            overrides: dict[str, str],
-            do_run: bool,
-            max_concurrent: int,
-            plan_format: str,
-            **kwargs: Any,
-        ) -> None:
+        def wrapper(*args: Any, **kwargs: Any) -> None:
             with error_boundary(experiment_module(fn) or fn.__name__):
                 refuse_secret_arguments([*sys.argv[1:], *_option_values(click.get_current_context().params)])
-                _plan_or_run(
-                    fn, executor, args, kwargs, default_version, overrides, do_run, max_concurrent, plan_format
-                )
+                options = BuildOptions(**{f.name: kwargs.pop(f.name) for f in fields(BuildOptions)})
+                _plan_or_run(fn, executor, args, kwargs, options)
 
         decorators = [
             click.option(  # runs first: a credential is refused before any option is parsed or echoed
@@ -220,20 +211,23 @@ def make_build_options(executor: Executor) -> Callable[[Callable[..., Any]], Cal
     return decorate
 
 
+@dataclass(frozen=True)
+class BuildOptions:
+    """The options `build_options` adds to every experiment main (named as their click parameters)."""
+
+    default_version: str
+    overrides: dict[str, str]
+    do_run: bool
+    max_concurrent: int
+    plan_format: str
+
+
 def _plan_or_run(
-    fn: Callable[..., Any],
-    executor: Executor,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    default_version: str,
-    overrides: dict[str, str],
-    do_run: bool,
-    max_concurrent: int,
-    plan_format: str,
+    fn: Callable[..., Any], executor: Executor, args: tuple[Any, ...], kwargs: dict[str, Any], options: BuildOptions
 ) -> None:
     """Build the graph, check it, then print the plan or hand the handles to the executor."""
     executor_options = {k: kwargs.pop(k) for k in executor.option_names if k in kwargs}
-    codex = VersionCodex(default_version, overrides)
+    codex = VersionCodex(options.default_version, options.overrides)
     try:
         with build_context(BuildContext(codex)):
             handles = normalise_handles(fn(*args, **kwargs))
@@ -247,8 +241,8 @@ def _plan_or_run(
         invocation = Invocation(
             module=experiment_module(fn),
             argv=tuple(sys.argv[1:]),
-            version=default_version,
-            max_concurrent=max_concurrent,
+            version=options.default_version,
+            max_concurrent=options.max_concurrent,
             prefix=storage.default_prefix(),
             options=executor_options,
         )
@@ -258,8 +252,8 @@ def _plan_or_run(
         if isinstance(exc, (click.ClickException, UserError)):
             raise  # click's own, and expected errors: the boundary prints them (exit 2)
         raise click.ClickException(str(exc)) from exc
-    if not do_run:
-        _print_plan(planned, handles, invocation, plan_format)
+    if not options.do_run:
+        _print_plan(planned, handles, invocation, options.plan_format)
         return
     sys.exit(executor.run(handles, invocation))
 
