@@ -53,6 +53,13 @@ def seed_recipe(tree: dict[str, Any], profile: str = "fsdp", **plan_values: Any)
     return {"topo": seed_topology(**plan_values), "tree": tree, "profile": profile}
 
 
+# Context parallelism with microbatch padding kept: refused under either accepted neighbour below.
+MEGATRON_CP2_PADDED = seed_recipe(
+    recipe(trainer={"remove_microbatch_padding": False, "policy": {"megatron_config": {"context_parallel_size": 2}}}),
+    MEGATRON,
+)
+
+
 def colocated(**plan_values: Any) -> dict[str, Any]:
     return {"topo": topology(plan(**plan_values))}
 
@@ -238,15 +245,7 @@ EDGES = [
     Edge(
         "strategy.megatron_context_parallel",
         seed_recipe(recipe(trainer={"policy": {"megatron_config": {"context_parallel_size": 2}}}), MEGATRON),
-        seed_recipe(
-            recipe(
-                trainer={
-                    "remove_microbatch_padding": False,
-                    "policy": {"megatron_config": {"context_parallel_size": 2}},
-                }
-            ),
-            MEGATRON,
-        ),
+        MEGATRON_CP2_PADDED,
         {"cp": 2},
     ),
     Edge(
@@ -322,15 +321,7 @@ EDGES = [
     Edge(
         "strategy.megatron_context_parallel",
         seed_recipe(recipe(trainer={"remove_microbatch_padding": False}), MEGATRON),
-        seed_recipe(
-            recipe(
-                trainer={
-                    "remove_microbatch_padding": False,
-                    "policy": {"megatron_config": {"context_parallel_size": 2}},
-                }
-            ),
-            MEGATRON,
-        ),
+        MEGATRON_CP2_PADDED,
         {"cp": 2},
     ),  # fmt: skip
 ]
