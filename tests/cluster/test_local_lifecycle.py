@@ -75,6 +75,8 @@ def test_replica_that_exhausts_retries_fails_the_job_and_stops_the_others(
     assert status.replicas[0].attempts == 2 and status.replicas[0].exit_code == 3
     assert status.replicas[1].state == JobState.CANCELLED
     assert list(backend.logs(job_id, replica=0)) == ["boom", "boom"]
+    stopped = [line for line in backend.logs(job_id, replica=1) if line.startswith("[rlaunch.local]")]
+    assert stopped == [f"[rlaunch.local] stopping this replica: {status.message}"]  # why it ended, in its own log
     assert all_gone(read_pids(Path(f"{pidfile}1")))
 
 

@@ -246,6 +246,10 @@ class Supervisor:
     def _finish(self, outcome: Outcome) -> None:
         self.gang.stop(outcome)
         unfinished = [a for a in self.attempts if self.gang.replicas[a.rank].state == JobState.RUNNING]
+        if outcome.state != JobState.SUCCEEDED:  # each stopped replica's log says why it ended
+            for attempt in unfinished:
+                self._write(attempt, f"[rlaunch.local] stopping this replica: {outcome.message}\n".encode())
+                self._flush(attempt)
         stop_groups([a.proc.pid for a in unfinished if a.proc], self.backend.kill_grace, tick=self._tick)
         for attempt in unfinished:
             code = self._exit_code(attempt)
