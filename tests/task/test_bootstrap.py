@@ -154,6 +154,22 @@ def test_rank_0_success_publishes_the_outcome_and_removes_its_task_directory(
     assert "[rlaunch.task rank 0] running test-marker entrypoint standard with 1 process(es)\n" in err
 
 
+def test_a_node_whose_staging_disk_is_broken_leaves_with_one_line_that_names_the_directory_and_the_fix(
+    tmp_path: Path, prefix: str, marker_runtime: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = document(prefix, tmp_path)
+    blocked = replica_dir(tmp_path, doc, 1)
+    blocked.parent.mkdir(parents=True)
+    blocked.write_text("not a directory\n")
+    code = run_task(monkeypatch, written(doc, tmp_path), rank=1, world=2)
+    assert code == (
+        f"[rlaunch.task rank 1] cannot create the task directory {blocked} (FileExistsError: File exists): this "
+        f"node's staging disk is unusable; repair or free it, or point ${bootstrap.STAGING_ENV} at a writable "
+        "local directory"
+    )
+    assert not (attempt(doc) / JOINED / "replica-1.json").exists()
+
+
 def test_rank_0_trainer_failure_is_the_gang_outcome_and_waiting_ranks_leave_with_it(
     tmp_path: Path, prefix: str, marker_runtime: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -215,7 +215,14 @@ def main(config_url: str) -> None:
     world = int(os.environ.get(WORLD_SIZE_ENV, "1"))
     local_root = task_dir(doc, rank)
     log(f"rank {rank} of {world} starting: staging under {local_root}")
-    os.makedirs(local_root, exist_ok=True)
+    try:
+        os.makedirs(local_root, exist_ok=True)
+    except OSError as exc:  # a broken or full local disk: this node cannot take part (exit 1, no traceback)
+        raise SystemExit(
+            f"[rlaunch.task rank {rank}] cannot create the task directory {local_root} "
+            f"({type(exc).__name__}: {exc.strerror or exc}): this node's staging disk is unusable; repair or free "
+            f"it, or point ${STAGING_ENV} at a writable local directory"
+        ) from None
     try:
         staged = stage_inputs(doc, local_root)
         write_join_marker(doc, rank, world, started_at)
