@@ -126,8 +126,9 @@ def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) ->
         return result
     if spec is not gang:  # the driver runs inside the cluster; the whole gang must still fit in it
         backend.check(gang, parent=os.environ.get(JOB_ID_ENV))
-    result.child_job_id = backend.submit_child(spec) if os.environ.get(JOB_ID_ENV) else backend.submit(spec)
+    # stamped as the submission starts: a fast replica can join before submit() returns
     submitted = {"host_started": result.started_at, "child_submitted": utc_now()}
+    result.child_job_id = backend.submit_child(spec) if os.environ.get(JOB_ID_ENV) else backend.submit(spec)
     log.write(f"submitted child job {result.child_job_id} ({spec.replicas} replica(s)) via {backend.name}\n")
     log.flush()
     _record(doc, result, "running", backend, {**submitted, **_coordinator_phases(backend, result.coordinator_job_id)})
