@@ -4,7 +4,12 @@ Only allow-listed credentials are forwarded to jobs (`HF_TOKEN`, `WANDB_API_KEY`
 `RLAUNCH_FORWARD_CREDENTIALS`, comma separated). Two things count as a secret when scrubbing logs,
 recorded argv, records and documents:
 
-* the value of any environment variable with a credential-like name (or a forwarded one);
+* the value of any environment variable with a credential-like name (a name containing TOKEN,
+  SECRET, PASSWORD, PASSPHRASE, API_KEY, ACCESS_KEY, PRIVATE_KEY or CREDENTIAL, or ending in
+  `_KEY`), or a forwarded one, whether or not it is forwarded: every rlaunch process that writes or
+  prints a log scrubs the secrets of its own environment (`Scrubber.for_process`) besides those of
+  the job's, and a submitter hands its own to the job's supervisor in memory. Values shorter than
+  `MIN_SECRET_LENGTH` (6) characters are left alone, so a short common word is never blanked;
 * any value of a well-known token shape, wherever it came from: Hugging Face `hf_…`, GitHub
   `ghp_…`/`github_pat_…`, `sk-…` API keys, AWS access key ids `AKIA…`/`ASIA…`, and 40-hex W&B
   keys where a W&B key name introduces them (a bare 40-hex string is a git commit as often as
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rlaunch.errors import UserError
@@ -26,8 +31,10 @@ from rlaunch.errors import UserError
 DEFAULT_FORWARDED = ("HF_TOKEN", "WANDB_API_KEY")
 FORWARD_ENV = "RLAUNCH_FORWARD_CREDENTIALS"
 REDACTED = "<redacted>"
-_SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
-_MIN_SECRET_LENGTH = 6
+_SECRET_NAME = re.compile(
+    r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL|(?:^|_)KEY$)", re.I
+)
+MIN_SECRET_LENGTH = 6
 _MAX_SHAPE_LENGTH = 200  # no token shape below matches more than this many characters
 
 _BEFORE = r"(?<![A-Za-z0-9_])"
@@ -75,7 +82,7 @@ def is_secret_name(name: str) -> bool:
 def secret_values(env: dict[str, str] | None = None) -> list[str]:
     """Values that must never be printed, logged or recorded (longest first, for replacement)."""
     source = os.environ if env is None else env
-    values = {v for k, v in source.items() if is_secret_name(k) and len(v) >= _MIN_SECRET_LENGTH}
+    values = {v for k, v in source.items() if is_secret_name(k) and len(v) >= MIN_SECRET_LENGTH}
     return sorted(values, key=len, reverse=True)
 
 
@@ -91,6 +98,15 @@ class Scrubber:
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Scrubber:
         return cls(secret_values(env))
+
+    @classmethod
+    def for_process(cls, *envs: Mapping[str, str], known: Iterable[str] = ()) -> Scrubber:
+        """For a process that writes or prints a log: the secrets of its own environment, of each
+        environment it hands a job, and `known` values a submitter passed on (forwarded or not)."""
+        values = [*secret_values(), *known]
+        for env in envs:
+            values += secret_values(dict(env))
+        return cls(values)
 
     def text(self, text: str) -> str:
         for value in self.values:
@@ -145,7 +161,7 @@ def secret_kind(text: str, env: dict[str, str] | None = None) -> str | None:
     source = os.environ if env is None else env
     for name, value in source.items():
         credential = name in forwarded_names() or _names_a_secret(f"--{name}")
-        if credential and len(value) >= _MIN_SECRET_LENGTH and value in text:
+        if credential and len(value) >= MIN_SECRET_LENGTH and value in text:
             return f"the value of ${name}"
     for description, pattern in TOKEN_SHAPES:
         if re.search(pattern, text):
@@ -160,7 +176,7 @@ def refuse_secret_arguments(argv: Iterable[str], env: dict[str, str] | None = No
     args = list(argv)
     for index, arg in enumerate(args):
         kind = secret_kind(arg, env)
-        if kind is None and index > 0 and _names_a_secret(args[index - 1]) and len(arg) >= _MIN_SECRET_LENGTH:
+        if kind is None and index > 0 and _names_a_secret(args[index - 1]) and len(arg) >= MIN_SECRET_LENGTH:
             kind = f"the value of {args[index - 1].split('=', 1)[0]}"
         if kind is None:
             option, sep, _ = arg.partition("=")

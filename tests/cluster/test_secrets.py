@@ -132,3 +132,71 @@ def test_both_transports_cut_overlong_lines_where_no_secret_straddles() -> None:
     text = "\n".join(scrubber.text(p.decode()) for p in pieces)
     assert ENV_SECRET[:10] not in text and SHAPED[:10] not in text and SHAPED[-10:] not in text
     assert text.count("<redacted>") == 2 * (600_000 // len(unit))
+
+
+LAUNCHER_SECRETS = {  # in the submitting environment only: never forwarded to the job
+    "MY_SERVICE_SECRET": "launcher-secret-value-1717",
+    "DEPLOY_KEY": "deploy-key-value-2828",
+    "DB_PASSWORD": "db-password-value-3939",
+    "ORG_TOKEN": "org-token-value-4040",
+}
+
+
+def _print_from_file(tmp_path: Path, values: list[str]) -> list[str]:
+    """A job that prints values it reads from a file (the job's environment never held them)."""
+    source = tmp_path / "values.json"
+    source.write_text(json.dumps(values))
+    return py(f"import json\nfor v in json.load(open({str(source)!r})):\n    print('value:', v, flush=True)")
+
+
+def _job_files(root: Path, job_id: str) -> dict[str, str]:
+    return {str(p.relative_to(root)): p.read_text(errors="replace") for p in (root / job_id).rglob("*") if p.is_file()}
+
+
+def test_the_launchers_own_secrets_reach_neither_log_files_nor_the_followed_output(
+    backend: LocalBackend, root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A secret-named variable of the submitting environment (forwarded or not) is scrubbed from the
+    job's log files and from what a follower prints; a short value is left alone (common words)."""
+    for name, value in LAUNCHER_SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("SHORT_TOKEN", "ab12")  # under MIN_SECRET_LENGTH: a word, not blanked
+    job_id = backend.submit(
+        JobSpec(name="prints-secrets", argv=_print_from_file(tmp_path, [*LAUNCHER_SECRETS.values(), "ab12"]))
+    )
+    assert backend.wait(job_id, timeout=60).state.value == "succeeded"
+    followed = "\n".join(backend.logs(job_id, follow=True))
+    files = _job_files(root, job_id)
+    for value in LAUNCHER_SECRETS.values():
+        assert value not in followed
+        assert not [name for name, text in files.items() if value in text], value
+    assert followed.count("value: <redacted>") == len(LAUNCHER_SECRETS)
+    assert "value: ab12" in followed and "value: ab12" in files[f"{job_id}/logs/job.log"]
+    assert not any(name in json.dumps(files) for name in ("launcher-secret", "deploy-key-value")), "no copy kept"
+
+
+def test_a_reader_scrubs_its_own_secrets_even_where_the_writer_never_knew_them(
+    backend: LocalBackend, root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rlaunch logs` prints a log through the reader's own scrubber: a value set only in the
+    reader's environment (after the job ran) is not shown, though the file still holds it."""
+    value = "set-after-the-job-ran-5151"
+    job_id = backend.submit(JobSpec(name="late-secret", argv=_print_from_file(tmp_path, [value])))
+    assert backend.wait(job_id, timeout=60).state.value == "succeeded"
+    assert value in (root / job_id / "logs" / "job.log").read_text()  # the writer did not know it
+    monkeypatch.setenv("LATE_API_KEY", value)
+    assert list(backend.logs(job_id)) == ["[rank 0] value: <redacted>"]
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("MY_SERVICE_SECRET", True), ("DEPLOY_KEY", True), ("KEY", True), ("GPG_PASSPHRASE", True),
+        ("HF_TOKEN", True), ("DB_PASSWORD", True), ("AWS_SECRET_ACCESS_KEY", True),
+        ("KEYBOARD", False), ("MONKEY", False), ("KEY_LAYOUT", False), ("PATH", False), ("HOME", False),
+    ],
+)  # fmt: skip
+def test_secret_names(name: str, secret: bool) -> None:
+    from rlaunch.secrets import is_secret_name
+
+    assert is_secret_name(name) is secret

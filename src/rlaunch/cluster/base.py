@@ -31,6 +31,7 @@ from rlaunch.cluster.protocol import (
     JobSpec,
     JobStatus,
 )
+from rlaunch.secrets import Scrubber
 
 MAX_POLL = 1.0  # the longest pause between two looks at a job that is still running
 FIRST_POLL = 0.05
@@ -152,9 +153,12 @@ class GangBackend(abc.ABC):
     def logs(
         self, job_id: str, *, replica: int | None = None, follow: bool = False, tail: int | None = None
     ) -> Iterator[str]:
+        """The job's log as `_log_lines` reads it, scrubbed of this reader's own secrets as well (a
+        value the job's writer never knew, e.g. one the job read from a file, is still not shown)."""
         replicas = self._replica_count(job_id)
         query = LogQuery.checked(job_id, replicas, replica, follow, tail, lambda: self._ended(job_id))
-        return self._log_lines(job_id, query)
+        scrubber = Scrubber.for_process()
+        return (scrubber.text(line) for line in self._log_lines(job_id, query))
 
     def list_jobs(self) -> list[JobStatus]:
         return sorted(self._statuses(), key=lambda s: (s.submitted_at or "", s.job_id))

@@ -5,7 +5,9 @@ A profile directory holds `profile.yaml` (strategy, entrypoints, capabilities, e
 recipe keys it accepts, with defaults, on SkyRL 0.4.0 key paths) and an adapter in `adapters/`
 (the code rlaunch ships to run inside that environment). The source digest hashes the lock, the
 profile, the base config and every adapter file, so it changes exactly when what will run
-changes.
+changes. It reads exactly the files that ship (`SHIPPED_PROFILE_FILES`, `SHIPPED_ADAPTER_FILES`;
+the wheel's package data is `package_data()`, which a test holds equal to pyproject's), so a
+wheel and a checkout of one commit give one digest.
 """
 
 from __future__ import annotations
@@ -32,7 +34,10 @@ SHAPE_KEY = "_rlaunch"  # the generated base config's description of its own sha
 PLUGINS_ENV = "RLAUNCH_RUNTIME_PLUGINS"
 _PROFILE_DIRS = {"trl-cpu": "trl_cpu", "fsdp": "fsdp", "fsdp-rehearsal": "fsdp_rehearsal", "megatron": "megatron"}
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_IGNORED = {"__pycache__", ".pytest_cache"}
+# What ships with a runtime: globs ('*' within one path segment) relative to a profile directory
+# and to an adapter directory. The digest reads exactly these files, the wheel ships exactly these.
+SHIPPED_PROFILE_FILES = ("*.yaml", "*.txt", "*.in")
+SHIPPED_ADAPTER_FILES = ("*/*.py",)
 LAUNCHERS = ("python", "torchrun", "ray-driver")
 RAY_DRIVER = "ray-driver"
 
@@ -166,10 +171,12 @@ class RuntimeProfile:
         import hashlib
 
         h = hashlib.sha256()
-        for label, root in (("profile", self.directory), ("adapter", self.adapter_dir)):
-            for path in sorted(_files(root), key=lambda p: p.split(os.sep)):  # path order, part by part
-                relative = os.path.relpath(path, root).replace(os.sep, "/")
-                h.update(f"{label}/{relative}".encode() + b"\0" + _read(path) + b"\0")
+        for label, root, shipped in (
+            ("profile", self.directory, SHIPPED_PROFILE_FILES),
+            ("adapter", self.adapter_dir, SHIPPED_ADAPTER_FILES),
+        ):
+            for relative in shipped_files(root, shipped):
+                h.update(f"{label}/{relative}".encode() + b"\0" + _read(os.path.join(root, relative)) + b"\0")
         h.update(b"base_config\0" + _read(self.base_config_file))
         return h.hexdigest()
 
@@ -179,12 +186,32 @@ def _read(path: str) -> bytes:
         return handle.read()
 
 
-def _files(directory: str) -> list[str]:
+def shipped_files(directory: str, patterns: tuple[str, ...]) -> list[str]:
+    """'/'-separated paths under `directory` that one of `patterns` matches segment by segment
+    (as package data globs do), in path order, part by part."""
+    import fnmatch
+
+    def ships(relative: str) -> bool:
+        parts = relative.split("/")
+        return any(
+            len(glob := pattern.split("/")) == len(parts) and all(map(fnmatch.fnmatchcase, parts, glob))
+            for pattern in patterns
+        )
+
     out = []
-    for root, dirs, files in os.walk(directory):
-        dirs[:] = [d for d in dirs if d not in _IGNORED]
-        out.extend(os.path.join(root, f) for f in files if not f.endswith((".pyc", ".pyo", parsed.TWIN_SUFFIX)))
-    return out
+    for root, _, files in os.walk(directory):
+        for name in files:
+            relative = os.path.relpath(os.path.join(root, name), directory).replace(os.sep, "/")
+            if ships(relative):
+                out.append(relative)
+    return sorted(out, key=lambda p: p.split("/"))
+
+
+def package_data() -> list[str]:
+    """The wheel's package data for `rlaunch` (pyproject's `[tool.setuptools.package-data]`): every
+    profile's and adapter's shipped files, and the profiles' parsed JSON twins."""
+    profiles = [f"runtimes/*/{p}" for p in SHIPPED_PROFILE_FILES] + [f"runtimes/*/*{parsed.TWIN_SUFFIX}"]
+    return profiles + [f"runtimes/adapters/*/{p}" for p in SHIPPED_ADAPTER_FILES]
 
 
 def load_profile(name: str, directory: str | os.PathLike[str]) -> RuntimeProfile:

@@ -39,7 +39,7 @@ from rlaunch.cluster.protocol import (
     Resources,
 )
 from rlaunch.processes import actor
-from rlaunch.secrets import scrub_tree
+from rlaunch.secrets import scrub_tree, secret_values
 from rlaunch.statefiles import CorruptStateError
 from rlaunch.storage import utc_now
 
@@ -188,7 +188,9 @@ class LocalBackend(GangBackend):
                 start_new_session=True,
             )
         try:
-            proc.communicate(json.dumps({"argv": argv, "env": env}).encode(), timeout=SUPERVISOR_START_TIMEOUT)
+            # the submitter's own secrets travel in memory (never to the job): its logs are scrubbed of them
+            payload = {"argv": argv, "env": env, "scrub": secret_values()}
+            proc.communicate(json.dumps(payload).encode(), timeout=SUPERVISOR_START_TIMEOUT)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

@@ -33,7 +33,7 @@ from rlaunch.cluster.local.procs import process_identity, stop_groups
 from rlaunch.cluster.local.state import JobDir, write_json_atomic
 from rlaunch.cluster.logs import LineBuffer, rank_prefix
 from rlaunch.cluster.protocol import RANK_ENV, RENDEZVOUS_ENV, JobNotFoundError, JobState
-from rlaunch.secrets import Scrubber, secret_values
+from rlaunch.secrets import Scrubber
 from rlaunch.storage import utc_now
 
 POLL_SECONDS = 0.1
@@ -59,13 +59,13 @@ def _say(message: str) -> None:
 class Supervisor:
     """Runs one job; the only writer of its state.json while alive."""
 
-    def __init__(self, job: JobDir, argv: list[str], env: dict[str, str]) -> None:
+    def __init__(self, job: JobDir, argv: list[str], env: dict[str, str], known: list[str] | None = None) -> None:
         self.job = job
         self.record = job.read_job()
         self.state = job.read_state()
         self.argv = argv
         self.env = env
-        self.scrubber = Scrubber(secret_values(env))
+        self.scrubber = Scrubber.for_process(env, known=known or ())  # the submitter's secrets too
         self.backend = LocalBackend(root=job.root, kill_grace=float(self.record["kill_grace"]))
         self.gang = GangLifecycle(
             job.job_id,
@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-    Supervisor(job, payload["argv"], payload["env"]).run()
+    Supervisor(job, payload["argv"], payload["env"], payload.get("scrub")).run()
     return 0
 
 

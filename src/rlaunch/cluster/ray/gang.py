@@ -59,7 +59,7 @@ from rlaunch.cluster.ray.common import (
 )
 from rlaunch.cluster.ray.kv import StatusStore
 from rlaunch.cluster.ray.replica import replica_cwd, replica_environment, run_attempt
-from rlaunch.secrets import Scrubber, secret_values
+from rlaunch.secrets import Scrubber
 from rlaunch.storage import utc_now
 
 POLL_SECONDS = 0.1
@@ -120,7 +120,7 @@ class Gang:
         self.gcs = environ.get("RAY_ADDRESS") or environ.get(GCS_ADDRESS_ENV)
         self.package = package_uri(environ)
         self.job_env = self._job_env(environ)
-        self.scrubber = Scrubber(secret_values(self.job_env))
+        self.scrubber = Scrubber.for_process(self.job_env)
         self.events: queue.Queue[tuple[int, int, str, Any]] = queue.Queue()
         self.rendezvous: str | None = None
         self.placement_group: Any = None

@@ -30,7 +30,7 @@ from rlaunch.cluster.environment import replica_base
 from rlaunch.cluster.logs import LineBuffer
 from rlaunch.cluster.protocol import RANK_ENV, RENDEZVOUS_ENV
 from rlaunch.cluster.ray.common import DEVICE_VARIABLES, NODE_ID_ENV, NODE_IP_ENV
-from rlaunch.secrets import Scrubber, secret_values
+from rlaunch.secrets import Scrubber
 
 KEEPER_MODULE = "rlaunch.cluster.ray.keeper"
 BATCH_SECONDS = 0.1
@@ -182,7 +182,7 @@ def run_attempt(
         selector = selectors.DefaultSelector()
         selector.register(keeper.output, selectors.EVENT_READ, "out")
         selector.register(keeper.status, selectors.EVENT_READ, "status")
-        lines = LineBuffer(Scrubber(secret_values(dict(env))))
+        lines = LineBuffer(Scrubber.for_process(env))
         pending: list[str] = []
         last_flush = time.monotonic()
         announced = False

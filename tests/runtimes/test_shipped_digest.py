@@ -1,0 +1,100 @@
+"""One digest per source: the runtime source digest reads exactly the files that ship.
+
+A plan made from a checkout and a coordinator running an installed wheel of the same commit must
+agree on every runtime's digest, or the digest gate and the resume guard refuse the same code.
+The declared list (`registry.SHIPPED_PROFILE_FILES`, `SHIPPED_ADAPTER_FILES`) is what the digest
+reads and what pyproject's package data ships; the wheel test checks the result end to end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+import tomllib
+import venv
+from pathlib import Path
+
+import pytest
+
+from rlaunch.runtimes import registry
+
+REPO = Path(__file__).resolve().parents[2]
+RUNTIMES = REPO / "src" / "rlaunch" / "runtimes"
+
+
+def test_package_data_is_the_declared_shipped_list() -> None:
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pyproject["tool"]["setuptools"]["package-data"]["rlaunch"] == registry.package_data()
+
+
+def test_no_file_of_a_runtime_is_left_out_of_the_shipped_list() -> None:
+    """A file added to a profile or adapter directory that the list does not cover would be neither
+    shipped nor hashed: a wheel without it would run something else under the same digest."""
+    left_out = []
+    for profile_name in registry.profile_names():
+        profile = registry.get_profile(profile_name)
+        for root, shipped in (
+            (profile.directory, registry.SHIPPED_PROFILE_FILES),
+            (profile.adapter_dir, registry.SHIPPED_ADAPTER_FILES),
+        ):
+            covered = set(registry.shipped_files(root, shipped))
+            for path in Path(root).rglob("*"):
+                relative = path.relative_to(root).as_posix()
+                derived = "__pycache__" in path.parts or relative.endswith(".parsed.json")
+                if path.is_file() and not derived and relative not in covered:
+                    left_out.append(f"{root}/{relative}")
+    assert not left_out
+
+
+def test_the_digest_covers_every_shipped_file_it_lists(tmp_path: Path) -> None:
+    """Each file the list names changes the digest (requirements.in included): none is read and ignored."""
+    profile = registry.get_profile("fsdp")
+    copy = tmp_path / "fsdp"
+    shutil.copytree(profile.directory, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    moved = dataclasses.replace(profile, directory=str(copy))
+    assert moved.source_digest == profile.source_digest
+    assert registry.shipped_files(str(copy), registry.SHIPPED_PROFILE_FILES) == [
+        "lock.txt", "profile.yaml", "requirements.in"
+    ]  # fmt: skip
+    with open(copy / "requirements.in", "a", encoding="utf-8") as handle:
+        handle.write("# edited\n")
+    assert dataclasses.replace(profile, directory=str(copy)).source_digest != profile.source_digest
+
+
+_DIGESTS = (
+    "import json, rlaunch\n"
+    "from rlaunch.runtimes import registry\n"
+    "print(json.dumps({'file': rlaunch.__file__, "
+    "'digests': {n: registry.get_profile(n).source_digest for n in registry.profile_names()}}))\n"
+)
+
+
+def test_a_wheel_gives_every_runtime_the_editable_installs_digest(tmp_path: Path) -> None:
+    """Build the wheel from this checkout, install it in a fresh venv, compare every runtime's digest."""
+    tree = tmp_path / "tree"
+    shutil.copytree(REPO / "src", tree / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, tree / name)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(tree), "--no-deps", "-q", "-w", str(tmp_path / "dist")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if built.returncode != 0:
+        pytest.fail(f"building the wheel failed:\n{built.stdout[-3000:]}{built.stderr[-3000:]}")
+    (wheel,) = (tmp_path / "dist").glob("rlaunch-*.whl")
+    fresh = tmp_path / "fresh"
+    venv.create(fresh, with_pip=True)
+    python = str(fresh / "bin" / "python")
+    subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, capture_output=True, timeout=600
+    )
+    shown = subprocess.run([python, "-I", "-c", _DIGESTS], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    installed = json.loads(shown.stdout)
+    assert installed["file"].startswith(str(fresh)), installed["file"]  # the wheel's copy, not this checkout
+    editable = {n: registry.get_profile(n).source_digest for n in registry.profile_names()}
+    assert set(editable) == {"fsdp", "fsdp-rehearsal", "megatron", "trl-cpu"}
+    assert installed["digests"] == editable
