@@ -41,6 +41,11 @@ class Area:
     # test ids left out: tests that read the source text (which mutmut rewrites), run the
     # unmutated code in another process or import experiments/ (not importable under mutmut)
     deselect: tuple[str, ...] = ()
+    # mutant names (globs) to run when only some functions of a module keep the promise; empty: all
+    only: tuple[str, ...] = ()
+    # adapter packages moved to the top of src/ in the scratch copy: an adapter is imported by its
+    # own name (`rlaunch_trl_cpu`), which is the module name mutmut must give its mutants
+    relocate: tuple[str, ...] = ()
 
 
 AREAS = (
@@ -98,8 +103,54 @@ AREAS = (
     ),
     Area(
         "observe_verdict",
-        ("src/rlaunch/observe/verdict.py",),
-        ("tests/observe/test_verdict_rules.py", "tests/observe/test_verdict_evidence.py"),
+        ("src/rlaunch/observe/verdict.py", "src/rlaunch/observe/collect.py"),
+        (
+            "tests/observe/test_verdict_rules.py",
+            "tests/observe/test_verdict_evidence.py",
+            "tests/observe/test_evidence_guards.py",
+        ),
+    ),
+    Area(
+        "secrets", ("src/rlaunch/secrets.py",), ("tests/cluster/test_secrets.py", "tests/cluster/test_secret_guards.py")
+    ),
+    Area("statefiles", ("src/rlaunch/statefiles.py",), ("tests/cluster/test_state_files.py",)),
+    Area(
+        "paths",
+        ("src/rlaunch/paths.py",),
+        ("tests/launch_config/test_confinement.py", "tests/task/test_staging.py"),
+    ),
+    Area(
+        "storage_atomic",
+        ("src/rlaunch/storage.py",),
+        ("tests/test_storage_local.py", "tests/artifacts/test_storage.py"),
+        only=tuple(
+            f"rlaunch.storage.x_{f}__mutmut_*"
+            for f in ("dumps", "write_bytes_atomic", "write_json_atomic", "write_text_atomic", "create_exclusive")
+        ),
+    ),
+    Area(
+        "resume",
+        ("src/rlaunch/launch_config/resume.py",),
+        ("tests/launch_config/test_resume_identity.py", "tests/host/test_host_units.py"),
+    ),
+    Area(
+        "runtime_digest",
+        ("src/rlaunch/runtimes/registry.py",),
+        ("tests/runtimes/test_shipped_digest.py", "tests/runtimes/test_environment.py"),
+        # the wheel test builds and installs a wheel of the unmutated tree in a fresh venv
+        ("tests/runtimes/test_shipped_digest.py::test_a_wheel_gives_every_runtime_the_editable_installs_digest",),
+        only=tuple(
+            f"rlaunch.runtimes.registry.x_{f}__mutmut_*" for f in ("source_digest", "shipped_files", "package_data")
+        ),
+    ),
+    Area(
+        "adapter_guards",
+        ("src/rlaunch_trl_cpu/checkpoints.py", "src/rlaunch_skyrl/checkpoints.py"),
+        ("tests/runtimes/test_checkpoint_guards.py",),
+        relocate=(
+            "src/rlaunch/runtimes/adapters/trl_cpu/rlaunch_trl_cpu",
+            "src/rlaunch/runtimes/adapters/skyrl/rlaunch_skyrl",
+        ),
     ),
 )
 
@@ -172,6 +223,13 @@ EQUIVALENT: dict[str, str] = {
         )
         for n in (2, 4)
     },
+    # adapter_guards
+    "rlaunch_trl_cpu.checkpoints.xǁCheckpointStoreǁprune__mutmut_1": "keep < 0 instead of keep <= 0: with keep 0, "
+    "steps[:-0] is empty, so nothing is removed either way",
+    "rlaunch_skyrl.checkpoints.x__read__mutmut_4": "decode('UTF-8') instead of 'utf-8': the same codec",
+    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_12": "rstrip(None) instead of rstrip('/'): fsspec's ls(detail=False) "
+    "names carry neither a trailing '/' nor whitespace",
+    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_16": "ls(detail=None) instead of detail=False: equally falsy, names",
     # preflight
     "rlaunch.rules.common.x_divisors__mutmut_1": "n < 0 instead of n <= 0: for n = 0 the search (d * d <= n) never runs",
     **{
@@ -252,13 +310,19 @@ def run_area(area: Area, scratch: Path, children: int) -> Score:
             shutil.copytree(source, scratch / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
             shutil.copy2(source, scratch / name)
+    for package in area.relocate:
+        shutil.move(scratch / package, scratch / "src" / Path(package).name)
     with open(scratch / "pyproject.toml", "a", encoding="utf-8") as handle:
         handle.write(mutmut_section(area))
     mutmut = [sys.executable, "-m", "mutmut"]
     env = {**os.environ, "PYTHONPATH": f"{scratch}{os.pathsep}{scratch / 'src'}"}
     started = time.monotonic()
     done = subprocess.run(
-        [*mutmut, "run", "--max-children", str(children)], cwd=scratch, env=env, capture_output=True, text=True
+        [*mutmut, "run", "--max-children", str(children), *area.only],
+        cwd=scratch,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     if done.returncode != 0:
         raise SystemExit(

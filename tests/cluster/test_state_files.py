@@ -56,17 +56,19 @@ def test_a_non_integer_latest_marker_names_the_file_and_the_fix(tmp_path: Path) 
     assert "write the step of the newest complete checkpoint" in message
 
 
-def test_a_damaged_run_record_is_an_error_never_pending_and_the_next_write_keeps_it_aside(tmp_path: Path) -> None:
+def test_a_damaged_run_record_is_never_pending_and_the_next_write_keeps_it_aside(tmp_path: Path) -> None:
     prefix = tmp_path / "prefix"
     out = a_run(prefix, [{"attempt_id": "a1", "state": "succeeded", "artifact": f"demo/rl@{VERSION}"}], terminal=True)
     (out / "run_record.json").write_text('{"run_id": "demo/rl", "attempts": [')  # cut short
     env = {"RLAUNCH_PREFIX": str(prefix), "RLAUNCH_LOCAL_ROOT": str(prefix / ".jobs")}
     code, output = rlaunch("status", f"demo/rl@{VERSION}", env=env)
-    assert code == 2, output
+    assert code == 1, output
     assert "pending" not in output and str(out / "run_record.json") in output and "move it aside" in output
+    assert "terminal     succeeded  attempt a1" in output  # what the terminal manifest still says
 
     code, output = rlaunch("runs", env=env)
     assert code == 1 and str(out / "run_record.json") in output  # reported, and the listing went on
+    assert f"demo/rl@{VERSION}" in output and "damaged" in output
 
     run_record.update_attempt(str(out), "demo/rl", "a2", {"state": "launching"})
     kept = list(out.glob("run_record.json.corrupt-*"))

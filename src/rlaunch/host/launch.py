@@ -1,7 +1,7 @@
 """The host lifecycle: document in, one result out.
 
 load -> refuse if the terminal manifest exists -> validate (every rule the preflight applies) ->
-compose -> refuse a foreign resume -> write the resolved document -> submit the child gang
+compose -> refuse output roots holding files rlaunch did not write -> refuse a foreign resume -> write the resolved document -> submit the child gang
 (prepare: build it only; detach: submit and return; wait: supervise, streaming its logs) ->
 export -> manifests and run record.
 """
@@ -21,6 +21,7 @@ from rlaunch.host.allocate import child_job_spec, driver_job_spec, drives_existi
 from rlaunch.host.compose import compose_document
 from rlaunch.host.export import ExportError, terminal_export
 from rlaunch.host.manifests import FAILED, PREPARED, REHEARSED, SUBMITTED, SUCCEEDED, LaunchResult, write_manifests
+from rlaunch.host.outputs import ForeignOutputError, refuse_foreign_outputs
 from rlaunch.host.validate import DocumentRefused, validate_document
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import RESOLVED_DOCUMENT, attempt_dir
@@ -67,9 +68,13 @@ def execute_launch(url: str, log: TextIO = sys.stderr) -> LaunchResult:
     resolved_doc = doc
     try:
         resolved_doc = compose_document(doc, validate_document(doc))
+        refuse_foreign_outputs(resolved_doc)  # before anything is written: no manifest into a foreign root
         refuse_secrets_in(resolved_doc.to_dict(), f"launch document {url}")  # stored and recorded: no credentials
         _check_resume(resolved_doc)
         return _submit(resolved_doc, result, log)
+    except ForeignOutputError as exc:
+        result.failure = str(exc)
+        raise LaunchRefusedError(str(exc), result) from exc
     except UserError as exc:
         result.failure = str(exc)
         result.violations = exc.to_json() if isinstance(exc, DocumentRefused) else []

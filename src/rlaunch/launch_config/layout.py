@@ -27,6 +27,7 @@ RUN_RECORD = "run_record.json"
 TERMINAL_MANIFEST = "terminal.json"
 EXPORTS = "exports"
 RESOLVED_DOCUMENT = "resolved-launch.yaml"
+HANDED_DOCUMENT = "launch.yaml"  # the document the RL step hands the host, in the attempt's directory
 CANCELLATIONS = "cancellations"
 _STEP_DIR = re.compile(r"^global_step_(\d+)$")
 

@@ -101,8 +101,12 @@ def status(run: str, prefix: str | None, attempt_id: str | None, as_json: bool, 
     from rlaunch.observe.render import dumps, status_text
     from rlaunch.observe.verdict import smoke_verdict
 
+    damage: list[str] = []
+
     def show() -> bool:
         snapshot = collect(resolve_run(run, prefix, attempt_id), run)
+        if snapshot.damage:
+            damage[:] = [snapshot.damage]
         finalise_snapshot(snapshot)  # an open record whose jobs all ended is closed with the reason
         if as_json:
             data = snapshot.to_json()
@@ -112,7 +116,7 @@ def status(run: str, prefix: str | None, attempt_id: str | None, as_json: bool, 
             if watch and sys.stdout.isatty():
                 click.clear()
             click.echo(status_text(snapshot))
-        return snapshot.is_terminal
+        return snapshot.is_terminal or bool(snapshot.damage)  # a damaged record ends --watch: it will not heal
 
     try:
         while not show() and watch:
@@ -121,6 +125,9 @@ def status(run: str, prefix: str | None, attempt_id: str | None, as_json: bool, 
             time.sleep(interval)
     except KeyboardInterrupt:
         sys.exit(INTERRUPTED_EXIT)
+    if damage:
+        click.echo(f"error: {damage[0]}", err=True)
+        sys.exit(1)
 
 
 @click.command("verify-smoke")

@@ -180,6 +180,7 @@ class RunStatus:
     cancelled: Cancellation | None = None
     attempt_dir: str | None = None
     document_uri: str | None = None
+    damage: str | None = None  # the run record is damaged: the attempt shown was rebuilt from other state
 
     @property
     def is_terminal(self) -> bool:
@@ -434,6 +435,7 @@ def collect(ref: RunRef, reference: str | None = None) -> RunStatus:
         finished_at=attempt.get("finished_at"),
         failure=attempt.get("failure"),
         phases=dict(attempt.get("phases") or {}),
+        damage=ref.damage,
     )
     doc, status.document_uri = launch_document(attempt, ref.output_path) if attempt else (None, None)
     attempts_root = doc.artifacts.attempts_root if doc else None
@@ -460,4 +462,6 @@ def collect(ref: RunRef, reference: str | None = None) -> RunStatus:
     status.state, status.state_reason = effective_state(
         status.record_state, status.coordinator, status.child, status.terminal, status.cancelled, attempt_id
     )
+    if ref.damage and not attempt:  # never "pending": the history is unreadable and nothing else names an attempt
+        status.state, status.state_reason = "damaged", "no other state of the run names an attempt"
     return status

@@ -39,7 +39,7 @@ def _ended(state: str, coordinator: run_jobs.JobView | None) -> bool:
 
 def finalise_snapshot(snapshot: RunStatus, by: str = "rlaunch status") -> bool:
     """Close the shown attempt when its record is open but its coordinator job has ended."""
-    if not snapshot.attempt_id or snapshot.record_state in run_record.FINAL_STATES:
+    if snapshot.damage or not snapshot.attempt_id or snapshot.record_state in run_record.FINAL_STATES:
         return False
     if not _ended(snapshot.state, snapshot.coordinator):
         return False

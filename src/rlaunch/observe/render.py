@@ -182,6 +182,10 @@ def status_text(s: RunStatus) -> str:
     attempt = f"attempt {s.attempt_id} ({s.attempt_number} of {s.attempts_total})" if s.attempt_id else "no attempt yet"
     state = s.state + (f"  ({s.state_reason})" if s.state_reason else "")
     lines = _line("run", f"{s.artifact or s.reference}  {attempt}")
+    if s.damage:
+        lines += _line(
+            "DAMAGED", s.damage, "below: what the terminal manifest, attempt manifests, jobs and checkpoints say"
+        )
     lines += _line("state", state)
     if s.failure and s.state != "succeeded":
         failure = [ln[:300] for ln in s.failure.strip().splitlines()]

@@ -21,6 +21,7 @@ from rlaunch.errors import UserError
 from rlaunch.launch_config import run_record
 from rlaunch.launch_config.layout import RUN_RECORD
 from rlaunch.observe.records import read_json
+from rlaunch.observe.recover import recovered_record
 from rlaunch.statefiles import CorruptStateError
 
 _IDENTITY = re.compile(r"^(?P<name>[^@\s:]+)@(?P<version>[^@/\s]+)$")
@@ -40,6 +41,7 @@ class RunRef:
     record: dict[str, Any] | None  # the run record (None before the RL step recorded an attempt)
     attempt_id: str | None = None  # the attempt to show; None: the latest
     job_id: str | None = None  # the job id the reference named, if any
+    damage: str | None = None  # the run record is damaged (what and the fix); `record` is then rebuilt
 
     def attempt(self) -> dict[str, Any] | None:
         """The selected attempt's entry of the run record (the latest when none was chosen)."""
@@ -109,17 +111,29 @@ def at_path(
     output_path: str, *, prefix: str | None = None, attempt_id: str | None = None, job_id: str | None = None
 ) -> RunRef:
     output_path = _normalise(output_path)
-    record = run_record.read(output_path)  # CorruptStateError naming the file and the fix: never "pending"
-    if record is None and not any(storage.exists(storage.join(output_path, m)) for m in (RECORD_FILE, STATUS_FILE)):
+    damage = None
+    try:
+        record = run_record.read(output_path)
+    except CorruptStateError as exc:  # never read as "no attempt yet": shown, beside what else is known
+        damage, record = str(exc), None
+    if (
+        damage is None
+        and record is None
+        and not any(storage.exists(storage.join(output_path, m)) for m in (RECORD_FILE, STATUS_FILE))
+    ):
         raise RunNotFoundError(f"no RL run at {output_path}: it holds no {RUN_RECORD} and no artifact record")
     artifact = _artifact_name(output_path, record)
+    prefix = prefix or prefix_of(output_path, artifact)
+    if damage is not None:
+        record = recovered_record(output_path, artifact, prefix)
     ref = RunRef(
         output_path=output_path,
-        prefix=prefix or prefix_of(output_path, artifact),
+        prefix=prefix,
         artifact=artifact,
         record=record,
         attempt_id=attempt_id,
         job_id=job_id,
+        damage=damage,
     )
     if attempt_id is not None and ref.attempt() is None:
         known = [a.get("attempt_id") for a in (record or {}).get("attempts") or []]

@@ -5,12 +5,31 @@ from __future__ import annotations
 from typing import Any
 
 from rlaunch.dotted import get_path
-from rlaunch.launch_config.layout import cancel_record, terminal_manifest
+from rlaunch.launch_config.layout import RUN_RECORD, cancel_record, terminal_manifest
 from rlaunch.observe import jobs as run_jobs
 from rlaunch.observe.collect import TERMINAL_STATES, Cancellation, Terminal, effective_state
 from rlaunch.observe.records import read_json
-from rlaunch.observe.resolve import prefix_of, run_records
+from rlaunch.observe.resolve import at_path, prefix_of, run_records
 from rlaunch.statefiles import CorruptStateError
+
+_ROW_KEYS = (
+    "artifact",
+    "output_path",
+    "run_id",
+    "state",
+    "state_reason",
+    "record_state",
+    "attempt_id",
+    "attempts",
+    "submitted_at",
+    "finished_at",
+    "coordinator_job_id",
+    "child_job_id",
+    "backend",
+    "runtime_profile",
+    "runtime_digest",
+    "fingerprint",
+)
 
 
 def summary(output_path: str, record: dict[str, Any], prefix: str | None) -> dict[str, Any] | None:
@@ -57,14 +76,26 @@ def list_runs(
 ) -> list[dict[str, Any]]:
     """Runs under `prefix` (optionally only artifacts whose name starts with `name_prefix`), newest first.
 
-    Runs whose record is damaged are left out and added to `damaged` (for the caller to report).
+    A run whose record is damaged is listed as `damaged` (its latest attempt rebuilt from the run's
+    other durable state, `observe.recover`) and its error added to `damaged` for the caller to report.
     """
-    rows = []
-    for output_path, record in run_records(prefix, damaged):
-        row = summary(output_path, record, prefix)
-        if row is None:
-            continue
-        if name_prefix and not (row["artifact"] or "").startswith(name_prefix):
-            continue
-        rows.append(row)
-    return sorted(rows, key=lambda r: r["submitted_at"] or "", reverse=True)
+    found: list[CorruptStateError] = []
+    rows = [summary(output_path, record, prefix) for output_path, record in run_records(prefix, found)]
+    rows += [damaged_summary(exc, prefix) for exc in found]
+    if damaged is not None:
+        damaged.extend(found)
+    return sorted(
+        (r for r in rows if r is not None and (r["artifact"] or "").startswith(name_prefix or "")),
+        key=lambda r: r["submitted_at"] or "",
+        reverse=True,
+    )
+
+
+def damaged_summary(exc: CorruptStateError, prefix: str) -> dict[str, Any]:
+    """The row of a run whose record `exc` names: state `damaged`, the rest as other state says."""
+    output_path = exc.source.removesuffix("/" + RUN_RECORD)
+    ref = at_path(output_path, prefix=prefix)
+    row = summary(output_path, ref.record or {}, prefix) or dict.fromkeys(_ROW_KEYS)
+    row.update(output_path=output_path, artifact=ref.artifact, state="damaged", state_reason=str(exc))
+    row["attempts"] = row["attempts"] or 0
+    return row

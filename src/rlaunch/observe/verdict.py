@@ -57,6 +57,8 @@ def _joined_list(joined: list[Any]) -> str:
 
 
 def run_succeeded(s: RunStatus) -> Criterion:
+    if s.damage:  # the attempt history is unreadable: whatever else says "succeeded" is not enough
+        return Criterion(RUN_SUCCEEDED, False, f"the run record is damaged: {s.damage}")
     if s.state == "succeeded":
         terminal = f"terminal manifest {s.terminal.state}" if s.terminal.exists else "no terminal manifest"
         return Criterion(RUN_SUCCEEDED, True, f"state succeeded (run record: {s.record_state}; {terminal})")

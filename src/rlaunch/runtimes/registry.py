@@ -167,18 +167,22 @@ class RuntimeProfile:
 
     @functools.cached_property
     def source_digest(self) -> str:
-        """sha256 over the lock, the profile, its base config and every adapter file."""
-        import hashlib
+        return source_digest(self.directory, self.adapter_dir, self.base_config_file)
 
-        h = hashlib.sha256()
-        for label, root, shipped in (
-            ("profile", self.directory, SHIPPED_PROFILE_FILES),
-            ("adapter", self.adapter_dir, SHIPPED_ADAPTER_FILES),
-        ):
-            for relative in shipped_files(root, shipped):
-                h.update(f"{label}/{relative}".encode() + b"\0" + _read(os.path.join(root, relative)) + b"\0")
-        h.update(b"base_config\0" + _read(self.base_config_file))
-        return h.hexdigest()
+
+def source_digest(directory: str, adapter_dir: str, base_config_file: str) -> str:
+    """sha256 over the shipped files of a profile directory (lock, profile) and of its adapter, and its base config."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for label, root, shipped in (
+        ("profile", directory, SHIPPED_PROFILE_FILES),
+        ("adapter", adapter_dir, SHIPPED_ADAPTER_FILES),
+    ):
+        for relative in shipped_files(root, shipped):
+            h.update(f"{label}/{relative}".encode() + b"\0" + _read(os.path.join(root, relative)) + b"\0")
+    h.update(b"base_config\0" + _read(base_config_file))
+    return h.hexdigest()
 
 
 def _read(path: str) -> bytes:

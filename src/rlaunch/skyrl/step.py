@@ -11,7 +11,7 @@ from typing import Any
 from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
 from rlaunch.launch_config import schema
-from rlaunch.launch_config.layout import attempt_dir
+from rlaunch.launch_config.layout import HANDED_DOCUMENT, attempt_dir
 from rlaunch.launch_config.run_record import marked, update_attempt
 from rlaunch.rules import wandb_entity
 from rlaunch.secrets import refuse_secrets_in
@@ -22,7 +22,6 @@ from rlaunch.skyrl.render import render_document
 from rlaunch.skyrl.spec import SkyRLSpec
 
 EXECUTION_ARG = "skyrl_execution"
-DOCUMENT_FILE = "launch.yaml"
 
 
 @dataclass(frozen=True)
@@ -112,7 +111,7 @@ def run_skyrl(config: dict[str, Any]) -> SkyRLRun:
     """Record the request, write the launch document beside the attempt and hand it to the host."""
     document = schema.from_dict(config["launch_document"])
     art, run = document.artifacts, document.run
-    url = storage.join(attempt_dir(art.attempts_root, run.attempt_id), DOCUMENT_FILE)
+    url = storage.join(attempt_dir(art.attempts_root, run.attempt_id), HANDED_DOCUMENT)
     storage.write_text_atomic(url, schema.dumps(document))
     status = records.read_status(art.output_path) or {}
     update_attempt(art.output_path, run.id, run.attempt_id, {
