@@ -1,0 +1,40 @@
+"""The slurm tier: a real Slurm (two nodes on this machine) per session; see `slurm_cluster`.
+
+Where Slurm cannot be started (not Linux, not root and not installed, apt-get failing, daemons
+not coming up), every test of the tier is skipped with the one line saying why.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.slurm.slurm_cluster import SlurmCluster, SlurmUnavailable, start, stop
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    root = Path(tempfile.mkdtemp(prefix="rlaunch-slurm-"))
+    try:
+        cluster = start(root)
+    except SlurmUnavailable as exc:
+        pytest.skip(f"slurm tier skipped: {exc}")
+    try:
+        yield cluster
+    finally:
+        left = stop(cluster)
+        assert not left, f"Slurm daemons outlived the test cluster (killed now): {left}"
+
+
+@pytest.fixture
+def slurm_env(slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SlurmCluster:
+    """SLURM_CONF for this test, the jobs' root under its tmp_path; no developer settings."""
+    for name in [k for k in os.environ if k.startswith(("RLAUNCH_", "SLURM_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    monkeypatch.setenv("RLAUNCH_SLURM_ROOT", str(tmp_path / "slurm-jobs"))
+    return slurm_cluster

@@ -1,0 +1,257 @@
+"""A real Slurm for the tests: munged, slurmctld and two slurmd (nodes n1, n2) on this machine.
+
+`start(directory)` installs the Debian packages when they are missing and this runs as root
+(`apt-get install slurmctld slurmd slurm-client munge`), writes a key, `slurm.conf` and
+`gres.conf` under `directory`, starts the daemons on free loopback ports and waits until both
+nodes are idle; anything that prevents that is a `SlurmUnavailable` with one line saying why.
+`stop` scancels what is left and terminates the daemons by the PIDs they recorded.
+
+The cluster:
+  nodes      n1, n2: NodeHostname=localhost, each its own slurmd port; 4 CPUs (declared, over
+             what the machine has: SlurmdParameters=config_overrides), 2 logical GPUs each
+             (gres `gpu`, files that are /dev/null twins made with mknod: the gpu plugin drops
+             file-less GPUs and refuses regular files)
+  debug      both nodes, the default partition, MaxTime 60 min
+  small      n1 only, MaxTime 5 min, AllowAccounts=physics (the preflight tests' partition)
+No slurmdbd (it needs a database): `sacct` is unavailable and finished jobs stay in
+`scontrol show job` for MinJobAge seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
+DAEMONS = ("slurmctld", "slurmd", "munged", "sbatch")
+INSTALL_TIMEOUT = 600.0
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 30.0
+NODES = ("n1", "n2")
+CPUS_PER_NODE = 4
+GPUS_PER_NODE = 2
+
+CONFIG = """\
+ClusterName=rlaunchtest
+SlurmctldHost=localhost
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={root}/munge/munge.socket
+CredType=cred/munge
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool/%n
+SlurmctldPidFile={root}/run/slurmctld.pid
+SlurmdPidFile={root}/run/slurmd-%n.pid
+SlurmctldLogFile={root}/log/slurmctld.log
+SlurmdLogFile={root}/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+GresTypes=gpu
+ReturnToService=2
+MinJobAge=600
+SlurmctldTimeout=30
+SlurmdTimeout=30
+InactiveLimit=0
+KillWait=5
+"""
+NODE = (
+    "NodeName={name} NodeHostname=localhost Port={port} CPUs={cpus} RealMemory=4000 "
+    "Gres=gpu:{gpus} State=UNKNOWN\n"
+)
+PARTITIONS = """\
+PartitionName=debug Nodes={nodes} Default=YES MaxTime=60 State=UP
+PartitionName=small Nodes={first} MaxTime=5 State=UP AllowAccounts=physics
+"""
+
+
+class SlurmUnavailable(RuntimeError):
+    """Slurm cannot be started here; the message is the one line the tier skips with."""
+
+
+@dataclass(frozen=True)
+class SlurmCluster:
+    root: Path
+
+    @property
+    def conf(self) -> Path:
+        return self.root / "slurm.conf"
+
+    def env(self) -> dict[str, str]:
+        """What a client needs: SLURM_CONF."""
+        return {"SLURM_CONF": str(self.conf)}
+
+    def command(self, *argv: str, timeout: float = 30.0) -> str:
+        done = subprocess.run(
+            argv, env={**os.environ, **self.env()}, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()}")
+        return done.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _missing_programs() -> list[str]:
+    return [p for p in DAEMONS if shutil.which(p) is None]
+
+
+def install() -> None:
+    """apt-get the packages when a daemon is missing (root only); SlurmUnavailable when that cannot be done."""
+    missing = _missing_programs()
+    if not missing:
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise SlurmUnavailable(
+            f"Slurm is not installed ({', '.join(missing)} missing) and this is not root with apt-get: "
+            f"install {' '.join(PACKAGES)} to run the slurm tier"
+        )
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for argv in (
+        ["apt-get", "update", "-q"],
+        ["apt-get", "install", "-y", "-q", "--no-install-recommends", *PACKAGES],
+    ):
+        try:
+            done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise SlurmUnavailable(f"{' '.join(argv)} took over {INSTALL_TIMEOUT:g}s") from None
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise SlurmUnavailable(f"{' '.join(argv[:3])} failed ({done.returncode}): {tail[0]}")
+    if _missing_programs():
+        raise SlurmUnavailable(f"apt-get installed {' '.join(PACKAGES)} but {_missing_programs()} are still missing")
+
+
+def _write_config(root: Path) -> None:
+    for sub in ("munge", "state", "run", "log", "dev", *(f"spool/{n}" for n in NODES)):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    (root / "munge").chmod(0o755)  # munged refuses a socket directory others cannot traverse
+    key = root / "munge" / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o400)
+    for index in range(GPUS_PER_NODE):
+        device = root / "dev" / f"gpu{index}"
+        os.mknod(device, 0o666 | 0o020000, os.makedev(1, 3))  # a character device like /dev/null
+    text = CONFIG.format(root=root, ctld_port=_free_port(), slurmd_port=_free_port())
+    for name in NODES:
+        text += NODE.format(name=name, port=_free_port(), cpus=CPUS_PER_NODE, gpus=GPUS_PER_NODE)
+    text += PARTITIONS.format(nodes=",".join(NODES), first=NODES[0])
+    (root / "slurm.conf").write_text(text)
+    (root / "gres.conf").write_text(f"Name=gpu File={root}/dev/gpu[0-{GPUS_PER_NODE - 1}]\n")
+
+
+def _log_tail(root: Path) -> str:
+    lines = []
+    for log in sorted((root / "log").glob("*.log")):
+        errors = [line for line in log.read_text(errors="replace").splitlines() if "error" in line.lower()]
+        if errors:
+            lines.append(f"{log.name}: {errors[-1]}")
+    return "; ".join(lines) or "no errors logged"
+
+
+def _run_daemon(argv: list[str], root: Path) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=START_TIMEOUT, env={**os.environ})
+    if done.returncode != 0:
+        raise SlurmUnavailable(f"{argv[0]} did not start ({done.returncode}): {done.stderr.strip()} [{_log_tail(root)}]")
+
+
+def start(root: Path) -> SlurmCluster:
+    """Install if needed, configure and start the daemons; return once both nodes are idle."""
+    if not os.uname().sysname == "Linux":
+        raise SlurmUnavailable("the slurm tier starts Slurm daemons, which needs Linux")
+    install()
+    if os.geteuid() != 0:
+        raise SlurmUnavailable("the slurm tier runs slurmd as root (SlurmdUser=root): run it as root")
+    _write_config(root)
+    cluster = SlurmCluster(root)
+    conf = str(cluster.conf)
+    munge = root / "munge"
+    _run_daemon(
+        [
+            "munged", "--force", f"--socket={munge}/munge.socket", f"--key-file={munge}/munge.key",
+            f"--pid-file={root}/run/munged.pid", f"--log-file={root}/log/munged.log", f"--seed-file={munge}/seed",
+        ],
+        root,
+    )  # fmt: skip
+    _run_daemon(["slurmctld", "-f", conf], root)
+    for name in NODES:
+        _run_daemon(["slurmd", "-f", conf, "-N", name], root)
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        try:
+            states = cluster.command("sinfo", "-h", "-N", "-o", "%N %t").split()
+        except (RuntimeError, subprocess.TimeoutExpired):
+            states = []
+        idle = {states[i] for i in range(0, len(states) - 1, 2) if states[i + 1] == "idle"}
+        if idle >= set(NODES):
+            return cluster
+        if time.monotonic() > deadline:
+            stop(cluster)
+            raise SlurmUnavailable(
+                f"Slurm's nodes were not idle {START_TIMEOUT:g}s after start (sinfo: {' '.join(states) or 'no answer'}) "
+                f"[{_log_tail(root)}]"
+            )
+        time.sleep(0.5)
+
+
+def _pids(root: Path) -> list[int]:
+    pids = []
+    for pid_file in sorted((root / "run").glob("*.pid")):
+        with contextlib.suppress(ValueError, OSError):
+            pids.append(int(pid_file.read_text().strip()))
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with contextlib.suppress(OSError):
+        if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+            return False
+    return True
+
+
+def stop(cluster: SlurmCluster) -> list[int]:
+    """Cancel every job, then stop the daemons by PID; returns the PIDs still alive after the wait."""
+    with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
+        cluster.command("scancel", "--user=root", timeout=10)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while cluster.command("squeue", "-h", "-o", "%i", timeout=10).strip() and time.monotonic() < deadline:
+            time.sleep(0.5)
+    pids = _pids(cluster.root)
+    ordered = [*pids[1:], *pids[:1]]  # munged.pid sorts first; stop it last
+    for pid in ordered:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = [p for p in pids if _alive(p)]
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return left
