@@ -1,14 +1,17 @@
 """Where a cluster backend puts jobs, as plain values validated once (no dependency: ground floor).
 
-An execution (`RaySkyRLExecution`) builds a `RayPlacement` from its fields and writes
-`options()` into the launch document's `cluster.placement`; the Ray backend builds the same type
-from its constructor arguments. So a plan and the backend refuse the same mistakes, in the same
+An execution (`RaySkyRLExecution`, `SlurmSkyRLExecution`) builds a `RayPlacement` or
+`SlurmPlacement` from its fields and writes `options()` into the launch document's
+`cluster.placement`; the backend builds the same type from its constructor arguments. So a plan and the backend refuse the same mistakes, in the same
 words, and neither imports the other.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 RAY_STRATEGIES = ("auto", "PACK", "SPREAD", "STRICT_SPREAD", "STRICT_PACK")
@@ -75,4 +78,115 @@ class RayPlacement:
             "strategy": self.strategy,
             "check_capacity": self.check_capacity,
             "priority": self.priority,
+        }
+
+
+# Extra `#SBATCH` options a Slurm execution may set by name; rlaunch writes the rest itself.
+SBATCH_EXTRAS = (
+    "begin", "comment", "distribution", "hint", "licenses", "mail-type", "mail-user", "network", "nice",
+    "reservation", "signal", "switches", "tmp", "wckey",
+)  # fmt: skip
+# Options rlaunch owns: the field that sets each (None: rlaunch derives it from the job).
+SBATCH_OWNED = {
+    "partition": "partition", "account": "account", "qos": "qos", "time": "time_limit_minutes",
+    "constraint": "constraint", "exclusive": "exclusive", "gres": "gpu_gres (the count is the topology's gpus_per_node)",
+    "cpus-per-task": "cpu", "mem": "memory", "nodes": None, "ntasks": None, "ntasks-per-node": None,
+    "job-name": None, "output": None, "error": None, "export": None, "chdir": None, "hold": None,
+    "requeue": None, "no-requeue": None, "wrap": None, "array": None, "dependency": None,
+}  # fmt: skip
+_SLURM_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_GRES = re.compile(r"^[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+)?$")
+_CONSTRAINT = re.compile(r"^[A-Za-z0-9_.&|!()\[\]*,:-]+$")
+
+
+@dataclass(frozen=True)
+class SlurmPlacement:
+    """A Slurm cluster's queue and how rlaunch's jobs ask for it (see `SlurmSkyRLExecution`).
+
+    root               the jobs' state directory, on a filesystem every node sees (None: the default)
+    partition / account / qos   as sbatch takes them (None: the cluster's default)
+    time_limit_minutes the jobs' Slurm time limit (None: the partition's default)
+    constraint         node features (sbatch --constraint)
+    gpu_gres           the generic resource GPUs are requested as (`gpu` or `gpu:<type>`)
+    exclusive          whole nodes for each job
+    sbatch_options     extra options by name (from `SBATCH_EXTRAS`), never free-form script text
+    """
+
+    root: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time_limit_minutes: int | None = None
+    constraint: str | None = None
+    gpu_gres: str = "gpu"
+    exclusive: bool = False
+    sbatch_options: Mapping[str, str] = field(default_factory=dict)
+    owner: str = field(default="SlurmPlacement", compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        owner = self.owner
+        for name in ("root", "partition", "account", "qos", "constraint", "gpu_gres"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise TypeError(f"{owner}.{name} must be a non-empty string or None, got {value!r}")
+        for name in ("partition", "account", "qos"):
+            value = getattr(self, name)
+            if value is not None and not _SLURM_NAME.match(value):
+                raise ValueError(f"{owner}.{name}={value!r} is not a Slurm name (letters, digits, '_', '.', '-')")
+        if not _GRES.match(self.gpu_gres):
+            raise ValueError(
+                f"{owner}.gpu_gres={self.gpu_gres!r} must be a gres name, optionally with a type: gpu, gpu:a100"
+            )
+        if self.constraint is not None and not _CONSTRAINT.match(self.constraint):
+            raise ValueError(
+                f"{owner}.constraint={self.constraint!r} is not a Slurm feature expression (features joined by & | , "
+                "with [] () ! *; no spaces)"
+            )
+        limit = self.time_limit_minutes
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0):
+            raise ValueError(f"{owner}.time_limit_minutes={limit!r} must be a positive number of minutes (or None)")
+        if not isinstance(self.exclusive, bool):
+            raise TypeError(f"{owner}.exclusive must be true or false, got {self.exclusive!r}")
+        if not isinstance(self.sbatch_options, Mapping):
+            raise TypeError(
+                f"{owner}.sbatch_options must be a mapping of option name to value, got {self.sbatch_options!r}"
+            )
+        for name, value in self.sbatch_options.items():
+            key = name.removeprefix("--") if isinstance(name, str) else name
+            if key in SBATCH_OWNED:
+                set_by = SBATCH_OWNED[key]
+                fix = f"set {owner}.{set_by} instead" if set_by else "rlaunch sets it from the job"
+                raise ValueError(f"{owner}.sbatch_options[{name!r}]: --{key} is rlaunch's to write; {fix}")
+            if key not in SBATCH_EXTRAS:
+                raise ValueError(
+                    f"{owner}.sbatch_options[{name!r}]: not an option rlaunch passes; choose from {list(SBATCH_EXTRAS)}"
+                )
+            if not isinstance(value, str) or not value.strip() or any(c in value for c in "\n\r\0"):
+                raise ValueError(f"{owner}.sbatch_options[{name!r}]={value!r} must be a one-line non-empty string")
+        object.__setattr__(
+            self, "sbatch_options", MappingProxyType({k.removeprefix("--"): v for k, v in self.sbatch_options.items()})
+        )
+
+    def sbatch_args(self) -> list[str]:
+        """The sbatch options this placement sets (the job's own size is the backend's to add)."""
+        args = [f"--{name}={value}" for name, value in (
+            ("partition", self.partition), ("account", self.account), ("qos", self.qos),
+            ("time", self.time_limit_minutes), ("constraint", self.constraint),
+        ) if value is not None]  # fmt: skip
+        if self.exclusive:
+            args.append("--exclusive")
+        return args + [f"--{name}={value}" for name, value in sorted(self.sbatch_options.items())]
+
+    def options(self) -> dict[str, Any]:
+        """The Slurm backend's constructor arguments (the launch document's `cluster.placement`)."""
+        return {
+            "root": self.root,
+            "partition": self.partition,
+            "account": self.account,
+            "qos": self.qos,
+            "time_limit_minutes": self.time_limit_minutes,
+            "constraint": self.constraint,
+            "gpu_gres": self.gpu_gres,
+            "exclusive": self.exclusive,
+            "sbatch_options": dict(self.sbatch_options),
         }

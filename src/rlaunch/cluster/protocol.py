@@ -36,6 +36,7 @@ _BACKENDS = {
     "local": "rlaunch.cluster.local.backend:LocalBackend",
     "ray": "rlaunch.cluster.ray.backend:RayBackend",
     "iris": "rlaunch.cluster.iris.backend:IrisBackend",
+    "slurm": "rlaunch.cluster.slurm.backend:SlurmBackend",
 }
 
 

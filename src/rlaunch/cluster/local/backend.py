@@ -21,7 +21,7 @@ from typing import Any
 
 import rlaunch
 from rlaunch.cluster.base import GangBackend
-from rlaunch.cluster.environment import base_environment, replica_base
+from rlaunch.cluster.environment import base_environment, free_port, replica_base
 from rlaunch.cluster.lifecycle import cancel_message, parent_ended_reason, replica_status
 from rlaunch.cluster.local.capacity import Machine, check_fits, env_number
 from rlaunch.cluster.local.logs import read_log
@@ -131,6 +131,14 @@ class LocalBackend(GangBackend):
         check_fits(spec, self.machine)
 
     def submit(self, spec: JobSpec, *, parent: str | None = None) -> str:
+        working_dir = self._admit(spec, parent)
+        job = new_job(self.root, spec.name)
+        self._write_records(job, spec, parent, working_dir)
+        self._start_supervisor(job, list(spec.argv), self._replica_env(spec, {JOB_ID_ENV: job.job_id}))
+        return job.job_id
+
+    def _admit(self, spec: JobSpec, parent: str | None) -> str:
+        """Every check before anything is written; returns the job's working directory."""
         self.check(spec, parent=parent)
         self._check_spec_env(spec)
         working_dir = os.path.abspath(spec.working_dir or os.getcwd())
@@ -139,10 +147,14 @@ class LocalBackend(GangBackend):
         _check_executable(spec.argv[0], {**base_environment(), **spec.env}.get("PATH"), working_dir)
         if parent is not None:
             self._check_live_parent(parent)
+        return working_dir
 
-        job = new_job(self.root, spec.name)
-        variables = {**self.environment(), JOB_ID_ENV: job.job_id, WORLD_SIZE_ENV: str(spec.replicas)}
-        env = replica_base({**spec.env, **variables})
+    def _replica_env(self, spec: JobSpec, extra: dict[str, str]) -> dict[str, str]:
+        """What every replica starts from (the supervisor adds its rank and the rendezvous)."""
+        return replica_base({**spec.env, **self.environment(), WORLD_SIZE_ENV: str(spec.replicas), **extra})
+
+    def _write_records(self, job: JobDir, spec: JobSpec, parent: str | None, working_dir: str) -> None:
+        """state.json (pending), then job.json (which makes the directory a job), then the parent's marker."""
         visible = {**os.environ, **spec.env}
         job.write_state({
             "state": JobState.PENDING.value,
@@ -171,8 +183,6 @@ class LocalBackend(GangBackend):
         }, visible))  # fmt: skip
         if parent is not None:
             existing_job(self.root, parent).add_child(job.job_id)
-        self._start_supervisor(job, list(spec.argv), env)
-        return job.job_id
 
     def _start_supervisor(self, job: JobDir, argv: list[str], env: dict[str, str]) -> None:
         """Start the detached supervisor; its own environment is the allow-list plus how to import rlaunch."""
@@ -200,6 +210,27 @@ class LocalBackend(GangBackend):
                 {**job.read_state(), "state": JobState.FAILED.value, "message": message, "finished_at": utc_now()}
             )
             raise RuntimeError(f"job {job.job_id}: {message}")
+
+    # -- the supervisor's transport (another backend on the same job directories overrides these) --
+
+    def gang_rendezvous(self) -> str:
+        """`host:port` free for rank 0's rendezvous (every replica runs on this machine)."""
+        return f"127.0.0.1:{free_port('127.0.0.1')}"
+
+    def replica_command(self, rank: int, argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        """What the supervisor starts for one attempt of replica `rank`: here, the job's argv itself."""
+        return argv, env
+
+    def _lost_message(self, job: JobDir) -> str:
+        """Why a job whose supervisor is gone without an outcome failed."""
+        return (
+            f"supervisor lost: it exited without recording an outcome (see {job.supervisor_log}); "
+            "stopped the replicas it left"
+        )
+
+    def _stop_left(self, pids: list[int]) -> None:
+        """Stop the replicas a dead supervisor left running (their process groups on this machine)."""
+        stop_groups(pids, self.kill_grace)
 
     # -- inspecting ----------------------------------------------------------------------------
 
@@ -294,13 +325,9 @@ class LocalBackend(GangBackend):
                 cancel_message(cancel) + " (its supervisor was gone; stopped the replicas directly)",
             )
         else:
-            ended = JobState.FAILED
-            message = (
-                f"supervisor lost: it exited without recording an outcome (see {job.supervisor_log}); "
-                "stopped the replicas it left"
-            )
+            ended, message = JobState.FAILED, self._lost_message(job)
         unfinished = [r for r in state["replicas"] if not JobState(r["state"]).terminal]
-        stop_groups([r["pid"] for r in unfinished if r["pid"]], self.kill_grace)
+        self._stop_left([r["pid"] for r in unfinished if r["pid"]])
         for replica in unfinished:
             replica.update(state=ended.value, finished_at=utc_now())
         state.update(state=ended.value, message=message, finished_at=utc_now(), cancel=cancel)

@@ -26,7 +26,6 @@ from types import FrameType
 from typing import IO
 
 from rlaunch.cluster import lifecycle
-from rlaunch.cluster.environment import free_port
 from rlaunch.cluster.lifecycle import Decision, GangLifecycle, Outcome
 from rlaunch.cluster.local.backend import LocalBackend
 from rlaunch.cluster.local.procs import process_identity, stop_groups
@@ -59,14 +58,21 @@ def _say(message: str) -> None:
 class Supervisor:
     """Runs one job; the only writer of its state.json while alive."""
 
-    def __init__(self, job: JobDir, argv: list[str], env: dict[str, str], known: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        job: JobDir,
+        argv: list[str],
+        env: dict[str, str],
+        known: list[str] | None = None,
+        backend: LocalBackend | None = None,
+    ) -> None:
         self.job = job
         self.record = job.read_job()
         self.state = job.read_state()
         self.argv = argv
         self.env = env
         self.scrubber = Scrubber.for_process(env, known=known or ())  # the submitter's secrets too
-        self.backend = LocalBackend(root=job.root, kill_grace=float(self.record["kill_grace"]))
+        self.backend = backend or LocalBackend(root=job.root, kill_grace=float(self.record["kill_grace"]))
         self.gang = GangLifecycle(
             job.job_id,
             self.record["replicas"],
@@ -77,7 +83,7 @@ class Supervisor:
         self.attempts = [_Attempt(rank) for rank in range(self.record["replicas"])]
         self.selector = selectors.DefaultSelector()
         self.combined = open(job.combined_log, "ab")
-        self.rendezvous = f"127.0.0.1:{free_port('127.0.0.1')}"
+        self.rendezvous = self.backend.gang_rendezvous()
         self.signalled: str | None = None
 
     def run(self) -> None:
@@ -148,10 +154,12 @@ class Supervisor:
         replica = self.gang.attempt_started(attempt.rank)
         attempt.log = open(self.job.attempt_log(attempt.rank, replica.attempts), "ab")
         attempt.lines = LineBuffer(self.scrubber)
-        env = {**self.env, RANK_ENV: str(attempt.rank), RENDEZVOUS_ENV: self.rendezvous}
+        argv, env = self.backend.replica_command(
+            attempt.rank, self.argv, {**self.env, RANK_ENV: str(attempt.rank), RENDEZVOUS_ENV: self.rendezvous}
+        )
         try:
             attempt.proc = subprocess.Popen(
-                self.argv,
+                argv,
                 cwd=self.record["working_dir"],
                 env=env,
                 stdin=subprocess.DEVNULL,

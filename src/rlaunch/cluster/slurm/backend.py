@@ -1,0 +1,237 @@
+"""`SlurmBackend`: rlaunch jobs as Slurm jobs; the gang lifecycle runs inside the allocation.
+
+A job is one Slurm job of `replicas` nodes (one task per node). Its batch script runs the gang
+driver (`rlaunch.cluster.slurm.driver`: the local backend's supervisor with Slurm as transport)
+on the first node; the driver starts each replica's attempt as a job step on its own node
+(`srun --nodes=1 --ntasks=1 --relative=<rank>`), copies the steps' output into the job's log
+files, retries a failed replica as the lifecycle says, obeys cancel requests and cancels the
+job's children when it ends. State lives in files as for the local backend, under a root every
+node sees, one directory per Slurm job id (so `squeue`, `scancel` and rlaunch name jobs alike):
+
+    <root>/<slurm job id>/job.json, state.json, cancel.json, children/, logs/job.log,
+                          logs/rank-<r>.attempt-<a>.log, supervisor.log (the driver's own output)
+
+  submit    the queue preflight (`preflight`: each violation with its fix; nothing is queued),
+            then `sbatch --hold` (job argv and environment travel in the job's environment,
+            never in a file), the records, `scontrol release`
+  status    the driver's record; a pending job's message is Slurm's reason (squeue); a job Slurm
+            ended before its driver recorded an outcome (scancel from outside, time limit, node
+            failure) is recorded failed with Slurm's state, or cancelled when rlaunch cancelled it
+  cancel    the cancel request the driver obeys, and `scancel` for a job still waiting in the queue
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import sys
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import rlaunch
+from rlaunch.cluster.environment import base_environment, free_port
+from rlaunch.cluster.local.backend import DEFAULT_KILL_GRACE, KILL_GRACE_ENV, LocalBackend
+from rlaunch.cluster.local.state import JobDir, existing_job
+from rlaunch.cluster.protocol import BACKEND_ENV, CapacityError, JobSpec, JobState, JobStatus, Resources
+from rlaunch.cluster.slurm import commands
+from rlaunch.cluster.slurm.commands import SlurmError, queue_entry
+from rlaunch.cluster.slurm.preflight import read_partition, violations
+from rlaunch.placement import SlurmPlacement
+
+ROOT_ENV = "RLAUNCH_SLURM_ROOT"
+PLACEMENT_ENV = "RLAUNCH_SLURM_PLACEMENT"  # the placement, forwarded so a job's children queue alike
+JOB_ENV = "RLAUNCH_SLURM_JOB"  # argv, environment and working directory of the job, for its driver
+SITE_SETTINGS = ("SLURM_CONF",)  # Slurm's own settings that travel with every job (and to its sbatch)
+DRIVER_MODULE = "rlaunch.cluster.slurm.driver"
+
+
+def default_root() -> Path:
+    """`$RLAUNCH_SLURM_ROOT`, else `<prefix>/.slurm-jobs` for a local prefix (it must be shared by the nodes)."""
+    configured = os.environ.get(ROOT_ENV)
+    if configured:
+        return Path(os.path.abspath(os.path.expanduser(configured)))
+    from rlaunch.storage import default_prefix
+
+    prefix = default_prefix().removeprefix("file://")
+    if "://" in prefix:
+        raise SlurmError(
+            f"the slurm backend keeps job state in a directory every node sees; the prefix {prefix} is not one: "
+            f"set ${ROOT_ENV} (or SlurmSkyRLExecution(jobs_root=...)) to a shared filesystem path"
+        )
+    return Path(prefix) / ".slurm-jobs"
+
+
+class SlurmBackend(LocalBackend):
+    """Slurm through sbatch/srun/squeue/scontrol/scancel/sinfo; options are a `SlurmPlacement`'s."""
+
+    name = "slurm"
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        partition: str | None = None,
+        account: str | None = None,
+        qos: str | None = None,
+        time_limit_minutes: int | None = None,
+        constraint: str | None = None,
+        gpu_gres: str = "gpu",
+        exclusive: bool = False,
+        sbatch_options: Mapping[str, str] | None = None,
+        kill_grace: float | None = None,
+    ) -> None:
+        self.placement = SlurmPlacement(
+            root=os.fspath(root) if root is not None else None,
+            partition=partition,
+            account=account,
+            qos=qos,
+            time_limit_minutes=time_limit_minutes,
+            constraint=constraint,
+            gpu_gres=gpu_gres,
+            exclusive=exclusive,
+            sbatch_options=dict(sbatch_options or {}),
+            owner="SlurmBackend",
+        )
+        if kill_grace is None:
+            configured = os.environ.get(KILL_GRACE_ENV)
+            kill_grace = float(configured) if configured else DEFAULT_KILL_GRACE
+        super().__init__(root if root is not None else default_root(), kill_grace=kill_grace)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> SlurmBackend:
+        """Inside a job: the same root, placement and kill grace as the backend that submitted it."""
+        options = json.loads(env.get(PLACEMENT_ENV) or "{}")
+        grace = env.get(KILL_GRACE_ENV)
+        return cls(
+            **{**options, "root": env.get(ROOT_ENV) or options.get("root")},
+            kill_grace=float(grace) if grace else None,
+        )
+
+    def environment(self) -> dict[str, str]:
+        site = {name: os.environ[name] for name in SITE_SETTINGS if os.environ.get(name)}
+        return {
+            BACKEND_ENV: self.name,
+            ROOT_ENV: str(self.root),
+            KILL_GRACE_ENV: f"{self.kill_grace:g}",
+            PLACEMENT_ENV: json.dumps(self.placement.options(), sort_keys=True),
+            **site,
+        }
+
+    # -- submitting ----------------------------------------------------------------------------
+
+    def check(self, spec: JobSpec, *, parent: str | None = None, beside: Resources | None = None) -> None:
+        """CapacityError listing every reason `spec` could never start in the partition (nothing is queued)."""
+        try:
+            partition = read_partition(self.placement.partition)
+        except SlurmError as exc:
+            if "does not exist" in str(exc) or "no default partition" in str(exc):
+                raise CapacityError(f"Slurm would refuse job {spec.name!r}: {exc}") from None
+            raise
+        found = violations(spec, self.placement, partition)
+        if found:
+            raise CapacityError(
+                f"Slurm could never start job {spec.name!r} in partition {partition.name}:\n  - " + "\n  - ".join(found)
+            )
+
+    def submit(self, spec: JobSpec, *, parent: str | None = None) -> str:
+        working_dir = self._admit(spec, parent)
+        payload = {"argv": list(spec.argv), "env": self._replica_env(spec, {})}
+        self.root.mkdir(parents=True, exist_ok=True)
+        job_id = (
+            commands.run(self._sbatch_args(spec), env=self._sbatch_env(json.dumps(payload)), stdin=self._batch_script())
+            .strip()
+            .split(";")[0]
+        )
+        try:
+            job = JobDir(self.root, job_id)
+            job.path.mkdir()
+            job.logs_dir.mkdir()
+            self._write_records(job, spec, parent, working_dir)
+            commands.run(["scontrol", "release", job_id])
+        except BaseException:
+            commands.run(["scancel", job_id])
+            raise
+        return job_id
+
+    def _sbatch_args(self, spec: JobSpec) -> list[str]:
+        resources = spec.resources
+        args = [
+            "sbatch", "--parsable", "--hold", "--no-requeue", "--export=ALL", f"--job-name={spec.name}",
+            f"--nodes={spec.replicas}", "--ntasks-per-node=1", f"--cpus-per-task={max(1, -(-int(resources.cpu * 1000) // 1000))}",
+            f"--output={self.root}/%j/supervisor.log", f"--chdir={self.root}",
+        ]  # fmt: skip
+        if resources.memory_bytes:
+            args.append(f"--mem={-(-resources.memory_bytes // 2**20)}M")
+        if resources.accelerators:
+            args.append(f"--gres={self.placement.gpu_gres}:{resources.accelerators}")
+        return args + self.placement.sbatch_args()
+
+    def _sbatch_env(self, payload: str) -> dict[str, str]:
+        """sbatch's whole environment (it exports it to the job): the allow-listed base, how to import
+        rlaunch, Slurm's site settings and the job itself; nothing else of the submitter's crosses."""
+        package_parent = str(Path(rlaunch.__file__).resolve().parents[1])
+        site = {name: os.environ[name] for name in SITE_SETTINGS if os.environ.get(name)}
+        return {**base_environment(), "PYTHONPATH": package_parent, **site, JOB_ENV: payload}
+
+    def _batch_script(self) -> str:
+        return f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m {DRIVER_MODULE} {shlex.quote(str(self.root))}\n"
+
+    # -- the driver's transport ----------------------------------------------------------------
+
+    def gang_rendezvous(self) -> str:
+        """The driver runs on the allocation's first node, where rank 0's step runs."""
+        host = socket.gethostbyname(socket.gethostname())
+        return f"{host}:{free_port(host)}"
+
+    def replica_command(self, rank: int, argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        """One attempt of replica `rank`: a job step on the allocation's node `rank`, with the job's
+        environment plus the allocation's own SLURM_* variables (srun needs them; the step sees them)."""
+        allocation = {k: v for k, v in os.environ.items() if k.startswith("SLURM")}
+        step = [
+            "srun", "--nodes=1", "--ntasks=1", f"--relative={rank}", "--kill-on-bad-exit=1", "--export=ALL",
+            f"--job-name={os.environ.get('SLURM_JOB_NAME', 'rlaunch')}.rank{rank}",
+        ]  # fmt: skip
+        return step + argv, {**env, **allocation}
+
+    def _stop_left(self, pids: list[int]) -> None:
+        """Slurm stopped the job's steps when it ended the job: nothing is left to stop."""
+        return None
+
+    # -- inspecting ----------------------------------------------------------------------------
+
+    def status(self, job_id: str) -> JobStatus:
+        status = super().status(job_id)
+        if status.state is JobState.PENDING and status.message is None:
+            entry = queue_entry(job_id)
+            if entry is not None and entry.state == "PENDING":
+                return replace(status, message=f"pending in Slurm: {entry.reason}")
+        return status
+
+    def _supervisor_gone(self, job: JobDir, record: dict[str, Any]) -> bool:
+        """The Slurm job ended (or slurmctld forgot it) without its driver recording an outcome."""
+        try:
+            entry = queue_entry(job.job_id)
+        except SlurmError:
+            return False  # the queue does not answer: nothing can be told now
+        return entry is None or entry.ended
+
+    def _lost_message(self, job: JobDir) -> str:
+        entry = queue_entry(job.job_id)
+        how = f"{entry.state}, reason {entry.reason}" if entry else "slurmctld no longer knows it"
+        return f"the Slurm job ended ({how}) before its driver recorded an outcome (see {job.supervisor_log})"
+
+    # -- stopping ------------------------------------------------------------------------------
+
+    def _stop(self, job_ids: list[str]) -> None:
+        """A job still waiting in the queue has no driver to obey the request: Slurm drops it."""
+        waiting = []
+        for job_id in job_ids:
+            entry = queue_entry(existing_job(self.root, job_id).job_id)
+            if entry is not None and entry.state == "PENDING":
+                waiting.append(job_id)
+        if waiting:
+            commands.run(["scancel", *waiting])

@@ -1,0 +1,84 @@
+"""Slurm's commands as rlaunch calls them: one runner with a time limit, and the queue's answers.
+
+Every call is bounded (`COMMAND_TIMEOUT`): a slurmctld that does not answer is an error naming
+the command and the fix, never a hang. Slurm reads its own site settings (`SLURM_CONF`, and
+whatever its configuration says); rlaunch passes them through unchanged.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rlaunch.errors import UserError
+
+COMMAND_TIMEOUT = 30.0
+# Slurm job states after which the job runs no more (squeue -t all, scontrol show job).
+ENDED = frozenset({
+    "BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+    "REVOKED", "SPECIAL_EXIT", "TIMEOUT",
+})  # fmt: skip
+
+
+class SlurmError(UserError, ConnectionError):
+    """A Slurm command is missing, failed or did not answer; the message names it and what to do."""
+
+
+def run(argv: list[str], *, env: Mapping[str, str] | None = None, stdin: str | None = None) -> str:
+    """`argv`'s standard output; SlurmError naming the command when it cannot run, fails or hangs."""
+    if shutil.which(argv[0], path=(env or {}).get("PATH")) is None and shutil.which(argv[0]) is None:
+        raise SlurmError(
+            f"{argv[0]} is not on PATH: the slurm backend drives Slurm through sbatch, srun, squeue, scontrol, "
+            "scancel and sinfo; run rlaunch where they are installed (a login node) or put them on PATH"
+        )
+    try:
+        done = subprocess.run(
+            argv, input=stdin, capture_output=True, text=True, timeout=COMMAND_TIMEOUT, env=env, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise SlurmError(
+            f"{argv[0]} did not answer within {COMMAND_TIMEOUT:g}s; is slurmctld up (`scontrol ping`), and "
+            "does $SLURM_CONF name this cluster's configuration?"
+        ) from None
+    if done.returncode != 0:
+        raise SlurmError(
+            f"{' '.join(argv[:2])} failed (exit {done.returncode}): {done.stderr.strip() or done.stdout.strip()}"
+        )
+    return done.stdout
+
+
+def key_values(line: str) -> dict[str, str]:
+    """One record of `scontrol show ... -o`: `Key=Value` words (a value may itself hold `=`)."""
+    pairs = (word.partition("=") for word in line.split())
+    return {key: value for key, sep, value in pairs if sep}
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """A job as the queue reports it: Slurm's state (PENDING, RUNNING, COMPLETED, ...) and reason."""
+
+    state: str
+    reason: str
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED
+
+
+def queue_entry(job_id: str) -> QueueEntry | None:
+    """The job's queue entry; None once slurmctld no longer knows it (purged after MinJobAge)."""
+    try:
+        out = run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T|%r"])
+    except SlurmError as exc:
+        if "Invalid job id" in str(exc):
+            return None
+        raise
+    rows = [line.split("|", 1) for line in out.splitlines() if "|" in line]
+    return QueueEntry(rows[0][0], rows[0][1]) if rows else None
+
+
+def queued_ids() -> list[str]:
+    """Every job id squeue lists (pending and running), as squeue shows them."""
+    return run(["squeue", "-h", "-o", "%i"]).split()
