@@ -57,3 +57,91 @@ def test_a_failing_replica_is_retried_once_then_the_job_fails_with_its_reason(ba
     assert status.message.startswith("replica 1 failed: exit code 3 on attempt 2 of 2"), status.message
     assert status.replicas[1].attempts == 2 and status.replicas[1].exit_code == 3
     assert [line for line in backend.logs(job_id, replica=1)].count("attempt of 1") == 2
+
+
+def _sleeper(name: str, **fields: object) -> JobSpec:
+    return JobSpec(name=name, argv=py("import time; print('up', flush=True); time.sleep(300)"), **fields)
+
+
+def test_a_queued_job_shows_slurms_reason_and_cancelling_it_drops_it_from_the_queue(
+    backend, slurm_env: SlurmCluster
+) -> None:
+    running = backend.submit(_sleeper("whole-cluster", replicas=2, resources=Resources(cpu=4)))
+    queued = backend.submit(_sleeper("behind", resources=Resources(cpu=4)))
+    status = wait_for(
+        lambda: (s := backend.status(queued)).message and "Resources" in s.message and s, WAIT, "Slurm's pending reason"
+    )
+    assert status.state is JobState.PENDING and status.message.startswith("pending in Slurm: "), status
+    cancelled = backend.cancel(queued, reason="not needed")
+    assert cancelled.state is JobState.CANCELLED and "not needed" in cancelled.message
+    assert queued not in slurm_env.command("squeue", "-h", "-o", "%i").split()
+    wait_for(lambda: backend.status(running).state is JobState.RUNNING, WAIT, "the first job to run")
+    done = backend.cancel(running, reason="test over")
+    assert done.state is JobState.CANCELLED and [r.state for r in done.replicas] == [JobState.CANCELLED] * 2
+    wait_for(lambda: running not in slurm_env.command("squeue", "-h", "-o", "%i").split(), 30, "the job to leave squeue")
+
+
+def test_cancelling_a_parent_cancels_the_child_it_submitted_with_sbatch(backend, slurm_env: SlurmCluster) -> None:
+    parent = backend.submit(
+        JobSpec(
+            name="parent",
+            argv=py(
+                """
+                import sys, time
+                from rlaunch.cluster.protocol import JobSpec, backend_from_env
+                child = backend_from_env().submit_child(JobSpec(name="child", argv=(sys.executable, "-c", "import time; time.sleep(300)")))
+                print("child", child, flush=True)
+                time.sleep(300)
+                """
+            ),
+        )
+    )
+    child = wait_for(lambda: backend.status(parent).children, WAIT, "the parent's child")[0]
+    wait_for(lambda: backend.status(child).state is JobState.RUNNING, WAIT, "the child to run")
+    backend.cancel(parent, reason="stop the tree")
+    status = backend.status(child)
+    assert status.state is JobState.CANCELLED and f"parent job {parent} was cancelled" in status.message
+    wait_for(lambda: not {parent, child} & set(slurm_env.command("squeue", "-h", "-o", "%i").split()), 30, "both to leave squeue")
+
+
+@pytest.mark.parametrize(
+    ("fields", "placement", "words"),
+    [
+        ({"replicas": 3}, {}, "needs 3 node(s) with 1 CPU(s) each but partition debug has 2 such node(s)"),
+        ({"resources": Resources(accelerators=4, accelerator_type="H100")}, {}, "needs 4 x gpu per node but no node of partition debug has more than 2"),
+        ({}, {"partition": "nope"}, "partition 'nope' does not exist on this Slurm cluster"),
+        ({}, {"partition": "small", "account": "chem", "time_limit_minutes": 10}, "account chem may not use partition small"),
+        ({}, {"partition": "small", "account": "physics", "time_limit_minutes": 10}, "time limit 10 min exceeds partition small's MaxTime of 5 min"),
+        ({"resources": Resources(accelerators=1)}, {"gpu_gres": "gpu:a100"}, "needs 1 x gpu:a100 per node"),
+    ],
+)
+def test_what_slurm_could_never_start_is_refused_before_submission(
+    slurm_env: SlurmCluster, fields: dict, placement: dict, words: str
+) -> None:
+    from rlaunch.cluster.slurm.backend import SlurmBackend
+
+    backend = SlurmBackend(**placement)
+    before = slurm_env.command("squeue", "-h", "-t", "all", "-o", "%i").split()
+    with pytest.raises(CapacityError) as refused:
+        backend.submit(JobSpec(name="too-big", argv=py("pass"), **fields))
+    assert words in str(refused.value)
+    assert slurm_env.command("squeue", "-h", "-t", "all", "-o", "%i").split() == before
+
+
+def test_rlaunch_jobs_lists_the_jobs_squeue_shows(backend, slurm_env: SlurmCluster) -> None:
+    import json
+    import subprocess
+    import sys
+
+    running = backend.submit(_sleeper("lister", replicas=2, resources=Resources(cpu=3)))
+    queued = backend.submit(_sleeper("lister-queued", resources=Resources(cpu=3)))
+    wait_for(lambda: backend.status(running).state is JobState.RUNNING, WAIT, "the first job to run")
+    squeue = dict(line.split() for line in slurm_env.command("squeue", "-h", "-o", "%i %T").splitlines())
+    listed = subprocess.run(
+        [sys.executable, "-m", "rlaunch", "jobs", "--backend", "slurm", "list", "--json"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    live = {s["job_id"]: s["state"] for s in json.loads(listed.stdout) if s["state"] in ("pending", "running")}
+    assert live == {job_id: state.lower() for job_id, state in squeue.items()} == {running: "running", queued: "pending"}
+    for job_id in (queued, running):
+        backend.cancel(job_id)

@@ -32,8 +32,8 @@ def _clear_errors() -> Iterator[None]:
 
 def _backend(ctx: click.Context) -> Backend:
     name, root, controller = ctx.obj["backend"], ctx.obj["root"], ctx.obj["controller_url"]
-    if root is not None and name != "local":
-        raise click.UsageError("--root only applies to the local backend")
+    if root is not None and name not in ("local", "slurm"):
+        raise click.UsageError("--root only applies to the local and slurm backends")
     if controller is not None and name != "iris":
         raise click.UsageError("--controller-url only applies to the iris backend")
     options = {"root": root} if root is not None else {"controller_url": controller} if controller else {}
@@ -74,7 +74,8 @@ def _status_text(status: JobStatus, child_state: Callable[[str], str]) -> str:
     "--root",
     type=click.Path(file_okay=False),
     default=None,
-    help="Local backend only: the job state directory (default $RLAUNCH_LOCAL_ROOT, else <prefix>/.jobs).",
+    help="Local and slurm backends: the job state directory (default $RLAUNCH_LOCAL_ROOT or $RLAUNCH_SLURM_ROOT, "
+    "else <prefix>/.jobs or <prefix>/.slurm-jobs).",
 )
 @click.option(
     "--controller-url",
