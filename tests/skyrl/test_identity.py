@@ -18,6 +18,7 @@ from rlaunch.skyrl import (
     SkyRLRetentionPolicy,
     SkyRLRolePlan,
     SkyRLTopology,
+    SlurmSkyRLExecution,
     skyrl_step,
 )
 from rlaunch.skyrl.recipe import PLAN_KEYS
@@ -153,6 +154,12 @@ def test_fingerprint_changes_with_identity(change: dict[str, Any]) -> None:
         LocalSkyRLExecution(cpu=2, memory="8GB", disk="20GB", jobs_root="/somewhere"),
         RaySkyRLExecution(cpu=32, memory="256GB", disk="1TB", address="http://10.0.0.1:8265"),
         RaySkyRLExecution(cpu=32, memory="256GB", disk="1TB", wandb_entity="my-lab"),
+        SlurmSkyRLExecution(cpu=32, memory="256GB", disk="1TB"),
+        SlurmSkyRLExecution(
+            cpu=16, memory="128GB", disk="1TB", partition="gpu", account="lab", qos="high", time_limit_minutes=600,
+            constraint="a100&ib", gpu_gres="gpu:a100", exclusive=True, sbatch_options={"reservation": "rl"},
+            jobs_root="/shared/rlaunch-jobs",
+        ),  # fmt: skip
     ],
     ids=lambda e: type(e).__name__,
 )

@@ -72,10 +72,7 @@ SlurmdTimeout=30
 InactiveLimit=0
 KillWait=5
 """
-NODE = (
-    "NodeName={name} NodeHostname=localhost Port={port} CPUs={cpus} RealMemory=4000 "
-    "Gres=gpu:{gpus} State=UNKNOWN\n"
-)
+NODE = "NodeName={name} NodeHostname=localhost Port={port} CPUs={cpus} RealMemory=4000 Gres=gpu:{gpus} State=UNKNOWN\n"
 PARTITIONS = """\
 PartitionName=debug Nodes={nodes} Default=YES MaxTime=60 State=UP
 PartitionName=small Nodes={first} MaxTime=5 State=UP AllowAccounts=physics
@@ -174,7 +171,9 @@ def _log_tail(root: Path) -> str:
 def _run_daemon(argv: list[str], root: Path) -> None:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=START_TIMEOUT, env={**os.environ})
     if done.returncode != 0:
-        raise SlurmUnavailable(f"{argv[0]} did not start ({done.returncode}): {done.stderr.strip()} [{_log_tail(root)}]")
+        raise SlurmUnavailable(
+            f"{argv[0]} did not start ({done.returncode}): {done.stderr.strip()} [{_log_tail(root)}]"
+        )
 
 
 def start(root: Path) -> SlurmCluster:

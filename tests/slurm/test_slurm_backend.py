@@ -31,7 +31,9 @@ def test_a_gang_runs_one_replica_per_node_and_its_log_has_both(backend, slurm_en
     job_id = backend.submit(
         JobSpec(
             name="hello",
-            argv=py("import os; print('rank', os.environ['RLAUNCH_REPLICA_RANK'], 'on', os.environ['SLURMD_NODENAME'], os.environ['RLAUNCH_WORLD_SIZE'])"),
+            argv=py(
+                "import os; print('rank', os.environ['RLAUNCH_REPLICA_RANK'], 'on', os.environ['SLURMD_NODENAME'], os.environ['RLAUNCH_WORLD_SIZE'])"
+            ),
             replicas=2,
         )
     )
@@ -47,7 +49,9 @@ def test_a_failing_replica_is_retried_once_then_the_job_fails_with_its_reason(ba
     job_id = backend.submit(
         JobSpec(
             name="flaky",
-            argv=py("import os, sys; print('attempt of', os.environ['RLAUNCH_REPLICA_RANK']); sys.exit(3 if os.environ['RLAUNCH_REPLICA_RANK'] == '1' else 0)"),
+            argv=py(
+                "import os, sys; print('attempt of', os.environ['RLAUNCH_REPLICA_RANK']); sys.exit(3 if os.environ['RLAUNCH_REPLICA_RANK'] == '1' else 0)"
+            ),
             replicas=2,
             max_retries=1,
         )
@@ -78,7 +82,9 @@ def test_a_queued_job_shows_slurms_reason_and_cancelling_it_drops_it_from_the_qu
     wait_for(lambda: backend.status(running).state is JobState.RUNNING, WAIT, "the first job to run")
     done = backend.cancel(running, reason="test over")
     assert done.state is JobState.CANCELLED and [r.state for r in done.replicas] == [JobState.CANCELLED] * 2
-    wait_for(lambda: running not in slurm_env.command("squeue", "-h", "-o", "%i").split(), 30, "the job to leave squeue")
+    wait_for(
+        lambda: running not in slurm_env.command("squeue", "-h", "-o", "%i").split(), 30, "the job to leave squeue"
+    )
 
 
 def test_cancelling_a_parent_cancels_the_child_it_submitted_with_sbatch(backend, slurm_env: SlurmCluster) -> None:
@@ -101,17 +107,33 @@ def test_cancelling_a_parent_cancels_the_child_it_submitted_with_sbatch(backend,
     backend.cancel(parent, reason="stop the tree")
     status = backend.status(child)
     assert status.state is JobState.CANCELLED and f"parent job {parent} was cancelled" in status.message
-    wait_for(lambda: not {parent, child} & set(slurm_env.command("squeue", "-h", "-o", "%i").split()), 30, "both to leave squeue")
+    wait_for(
+        lambda: not {parent, child} & set(slurm_env.command("squeue", "-h", "-o", "%i").split()),
+        30,
+        "both to leave squeue",
+    )
 
 
 @pytest.mark.parametrize(
     ("fields", "placement", "words"),
     [
         ({"replicas": 3}, {}, "needs 3 node(s) with 1 CPU(s) each but partition debug has 2 such node(s)"),
-        ({"resources": Resources(accelerators=4, accelerator_type="H100")}, {}, "needs 4 x gpu per node but no node of partition debug has more than 2"),
+        (
+            {"resources": Resources(accelerators=4, accelerator_type="H100")},
+            {},
+            "needs 4 x gpu per node but no node of partition debug has more than 2",
+        ),
         ({}, {"partition": "nope"}, "partition 'nope' does not exist on this Slurm cluster"),
-        ({}, {"partition": "small", "account": "chem", "time_limit_minutes": 10}, "account chem may not use partition small"),
-        ({}, {"partition": "small", "account": "physics", "time_limit_minutes": 10}, "time limit 10 min exceeds partition small's MaxTime of 5 min"),
+        (
+            {},
+            {"partition": "small", "account": "chem", "time_limit_minutes": 10},
+            "account chem may not use partition small",
+        ),
+        (
+            {},
+            {"partition": "small", "account": "physics", "time_limit_minutes": 10},
+            "time limit 10 min exceeds partition small's MaxTime of 5 min",
+        ),
         ({"resources": Resources(accelerators=1)}, {"gpu_gres": "gpu:a100"}, "needs 1 x gpu:a100 per node"),
     ],
 )
@@ -142,6 +164,8 @@ def test_rlaunch_jobs_lists_the_jobs_squeue_shows(backend, slurm_env: SlurmClust
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     live = {s["job_id"]: s["state"] for s in json.loads(listed.stdout) if s["state"] in ("pending", "running")}
-    assert live == {job_id: state.lower() for job_id, state in squeue.items()} == {running: "running", queued: "pending"}
+    assert (
+        live == {job_id: state.lower() for job_id, state in squeue.items()} == {running: "running", queued: "pending"}
+    )
     for job_id in (queued, running):
         backend.cancel(job_id)

@@ -12,7 +12,13 @@ from rlaunch.lazy import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover
     from rlaunch.skyrl.errors import PreflightError
-    from rlaunch.skyrl.execution import IrisSkyRLExecution, LocalSkyRLExecution, RaySkyRLExecution, SkyRLExecution
+    from rlaunch.skyrl.execution import (
+        IrisSkyRLExecution,
+        LocalSkyRLExecution,
+        RaySkyRLExecution,
+        SkyRLExecution,
+        SlurmSkyRLExecution,
+    )
     from rlaunch.skyrl.model_facts import ModelFacts
     from rlaunch.skyrl.preflight import check_plan
     from rlaunch.skyrl.retention import SkyRLRetentionPolicy
@@ -31,6 +37,7 @@ __all__ = [
     "ModelFacts",
     "PreflightError",
     "RaySkyRLExecution",
+    "SlurmSkyRLExecution",
     "SkyRLExecution",
     "SkyRLRetentionPolicy",
     "SkyRLRolePlan",
@@ -46,7 +53,13 @@ __getattr__, __dir__ = lazy_exports(
     globals(),
     {
         "errors": ["PreflightError"],
-        "execution": ["IrisSkyRLExecution", "LocalSkyRLExecution", "RaySkyRLExecution", "SkyRLExecution"],
+        "execution": [
+            "IrisSkyRLExecution",
+            "LocalSkyRLExecution",
+            "RaySkyRLExecution",
+            "SkyRLExecution",
+            "SlurmSkyRLExecution",
+        ],
         "model_facts": ["ModelFacts"],
         "preflight": ["check_plan"],
         "retention": ["SkyRLRetentionPolicy"],

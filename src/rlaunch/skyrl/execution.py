@@ -10,6 +10,7 @@ another cluster or resizing its hosts keeps its fingerprint; a test proves it.
 from __future__ import annotations
 
 import abc
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Any, ClassVar
 
 from rlaunch.launch_config.schema import RaySection
 from rlaunch.launch_config.task_env import check_task_env
-from rlaunch.placement import RayPlacement
+from rlaunch.placement import RayPlacement, SlurmPlacement
 from rlaunch.skyrl.fields import require_int, require_number, require_str
 from rlaunch.units import parse_size
 
@@ -223,3 +224,62 @@ class IrisSkyRLExecution(SkyRLExecution):
             "priority": self.priority,
             "scheduling_timeout_seconds": self.scheduling_timeout_seconds,
         }
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlurmSkyRLExecution(SkyRLExecution):
+    """A Slurm cluster through sbatch/srun/squeue/scancel (run where Slurm's commands are: a login node).
+
+    partition / account / qos   as sbatch takes them (None: the cluster's default)
+    time_limit_minutes the Slurm time limit of every job (None: the partition's default)
+    constraint         node features (sbatch --constraint, e.g. "a100&ib")
+    gpu_gres           the generic resource GPUs are requested as: `gpu`, or `gpu:<type>`; the count
+                       per node is the topology's gpus_per_node
+    exclusive          whole nodes for each job
+    sbatch_options     extra options by name (`rlaunch.placement.SBATCH_EXTRAS`: reservation,
+                       mail-type, comment, ...), validated; never free-form script text
+    jobs_root          rlaunch's job state directory, on a filesystem every node sees (default
+                       $RLAUNCH_SLURM_ROOT, else <prefix>/.slurm-jobs)
+
+    `cpu`/`memory` are per node of the child gang (`--cpus-per-task`, `--mem`), `coordinator_*`
+    the coordinator job's; `priority` is recorded only (Slurm orders by its own priority and QOS);
+    disk is not requested (Slurm's `--tmp` is an extra option). Before anything is queued, the
+    gang is checked against the partition (`rlaunch.cluster.slurm.preflight`).
+    """
+
+    backend: ClassVar[str] = "slurm"
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time_limit_minutes: int | None = None
+    constraint: str | None = None
+    gpu_gres: str = "gpu"
+    exclusive: bool = False
+    sbatch_options: Mapping[str, str] = field(default_factory=dict)
+    jobs_root: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "sbatch_options", self._placement().sbatch_options)
+
+    def _placement(self) -> SlurmPlacement:
+        return SlurmPlacement(
+            root=self.jobs_root,
+            partition=self.partition,
+            account=self.account,
+            qos=self.qos,
+            time_limit_minutes=self.time_limit_minutes,
+            constraint=self.constraint,
+            gpu_gres=self.gpu_gres,
+            exclusive=self.exclusive,
+            sbatch_options=self.sbatch_options,
+            owner="SlurmSkyRLExecution",
+        )
+
+    def route(self) -> tuple[Any, ...]:
+        """Every field: the coordinator's children queue with the coordinator's placement."""
+        options = self._placement().options()
+        return ("slurm", *((k, json.dumps(v, sort_keys=True)) for k, v in sorted(options.items())))
+
+    def placement(self) -> Mapping[str, Any]:
+        return self._placement().options()

@@ -66,7 +66,7 @@ def skyrl_step(
         raise TypeError(f"skyrl_step needs a SkyRLSpec, got {spec!r}")
     if not isinstance(execution, SkyRLExecution):
         raise TypeError(
-            f"skyrl_step needs an execution (LocalSkyRLExecution, RaySkyRLExecution, IrisSkyRLExecution), got {execution!r}"
+            f"skyrl_step needs an execution (LocalSkyRLExecution, RaySkyRLExecution, IrisSkyRLExecution, SlurmSkyRLExecution), got {execution!r}"
         )
     _check_execution(spec, execution)
     if smoke is not None and not isinstance(smoke, SkyRLArtifactStep):
