@@ -5,6 +5,7 @@
     python -m experiments.smoke --version 2026.11.30 --slots 2              # plan a 2-process run
     RAY_ADDRESS=http://127.0.0.1:8265 python -m experiments.smoke --version 2026.11.30 --backend ray --run
     IRIS_CONTROLLER_URL=http://127.0.0.1:PORT python -m experiments.smoke --version 2026.11.30 --backend iris --run
+    python -m experiments.smoke --version 2026.11.30 --backend slurm --run   # from a Slurm login node
 
 Steps: a byte-level BPE tokenizer trained here, a tiny random-init Qwen3 (records its heads and
 context length), a synthetic arithmetic dataset with ground truth, the RL step (TRL GRPO through
@@ -43,6 +44,7 @@ from rlaunch.skyrl import (
     SkyRLRuntime,
     SkyRLSpec,
     SkyRLTopology,
+    SlurmSkyRLExecution,
     skyrl_step,
 )
 from rlaunch.skyrl.step import SkyRLArtifactStep
@@ -254,6 +256,15 @@ def execution(backend: str, slots: int) -> SkyRLExecution:
             coordinator_memory="2GB",
             coordinator_disk="10GB",
         )
+    if backend == "slurm":  # the cluster $SLURM_CONF names (or Slurm's default), its default partition
+        return SlurmSkyRLExecution(
+            cpu=float(slots),
+            memory="4GB",
+            disk="10GB",
+            coordinator_cpu=1.0,
+            coordinator_memory="2GB",
+            coordinator_disk="10GB",
+        )
     return LocalSkyRLExecution(cpu=float(slots), memory="4GB", disk="10GB")
 
 
@@ -312,10 +323,11 @@ def evaluation_step(rl: ArtifactStep[SkyRLRun], data: ArtifactStep[Directory]) -
 @click.command()
 @click.option(
     "--backend",
-    type=click.Choice(["local", "ray", "iris"]),
+    type=click.Choice(["local", "ray", "iris", "slurm"]),
     default="local",
     show_default=True,
-    help="Where the RL step's coordinator and child job run (ray: $RAY_ADDRESS; iris: $IRIS_CONTROLLER_URL).",
+    help="Where the RL step's coordinator and child job run (ray: $RAY_ADDRESS; iris: $IRIS_CONTROLLER_URL; "
+    "slurm: the cluster $SLURM_CONF names).",
 )
 @click.option(
     "--stage",

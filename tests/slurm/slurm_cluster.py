@@ -72,7 +72,7 @@ SlurmdTimeout=30
 InactiveLimit=0
 KillWait=5
 """
-NODE = "NodeName={name} NodeHostname=localhost Port={port} CPUs={cpus} RealMemory=4000 Gres=gpu:{gpus} State=UNKNOWN\n"
+NODE = "NodeName={name} NodeHostname=localhost Port={port} CPUs={cpus} RealMemory=16000 Gres=gpu:{gpus} State=UNKNOWN\n"
 PARTITIONS = """\
 PartitionName=debug Nodes={nodes} Default=YES MaxTime=60 State=UP
 PartitionName=small Nodes={first} MaxTime=5 State=UP AllowAccounts=physics

@@ -24,7 +24,7 @@ from rlaunch.units import parse_size
 SCHEMA_VERSION = 1
 ATTEMPT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 Submission = Literal["prepare", "detach", "wait"]
-BackendName = Literal["local", "ray", "iris"]
+BackendName = Literal["local", "ray", "iris", "slurm"]
 
 
 @dataclass(frozen=True)
