@@ -153,6 +153,7 @@ def violations(spec: JobSpec, placement: SlurmPlacement, partition: Partition) -
             f"time limit {limit} min exceeds partition {p.name}'s MaxTime of {p.max_time_minutes} min: lower "
             "SlurmSkyRLExecution(time_limit_minutes=...) or choose a partition with a longer MaxTime"
         )
+    already = len(found)
     if p.max_nodes is not None and spec.replicas > p.max_nodes:
         found.append(
             f"the job needs {spec.replicas} nodes but partition {p.name} allows at most {p.max_nodes} per job "
@@ -175,7 +176,7 @@ def violations(spec: JobSpec, placement: SlurmPlacement, partition: Partition) -
         and n.gpus(placement.gpu_gres) >= gpus
         and _has_features(n, placement.constraint)
     ]
-    if len(fitting) < spec.replicas:
+    if len(fitting) < spec.replicas and len(found) == already:  # not when a size violation above says why
         asked = (
             f"{cpus} CPU(s)"
             + (f", {memory_mb} MB" if memory_mb else "")
