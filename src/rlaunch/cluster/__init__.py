@@ -1,4 +1,4 @@
-"""Cluster backends behind one protocol: `local` (embedded default), `ray`, `iris`.
+"""Cluster backends behind one protocol: `local` (embedded default), `ray`, `iris`, `slurm`.
 
 Each backend is imported only when chosen, so its optional dependency is never loaded by
 `import rlaunch` or a dry run. What every backend shares lives here once: the gang lifecycle
