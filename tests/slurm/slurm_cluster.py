@@ -7,8 +7,8 @@ nodes are idle; anything that prevents that is a `SlurmUnavailable` with one lin
 `stop` scancels what is left and terminates the daemons by the PIDs they recorded.
 
 The cluster:
-  nodes      n1, n2: NodeHostname=localhost, each its own slurmd port; 4 CPUs (declared, over
-             what the machine has: SlurmdParameters=config_overrides), 2 logical GPUs each
+  nodes      n1, n2: NodeHostname=localhost, NodeAddr 127.0.0.1 and 127.0.0.2, each its own slurmd
+             port; 4 CPUs (declared, over what the machine has: SlurmdParameters=config_overrides), 2 logical GPUs each
              (gres `gpu`, files that are /dev/null twins made with mknod: the gpu plugin drops
              file-less GPUs and refuses regular files)
   debug      both nodes, the default partition, MaxTime 60 min
@@ -72,7 +72,7 @@ SlurmdTimeout=30
 InactiveLimit=0
 KillWait=5
 """
-NODE = "NodeName={name} NodeHostname=localhost Port={port} CPUs={cpus} RealMemory=16000 Gres=gpu:{gpus} State=UNKNOWN\n"
+NODE = "NodeName={name} NodeHostname=localhost NodeAddr={address} Port={port} CPUs={cpus} RealMemory=16000 Gres=gpu:{gpus} State=UNKNOWN\n"
 PARTITIONS = """\
 PartitionName=debug Nodes={nodes} Default=YES MaxTime=60 State=UP
 PartitionName=small Nodes={first} MaxTime=5 State=UP AllowAccounts=physics
@@ -152,8 +152,9 @@ def _write_config(root: Path) -> None:
         device = root / "dev" / f"gpu{index}"
         os.mknod(device, 0o666 | 0o020000, os.makedev(1, 3))  # a character device like /dev/null
     text = CONFIG.format(root=root, ctld_port=_free_port(), slurmd_port=_free_port())
-    for name in NODES:
-        text += NODE.format(name=name, port=_free_port(), cpus=CPUS_PER_NODE, gpus=GPUS_PER_NODE)
+    for index, name in enumerate(NODES):
+        address = f"127.0.0.{index + 1}"  # each node its own loopback address, as Ray nodes need
+        text += NODE.format(name=name, address=address, port=_free_port(), cpus=CPUS_PER_NODE, gpus=GPUS_PER_NODE)
     text += PARTITIONS.format(nodes=",".join(NODES), first=NODES[0])
     (root / "slurm.conf").write_text(text)
     (root / "gres.conf").write_text(f"Name=gpu File={root}/dev/gpu[0-{GPUS_PER_NODE - 1}]\n")

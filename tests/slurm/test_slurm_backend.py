@@ -32,7 +32,7 @@ def test_a_gang_runs_one_replica_per_node_and_its_log_has_both(backend, slurm_en
         JobSpec(
             name="hello",
             argv=py(
-                "import os; print('rank', os.environ['RLAUNCH_REPLICA_RANK'], 'on', os.environ['SLURMD_NODENAME'], os.environ['RLAUNCH_WORLD_SIZE'])"
+                "import os; e = os.environ; print('rank', e['RLAUNCH_REPLICA_RANK'], 'of', e['RLAUNCH_WORLD_SIZE'], 'on', e['SLURMD_NODENAME'], e['RLAUNCH_NODE_IP'], 'meets at', e['RLAUNCH_RENDEZVOUS'].split(':')[0])"
             ),
             replicas=2,
         )
@@ -42,7 +42,8 @@ def test_a_gang_runs_one_replica_per_node_and_its_log_has_both(backend, slurm_en
     assert status.state is JobState.SUCCEEDED, status
     assert [r.state for r in status.replicas] == [JobState.SUCCEEDED] * 2
     lines = list(backend.logs(job_id))
-    assert "[rank 0] rank 0 on n1 2" in lines and "[rank 1] rank 1 on n2 2" in lines, lines
+    assert "[rank 0] rank 0 of 2 on n1 127.0.0.1 meets at 127.0.0.1" in lines, lines
+    assert "[rank 1] rank 1 of 2 on n2 127.0.0.2 meets at 127.0.0.1" in lines, lines
 
 
 def test_a_failing_replica_is_retried_once_then_the_job_fails_with_its_reason(backend) -> None:

@@ -36,9 +36,9 @@ import rlaunch
 from rlaunch.cluster.environment import base_environment, free_port
 from rlaunch.cluster.local.backend import DEFAULT_KILL_GRACE, KILL_GRACE_ENV, LocalBackend
 from rlaunch.cluster.local.state import JobDir, existing_job
-from rlaunch.cluster.protocol import BACKEND_ENV, CapacityError, JobSpec, JobState, JobStatus, Resources
+from rlaunch.cluster.protocol import BACKEND_ENV, NODE_IP_ENV, CapacityError, JobSpec, JobState, JobStatus, Resources
 from rlaunch.cluster.slurm import commands
-from rlaunch.cluster.slurm.commands import SlurmError, queue_entry
+from rlaunch.cluster.slurm.commands import SlurmError, key_values, queue_entry
 from rlaunch.cluster.slurm.preflight import read_partition, violations
 from rlaunch.placement import SlurmPlacement
 
@@ -69,6 +69,7 @@ class SlurmBackend(LocalBackend):
     """Slurm through sbatch/srun/squeue/scontrol/scancel/sinfo; options are a `SlurmPlacement`'s."""
 
     name = "slurm"
+    owned_variables = (NODE_IP_ENV,)  # each replica's node, as Slurm reaches it
 
     def __init__(
         self,
@@ -100,6 +101,7 @@ class SlurmBackend(LocalBackend):
             configured = os.environ.get(KILL_GRACE_ENV)
             kill_grace = float(configured) if configured else DEFAULT_KILL_GRACE
         super().__init__(root if root is not None else default_root(), kill_grace=kill_grace)
+        self._addresses: list[str] | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> SlurmBackend:
@@ -182,20 +184,34 @@ class SlurmBackend(LocalBackend):
 
     # -- the driver's transport ----------------------------------------------------------------
 
+    def node_addresses(self) -> list[str]:
+        """The allocation's nodes in rank order, each as the address Slurm reaches it at (NodeAddr, resolved)."""
+        if self._addresses is None:
+            names = commands.run(["scontrol", "show", "hostnames", os.environ["SLURM_JOB_NODELIST"]]).split()
+            shown = commands.run(["scontrol", "show", "node", "-o", os.environ["SLURM_JOB_NODELIST"]])
+            found = {
+                r["NodeName"]: r.get("NodeAddr", r["NodeName"])
+                for r in map(key_values, shown.splitlines())
+                if "NodeName" in r
+            }
+            self._addresses = [socket.gethostbyname(found.get(name, name)) for name in names]
+        return self._addresses
+
     def gang_rendezvous(self) -> str:
-        """The driver runs on the allocation's first node, where rank 0's step runs."""
-        host = socket.gethostbyname(socket.gethostname())
+        """On rank 0's node, where the driver runs (the allocation's first node)."""
+        host = self.node_addresses()[0]
         return f"{host}:{free_port(host)}"
 
     def replica_command(self, rank: int, argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
         """One attempt of replica `rank`: a job step on the allocation's node `rank`, with the job's
-        environment plus the allocation's own SLURM_* variables (srun needs them; the step sees them)."""
+        environment, the allocation's own SLURM_* variables (srun needs them; the step sees them) and
+        the node's address (RLAUNCH_NODE_IP: a Ray node started there advertises it)."""
         allocation = {k: v for k, v in os.environ.items() if k.startswith("SLURM")}
         step = [
             "srun", "--nodes=1", "--ntasks=1", f"--relative={rank}", "--kill-on-bad-exit=1", "--export=ALL",
             f"--job-name={os.environ.get('SLURM_JOB_NAME', 'rlaunch')}.rank{rank}",
         ]  # fmt: skip
-        return step + argv, {**env, **allocation}
+        return step + argv, {**env, **allocation, NODE_IP_ENV: self.node_addresses()[rank]}
 
     def _stop_left(self, pids: list[int]) -> None:
         """Slurm stopped the job's steps when it ended the job: nothing is left to stop."""
