@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     job = JobDir(Path(args[0]), job_id)
     env = {**payload["env"], JOB_ID_ENV: job_id}
     backend = SlurmBackend.from_env(env)
-    Supervisor(job, payload["argv"], env, backend).run()
+    Supervisor(job, payload["argv"], env, backend=backend).run()
     return 0
 
 
