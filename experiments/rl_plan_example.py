@@ -3,10 +3,16 @@
     python -m experiments.rl_plan_example --version 2026.11.30 --stage rl
     python -m experiments.rl_plan_example --version 2026.11.30 --stage evaluation
     python -m experiments.rl_plan_example --version 2026.11.30 --broken   # every violation, at once
+    python -m experiments.rl_plan_example --version 2026.11.30 --stage rl --variant one-node-24gb
+    python -m experiments.rl_plan_example --version 2026.11.30 --stage rl --variant long-generation-24gb
 
 Policy: 4 nodes x 8 GPUs (FSDP). Rollout: 4 node-sized engines (TP1 x DP8), disaggregated, so
 32 + 32 = 64 GPUs. The broken variant leaves rollout DP at 1 (36 GPUs for a 64-GPU allocation)
-and picks batch sizes SkyRL would only refuse after the GPUs were allocated.
+and picks batch sizes SkyRL would only refuse after the GPUs were allocated. The plan prints each
+role's per-GPU memory from Qwen3-8B's own config.json; the two 24 GB variants cannot fit and are
+refused before anything is built: the same policy colocated on one node of four 24 GB L4s (its
+model states alone exceed a GPU), and 32768-token sequences on a node of eight L4s (one sequence
+needs more KV cache than an engine's utilization budget leaves).
 """
 
 from __future__ import annotations
@@ -56,11 +62,32 @@ class EvalReport(Artifact):
 
 
 QWEN3_8B_COMMIT = "9c925d64d72725edaf899c6cb9c377fd0709d9c5"
+# Qwen/Qwen3-8B config.json at that commit: the architecture the plan sizes memory with (the
+# fetch refuses a snapshot whose config.json says otherwise).
+QWEN3_8B_CONFIG = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "attention_bias": False,
+    "head_dim": 128,
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "intermediate_size": 12288,
+    "max_position_embeddings": 40960,
+    "model_type": "qwen3",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 36,
+    "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "vocab_size": 151936,
+}
+VARIANTS = ("64-gpu", "one-node-24gb", "long-generation-24gb")
 
 
 def pretrained_model() -> ArtifactStep[HfModel]:
     """The checkpoint the run starts from, pinned to a hub commit (not an ambient path or a branch)."""
-    return hf_model_source("models/qwen3-8b", "Qwen/Qwen3-8B", QWEN3_8B_COMMIT)
+    return hf_model_source("models/qwen3-8b", "Qwen/Qwen3-8B", QWEN3_8B_COMMIT, config=QWEN3_8B_CONFIG)
 
 
 def gsm8k() -> ArtifactStep[Artifact]:
@@ -80,6 +107,34 @@ def _needs_cluster(config: dict) -> None:
     raise RuntimeError("this example is for planning; run it where the model hub and GPUs are reachable")
 
 
+def topology(broken: bool, variant: str) -> SkyRLTopology:
+    """The 64-GPU plan, or one node of 24 GB L4s with every role colocated on it."""
+    if variant == "64-gpu":
+        return SkyRLTopology(num_nodes=8, gpus_per_node=8, gpu_variant="H100", role_plan=role_plan(broken))
+    gpus = 4 if variant == "one-node-24gb" else 8
+    plan = SkyRLRolePlan(
+        colocate_all=True,
+        policy_num_nodes=1,
+        policy_num_gpus_per_node=gpus,
+        num_inference_engines=gpus,
+        inference_engine_tensor_parallel_size=1,
+        inference_engine_pipeline_parallel_size=1,
+        inference_engine_data_parallel_size=1,
+        inference_engine_expert_parallel_size=1,
+        train_batch_size=256,
+        policy_mini_batch_size=64,
+        micro_train_batch_size_per_gpu=2,
+        n_samples_per_prompt=8,
+    )
+    return SkyRLTopology(num_nodes=1, gpus_per_node=gpus, gpu_variant="L4", role_plan=plan)
+
+
+def recipe(variant: str) -> str:
+    if variant != "long-generation-24gb":
+        return RECIPE
+    return RECIPE.replace("max_generate_length: 3072", "max_generate_length: 31744")
+
+
 def role_plan(broken: bool) -> SkyRLRolePlan:
     return SkyRLRolePlan(
         colocate_all=False,
@@ -97,17 +152,17 @@ def role_plan(broken: bool) -> SkyRLRolePlan:
     )
 
 
-def rl_step(broken: bool) -> ArtifactStep[SkyRLRun]:
+def rl_step(broken: bool, variant: str = "64-gpu") -> ArtifactStep[SkyRLRun]:
     model, data = pretrained_model(), gsm8k()
     spec = SkyRLSpec(
         name="checkpoints/gsm8k-grpo-qwen3-8b",
         version=resolve_version("checkpoints/gsm8k-grpo-qwen3-8b", None),
-        config_yaml=RECIPE,
+        config_yaml=recipe(variant),
         runtime=SkyRLRuntime("fsdp"),
         model=ArtifactHfModel(model, tokenizer_revision=QWEN3_8B_COMMIT),
         train_data=(ArtifactDataSource(data, "train.parquet"),),
         validation_data=(ArtifactDataSource(data, "test.parquet"),),
-        topology=SkyRLTopology(num_nodes=8, gpus_per_node=8, gpu_variant="H100", role_plan=role_plan(broken)),
+        topology=topology(broken, variant),
         retention=SkyRLRetentionPolicy(resume_checkpoint_count=2),
         seed=17,
     )
@@ -146,9 +201,16 @@ def evaluation(rl: ArtifactStep[SkyRLRun]) -> ArtifactStep[EvalReport]:
     help="Terminal stage to plan or run; its dependencies are included automatically.",
 )
 @click.option("--broken", is_flag=True, help="Plan the broken variant to see every violation at once.")
+@click.option(
+    "--variant",
+    type=click.Choice(VARIANTS),
+    default="64-gpu",
+    show_default=True,
+    help="The 64-GPU plan, or a 24 GB-GPU variant whose memory cannot fit (refused before anything runs).",
+)
 @rl_build_options
-def main(stage: str, broken: bool) -> ArtifactStep:
-    rl = rl_step(broken)
+def main(stage: str, broken: bool, variant: str) -> ArtifactStep:
+    rl = rl_step(broken, variant)
     return rl if stage == "rl" else evaluation(rl)
 
 

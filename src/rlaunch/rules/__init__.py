@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.rules import batches, defects, recipe, runtime, topology
+from rlaunch.rules import batches, defects, memory, recipe, runtime, topology
 from rlaunch.rules.common import MAX_SIZE, Subject, Violation, divisor_hint, divisors, violation
 from rlaunch.rules.recipe import recipe_problem, wandb_entity
 
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 CODES: tuple[str, ...] = tuple(
-    dict.fromkeys(topology.CODES + batches.CODES + runtime.CODES + recipe.CODES + defects.CODES)
+    dict.fromkeys(topology.CODES + batches.CODES + runtime.CODES + recipe.CODES + defects.CODES + memory.CODES)
 )
 TOO_LARGE = frozenset({"topology.too_large", "role_plan.too_large"})
 STRUCTURE = TOO_LARGE | {"topology.non_positive", "role_plan.non_positive"}
@@ -89,4 +89,6 @@ def composed_rules(s: Subject, composed: Mapping[str, Any], *, sound: bool) -> l
     out += recipe.wandb_project(s, composed)
     if sound:
         out += recipe.model_rules(s, composed)
+        if s.architecture is not None:
+            out += memory.memory_rules(s, geo, composed)
     return out

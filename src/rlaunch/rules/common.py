@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlaunch.rules.architecture import Architecture, Unsized
 from rlaunch.runtimes.registry import RuntimeProfile
 
 # The largest size a plan may state: above it a number is not a plan but a typo, and its
@@ -41,7 +42,7 @@ class Subject:
     `plan`: role-plan field -> value; `recipe`: the recipe as written (sparse, role plan not
     rendered on the experiment side; the document's `skyrl` section at the host, which carries the
     role plan itself: `plan_in_recipe`); `seed` (named `seed_source` in messages), `source_digest`
-    and the model facts are checked when given.
+    and the model facts are checked when given; `architecture` turns on the memory rules.
     """
 
     num_nodes: int
@@ -57,6 +58,8 @@ class Subject:
     context_length: int | None = None
     model_revision: str | None = None  # the source commit the model artifact recorded or pins
     tokenizer_revision: str | None = None  # what the spec pins it against
+    architecture: Architecture | Unsized | None = None  # sizes the memory rules (None: not known)
+    host_memory_bytes: int | None = None  # per node; a CPU slot's capacity is its share
     seed_source: str = "SkyRLSpec.seed"
     plan_in_recipe: bool = False
 

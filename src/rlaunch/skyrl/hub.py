@@ -3,7 +3,9 @@
 `hf_model_source(name, repo_id, revision)` is an artifact step that fetches the repository with
 `huggingface_hub.snapshot_download` at `revision`, copies the files to the artifact's output path
 and records the resolved commit and each file's sha256 (plus the architecture facts the preflight
-checks: attention heads and context length, from `config.json`). A calendar (immutable) version
+checks, from `config.json`: attention heads, context length, and the config itself, which sizes
+the memory rules). `config=` declares the config.json at the pinned commit before anything is
+fetched, so a dry run can size the plan; the fetch refuses a snapshot whose config differs. A calendar (immutable) version
 must pin a 40-hex commit: a branch or tag moves, so the same identity could later mean other
 weights. A `dev` version may follow a branch; the commit it resolved to is still recorded.
 huggingface_hub is imported only when the step runs (`pip install 'rlaunch[hub]'`); the hub's own
@@ -21,6 +23,7 @@ from typing import Any
 from rlaunch import storage
 from rlaunch.artifacts import ArtifactStep, is_mutable, resolve_version
 from rlaunch.errors import UserError
+from rlaunch.skyrl.model_facts import ModelFacts
 from rlaunch.skyrl.sources import COMMIT, HfModel
 
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
@@ -35,9 +38,17 @@ class HubError(UserError, RuntimeError):
 
 
 def hf_model_source(
-    name: str, repo_id: str, revision: str, *, version: str | None = None, allow_patterns: tuple[str, ...] = ()
+    name: str,
+    repo_id: str,
+    revision: str,
+    *,
+    version: str | None = None,
+    allow_patterns: tuple[str, ...] = (),
+    config: dict[str, Any] | None = None,
 ) -> ArtifactStep[HfModel]:
-    """The model `repo_id` at `revision` as the artifact `name@version`."""
+    """The model `repo_id` at `revision` as the artifact `name@version` (`config`: its config.json there)."""
+    if config is not None and not isinstance(config, dict):
+        raise TypeError(f"hf_model_source config must be the config.json as a dict, got {type(config).__name__}")
     if not isinstance(repo_id, str) or not _REPO.match(repo_id):
         raise ValueError(f"hf_model_source repo_id={repo_id!r} must be 'org/name' (a Hugging Face repository id)")
     if not isinstance(revision, str) or not revision.strip():
@@ -58,6 +69,7 @@ def hf_model_source(
             "revision": revision,
             "allow_patterns": list(allow_patterns),
             "output_path": ctx.output_path,
+            **({"config": config} if config is not None else {}),
         },
     )
 
@@ -79,8 +91,14 @@ def fetch_model(config: dict[str, Any]) -> HfModel:
     commit = os.path.basename(os.path.normpath(snapshot))
     if not COMMIT.match(commit) or (COMMIT.match(revision) and commit != revision):
         raise HubError(f"{repo_id}@{revision} resolved to {commit!r}, not the pinned commit {revision!r}")
-    files = _publish(snapshot, config["output_path"])
     arch = _architecture(snapshot)
+    declared = config.get("config")
+    if declared is not None and ModelFacts.from_hf_config(declared) != ModelFacts.from_hf_config(arch):
+        raise HubError(
+            f"{repo_id}@{commit}: its config.json describes another architecture than the config= the step declares; "
+            "copy the config.json at that commit into the step"
+        )
+    files = _publish(snapshot, config["output_path"])
     return HfModel(
         path=config["output_path"],
         num_attention_heads=arch.get("num_attention_heads"),
@@ -88,6 +106,7 @@ def fetch_model(config: dict[str, Any]) -> HfModel:
         files=files,
         revision=commit,
         source=f"hf://{repo_id}",
+        hf_config=arch or None,
     )
 
 

@@ -1,19 +1,53 @@
 """`ModelFacts`: the architecture facts of a model that the preflight checks a plan against.
 
 Its own module, free of the artifact graph, so the preflight can take it without importing
-`skyrl.sources` (and through it the artifact package and storage).
+`skyrl.sources` (and through it the artifact package and storage). `from_hf_config` reads them
+from a model's own `config.json` (pure: no torch, no transformers); the architecture it carries
+sizes the memory rules (`rlaunch.rules.memory`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rlaunch.rules.architecture import Architecture, Unsized, from_hf_config
 
 
 @dataclass(frozen=True)
 class ModelFacts:
-    """Attention heads (inference TP must divide them) and context length (the token budget's cap)."""
+    """Attention heads (inference TP must divide them), context length (the token budget's cap) and
+    the architecture (the memory rules' input; `Unsized` says why a config cannot be sized)."""
 
     num_attention_heads: int | None = None
     context_length: int | None = None
     revision: str | None = None  # the source commit the model artifact recorded (or its step pins)
     tokenizer_revision: str | None = None  # the tokenizer revision the spec pins against it
+    architecture: Architecture | Unsized | None = None
+
+    @classmethod
+    def from_hf_config(cls, config: Mapping[str, Any]) -> ModelFacts:
+        """The facts of a Hugging Face `config.json` (as a dict)."""
+        heads, context = config.get("num_attention_heads"), config.get("max_position_embeddings")
+        return cls(
+            num_attention_heads=heads if _count(heads) else None,
+            context_length=context if _count(context) else None,
+            architecture=from_hf_config(config),
+        )
+
+    def with_config(self, config: Mapping[str, Any] | None) -> ModelFacts:
+        """These facts, with the architecture (and any missing heads or context) read from `config`."""
+        if not config:
+            return self
+        read = ModelFacts.from_hf_config(config)
+        return replace(
+            self,
+            num_attention_heads=self.num_attention_heads or read.num_attention_heads,
+            context_length=self.context_length or read.context_length,
+            architecture=read.architecture,
+        )
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0

@@ -11,12 +11,14 @@ from rlaunch.launch_config.layout import RunPaths, latest_checkpoint
 from rlaunch.launch_config.recipe import get_path
 from rlaunch.launch_config.resume import foreign_checkpoint, refusal
 from rlaunch.skyrl.execution import SkyRLExecution
+from rlaunch.skyrl.memory_report import MemoryReport, memory_report
 from rlaunch.skyrl.parity import differences, shape_of_spec, shape_of_step
 from rlaunch.skyrl.readiness import readiness
 from rlaunch.skyrl.readiness import render as render_readiness
 from rlaunch.skyrl.render import live_run_paths, spec_fingerprint
 from rlaunch.skyrl.sources import pinned_commit
 from rlaunch.skyrl.spec import SkyRLSpec
+from rlaunch.units import parse_size
 
 
 def resume_refusal(spec: SkyRLSpec, prefix: str) -> str | None:
@@ -99,9 +101,23 @@ def describe_step(spec: SkyRLSpec, execution: SkyRLExecution, config: dict[str, 
         f"  per-device mini     {per_gpu_mini} sequences; micro {geo.micro_batch} -> {geo.gradient_accumulation or 0} gradient-accumulation step(s)",
         f"  per training step   {geo.train_batch} prompts, {geo.train_batch * geo.n_samples} samples, {geo.optimizer_steps or 0} optimizer step(s)",
     ]
-    lines += render_readiness(readiness(spec, execution, export_hf=document["run"]["export_hf"]))
+    memory = plan_memory(spec, execution)
+    lines += ["memory per device (estimates; refused only where a lower bound exceeds the device):", *memory.lines()]
+    lines += render_readiness(readiness(spec, execution, export_hf=document["run"]["export_hf"], memory=memory))
     lines += parity_lines(spec, document["run"]["export_hf"], smoke)
     return lines
+
+
+def plan_memory(spec: SkyRLSpec, execution: SkyRLExecution) -> MemoryReport:
+    """The memory report of the spec's plan against its model's stored (or declared) facts."""
+    return memory_report(
+        spec.topology,
+        spec.recipe,
+        spec.runtime.runtime_profile,
+        spec.model.stored_facts(),
+        seed=spec.seed,
+        host_memory_bytes=parse_size(execution.memory, field="execution.memory"),
+    )
 
 
 def _model_line(spec: SkyRLSpec) -> str:

@@ -20,7 +20,9 @@ from rlaunch.launch_config.recipe import get_path
 from rlaunch.rules.defects import findings
 from rlaunch.runtimes.defects import OPEN, UNVERIFIED
 from rlaunch.secrets import forwarded_names
+from rlaunch.rules.memory import gib
 from rlaunch.skyrl.execution import SkyRLExecution
+from rlaunch.skyrl.memory_report import MemoryReport
 from rlaunch.skyrl.spec import SkyRLSpec
 
 OK, MISSING, WARN = "ok", "missing", "warn"
@@ -39,12 +41,15 @@ class ReadinessItem:
         return f"  {mark:<9} {self.label:<{width}}  {self.value}  ({self.source})"
 
 
-def readiness(spec: SkyRLSpec, execution: SkyRLExecution, *, export_hf: bool) -> list[ReadinessItem]:
+def readiness(
+    spec: SkyRLSpec, execution: SkyRLExecution, *, export_hf: bool, memory: MemoryReport | None = None
+) -> list[ReadinessItem]:
     composed = spec.composed_recipe
     return [
         *_host_resources(execution),
         *_credentials(composed),
         _context_budget(spec, composed),
+        *([_memory_fit(memory)] if memory is not None else []),
         _checkpoint_policy(spec, composed),
         _export_policy(composed, export_hf),
         _wandb_identity(spec, execution, composed),
@@ -125,6 +130,24 @@ def _context_budget(spec: SkyRLSpec, composed: Mapping[str, Any]) -> ReadinessIt
     over = [lim for lim in (context, engine) if lim and budget > lim]
     return ReadinessItem(
         "context budget", f"{value} within {', '.join(limits)}", "recipe; " + ", ".join(sources), WARN if over else OK
+    )
+
+
+def _memory_fit(memory: MemoryReport) -> ReadinessItem:
+    """Tight or unsized memory is worth a look before a large launch; a certain failure never gets here."""
+    table = memory.table
+    source = "model config.json, device table, recipe (rlaunch.rules.memory)"
+    if table.device is None:
+        return ReadinessItem("memory fit", "; ".join(table.unsized), source, WARN)
+    tight = [r for r in table.rows if r.status != "ok"]
+    if not tight:
+        low = min(table.rows, key=lambda r: r.headroom)
+        return ReadinessItem("memory fit", f"every role fits; least headroom {low.role} {low.phase} {gib(low.headroom)} GiB", source)
+    return ReadinessItem(
+        "memory fit",
+        "; ".join(f"{r.role} {r.phase} {r.status} (~{gib(r.estimate)} of {gib(r.capacity)} GiB)" for r in tight),
+        source,
+        WARN,
     )
 
 

@@ -31,6 +31,7 @@ class HfModel(Artifact):
     files: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
     revision: str | None = None  # the source commit the files came from, when the model has one
     source: str | None = None  # where it came from (`hf://org/name`), when fetched
+    hf_config: dict[str, Any] | None = None  # its config.json: the architecture the memory rules size
 
 
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -41,6 +42,13 @@ def pinned_commit(step: ArtifactStep[Any]) -> str | None:
     config = step.fingerprint_config
     revision = config.get("revision") if isinstance(config, dict) else None
     return revision if isinstance(revision, str) and COMMIT.match(revision) else None
+
+
+def declared_config(step: ArtifactStep[Any]) -> dict[str, Any] | None:
+    """The config.json a model step declares before it is built (a pinned hub source's `config`)."""
+    config = step.fingerprint_config
+    declared = config.get("config") if isinstance(config, dict) else None
+    return declared if isinstance(declared, dict) else None
 
 
 def artifact_identity(step: ArtifactStep[Any]) -> str:
@@ -70,7 +78,8 @@ class ArtifactHfModel:
     def stored_facts(self, prefix: str | None = None) -> ModelFacts:
         """Architecture facts from the model step's stored record, when it has been built; the source
         revision it recorded, else the commit its step pins (a hub source), so a disagreeing
-        tokenizer revision is caught before anything is fetched."""
+        tokenizer revision is caught before anything is fetched; the architecture from the config.json
+        it recorded, else the one its step declares."""
         record = records.read_record(self.step.path(prefix))
         result = (record or {}).get("result") or {}
         return ModelFacts(
@@ -78,7 +87,7 @@ class ArtifactHfModel:
             result.get("context_length"),
             result.get("revision") or pinned_commit(self.step),
             self.tokenizer_revision,
-        )
+        ).with_config(result.get("hf_config") or declared_config(self.step))
 
     def locator(self, ctx: StepContext) -> ModelInput:
         root = ctx.artifact_path(self.step)

@@ -7,7 +7,8 @@ everything upstream SkyRL's `validate_cfg` would refuse only after GPUs are allo
 divisibility per data-parallel rank, the reference-model lcm rule, Megatron and Ulysses
 divisibility, fully-async rules), the tail-trim stride that empties the first batch (SkyRL
 #1609), the runtime's capabilities, and the explicitness a reviewer expects (token budget,
-checkpoint and resume policy, W&B identity). Here they are raised as `PreflightError`s.
+checkpoint and resume policy, W&B identity), and, given the model's architecture, the certain
+memory failures (`rlaunch.rules.memory`). Here they are raised as `PreflightError`s.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from rlaunch.skyrl.model_facts import ModelFacts
 from rlaunch.skyrl.recipe import entrypoint_of, render_recipe
 from rlaunch.skyrl.role_plan import SkyRLTopology
 
-__all__ = ["check_plan"]
+__all__ = ["check_plan", "subject_of"]
 
 
 def check_plan(
@@ -37,25 +38,37 @@ def check_plan(
     """Every violation of `topology` + `recipe` (the sparse SkyRL recipe) for `profile`; [] when valid."""
     prof = profile if isinstance(profile, RuntimeProfile) else get_profile(profile)
     plan = topology.role_plan
-    subject = rules.Subject(
+    subject = subject_of(topology, recipe, prof, seed, model)
+    try:
+        rendered = render_recipe(recipe, plan, prof, seed if seed is not None else 0)
+    except ValueError as exc:
+        return [PreflightError.from_violation(v) for v in _unrenderable(subject, exc)]
+    return [PreflightError.from_violation(v) for v in rules.check(subject, rendered)]
+
+
+def subject_of(
+    topology: SkyRLTopology,
+    recipe: Mapping[str, Any],
+    profile: RuntimeProfile,
+    seed: int | None,
+    model: ModelFacts | None,
+) -> rules.Subject:
+    """What the rules judge, for a spec's topology, sparse recipe, profile, seed and model facts."""
+    return rules.Subject(
         num_nodes=topology.num_nodes,
         gpus_per_node=topology.gpus_per_node,
         gpu_variant=topology.gpu_variant,
-        plan=dataclasses.asdict(plan),
+        plan=dataclasses.asdict(topology.role_plan),
         recipe=recipe,
-        profile=prof,
+        profile=profile,
         entrypoint=entrypoint_of(recipe),
         seed=seed,
         num_attention_heads=model.num_attention_heads if model else None,
         context_length=model.context_length if model else None,
         model_revision=model.revision if model else None,
         tokenizer_revision=model.tokenizer_revision if model else None,
+        architecture=model.architecture if model else None,
     )
-    try:
-        rendered = render_recipe(recipe, plan, prof, seed if seed is not None else 0)
-    except ValueError as exc:
-        return [PreflightError.from_violation(v) for v in _unrenderable(subject, exc)]
-    return [PreflightError.from_violation(v) for v in rules.check(subject, rendered)]
 
 
 def _unrenderable(subject: rules.Subject, exc: ValueError) -> list[rules.Violation]:

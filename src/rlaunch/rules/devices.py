@@ -1,0 +1,68 @@
+"""Usable memory per accelerator, as the driver reports it to a process, not the marketing number.
+
+The figure is what `torch.cuda.mem_get_info()` calls total (what vLLM multiplies by
+`gpu_memory_utilization`) where a public start-up log states it, otherwise the driver's
+`nvidia-smi` total (a little more, so a rule built on it errs toward letting a plan run). A GPU
+name not listed here is not sized: the memory rules say so and refuse nothing. `cpu` slots (the
+trl-cpu runtime) have no fixed size: their capacity is the node's host memory divided by its
+slots, from the allocation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GIB = 1024**3
+MIB = 1024**2
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    bytes: int
+    source: str  # where the number comes from
+
+
+def _gib(value: float) -> int:
+    return int(value * GIB)
+
+
+# Keys are upper-case names as a topology writes them (`gpu_variant`), spaces and dashes removed.
+DEVICES: dict[str, Device] = {
+    d.name.upper().replace("-", "").replace(" ", ""): d
+    for d in (
+        # vLLM #12126: "total_gpu_memory (79.22GiB)" on an H100-80G; nvidia-smi shows 81559MiB (vLLM #55169).
+        Device("H100", _gib(79.22), "vLLM start-up log, H100 80GB HBM3 (vllm-project/vllm#12126)"),
+        Device("H100-80GB", _gib(79.22), "as H100"),
+        Device("H100-NVL", 95830 * MIB, "nvidia-smi total, H100 NVL 94GB"),
+        Device("H200", 143771 * MIB, "nvidia-smi total, H200 141GB"),
+        Device("H20", 97871 * MIB, "nvidia-smi total, H20 96GB"),
+        Device("A100-80GB", 81920 * MIB, "nvidia-smi total, A100 80GB"),
+        Device("A100", 40960 * MIB, "nvidia-smi total, A100 40GB (say A100-80GB for the larger one)"),
+        Device("A100-40GB", 40960 * MIB, "nvidia-smi total, A100 40GB"),
+        Device("L4", 23034 * MIB, "nvidia-smi total, L4 24GB"),
+        Device("L40S", 46068 * MIB, "nvidia-smi total, L40S 48GB"),
+        Device("L40", 46068 * MIB, "nvidia-smi total, L40 48GB"),
+        Device("A10G", 23028 * MIB, "nvidia-smi total, A10G 24GB"),
+        Device("A10", 23028 * MIB, "nvidia-smi total, A10 24GB"),
+        # vLLM #10517: "total_gpu_memory=23.58GiB" on an RTX 3090.
+        Device("RTX3090", _gib(23.58), "vLLM start-up log, RTX 3090 (vllm-project/vllm#10517)"),
+        Device("RTX4090", 24564 * MIB, "nvidia-smi total, RTX 4090 24GB"),
+        Device("B200", 183359 * MIB, "nvidia-smi total, B200 180GB"),
+        Device("GB200", 189471 * MIB, "nvidia-smi total, GB200 (one Blackwell GPU)"),
+        Device("V100", 32768 * MIB, "nvidia-smi total, V100 32GB"),
+        Device("T4", 15360 * MIB, "nvidia-smi total, T4 16GB"),
+    )
+}
+
+
+def device(gpu_variant: str) -> Device | None:
+    """The memory of one `gpu_variant` GPU; None for a name this table does not know (or `cpu`)."""
+    return DEVICES.get(gpu_variant.upper().replace("-", "").replace(" ", "").replace("_", ""))
+
+
+def host_slot(node_memory_bytes: int | None, slots: int) -> Device | None:
+    """One CPU device slot's share of a node's host memory (the trl-cpu runtime); None if unknown."""
+    if not node_memory_bytes or slots <= 0:
+        return None
+    return Device("cpu slot", node_memory_bytes // slots, f"host memory per node / {slots} slots")
