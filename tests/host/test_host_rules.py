@@ -38,7 +38,17 @@ from rlaunch.rules.recipe import EXPLICIT_KEYS
 from rlaunch.runtimes.defects import KnownDefect
 from rlaunch.runtimes.registry import get_profile, register_profile
 from rlaunch.skyrl import skyrl_step
-from tests.skyrl.helpers import BASE_RECIPE, cpu_topology, local, recipe, spec, topology
+from tests.skyrl.helpers import (
+    BASE_RECIPE,
+    LLAMA_31_8B,
+    LLAMA_31_70B,
+    LLAMA_31_405B,
+    cpu_topology,
+    local,
+    recipe,
+    spec,
+    topology,
+)
 
 Doc = dict[str, Any]
 Edit = Callable[[Doc], None]
@@ -223,6 +233,19 @@ CASES: dict[str, tuple[str, Edit]] = {
     ),
     "model.context_budget": ("fsdp", lambda d: d["inputs"]["model"].update(context_length=100)),
     "model.revision_mismatch": ("fsdp", lambda d: d["inputs"]["model"].update(revision="1" * 40)),
+    # 405B parameters x 12 bytes over the 32 policy GPUs: 142 GiB per H100 before anything runs.
+    "memory.model_states": ("fsdp", lambda d: d["inputs"]["model"].update(hf_config=LLAMA_31_405B)),
+    # 70B parameters in bf16 on one TP1 engine GPU: 131 GiB against 0.8 x 79.22 GiB.
+    "memory.engine_weights": ("fsdp", lambda d: d["inputs"]["model"].update(hf_config=LLAMA_31_70B)),
+    # 8B weights (15 GiB) leave 0.9 GiB of a 0.2 x 79.22 GiB budget: under 8k tokens of KV.
+    "memory.kv_one_sequence": (
+        "fsdp",
+        both(
+            lambda d: d["inputs"]["model"].update(hf_config=LLAMA_31_8B),
+            sets(engine, gpu_memory_utilization=0.2),
+            lambda d: d["skyrl"]["generator"].setdefault("sampling_params", {}).update(max_generate_length=16384),
+        ),
+    ),
     "defect.open": (
         "fsdp",
         both(

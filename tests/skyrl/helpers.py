@@ -266,3 +266,26 @@ def local(**overrides: Any) -> LocalSkyRLExecution:
 
 def replace_plan(p: SkyRLRolePlan, **changes: Any) -> SkyRLRolePlan:
     return dataclasses.replace(p, **changes)
+
+
+# Published config.json values (Hugging Face model cards) the memory tests size against.
+LLAMA_31_8B = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}
+LLAMA_31_70B = {**LLAMA_31_8B, "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64}
+LLAMA_31_405B = {
+    **LLAMA_31_8B,
+    "hidden_size": 16384,
+    "intermediate_size": 53248,
+    "num_hidden_layers": 126,
+    "num_attention_heads": 128,
+}

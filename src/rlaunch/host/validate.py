@@ -15,7 +15,9 @@ from rlaunch import rules
 from rlaunch.launch_config.geometry import ROLE_PLAN_KEYS, plan_values
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.launch_config.typed import DocumentError
+from rlaunch.rules.architecture import from_hf_config
 from rlaunch.runtimes.registry import UnknownRuntimeError, get_profile
+from rlaunch.units import parse_size
 
 # Where the experiment side's fields live in a launch document (longest prefix first).
 _DOCUMENT_PATHS = (
@@ -63,6 +65,13 @@ def document_path(field: str) -> str:
     return field
 
 
+def _host_memory(memory: str) -> int | None:
+    try:
+        return parse_size(memory, field="cluster.allocation.memory")
+    except ValueError:
+        return None  # the schema names a malformed size; the memory rules just cannot size a CPU slot
+
+
 def validate_document(doc: SkyRLLaunchConfig) -> dict[str, Any]:
     """Every violation of a launch document at once (DocumentRefused), before anything is submitted;
     returns the document's recipe composed onto its runtime's base config."""
@@ -86,6 +95,8 @@ def validate_document(doc: SkyRLLaunchConfig) -> dict[str, Any]:
         context_length=model.context_length,
         model_revision=model.revision,
         tokenizer_revision=model.tokenizer_revision,
+        architecture=from_hf_config(model.hf_config) if model.hf_config else None,
+        host_memory_bytes=_host_memory(alloc.memory),
         seed_source="run.seed",
         plan_in_recipe=True,
     )

@@ -148,6 +148,7 @@ class ModelInput:
     num_attention_heads: int | None = None
     context_length: int | None = None
     revision: str | None = None  # the source commit the model artifact recorded, when it has one
+    hf_config: Mapping[str, Any] | None = None  # its config.json: the architecture the memory rules size
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,7 @@ class ArtifactHfModel:
         root = ctx.artifact_path(self.step)
         facts = ModelFacts()
         uri = root
+        hf_config = None
         if not ctx.is_fingerprint:
             value = ctx.resolved(self.step)
             facts = ModelFacts(
@@ -100,6 +101,7 @@ class ArtifactHfModel:
                 getattr(value, "context_length", None),
                 getattr(value, "revision", None),
             )
+            hf_config = getattr(value, "hf_config", None) or declared_config(self.step)
             exported = getattr(value, "hf_model_uri", None)
             if self.relative_path is None and exported:
                 uri = exported
@@ -113,6 +115,7 @@ class ArtifactHfModel:
             num_attention_heads=facts.num_attention_heads,
             context_length=facts.context_length,
             revision=facts.revision,
+            hf_config=hf_config,
         )
 
 
