@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rlaunch.artifacts import ArtifactStep, RunFailedError, Runner, records
-from rlaunch.skyrl import ArtifactHfModel, HfModel, PreflightError
+from rlaunch.skyrl import ArtifactHfModel, HfModel, ModelFacts, PreflightError
 from rlaunch.skyrl.hub import UnpinnedRevisionError, fetch_model, hf_model_source
 from tests.skyrl import helpers as h
 
@@ -36,6 +36,10 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (repo / "refs" / "main").write_text(NEW)
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # huggingface_hub reads both once, at import: point an already imported one at this test's cache.
+    constants = pytest.importorskip("huggingface_hub.constants")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setenv("RLAUNCH_PREFIX", str(tmp_path / "prefix"))
     return repo
 
@@ -105,3 +109,36 @@ def test_a_tokenizer_revision_disagreeing_with_the_pinned_commit_fails_before_fe
     assert [v.values for v in caught.value.violations if v.code == "model.revision_mismatch"] == [
         {"pinned": NEW, "recorded": OLD}
     ]
+
+
+def _sizable(hub: Path, commit: str) -> dict:
+    """Rewrite a snapshot's config.json as a whole Qwen3 config (what the memory rules size)."""
+    config = {**h.LLAMA_31_8B, "model_type": "qwen3", "head_dim": 128}
+    (hub / "snapshots" / commit / "config.json").write_text(json.dumps(config))
+    return config
+
+
+def test_the_record_carries_the_config_and_the_plan_sizes_it(hub: Path, tmp_path: Path) -> None:
+    config = _sizable(hub, OLD)
+    step = hf_model_source("models/tiny", REPO_ID, OLD, version="2026.11.30")
+    assert ArtifactHfModel(step, tokenizer_revision=OLD).stored_facts().architecture is None  # nothing known yet
+    record = _build(step, tmp_path)
+    assert record["result"]["hf_config"] == config
+    facts = ArtifactHfModel(step, tokenizer_revision=OLD).stored_facts(str(tmp_path / "prefix"))
+    assert facts.architecture == ModelFacts.from_hf_config(config).architecture
+    assert facts.architecture.layers == 32 and facts.architecture.kv_heads == 8
+
+
+def test_a_declared_config_sizes_the_plan_before_fetching_and_must_match(hub: Path, tmp_path: Path) -> None:
+    config = _sizable(hub, OLD)
+    step = hf_model_source("models/tiny", REPO_ID, OLD, version="2026.11.30", config=config)
+    facts = ArtifactHfModel(step, tokenizer_revision=OLD).stored_facts()  # unbuilt: the declared config
+    assert facts.architecture == ModelFacts.from_hf_config(config).architecture
+    assert _build(step, tmp_path)["result"]["hf_config"] == config
+    wrong = hf_model_source(
+        "models/other", REPO_ID, OLD, version="2026.11.30", config={**config, "num_hidden_layers": 48}
+    )
+    with pytest.raises(RunFailedError) as caught:
+        Runner(str(tmp_path / "prefix")).run([wrong])
+    (outcome,) = caught.value.failed
+    assert "describes another architecture than the config= the step declares" in str(outcome.error)

@@ -21,15 +21,42 @@ from rlaunch.rules.architecture import FAMILIES, Architecture
 from rlaunch.skyrl import ModelFacts
 
 SCRIPT = Path(__file__).with_name("transformers_counts.py")
-BASE = {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 1000}
+BASE = {
+    "hidden_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+}
 CONFIGS = [
-    {**BASE, "model_type": "llama", "intermediate_size": 688, "num_hidden_layers": 3, "attention_bias": True, "mlp_bias": True},
+    {
+        **BASE,
+        "model_type": "llama",
+        "intermediate_size": 688,
+        "num_hidden_layers": 3,
+        "attention_bias": True,
+        "mlp_bias": True,
+    },
     {**BASE, "model_type": "llama", "intermediate_size": 512, "tie_word_embeddings": True},
     {**BASE, "model_type": "qwen2", "intermediate_size": 512, "num_key_value_heads": 4, "tie_word_embeddings": True},
     {**BASE, "model_type": "qwen2", "intermediate_size": 512},
-    {**BASE, "model_type": "qwen3", "intermediate_size": 512, "num_attention_heads": 4, "head_dim": 96, "tie_word_embeddings": False},
+    {
+        **BASE,
+        "model_type": "qwen3",
+        "intermediate_size": 512,
+        "num_attention_heads": 4,
+        "head_dim": 96,
+        "tie_word_embeddings": False,
+    },
     {**BASE, "model_type": "mistral", "intermediate_size": 512},
-    {**BASE, "model_type": "gemma", "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 128},
+    {
+        **BASE,
+        "model_type": "gemma",
+        "intermediate_size": 512,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 128,
+    },
     {
         **BASE,
         "model_type": "qwen3_moe",

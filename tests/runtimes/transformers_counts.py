@@ -38,7 +38,9 @@ def count(config: dict) -> dict:
     for name, param in model.named_parameters():
         key = component(name)
         by[key] = by.get(key, 0) + param.numel()
-    kv_width = sum(m.k_proj.out_features + m.v_proj.out_features for n, m in model.named_modules() if n.endswith("self_attn"))
+    kv_width = sum(
+        m.k_proj.out_features + m.v_proj.out_features for n, m in model.named_modules() if n.endswith("self_attn")
+    )
     return {"by_component": by, "total": sum(p.numel() for p in model.parameters()), "kv_width": kv_width}
 
 

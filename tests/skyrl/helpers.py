@@ -281,7 +281,13 @@ LLAMA_31_8B = {
     "tie_word_embeddings": False,
     "torch_dtype": "bfloat16",
 }
-LLAMA_31_70B = {**LLAMA_31_8B, "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64}
+LLAMA_31_70B = {
+    **LLAMA_31_8B,
+    "hidden_size": 8192,
+    "intermediate_size": 28672,
+    "num_hidden_layers": 80,
+    "num_attention_heads": 64,
+}
 LLAMA_31_405B = {
     **LLAMA_31_8B,
     "hidden_size": 16384,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 from typing import Any
@@ -165,6 +166,52 @@ def test_example_prints_the_plan(tmp_path: pathlib.Path, stage: str) -> None:
     assert ("evals/gsm8k-grpo-qwen3-8b/gsm8k-test@" in out) is (stage == "evaluation")
     assert f"Plan ({4 if stage == 'evaluation' else 3} steps" in out
     assert not (tmp_path / "prefix").exists() or not any((tmp_path / "prefix").rglob(".artifact.json"))  # nothing ran
+
+
+def test_example_prints_the_per_gpu_memory_table(tmp_path: pathlib.Path) -> None:
+    done = run_example(tmp_path, "--stage", "rl")
+    assert done.returncode == 0, done.stderr
+    table = done.stdout[done.stdout.index("memory per device") : done.stdout.index("readiness:")]
+    assert "per device: H100, 79.22 GiB" in table
+    assert "estimate  capacity  headroom  status" in table
+    for role, phase in (
+        ("policy", "model states"),
+        ("policy", "training step"),
+        ("reference", "forward"),
+        ("rollout", "engine weights"),
+        ("rollout", "KV of one sequence"),
+        ("rollout", "generation"),
+    ):
+        assert f"{role:<10} {phase:<19}" in table, (role, phase)
+    statuses = re.findall(r"  (ok|tight|over \(estimate\)|REFUSED)$", table, re.MULTILINE)
+    assert statuses == ["ok"] * 6
+    assert "[ok]      memory fit      every role fits" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("variant", "code", "fragments"),
+    [
+        (
+            "one-node-24gb",
+            "memory.model_states",
+            ("at least 22.88 GiB per device", "one L4 has 22.49 GiB", "cpu_offload=true"),
+        ),
+        (
+            "long-generation-24gb",
+            "memory.kv_one_sequence",
+            ("one 32768-token sequence needs 4.5 GiB", "at most 2.74 GiB", "at most 19936 tokens"),
+        ),
+    ],
+)
+def test_example_variants_that_cannot_fit_are_refused_with_numbers_and_fix(
+    tmp_path: pathlib.Path, variant: str, code: str, fragments: tuple[str, ...]
+) -> None:
+    done = run_example(tmp_path, "--stage", "rl", "--variant", variant)
+    assert done.returncode != 0
+    assert f"[{code}]" in done.stderr and "Fix:" in done.stderr, done.stderr
+    for fragment in fragments:
+        assert fragment in done.stderr, (fragment, done.stderr)
+    assert "Plan (" not in done.stdout
 
 
 def test_example_broken_lists_every_violation(tmp_path: pathlib.Path) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.rules import batches, defects, memory, recipe, runtime, topology
+from rlaunch.rules import batches, defects, recipe, runtime, topology
 from rlaunch.rules.common import MAX_SIZE, Subject, Violation, divisor_hint, divisors, violation
 from rlaunch.rules.recipe import recipe_problem, wandb_entity
 
@@ -35,8 +35,11 @@ __all__ = [
     "wandb_entity",
 ]
 
+# The memory rules' codes (`rlaunch.rules.memory.CODES`, which a test holds equal): the memory model
+# loads only for a subject that carries a model architecture, so a cold verdict never imports it.
+MEMORY_CODES = ("memory.model_states", "memory.engine_weights", "memory.kv_one_sequence")
 CODES: tuple[str, ...] = tuple(
-    dict.fromkeys(topology.CODES + batches.CODES + runtime.CODES + recipe.CODES + defects.CODES + memory.CODES)
+    dict.fromkeys(topology.CODES + batches.CODES + runtime.CODES + recipe.CODES + defects.CODES + MEMORY_CODES)
 )
 TOO_LARGE = frozenset({"topology.too_large", "role_plan.too_large"})
 STRUCTURE = TOO_LARGE | {"topology.non_positive", "role_plan.non_positive"}
@@ -90,5 +93,7 @@ def composed_rules(s: Subject, composed: Mapping[str, Any], *, sound: bool) -> l
     if sound:
         out += recipe.model_rules(s, composed)
         if s.architecture is not None:
+            from rlaunch.rules import memory
+
             out += memory.memory_rules(s, geo, composed)
     return out

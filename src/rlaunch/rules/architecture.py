@@ -128,7 +128,11 @@ def _int(config: Mapping[str, Any], key: str, default: int | None = None) -> int
 
 
 def _sized(config: Mapping[str, Any], family: Family) -> Architecture:
-    layers, hidden, heads = _int(config, "num_hidden_layers"), _int(config, "hidden_size"), _int(config, "num_attention_heads")
+    layers, hidden, heads = (
+        _int(config, "num_hidden_layers"),
+        _int(config, "hidden_size"),
+        _int(config, "num_attention_heads"),
+    )
     kv_heads = _int(config, "num_key_value_heads", heads)
     head_dim = _int(config, "head_dim") if config.get("head_dim") is not None else hidden // heads
     vocab = _int(config, "vocab_size")

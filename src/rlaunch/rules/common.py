@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rlaunch.rules.architecture import Architecture, Unsized
 from rlaunch.runtimes.registry import RuntimeProfile
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rlaunch.rules.architecture import Architecture, Unsized
 
 # The largest size a plan may state: above it a number is not a plan but a typo, and its
 # arithmetic (and printing) would no longer be cheap.

@@ -37,7 +37,8 @@ DEVICES: dict[str, Device] = {
         Device("H100-NVL", 95830 * MIB, "nvidia-smi total, H100 NVL 94GB"),
         Device("H200", 143771 * MIB, "nvidia-smi total, H200 141GB"),
         Device("H20", 97871 * MIB, "nvidia-smi total, H20 96GB"),
-        Device("A100-80GB", 81920 * MIB, "nvidia-smi total, A100 80GB"),
+        # llm-foundry #183: "79.21 GiB total capacity" in a CUDA OOM message on an A100-80GB.
+        Device("A100-80GB", _gib(79.21), "CUDA total capacity, A100 80GB (mosaicml/llm-foundry#183)"),
         Device("A100", 40960 * MIB, "nvidia-smi total, A100 40GB (say A100-80GB for the larger one)"),
         Device("A100-40GB", 40960 * MIB, "nvidia-smi total, A100 40GB"),
         Device("L4", 23034 * MIB, "nvidia-smi total, L4 24GB"),

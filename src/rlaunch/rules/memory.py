@@ -35,8 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rlaunch.launch_config.geometry import Geometry
 from rlaunch.dotted import get_path
+from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules.architecture import DTYPE_BYTES, Architecture, Unsized
 from rlaunch.rules.common import Subject, Violation, violation
 from rlaunch.rules.devices import GIB, Device, device, host_slot
@@ -46,7 +46,7 @@ VLLM_BLOCK = 16  # tokens per KV block (vLLM's default block size)
 CUDA_GRAPHS = int(0.5 * GIB)  # vLLM's captured graphs, when not in eager mode (estimate)
 NON_TORCH = int(0.5 * GIB)  # CUDA context, NCCL buffers (estimate)
 FSDP_STATE_BYTES, FSDP_CERTAIN_BYTES = 16, 12
-CODES = ("memory.model_states", "memory.engine_weights", "memory.kv_one_sequence")
+CODES = ("memory.model_states", "memory.engine_weights", "memory.kv_one_sequence")  # = rules.MEMORY_CODES
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,7 @@ class Row:
 class KvCapacity:
     """What a rollout engine's KV budget holds, on one of its devices."""
 
+    device: int  # the device's capacity
     budget: int  # gpu_memory_utilization x capacity
     weights: int  # per device
     overhead: int  # estimated profiling peak + graphs + non-torch
@@ -134,7 +135,9 @@ class MemoryTable:
                 "sequences": round(self.kv.sequences, 2),
             }
         return {
-            "device": None if self.device is None else {"name": self.device.name, "capacity_gib": gib(self.device.bytes)},
+            "device": None
+            if self.device is None
+            else {"name": self.device.name, "capacity_gib": gib(self.device.bytes)},
             "rows": [r.as_dict() for r in self.rows],
             "kv_cache": kv,
             "unsized": list(self.unsized),
@@ -161,6 +164,12 @@ def kv_tokens(available: int, bytes_per_token: int, block: int = VLLM_BLOCK) -> 
     if available <= 0 or bytes_per_token <= 0:
         return 0
     return available // (bytes_per_token * block) * block
+
+
+def kv_bytes_per_token(arch: Architecture, tp: int = 1, pp: int = 1, dtype_bytes: int = 2) -> int:
+    """K and V of one token on one device of a TP x PP engine (a KV head is never split: TP beyond
+    the KV heads replicates them)."""
+    return 2 * math.ceil(arch.layers / pp) * math.ceil(arch.kv_heads / tp) * arch.head_dim * dtype_bytes
 
 
 def max_concurrency(tokens: int, max_model_len: int) -> float:
@@ -204,49 +213,95 @@ def estimate(
     if accelerator == "cpu":
         rows += [train.states, train.step]
         return MemoryTable(dev, tuple(rows))
-    kv = _engine_kv(arch, geo, k, seq, dev)
-    one = kv.bytes_per_token * seq
-    engine_rows = [
-        Row("rollout", "engine weights", kv.weights, kv.budget, kv.weights, f"per TP{geo.tp} x PP{geo.pp} shard, against the utilization budget"),
+    kv = engine_kv(arch, geo, composed, dev)
+    engine_rows = rollout_rows(kv, geo)
+    rows += [train.states]
+    if geo.colocate_all:
+        rows.append(
+            Row(
+                "colocated",
+                "training bar",
+                train.step.estimate,
+                dev.bytes,
+                train.step.certain,
+                train.step.detail + "; engine asleep",
+            )
+        )
+        if ref is not None:
+            rows.append(ref)
+        rows += engine_rows
+        rows.append(
+            Row(
+                "colocated",
+                "generation bar",
+                kv.budget,
+                dev.bytes,
+                0,
+                "engine awake; policy and reference offloaded to CPU",
+                0.0,
+            )
+        )
+    else:
+        resident = ref.certain if ref is not None else 0
+        detail = train.step.detail + (f"; + reference weights {gib(resident)} GiB resident" if resident else "")
+        rows.append(
+            Row(
+                "policy",
+                "training step",
+                train.step.estimate + resident,
+                dev.bytes,
+                train.step.certain + resident,
+                detail,
+            )
+        )
+        if ref is not None:
+            rows.append(
+                Row(
+                    ref.role,
+                    ref.phase,
+                    ref.estimate + train.states.estimate,
+                    dev.bytes,
+                    ref.certain + train.states.certain,
+                    ref.detail + f"; + policy states {gib(train.states.estimate)} GiB resident",
+                )
+            )
+        rows += engine_rows
+    return MemoryTable(dev, tuple(rows), kv)
+
+
+def rollout_rows(kv: KvCapacity, geo: Geometry) -> list[Row]:
+    """A rollout engine device's rows: weights against the budget, one sequence's KV against what the
+    weights leave, and the budget against the device."""
+    one = kv.bytes_per_token * kv.max_model_len
+    return [
+        Row(
+            "rollout",
+            "engine weights",
+            kv.weights,
+            kv.budget,
+            kv.weights,
+            f"per TP{geo.tp} x PP{geo.pp} shard, against the utilization budget",
+        ),
         Row(
             "rollout",
             "KV of one sequence",
             one + kv.overhead,
             max(0, kv.upper),
             one,
-            f"{seq} tokens x {kv.bytes_per_token} B + ~{gib(kv.overhead)} GiB profiling peak, against the budget left after the weights",
+            f"{kv.max_model_len} tokens x {kv.bytes_per_token} B + ~{gib(kv.overhead)} GiB profiling peak, "
+            "against the budget left after the weights",
         ),
         Row(
             "rollout",
             "generation",
             kv.budget,
-            dev.bytes,
+            kv.device,
             0,
             f"gpu_memory_utilization budget: weights {gib(kv.weights)} + overhead ~{gib(kv.overhead)} + KV ~{gib(max(0, kv.available))} GiB "
-            f"= ~{kv.tokens} tokens, ~{kv.sequences:.1f} x {seq}-token sequences",
+            f"= ~{kv.tokens} tokens, ~{kv.sequences:.1f} x {kv.max_model_len}-token sequences",
             margin=0.0,
         ),
     ]
-    rows += [train.states]
-    if geo.colocate_all:
-        rows.append(Row("colocated", "training bar", train.step.estimate, dev.bytes, train.step.certain, train.step.detail + "; engine asleep"))
-        if ref is not None:
-            rows.append(ref)
-        rows += engine_rows
-        rows.append(
-            Row("colocated", "generation bar", kv.budget, dev.bytes, 0, "engine awake; policy and reference offloaded to CPU", 0.0)
-        )
-    else:
-        resident = ref.certain if ref is not None else 0
-        detail = train.step.detail + (f"; + reference weights {gib(resident)} GiB resident" if resident else "")
-        rows.append(Row("policy", "training step", train.step.estimate + resident, dev.bytes, train.step.certain + resident, detail))
-        if ref is not None:
-            rows.append(
-                Row(ref.role, ref.phase, ref.estimate + train.states.estimate, dev.bytes, ref.certain + train.states.certain,
-                    ref.detail + f"; + policy states {gib(train.states.estimate)} GiB resident")
-            )
-        rows += engine_rows
-    return MemoryTable(dev, tuple(rows), kv)
 
 
 @dataclass(frozen=True)
@@ -271,7 +326,11 @@ def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device
         dense, experts = p - arch.params.experts, arch.params.experts
         model_shard = dense / (tp * pp) + experts / (ep * etp * pp)
         dp = max(1, geo.policy_world // (tp * pp * cp))
-        optimizer = 0 if k(f"trainer.{role}.megatron_config.optimizer_config_kwargs.optimizer_cpu_offload", False) else 12 * model_shard / dp
+        optimizer = (
+            0
+            if k(f"trainer.{role}.megatron_config.optimizer_config_kwargs.optimizer_cpu_offload", False)
+            else 12 * model_shard / dp
+        )
         states = int(6 * model_shard + optimizer) if not _lora(k, role) else int(2 * model_shard)
         certain = int(2 * model_shard + optimizer) if not _lora(k, role) else int(2 * model_shard)
         how = f"Megatron TP{tp} x PP{pp} x CP{cp} (EP{ep}), distributed optimizer over DP{dp}"
@@ -338,7 +397,10 @@ def _reference(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Devic
     )
 
 
-def _engine_kv(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device) -> KvCapacity:
+def engine_kv(arch: Architecture, geo: Geometry, composed: Mapping[str, Any], dev: Device) -> KvCapacity:
+    """One rollout engine device: its utilization budget, weights, estimated overhead and KV cache."""
+    k = _Keys(composed)
+    seq = max_model_len(composed)
     tp, pp, dp, ep = geo.tp, geo.pp, geo.dp, geo.ep
     wbytes = DTYPE_BYTES.get(str(k("generator.inference_engine.model_dtype", "bfloat16")), 2)
     experts = arch.params.experts
@@ -347,12 +409,13 @@ def _engine_kv(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Devic
     util = float(k("generator.inference_engine.gpu_memory_utilization", 0.9))
     kv_dtype = str(k("generator.inference_engine.engine_init_kwargs.kv_cache_dtype", "auto"))
     kv_bytes = DTYPE_BYTES.get(kv_dtype, wbytes)
-    per_token = 2 * math.ceil(arch.layers / pp) * math.ceil(arch.kv_heads / tp) * arch.head_dim * kv_bytes
+    per_token = kv_bytes_per_token(arch, tp, pp, kv_bytes)
     batched = int(k("generator.inference_engine.max_num_batched_tokens", 8192))
     seqs = int(k("generator.inference_engine.max_num_seqs", 256))
     profile_peak = batched * _activation_bytes_per_token(arch) // tp // 2 + seqs * arch.vocab * 4 // tp
     graphs = 0 if k("generator.inference_engine.enforce_eager", False) else CUDA_GRAPHS
     return KvCapacity(
+        device=dev.bytes,
         budget=int(util * dev.bytes),
         weights=weights,
         overhead=profile_peak + graphs + NON_TORCH,
@@ -368,12 +431,20 @@ def table_for(s: Subject, geo: Geometry, composed: Mapping[str, Any]) -> MemoryT
     """The memory table of the plan `s` describes (its `architecture` and its device), or why not."""
     arch = s.architecture
     if not isinstance(arch, Architecture):
-        reason = arch.reason if isinstance(arch, Unsized) else "the model's architecture is not known (no config.json facts recorded)"
+        reason = (
+            arch.reason
+            if isinstance(arch, Unsized)
+            else "the model's architecture is not known (no config.json facts recorded)"
+        )
         return MemoryTable(None, unsized=(f"cannot size the model: {reason}",))
     cpu = s.profile.capabilities.accelerator == "cpu"
     dev = host_slot(s.host_memory_bytes, s.gpus_per_node) if cpu else device(s.gpu_variant)
     if dev is None:
-        what = "host memory per CPU slot is not known (no allocation)" if cpu else f"gpu_variant {s.gpu_variant!r} is not in the device table"
+        what = (
+            "host memory per CPU slot is not known (no allocation)"
+            if cpu
+            else f"gpu_variant {s.gpu_variant!r} is not in the device table"
+        )
         return MemoryTable(None, unsized=(f"cannot size the device: {what}",))
     return estimate(arch, geo, composed, dev, accelerator="cpu" if cpu else "gpu")
 
@@ -394,7 +465,11 @@ def violations(table: MemoryTable, s: Subject, geo: Geometry) -> list[Violation]
         out.append(
             violation(
                 "memory.model_states",
-                ["role_plan.policy_num_nodes", "topology.gpu_variant", f"config_yaml.trainer.{role}.fsdp_config.cpu_offload"],
+                [
+                    "role_plan.policy_num_nodes",
+                    "topology.gpu_variant",
+                    f"config_yaml.trainer.{role}.fsdp_config.cpu_offload",
+                ],
                 f"{r.role} {r.phase}: the model states alone need at least {gib(r.certain)} GiB per device "
                 f"({r.detail}) but one {s.gpu_variant} has {gib(r.capacity)} GiB",
                 f"shard over more GPUs (more policy nodes), set trainer.{role}.fsdp_config.cpu_offload=true, "
@@ -409,7 +484,10 @@ def violations(table: MemoryTable, s: Subject, geo: Geometry) -> list[Violation]
         out.append(
             violation(
                 "memory.engine_weights",
-                ["role_plan.inference_engine_tensor_parallel_size", "config_yaml.generator.inference_engine.gpu_memory_utilization"],
+                [
+                    "role_plan.inference_engine_tensor_parallel_size",
+                    "config_yaml.generator.inference_engine.gpu_memory_utilization",
+                ],
                 f"a rollout engine's weights need {gib(r.certain)} GiB per device ({r.detail}) but its "
                 f"gpu_memory_utilization budget on one {s.gpu_variant} is {gib(r.capacity)} GiB",
                 f"raise inference_engine_tensor_parallel_size to at least {need_tp}, or raise "

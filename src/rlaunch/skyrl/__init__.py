@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
         SkyRLExecution,
         SlurmSkyRLExecution,
     )
-    from rlaunch.skyrl.memory_report import MemoryReport, memory_report
+    from rlaunch.skyrl.memory_fit import MemoryReport, memory_report
     from rlaunch.skyrl.model_facts import ModelFacts
     from rlaunch.skyrl.preflight import check_plan
     from rlaunch.skyrl.retention import SkyRLRetentionPolicy
@@ -63,7 +63,7 @@ __getattr__, __dir__ = lazy_exports(
             "SkyRLExecution",
             "SlurmSkyRLExecution",
         ],
-        "memory_report": ["MemoryReport", "memory_report"],
+        "memory_fit": ["MemoryReport", "memory_report"],
         "model_facts": ["ModelFacts"],
         "preflight": ["check_plan"],
         "retention": ["SkyRLRetentionPolicy"],

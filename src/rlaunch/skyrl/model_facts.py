@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rlaunch.rules.architecture import Architecture, Unsized, from_hf_config
+if TYPE_CHECKING:  # pragma: no cover
+    from rlaunch.rules.architecture import Architecture, Unsized
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class ModelFacts:
     @classmethod
     def from_hf_config(cls, config: Mapping[str, Any]) -> ModelFacts:
         """The facts of a Hugging Face `config.json` (as a dict)."""
+        from rlaunch.rules.architecture import from_hf_config  # only where a config is read: not on a cold verdict
+
         heads, context = config.get("num_attention_heads"), config.get("max_position_embeddings")
         return cls(
             num_attention_heads=heads if _count(heads) else None,

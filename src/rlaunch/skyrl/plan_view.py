@@ -11,7 +11,7 @@ from rlaunch.launch_config.layout import RunPaths, latest_checkpoint
 from rlaunch.launch_config.recipe import get_path
 from rlaunch.launch_config.resume import foreign_checkpoint, refusal
 from rlaunch.skyrl.execution import SkyRLExecution
-from rlaunch.skyrl.memory_report import MemoryReport, memory_report
+from rlaunch.skyrl.memory_fit import MemoryReport, memory_report
 from rlaunch.skyrl.parity import differences, shape_of_spec, shape_of_step
 from rlaunch.skyrl.readiness import readiness
 from rlaunch.skyrl.readiness import render as render_readiness

@@ -18,11 +18,11 @@ from typing import Any
 
 from rlaunch.launch_config.recipe import get_path
 from rlaunch.rules.defects import findings
+from rlaunch.rules.memory import gib
 from rlaunch.runtimes.defects import OPEN, UNVERIFIED
 from rlaunch.secrets import forwarded_names
-from rlaunch.rules.memory import gib
 from rlaunch.skyrl.execution import SkyRLExecution
-from rlaunch.skyrl.memory_report import MemoryReport
+from rlaunch.skyrl.memory_fit import MemoryReport
 from rlaunch.skyrl.spec import SkyRLSpec
 
 OK, MISSING, WARN = "ok", "missing", "warn"
@@ -142,7 +142,9 @@ def _memory_fit(memory: MemoryReport) -> ReadinessItem:
     tight = [r for r in table.rows if r.status != "ok"]
     if not tight:
         low = min(table.rows, key=lambda r: r.headroom)
-        return ReadinessItem("memory fit", f"every role fits; least headroom {low.role} {low.phase} {gib(low.headroom)} GiB", source)
+        return ReadinessItem(
+            "memory fit", f"every role fits; least headroom {low.role} {low.phase} {gib(low.headroom)} GiB", source
+        )
     return ReadinessItem(
         "memory fit",
         "; ".join(f"{r.role} {r.phase} {r.status} (~{gib(r.estimate)} of {gib(r.capacity)} GiB)" for r in tight),
