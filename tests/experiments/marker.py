@@ -31,6 +31,7 @@ from rlaunch.skyrl import (
     SkyRLRuntime,
     SkyRLSpec,
     SkyRLTopology,
+    SlurmSkyRLExecution,
     skyrl_step,
 )
 
@@ -84,6 +85,8 @@ def execution(backend: str, ray_port: int | None = None) -> SkyRLExecution:
         return RaySkyRLExecution(cpu=1.0, **sizes, **ray)
     if backend == "iris":  # the controller at $IRIS_CONTROLLER_URL (Iris sets it inside its tasks)
         return IrisSkyRLExecution(controller_url=os.environ["IRIS_CONTROLLER_URL"], cpu=1.0, **sizes, **ray)
+    if backend == "slurm":  # the cluster $SLURM_CONF names
+        return SlurmSkyRLExecution(cpu=1.0, **sizes, **ray)
     return LocalSkyRLExecution(**sizes, **ray)
 
 
@@ -138,10 +141,10 @@ def marker_rl(
 @click.command()
 @click.option(
     "--backend",
-    type=click.Choice(["local", "ray", "iris"]),
+    type=click.Choice(["local", "ray", "iris", "slurm"]),
     default="local",
     show_default=True,
-    help="Where the coordinator and child job run (ray: $RAY_ADDRESS; iris: $IRIS_CONTROLLER_URL).",
+    help="Where the coordinator and child job run (ray: $RAY_ADDRESS; iris: $IRIS_CONTROLLER_URL; slurm: $SLURM_CONF).",
 )
 @click.option("--scenario", default="ok", show_default=True)
 @click.option(
