@@ -170,3 +170,28 @@ def test_rlaunch_jobs_lists_the_jobs_squeue_shows(backend, slurm_env: SlurmClust
     )
     for job_id in (queued, running):
         backend.cancel(job_id)
+
+
+def test_scancel_of_a_running_parent_is_recorded_as_a_cancel_and_takes_its_child_down(
+    backend, slurm_env: SlurmCluster
+) -> None:
+    parent = backend.submit(
+        JobSpec(
+            name="scancelled",
+            argv=py(
+                """
+                import sys, time
+                from rlaunch.cluster.protocol import JobSpec, backend_from_env
+                backend_from_env().submit_child(JobSpec(name="orphan", argv=(sys.executable, "-c", "import time; time.sleep(300)")))
+                time.sleep(300)
+                """
+            ),
+        )
+    )
+    child = wait_for(lambda: backend.status(parent).children, WAIT, "the parent's child")[0]
+    wait_for(lambda: backend.status(child).state is JobState.RUNNING, WAIT, "the child to run")
+    slurm_env.command("scancel", parent)
+    status = backend.wait(parent, timeout=WAIT)
+    assert status.state is JobState.CANCELLED and "supervisor received SIGTERM" in status.message, status
+    child_status = backend.wait(child, timeout=WAIT)
+    assert child_status.state is JobState.CANCELLED and f"parent job {parent}" in child_status.message

@@ -1,0 +1,66 @@
+"""A real RL run on Slurm whose training gang waits in the queue: `rlaunch status` shows Slurm's
+reason for the child, and cancelling the coordinator (`rlaunch jobs cancel`) cancels the child."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from rlaunch.cluster.protocol import JobSpec, JobState, Resources
+from tests.launching import Launcher
+from tests.polling import py, wait_for
+from tests.slurm.slurm_cluster import CPUS_PER_NODE, SlurmCluster
+
+pytestmark = pytest.mark.slurm
+VERSION = "2026.11.30"
+
+
+def test_a_queued_gang_shows_slurms_reason_and_cancelling_the_coordinator_cancels_it(
+    tmp_path: Path, slurm_env: SlurmCluster
+) -> None:
+    from rlaunch.cluster.slurm.backend import SlurmBackend
+
+    backend = SlurmBackend(kill_grace=2.0)
+    blocker = backend.submit(  # fills n1: the coordinator fits on n2, the 2-node gang fits nowhere
+        JobSpec(name="blocker", argv=py("import time; time.sleep(300)"), resources=Resources(cpu=CPUS_PER_NODE))
+    )
+    launcher = Launcher(
+        tmp_path / "prefix", {"SLURM_CONF": str(slurm_env.conf), "RLAUNCH_SLURM_ROOT": os.environ["RLAUNCH_SLURM_ROOT"]}
+    )
+    try:
+        wait_for(lambda: backend.status(blocker).state is JobState.RUNNING, 60, "the blocker to run")
+        done = launcher.run(
+            "-m", "tests.experiments.marker", "--version", VERSION, "--backend", "slurm", "--replicas", "2",
+            "--run", "--detach",
+        )  # fmt: skip
+        assert done.returncode == 0 and "via slurm" in done.stdout, done.stdout + done.stderr
+        status = wait_for(
+            lambda: (
+                "child" in (s := launcher.run("-m", "rlaunch", "status", f"marker/rl@{VERSION}")).stdout
+                and "pending in Slurm: Resources" in s.stdout
+                and s
+            ),
+            120,
+            "rlaunch status to show the child's reason",
+        )
+        record = json.loads((launcher.prefix / "marker" / "rl" / VERSION / "run_record.json").read_text())
+        (attempt,) = record["attempts"]
+        coordinator, child = attempt["coordinator_job_id"], attempt["child_job_id"]
+        assert f"child        {child}  pending  (pending in Slurm: Resources)" in status.stdout, status.stdout
+
+        cancel = launcher.run(
+            "-m", "rlaunch", "jobs", "--backend", "slurm", "cancel", coordinator, "--yes", "--reason", "queue too long"
+        )
+        assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+        child_status = backend.status(child)
+        assert child_status.state is JobState.CANCELLED, child_status
+        assert f"parent job {coordinator} was cancelled: queue too long" in child_status.message
+        queue = slurm_env.command("squeue", "-h", "-o", "%i").split()
+        assert coordinator not in queue and child not in queue, queue
+    finally:
+        for job in backend.list_jobs():
+            if not job.state.terminal:
+                backend.cancel(job.job_id, reason="test over")
