@@ -107,17 +107,22 @@ AREAS = (
         (
             "tests/observe/test_verdict_rules.py",
             "tests/observe/test_verdict_evidence.py",
-            "tests/observe/test_evidence_guards.py",
         ),
     ),
+    Area("secrets", ("src/rlaunch/secrets.py",), ("tests/cluster/test_secrets.py",)),
     Area(
-        "secrets", ("src/rlaunch/secrets.py",), ("tests/cluster/test_secrets.py", "tests/cluster/test_secret_guards.py")
+        "statefiles",
+        ("src/rlaunch/statefiles.py",),
+        ("tests/cluster/test_statefiles_parser.py", "tests/cluster/test_state_files.py"),
     ),
-    Area("statefiles", ("src/rlaunch/statefiles.py",), ("tests/cluster/test_state_files.py",)),
     Area(
         "paths",
         ("src/rlaunch/paths.py",),
-        ("tests/launch_config/test_confinement.py", "tests/task/test_staging.py"),
+        (
+            "tests/launch_config/test_paths_unit.py",
+            "tests/launch_config/test_confinement.py",
+            "tests/task/test_staging.py",
+        ),
     ),
     Area(
         "storage_atomic",

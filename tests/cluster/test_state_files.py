@@ -78,6 +78,15 @@ def test_a_damaged_run_record_is_never_pending_and_the_next_write_keeps_it_aside
     assert record["replaced_damaged_record"] == str(kept[0])
 
 
+def test_a_damaged_record_that_nothing_else_explains_is_damaged_not_pending(tmp_path: Path) -> None:
+    prefix = tmp_path / "prefix"
+    out = a_run(prefix, [{"attempt_id": "a1", "state": "running", "artifact": f"demo/rl@{VERSION}"}])
+    (out / "run_record.json").write_text("")
+    code, output = rlaunch("status", f"demo/rl@{VERSION}", env={"RLAUNCH_PREFIX": str(prefix)})
+    assert code == 1 and "empty file" in output
+    assert "state        damaged  (no other state of the run names an attempt)" in output and "pending" not in output
+
+
 def test_a_damaged_step_status_names_its_file(tmp_path: Path) -> None:
     out = tmp_path / "prefix" / "demo" / "data" / VERSION
     out.mkdir(parents=True)

@@ -241,6 +241,14 @@ def test_the_source_digest_and_the_model_facts_are_checked(document: Doc) -> Non
     assert list(document_fields(found["model.revision_mismatch"])) == ["inputs.model.tokenizer_revision"]
 
 
+def test_a_source_digest_differing_only_past_its_printed_part_is_refused(document: Doc) -> None:
+    """The digest is compared in full, not by the 16 characters a plan prints."""
+    installed = get_profile(document["runtime"]["profile"]).source_digest
+    assert document["runtime"]["source_digest"] == installed
+    document["runtime"]["source_digest"] = installed[:-1] + ("0" if installed[-1] != "0" else "1")
+    assert only(document, "runtime.source_digest").code == "runtime.source_digest"
+
+
 def test_the_gpu_variant_reaches_the_runtime_check(document: Doc) -> None:
     alloc(document)["gpu_variant"] = "cpu"
     assert only(document, "runtime.accelerator")

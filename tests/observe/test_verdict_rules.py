@@ -92,6 +92,14 @@ def test_another_identity_fails() -> None:
     assert "names 'x/model@1:ff'" in failed(s)["configured model-loading path active"]
 
 
+def test_an_identity_differing_only_in_its_last_character_fails() -> None:
+    """Identities are compared in full, not by the prefix a status line prints."""
+    s = passing()
+    expected = s.model.expected_identity
+    s.model.identity = expected[:-1] + ("0" if expected[-1] != "0" else "1")
+    assert f"but the document names {expected!r}" in failed(s)["configured model-loading path active"]
+
+
 def test_a_single_step_or_steps_going_backwards_do_not_advance() -> None:
     s = passing()
     s.steps = Steps(count=1, first_step=1, latest_step=1, latest_training_step=1, final_step=1)

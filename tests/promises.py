@@ -1,0 +1,360 @@
+"""The safety promises rlaunch makes, each with its guards and the tests that fail without them.
+
+README's "What rlaunch guarantees" table is this table (tests/test_promises.py holds the two
+together). A guard is named by the source it lives in and a weakening of it: the edit a real bug
+would make (a deleted check, a widened pattern, absent read as fine, a prefix compare). Applied to
+a copy of the checkout, the weakening must make each of the guard's tests fail: that is the proof
+that the promise's test notices when its guard is gone (tests/test_promises.py runs it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Guard:
+    path: str  # the source file, relative to the repository root
+    edits: tuple[tuple[str, str], ...]  # (text, weakened text): each text occurs exactly once
+    tests: tuple[str, ...]  # pytest node ids (parametrized ids included) that must fail weakened
+    weakening: str  # what the edit does, in words
+
+
+@dataclass(frozen=True)
+class Promise:
+    text: str  # as README states it
+    guards: tuple[Guard, ...]
+
+    @property
+    def tests(self) -> tuple[str, ...]:
+        return tuple(t for g in self.guards for t in g.tests)
+
+
+def _one(path: str, old: str, new: str, weakening: str, *tests: str) -> Guard:
+    return Guard(path, ((old, new),), tests, weakening)
+
+
+_STAGING = "tests/task/test_staging.py"
+_RESUME = "tests/launch_config/test_resume_identity.py"
+_GUARDS = "tests/runtimes/test_checkpoint_guards.py"
+_SECRETS = "tests/cluster/test_secrets.py"
+_STATE = "tests/cluster/test_state_files.py"
+_DAMAGED = "tests/observe/test_damaged_record.py"
+_VERDICT = "tests/observe/test_verdict_rules.py"
+_STORAGE = "tests/artifacts/test_storage.py"
+_DIGEST = "tests/runtimes/test_shipped_digest.py"
+_TRL = "src/rlaunch/runtimes/adapters/trl_cpu/rlaunch_trl_cpu/checkpoints.py"
+_SKYRL = "src/rlaunch/runtimes/adapters/skyrl/rlaunch_skyrl/checkpoints.py"
+
+PROMISES = (
+    Promise(
+        "Nothing is staged that fails its checksum",
+        (
+            _one(
+                "src/rlaunch/task/staging.py",
+                "if rel in expected and sha256_file(local) != expected[rel]:",
+                "if False:",
+                "the sha256 check deleted",
+                f"{_STAGING}::test_a_corrupted_file_is_refused_and_nothing_is_staged",
+            ),
+        ),
+    ),
+    Promise(
+        "No resume across runtimes",
+        (
+            _one(
+                "src/rlaunch/launch_config/resume.py",
+                "if info.runtime_digest in (digest, *accepted) and info.fingerprint in (fingerprint, *accepted):",
+                "if info.fingerprint in (fingerprint, *accepted):",
+                "the plan's and host's runtime digest compare deleted",
+                f"{_RESUME}::test_both_digests_must_match",
+            ),
+            _one(
+                _TRL,
+                "if written == current or written in compatible:",
+                "if True:",
+                "the trl-cpu adapter's digest compare deleted",
+                f"{_GUARDS}::test_trl_cpu_resumes_only_the_same_runtime_and_run",
+            ),
+            _one(
+                _SKYRL,
+                'if resume_mode == "latest" and has_checkpoint and previous not in (None, digest, *compatible):',
+                "if False:",
+                "the SkyRL adapter's digest guard deleted",
+                f"{_GUARDS}::test_skyrl_guard_refuses_another_runtime_and_names_both",
+            ),
+        ),
+    ),
+    Promise(
+        "No resume across runs (another recipe, plan or input)",
+        (
+            _one(
+                "src/rlaunch/launch_config/resume.py",
+                "if info.runtime_digest in (digest, *accepted) and info.fingerprint in (fingerprint, *accepted):",
+                "if info.runtime_digest in (digest, *accepted):",
+                "the plan's and host's fingerprint compare deleted",
+                f"{_RESUME}::test_a_checkpoint_of_another_recipe_is_refused_naming_both_fingerprints",
+            ),
+            _one(
+                "src/rlaunch/launch_config/resume.py",
+                "and info.fingerprint in (fingerprint, *accepted):",
+                "and info.fingerprint in (None, fingerprint, *accepted):",
+                "a checkpoint without a fingerprint read as fine",
+                f"{_RESUME}::test_a_checkpoint_without_a_fingerprint_is_refused",
+            ),
+            _one(
+                _TRL,
+                "if fingerprint and written_run != fingerprint and written_run not in compatible:",
+                "if fingerprint and written_run not in (None, fingerprint) and written_run not in compatible:",
+                "the trl-cpu adapter reads a checkpoint without a fingerprint as fine",
+                f"{_GUARDS}::test_trl_cpu_a_checkpoint_without_identity_is_not_resumed",
+            ),
+            _one(
+                _SKYRL,
+                'and previous_run not in (None, "", fingerprint, *compatible)',
+                "and False",
+                "the SkyRL adapter's fingerprint guard deleted",
+                f"{_GUARDS}::test_skyrl_guard_refuses_another_run_and_names_both",
+            ),
+        ),
+    ),
+    Promise(
+        "No credential outside the allow-list reaches a job",
+        (
+            _one(
+                "src/rlaunch/cluster/environment.py",
+                "return {k: v for k, v in source.items() if k in BASE_VARIABLES or k.startswith(BASE_PREFIXES)}",
+                "return dict(source)",
+                "the allow-list widened to the whole environment",
+                "tests/cluster/test_local_gang.py::test_replica_environment_is_allow_listed_plus_spec_env",
+            ),
+        ),
+    ),
+    Promise(
+        "No secret value in any log, record or printed error (forwarded credentials, token shapes, and every "
+        "secret-named variable of the process that writes or prints)",
+        (
+            Guard(
+                "src/rlaunch/secrets.py",
+                (
+                    ("text = text.replace(value, REDACTED)", "pass"),
+                    ("data = data.replace(value, REDACTED.encode())", "pass"),
+                ),
+                (f"{_SECRETS}::test_the_launchers_own_secrets_reach_neither_log_files_nor_the_followed_output",),
+                "secret values no longer replaced",
+            ),
+            _one(
+                "src/rlaunch/secrets.py",
+                "for _, pattern in TOKEN_SHAPES))",
+                "for _, pattern in TOKEN_SHAPES[:1]))",
+                "every token shape but the first dropped from the pattern",
+                f"{_SECRETS}::test_token_shapes_are_scrubbed_without_being_in_the_environment",
+            ),
+            _one(
+                "src/rlaunch/secrets.py",
+                "|CREDENTIAL|(?:^|_)KEY$)",
+                "|CREDENTIAL)",
+                "names ending in _KEY no longer secret",
+                f"{_SECRETS}::test_secret_names",
+            ),
+            _one(
+                "src/rlaunch/cluster/local/supervisor.py",
+                "Scrubber.for_process(env, known=known or ())",
+                "Scrubber.for_process(env)",
+                "the supervisor forgets the submitter's secrets",
+                f"{_SECRETS}::test_the_launchers_own_secrets_reach_neither_log_files_nor_the_followed_output",
+            ),
+            _one(
+                "src/rlaunch/secrets.py",
+                "    elif isinstance(value, str):\n        kind = secret_kind(value)",
+                "    elif False:\n        kind = secret_kind(value)",
+                "a credential in a document no longer refused",
+                f"{_SECRETS}::test_a_document_carrying_a_credential_is_refused_naming_the_field",
+            ),
+        ),
+    ),
+    Promise(
+        "Damaged state is never read as absent",
+        (
+            _one(
+                "src/rlaunch/statefiles.py",
+                '        problem = "empty file" if not data.strip() else f"not valid JSON: {exc}"\n'
+                "        raise CorruptStateError(source, problem) from None",
+                "        return None",
+                "a file that does not parse read as missing",
+                f"{_STATE}::test_a_damaged_step_status_names_its_file",
+                f"{_STATE}::test_jobs_list_reports_a_damaged_job_and_lists_the_rest",
+            ),
+            _one(
+                "src/rlaunch/statefiles.py",
+                "if not value.isdigit() or not value.isascii():",
+                "if False:",
+                "a checkpoint marker's step number unchecked",
+                f"{_STATE}::test_a_non_integer_latest_marker_names_the_file_and_the_fix",
+            ),
+            _one(
+                "src/rlaunch/observe/collect.py",
+                "if ref.damage and not attempt:",
+                "if False:",
+                "a damaged record with nothing else to say shown as pending",
+                f"{_STATE}::test_a_damaged_record_that_nothing_else_explains_is_damaged_not_pending",
+            ),
+        ),
+    ),
+    Promise(
+        "A damaged run record still reports what the other durable state says",
+        (
+            _one(
+                "src/rlaunch/observe/resolve.py",
+                "record = recovered_record(output_path, artifact, prefix)",
+                "record = None",
+                "nothing rebuilt from the terminal manifest and the attempt manifests",
+                f"{_DAMAGED}::test_status_shows_the_damage_and_what_the_other_state_says",
+            ),
+        ),
+    ),
+    Promise(
+        "A smoke passes only when every criterion holds",
+        (
+            _one(
+                "src/rlaunch/observe/verdict.py",
+                'if s.state == "succeeded":',
+                'if s.state in ("succeeded", "running"):',
+                "a running run counted as succeeded",
+                f"{_VERDICT}::test_running_is_never_a_success_even_with_everything_else_in_place",
+            ),
+            _one(
+                "src/rlaunch/observe/verdict.py",
+                "if s.damage:  #",
+                "if False:  #",
+                "a damaged record's rebuilt attempt counted as a success",
+                f"{_DAMAGED}::test_status_json_carries_the_damage_and_the_smoke_verdict_fails",
+            ),
+            _one(
+                "src/rlaunch/observe/verdict.py",
+                "elif t.missing_trainers:",
+                "elif False:",
+                "missing trainer processes ignored",
+                f"{_VERDICT}::test_a_missing_trainer_process_fails_the_join_criterion",
+            ),
+            _one(
+                "src/rlaunch/observe/verdict.py",
+                "if not m.configured_path or not is_staged_copy(m.configured_path, m.configured, s.attempt_id):",
+                "if not m.configured_path:",
+                "any configured path accepted as the attempt's staged copy",
+                f"{_VERDICT}::test_a_model_staged_for_another_attempt_is_not_the_configured_path",
+            ),
+            _one(
+                "src/rlaunch/observe/verdict.py",
+                "if st.count < 2:",
+                "if st.count < 1:",
+                "one recorded step counted as advancing",
+                f"{_VERDICT}::test_a_single_step_or_steps_going_backwards_do_not_advance",
+            ),
+            _one(
+                "src/rlaunch/observe/verdict.py",
+                "elif s.attempt_id and t.attempt_id != s.attempt_id:",
+                "elif False:",
+                "another attempt's terminal manifest accepted",
+                f"{_VERDICT}::test_a_checkpoint_from_another_runtime_or_before_the_last_step_is_not_terminal",
+            ),
+        ),
+    ),
+    Promise(
+        "Identities and digests are compared in full",
+        (
+            _one(
+                "src/rlaunch/observe/verdict.py",
+                "if m.identity != m.expected_identity:",
+                'if (m.identity or "")[:10] != (m.expected_identity or "")[:10]:',
+                "the loaded model's identity compared by a prefix",
+                f"{_VERDICT}::test_an_identity_differing_only_in_its_last_character_fails",
+            ),
+            _one(
+                "src/rlaunch/rules/runtime.py",
+                "if s.source_digest == installed:",
+                "if s.source_digest[:16] == installed[:16]:",
+                "the runtime digest compared by the 16 characters a plan prints",
+                "tests/host/test_host_units.py::test_a_source_digest_differing_only_past_its_printed_part_is_refused",
+            ),
+        ),
+    ),
+    Promise(
+        "Nothing is deleted outside its own root",
+        (
+            _one(
+                "src/rlaunch/paths.py",
+                "if real == real_root or os.path.commonpath([real_root, real]) != real_root:",
+                "if real == real_root:",
+                "the confinement check reduced to 'not the root itself'",
+                "tests/launch_config/test_confinement.py::test_staging_never_deletes_outside_its_root",
+                "tests/launch_config/test_confinement.py::test_cleanup_refuses_a_symlink_that_leads_outside",
+            ),
+        ),
+    ),
+    Promise(
+        "Nothing is written over what rlaunch does not own",
+        (
+            _one(
+                "src/rlaunch/host/outputs.py",
+                'return [n for n in storage.list_names(url) if not (own(_ASIDE.sub("", n)) or _TEMPORARY.fullmatch(n))]',
+                "return []",
+                "every output root read as rlaunch's own",
+                "tests/host/test_output_roots.py::test_the_host_refuses_before_writing_anything",
+            ),
+        ),
+    ),
+    Promise(
+        "A record is replaced whole or not at all, and an exclusive create never overwrites",
+        (
+            _one(
+                "src/rlaunch/storage.py",
+                '            with open(tmp, "wb") as handle:\n                handle.write(data)\n'
+                "                handle.flush()\n                os.fsync(handle.fileno())\n"
+                "            os.replace(tmp, path)",
+                '            with open(path, "wb") as handle:\n                handle.write(data)\n'
+                "                handle.flush()\n                os.fsync(handle.fileno())",
+                "the record written in place",
+                f"{_STORAGE}::test_an_atomic_write_interrupted_mid_way_leaves_the_old_file",
+                f"{_STORAGE}::test_an_atomic_write_never_exposes_a_partial_file",
+            ),
+            _one(
+                "src/rlaunch/storage.py",
+                "        try:\n            os.link(tmp, path)\n            return True",
+                "        try:\n            os.replace(tmp, path)\n            os.link(path, tmp)\n            return True",
+                "the exclusive create replaced by an overwrite",
+                f"{_STORAGE}::test_create_exclusive_creates_once",
+            ),
+        ),
+    ),
+    Promise(
+        "One source, one runtime digest (a wheel and a checkout agree)",
+        (
+            _one(
+                "src/rlaunch/runtimes/registry.py",
+                'SHIPPED_PROFILE_FILES = ("*.yaml", "*.txt", "*.in")',
+                'SHIPPED_PROFILE_FILES = ("*.yaml", "*.txt")',
+                "requirements.in dropped from the digest's list",
+                f"{_DIGEST}::test_no_file_of_a_runtime_is_left_out_of_the_shipped_list",
+            ),
+            _one(
+                "pyproject.toml",
+                '"runtimes/*/*.in", ',
+                "",
+                "requirements.in no longer shipped (main before this fix)",
+                f"{_DIGEST}::test_package_data_is_the_declared_shipped_list",
+                f"{_DIGEST}::test_a_wheel_gives_every_runtime_the_editable_installs_digest",
+            ),
+        ),
+    ),
+)
+
+
+def readme_table() -> list[str]:
+    """The lines of README's table (tests/test_promises.py checks README carries exactly these)."""
+    lines = ["| promise | guards (weakening) | tests that fail without it |", "|---|---|---|"]
+    for p in PROMISES:
+        guards = "; ".join(f"`{g.path.removeprefix('src/rlaunch/')}` ({g.weakening})" for g in p.guards)
+        tests = ", ".join(f"`{t}`" for t in dict.fromkeys(p.tests))
+        lines.append(f"| {p.text} | {guards} | {tests} |")
+    return lines
