@@ -4,6 +4,7 @@ reason, cancel (queued and running, cascading to children), retries, and the que
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -195,3 +196,24 @@ def test_scancel_of_a_running_parent_is_recorded_as_a_cancel_and_takes_its_child
     assert status.state is JobState.CANCELLED and "supervisor received SIGTERM" in status.message, status
     child_status = backend.wait(child, timeout=WAIT)
     assert child_status.state is JobState.CANCELLED and f"parent job {parent}" in child_status.message
+
+
+def test_a_job_whose_driver_does_not_obey_the_cancel_is_ended_by_slurm(backend, slurm_env: SlurmCluster) -> None:
+    import os
+    import signal
+
+    job_id = backend.submit(_sleeper("stuck"))
+    wait_for(lambda: backend.status(job_id).state is JobState.RUNNING, WAIT, "the job to run")
+    root = str(backend.root)
+    (driver,) = [
+        int(pid)
+        for pid in os.listdir("/proc")
+        if pid.isdigit()
+        and (cmd := Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"))[1:3]
+        == [b"-m", b"rlaunch.cluster.slurm.driver"]
+        and cmd[3].decode() == root
+    ]
+    os.kill(driver, signal.SIGSTOP)  # it can no longer see the cancel request
+    status = backend.cancel(job_id, reason="stuck driver")  # scancel's SIGCONT + SIGTERM wake it up
+    assert status.state is JobState.CANCELLED and "stuck driver" in status.message, status
+    wait_for(lambda: job_id not in slurm_env.command("squeue", "-h", "-o", "%i").split(), 30, "the job to leave squeue")

@@ -68,7 +68,7 @@ def _status_text(status: JobStatus, child_state: Callable[[str], str]) -> str:
     return head + "\n\n" + _table(rows)
 
 
-@click.group()
+@click.group(invoke_without_command=True)
 @click.option("--backend", "backend_name", default="local", show_default=True, help="Cluster backend holding the jobs.")
 @click.option(
     "--root",
@@ -84,8 +84,10 @@ def _status_text(status: JobStatus, child_state: Callable[[str], str]) -> str:
 )
 @click.pass_context
 def jobs(ctx: click.Context, backend_name: str, root: str | None, controller_url: str | None) -> None:
-    """List, inspect, follow and cancel cluster jobs."""
+    """List, inspect, follow and cancel cluster jobs (no command: list them)."""
     ctx.obj = {"backend": backend_name, "root": root, "controller_url": controller_url}
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(list_jobs, as_json=False)
 
 
 @jobs.command("list")

@@ -35,7 +35,7 @@ from typing import Any
 import rlaunch
 from rlaunch.cluster.environment import base_environment, free_port
 from rlaunch.cluster.local.backend import DEFAULT_KILL_GRACE, KILL_GRACE_ENV, LocalBackend
-from rlaunch.cluster.local.state import JobDir, existing_job
+from rlaunch.cluster.local.state import JobDir
 from rlaunch.cluster.protocol import BACKEND_ENV, NODE_IP_ENV, CapacityError, JobSpec, JobState, JobStatus, Resources
 from rlaunch.cluster.slurm import commands
 from rlaunch.cluster.slurm.commands import SlurmError, key_values, queue_entry
@@ -242,12 +242,17 @@ class SlurmBackend(LocalBackend):
 
     # -- stopping ------------------------------------------------------------------------------
 
+    def _await_ended(self, job_ids: list[str]) -> None:
+        """Wait for the drivers to record the cancel; a job whose driver did not is ended by Slurm
+        (scancel: its driver gets SIGTERM, and a job that ends without an outcome is taken over)."""
+        super()._await_ended(job_ids)
+        left = [job_id for job_id in job_ids if not self._ended(job_id)]
+        if left:
+            commands.run(["scancel", *left])
+            super()._await_ended(left)
+
     def _stop(self, job_ids: list[str]) -> None:
         """A job still waiting in the queue has no driver to obey the request: Slurm drops it."""
-        waiting = []
-        for job_id in job_ids:
-            entry = queue_entry(existing_job(self.root, job_id).job_id)
-            if entry is not None and entry.state == "PENDING":
-                waiting.append(job_id)
+        waiting = [job_id for job_id in job_ids if (entry := queue_entry(job_id)) and entry.state == "PENDING"]
         if waiting:
             commands.run(["scancel", *waiting])
