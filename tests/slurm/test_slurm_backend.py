@@ -204,16 +204,22 @@ def test_a_job_whose_driver_does_not_obey_the_cancel_is_ended_by_slurm(backend, 
 
     job_id = backend.submit(_sleeper("stuck"))
     wait_for(lambda: backend.status(job_id).state is JobState.RUNNING, WAIT, "the job to run")
-    root = str(backend.root)
-    (driver,) = [
-        int(pid)
-        for pid in os.listdir("/proc")
-        if pid.isdigit()
-        and (cmd := Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"))[1:3]
-        == [b"-m", b"rlaunch.cluster.slurm.driver"]
-        and cmd[3].decode() == root
-    ]
+    wanted = [b"-m", b"rlaunch.cluster.slurm.driver", str(backend.root).encode()]
+    (driver,) = [pid for pid in _pids() if _cmdline(pid)[1:4] == wanted]
     os.kill(driver, signal.SIGSTOP)  # it can no longer see the cancel request
     status = backend.cancel(job_id, reason="stuck driver")  # scancel's SIGCONT + SIGTERM wake it up
     assert status.state is JobState.CANCELLED and "stuck driver" in status.message, status
     wait_for(lambda: job_id not in slurm_env.command("squeue", "-h", "-o", "%i").split(), 30, "the job to leave squeue")
+
+
+def _pids() -> list[int]:
+    import os
+
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+
+
+def _cmdline(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:  # it exited meanwhile
+        return []
