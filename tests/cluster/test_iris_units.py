@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from rlaunch.cluster.iris.backend import iris_job_name
 from rlaunch.cluster.iris.connect import REQUIREMENTS, IrisUnavailableError, require_iris
-from rlaunch.cluster.iris.task import decode_job, encode_job, endpoint_name, replica_env
+from rlaunch.cluster.iris.task import BOOTSTRAP, JOB_ENV, MODULE, decode_job, encode_job, endpoint_name, replica_env
 from rlaunch.cluster.protocol import get_backend
 from rlaunch.errors import UserError
 from rlaunch.names import sanitize_job_name
@@ -84,11 +84,12 @@ def test_iris_job_name_refuses_a_slash() -> None:
 
 def test_the_job_travels_whole_and_replicas_get_only_the_allow_list(monkeypatch: pytest.MonkeyPatch) -> None:
     job = {
+        "python": "/tmp/home/.cache/venv/bin/python",
         "argv": ["python", "-c", "pass"],
         "env": {"RLAUNCH_PREFIX": "/tmp/prefix", "HF_TOKEN": "hf_x"},
         "cwd": "/tmp/w",
     }
-    assert decode_job(encode_job(job["argv"], job["env"], job["cwd"])) == job
+    assert decode_job(encode_job(job["python"], job["argv"], job["env"], job["cwd"])) == job
     with pytest.raises(SystemExit, match="RLAUNCH_IRIS_JOB"):
         decode_job(None)
     monkeypatch.setenv("WORKER_ONLY_TOKEN", "from-the-worker")
@@ -99,6 +100,26 @@ def test_the_job_travels_whole_and_replicas_get_only_the_allow_list(monkeypatch:
     assert env["HF_TOKEN"] == "hf_x" and env["IRIS_TASK_ID"] == "/root/job/0:0" and env["PATH"] == "/usr/bin:/bin"
     assert env["RLAUNCH_REPLICA_RANK"] == "0"
     assert "WORKER_ONLY_TOKEN" not in env
+
+
+def test_the_bootstrap_starts_the_submitters_interpreter_named_only_inside_the_job(tmp_path: Path) -> None:
+    """Iris rewrites arguments under /tmp/, so the interpreter travels in the job's JSON, not in argv."""
+    assert "/" not in BOOTSTRAP.split("json.loads", 1)[0]  # Iris's entrypoint names no path
+    interpreter = tmp_path / "venv" / "bin" / "python"  # under /tmp, as with a HOME there
+    interpreter.parent.mkdir(parents=True)
+    interpreter.write_text('#!/bin/sh\necho "started $0 $*"\n')
+    interpreter.chmod(0o755)
+
+    def bootstrap(python: Path) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": os.environ["PATH"], JOB_ENV: encode_job(str(python), ["true"], {}, None)}
+        return subprocess.run([sys.executable, "-c", BOOTSTRAP], env=env, capture_output=True, text=True, timeout=60)
+
+    started = bootstrap(interpreter)
+    assert started.returncode == 0 and started.stdout.strip() == f"started {interpreter} -m {MODULE}"
+    missing = bootstrap(tmp_path / "gone" / "python")
+    assert missing.returncode == 1
+    assert f"cannot start the submitter's interpreter '{tmp_path}/gone/python' on this worker" in missing.stderr
+    assert "Traceback" not in missing.stderr
 
 
 def test_rendezvous_endpoint_names_are_per_job() -> None:

@@ -7,7 +7,11 @@ runs them in a Python 3.12 environment it builds (or says in one line why it can
 from __future__ import annotations
 
 import os
+import shutil
+import sys
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +51,18 @@ def backend(iris_env: IrisCluster) -> Iterator[object]:
     for job_id in left:
         backend.cancel(job_id, reason="test teardown")
     assert not left, f"jobs left running after the test (cancelled now): {left}"
+
+
+@pytest.fixture
+def home_under_tmp() -> Iterator[Path]:
+    """A fresh directory under /tmp/ holding `venv`: this tier's environment reached through a path
+    there, as it is when HOME (and so the runtime cache) lives under /tmp. The venv is linked, and its
+    pyvenv.cfg is found next to the link, so `venv/bin/python` is a complete environment whose
+    `sys.executable` stays under /tmp."""
+    assert sys.prefix != sys.base_prefix, "the Iris tier runs in a virtualenv (tests/py312_tier.py)"
+    root = Path(tempfile.mkdtemp(prefix="rlaunch-iris-home-", dir="/tmp"))
+    (root / "venv").symlink_to(sys.prefix, target_is_directory=True)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -114,6 +114,51 @@ def test_two_node_gang_on_fake_h100x8_is_coscheduled_and_meets_through_the_endpo
     assert len(workers) == 2 and all("h100x8" in w for w in workers)
 
 
+# A coordinator that says where it runs, then submits a two-node child gang whose ranks say the same.
+WHERE = "import json, os, sys; print(json.dumps({'python': sys.executable, 'cwd': os.getcwd()}), flush=True)"
+COORDINATOR_WHERE = f"""
+import os, sys
+from rlaunch.cluster.protocol import JobSpec, JobState, Resources, backend_from_env
+{WHERE}
+backend = backend_from_env()
+gang = Resources(cpu=2, accelerators=8, accelerator_type="H100")
+child = backend.submit_child(JobSpec(name="child", argv=(sys.executable, "-c", {WHERE!r}), resources=gang, replicas=2,
+                                     working_dir=os.getcwd()))
+sys.exit(0 if backend.wait(child, timeout=180).state is JobState.SUCCEEDED else 1)
+"""
+
+
+def test_jobs_start_when_their_interpreter_and_paths_live_under_tmp(
+    backend, iris_env: IrisCluster, home_under_tmp: Path
+) -> None:
+    """Iris's process runtime rewrites every argument under /tmp/ to a task-private directory: with
+    HOME (and so every runtime environment) under /tmp, a coordinator and its child gang still start
+    with their own interpreter and working directory."""
+    from rlaunch.cluster.iris.backend import IrisBackend
+
+    python, workdir = str(home_under_tmp / "venv" / "bin" / "python"), home_under_tmp / "work"
+    workdir.mkdir()
+    under_tmp = IrisBackend(cluster_config=str(iris_env.config), scheduling_timeout_seconds=120, python=python)
+    spec = JobSpec(
+        name="under-tmp", argv=py(COORDINATOR_WHERE), env=job_environment(), resources=Resources(cpu=0.5),
+        working_dir=str(workdir),
+    )  # fmt: skip
+    job_id = under_tmp.submit(spec)
+    status = backend.wait(job_id, timeout=300)
+    assert status.state is JobState.SUCCEEDED, (status, list(backend.logs(job_id)))
+    (child,) = status.children
+    assert backend.status(child).state is JobState.SUCCEEDED, list(backend.logs(child))
+
+    def places(job: str, count: int) -> list[dict] | None:
+        found = [json.loads(line[line.index("{") :]) for line in backend.logs(job) if '{"python": ' in line]
+        return found if len(found) == count else None
+
+    here = {"python": python, "cwd": str(workdir)}
+    assert python.startswith("/tmp/") and str(workdir).startswith("/tmp/")
+    assert wait_for(lambda: places(job_id, 1), timeout=60, what="the coordinator's line") == [here]
+    assert wait_for(lambda: places(child, 2), timeout=60, what="both ranks' lines") == [here, here]
+
+
 # Coordinators import rlaunch: they get what every submitted job gets (`job_environment`: PYTHONPATH
 # when rlaunch runs from a checkout, as in the tier).
 

@@ -5,8 +5,10 @@ Every rlaunch job is one Iris job whose `replicas` are its tasks; the Iris job i
 `iris job logs <id>` works on what `rlaunch jobs` lists.
 
   submit    refuses what the cluster can never place (see `check`), then submits one Iris job:
-            entrypoint `python -m rlaunch.cluster.iris.task` (the replica wrapper: the job's argv,
-            environment and working directory as one JSON variable, the allow-listed environment,
+            entrypoint Iris's `python` running `task.BOOTSTRAP`, which starts the replica wrapper
+            `rlaunch.cluster.iris.task` with this backend's interpreter (the interpreter, the job's
+            argv, environment and working directory travel as one JSON variable, so that Iris
+            rewrites no path under /tmp; the wrapper gives the job the allow-listed environment,
             the RLAUNCH_* variables, the endpoint rendezvous); resources
             per task (cpu, memory, disk, device = GPU variant x count); replicas with
             coscheduling for a gang; both retry limits from `max_retries` (per task, and the job's
@@ -47,7 +49,7 @@ from rlaunch.cluster.iris.connect import (
     resolve_controller_url,
     scale_groups,
 )
-from rlaunch.cluster.iris.task import JOB_ENV, PORT_NAMES, encode_job
+from rlaunch.cluster.iris.task import BOOTSTRAP, JOB_ENV, PORT_NAMES, encode_job
 from rlaunch.cluster.logs import LogQuery, pick_lines, rank_prefix
 from rlaunch.cluster.protocol import (
     BACKEND_ENV,
@@ -61,7 +63,6 @@ from rlaunch.cluster.protocol import (
 )
 from rlaunch.names import MAX_JOB_NAME
 
-TASK_MODULE = "rlaunch.cluster.iris.task"
 URL_ENV = "RLAUNCH_IRIS_CONTROLLER_URL"
 URL_ENV_USER = "IRIS_CONTROLLER_URL"  # what a person sets (the experiments and `rlaunch jobs` read it)
 CONFIG_ENV = "RLAUNCH_IRIS_CLUSTER_CONFIG"
@@ -286,13 +287,13 @@ class IrisBackend(GangBackend):
         argv = [self.python if spec.argv[0] == sys.executable else spec.argv[0], *spec.argv[1:]]
         env = {**spec.env, **self.environment(), LABELS_ENV: json.dumps(dict(spec.labels), sort_keys=True)}
         cwd = os.path.abspath(spec.working_dir) if spec.working_dir else None
-        job_env = {JOB_ENV: encode_job(argv, env, cwd)}
+        job_env = {JOB_ENV: encode_job(self.python, argv, env, cwd)}
         band = getattr(job_pb2, f"PRIORITY_BAND_{(self.priority or 'inherit').upper()}")
         for _ in range(3):
             name = self._unique_name(spec.name)
             try:
                 job = self.client.submit(
-                    Entrypoint.from_command(self.python, "-m", TASK_MODULE),
+                    Entrypoint.from_command("python", "-c", BOOTSTRAP),
                     name,
                     resources,
                     environment=EnvironmentSpec(

@@ -1,9 +1,13 @@
 """`python -m rlaunch.cluster.iris.task`: what every Iris task of an rlaunch job runs.
 
-The job itself (argv, environment, working directory) travels as one JSON variable,
-`RLAUNCH_IRIS_JOB`: Iris's local process runtime rewrites every argument and variable that
-starts with `/tmp/` to the task's private tmpfs, which would move a prefix under /tmp away from
-the other tasks. Iris starts a task with the worker's whole environment; this wrapper replaces the
+The job itself (the submitter's interpreter, argv, environment, working directory) travels as one
+JSON variable, `RLAUNCH_IRIS_JOB`: Iris's local process runtime rewrites every argument and
+variable that starts with `/tmp/` to the task's private directory, which would move a prefix, a
+runtime environment or the interpreter itself away when it lives under /tmp (a HOME or
+RLAUNCH_RUNTIME_CACHE there, as on many CI machines). So the Iris entrypoint names no path:
+it is Iris's own `python` (the worker's interpreter in local mode, the image's on a real worker)
+running `BOOTSTRAP`, standard-library code that replaces itself with the submitter's interpreter
+running this module. Iris starts a task with the worker's whole environment; this wrapper replaces the
 process with the job's argv under the environment every rlaunch replica gets (see
 `cluster.protocol`): the allow-listed base, the job's own variables, Iris's `IRIS_*` plumbing (so
 code in the job can submit children and use endpoints), and the RLAUNCH_* job variables.
@@ -37,6 +41,17 @@ from rlaunch.cluster.protocol import (
 )
 
 JOB_ENV = "RLAUNCH_IRIS_JOB"
+MODULE = "rlaunch.cluster.iris.task"
+# Run by Iris's `python -c`: any Python 3, standard library only (rlaunch may not be importable there).
+BOOTSTRAP = f"""\
+import json, os, sys
+python = json.loads(os.environ["{JOB_ENV}"])["python"]
+try:
+    os.execv(python, [python, "-m", "{MODULE}"])
+except OSError as exc:
+    sys.exit("[rlaunch.iris] cannot start the submitter's interpreter %r on this worker (%s): it must exist "
+             "at the same path on every Iris worker" % (python, exc))
+"""
 PORT_NAME = "rendezvous"
 RAY_PORT_NAME = "ray-head"  # the Ray head's GCS port, when the gang bootstraps Ray (rlaunch.task.ray_gang)
 PORT_NAMES = (PORT_NAME, RAY_PORT_NAME)
@@ -100,8 +115,8 @@ def rendezvous(info: object, job_id: str, rank: int, world: int) -> str:
         delay = min(delay * 1.5, 2.0)
 
 
-def encode_job(argv: list[str], env: dict[str, str], cwd: str | None) -> str:
-    return json.dumps({"argv": argv, "env": env, "cwd": cwd}, sort_keys=True)
+def encode_job(python: str, argv: list[str], env: dict[str, str], cwd: str | None) -> str:
+    return json.dumps({"python": python, "argv": argv, "env": env, "cwd": cwd}, sort_keys=True)
 
 
 def decode_job(raw: str | None) -> dict:
