@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from rlaunch import storage
 from rlaunch.host.manifests import REHEARSED, SUCCEEDED, LaunchResult, write_manifests
 from rlaunch.launch_config import schema
-from rlaunch.launch_config.rehearsal import RehearsalReport, read_report, render
+from rlaunch.launch_config.rehearsal import PlacedGroup, RehearsalReport, read_report, render
 from rlaunch.runtimes.environment import venv_key
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.task import ray_gang, rehearsal
@@ -37,10 +38,10 @@ DRIVER_OUTPUT = [
 ]
 
 
-def entry(ranks: list[int | None], gpu: float = 1.0, state: str = "CREATED") -> dict[str, object]:
+def entry(ranks: list[int | None], gpu: float = 1.0, state: str = "CREATED", created: bool = True) -> dict[str, object]:
     """A `ray_probe.py placement-groups` entry with one bundle per listed node rank."""
     bundles = [{"index": i, "rank": r, "resources": {"GPU": gpu, "CPU": 1.0}} for i, r in enumerate(ranks)]
-    return {"id": "ab" * 14, "name": "", "strategy": "PACK", "state": state, "bundles": bundles}
+    return {"id": "ab" * 14, "name": "", "strategy": "PACK", "state": state, "created": created, "bundles": bundles}
 
 
 def test_a_missing_gpu_only_module_is_found_and_other_import_errors_are_not() -> None:
@@ -58,9 +59,21 @@ def test_the_placement_group_must_hold_logical_gpus_on_every_node() -> None:
     one_node = rehearsal.placed_group(entry([0, 0]))
     assert one_node is not None and not rehearsal.spans_gang(one_node, world=2, gpus_per_node=2)
     assert not rehearsal.spans_gang(spread, world=2, gpus_per_node=1)  # more than a node declares
-    assert rehearsal.placed_group(entry([0, None])) is None  # not placed (or no longer)
+    assert rehearsal.placed_group(entry([0, None])) is None  # a bundle never placed
     assert rehearsal.placed_group(entry([0, 1], gpu=0.0)) is None  # a CPU-only group is not the trainer's
-    assert rehearsal.placed_group(entry([0, 1], state="REMOVED")) is None  # placed once is not placed now
+    removed = rehearsal.placed_group(entry([1, 1, 0, 0], state="REMOVED"))  # placed, then its driver exited
+    assert removed is not None and rehearsal.spans_gang(removed, world=2, gpus_per_node=2)
+    assert rehearsal.placed_group(entry([0, 1], state="REMOVED", created=False)) is None  # removed while pending
+
+
+def test_the_widest_group_is_the_trainers_not_skyrls_peer_access_check() -> None:
+    """SkyRL's driver on a CPU head first places one {CPU: 1, GPU: 2} bundle to check GPU peer
+    access, then its colocated group; both are in the table when the driver has ended."""
+    p2p = rehearsal.placed_group({**entry([1]), "bundles": [{"index": 0, "rank": 1, "resources": {"GPU": 2.0}}]})
+    colocated = rehearsal.placed_group(entry([1, 1, 0, 0], state="REMOVED"))
+    assert p2p is not None and colocated is not None
+    assert rehearsal.widest([p2p, colocated]) == colocated == rehearsal.widest([colocated, p2p])
+    assert rehearsal.widest([p2p]) == p2p and rehearsal.widest([]) is None
 
 
 def test_conclude_reports_the_milestones_and_refuses_other_ends() -> None:
@@ -82,14 +95,9 @@ def test_conclude_reports_the_milestones_and_refuses_other_ends() -> None:
     assert rehearsal.conclude("p", DRIVER_OUTPUT, None, world=2, gpus_per_node=2, seconds=1) is None
 
 
-class Watched:
-    """What the placement-group watcher saw (its subprocess needs a Ray cluster)."""
-
-    def __init__(self, ranks: list[int | None] | None):
-        self.group = rehearsal.placed_group(entry(ranks)) if ranks else None
-
-    def stop(self) -> object:
-        return self.group
+def table(*groups: list[int | None]) -> Callable[[], list[PlacedGroup]]:
+    """What `rehearsal.placed_groups` reads from Ray's table (its subprocess needs a Ray cluster)."""
+    return lambda: [g for g in (rehearsal.placed_group(entry(ranks)) for ranks in groups) if g is not None]
 
 
 def rehearsal_doc(tmp_path: Path) -> schema.SkyRLLaunchConfig:
@@ -100,15 +108,16 @@ def rehearsal_doc(tmp_path: Path) -> schema.SkyRLLaunchConfig:
 
 
 @pytest.mark.parametrize(
-    ("ranks", "output", "state"),
+    ("groups", "output", "state"),
     [
-        ([1, 1, 0, 0], DRIVER_OUTPUT, REHEARSED),
-        ([0, 0], DRIVER_OUTPUT, "failed"),  # the group never reached the second node
-        ([1, 1, 0, 0], DRIVER_OUTPUT[:4] + ["ValueError: boom"], "failed"),  # not a GPU-only import
+        ([[1], [1, 1, 0, 0]], DRIVER_OUTPUT, REHEARSED),
+        ([[0, 0]], DRIVER_OUTPUT, "failed"),  # the group never reached the second node
+        ([], DRIVER_OUTPUT, "failed"),  # no group placed at all
+        ([[1, 1, 0, 0]], DRIVER_OUTPUT[:4] + ["ValueError: boom"], "failed"),  # not a GPU-only import
     ],
 )
 def test_the_head_ends_a_rehearsal_only_at_its_expected_stop(
-    tmp_path: Path, ranks: list[int | None], output: list[str], state: str
+    tmp_path: Path, groups: list[list[int | None]], output: list[str], state: str
 ) -> None:
     doc = rehearsal_doc(tmp_path)
     tail = rehearsal.OutputTail()
@@ -116,7 +125,7 @@ def test_the_head_ends_a_rehearsal_only_at_its_expected_stop(
         tail(line)
     failed = DriverResult(1, "failed", "the trainer driver exited 1")
     logged: list[str] = []
-    end = ray_gang._rehearsal_end(doc, failed, tail, Watched(ranks), 2, 12.0, logged.append)  # type: ignore[arg-type]
+    end = ray_gang._rehearsal_end(doc, failed, tail, table(*groups), 2, 12.0, logged.append)
     report = read_report(doc.artifacts.attempts_root, doc.run.attempt_id)
     assert end.state == state
     if state == REHEARSED:
@@ -124,6 +133,23 @@ def test_the_head_ends_a_rehearsal_only_at_its_expected_stop(
         assert any("spans every node" in line for line in logged)
     else:
         assert end.exit_code == 1 and report is None and "not a rehearsal's end" in (end.reason or "")
+
+
+def test_an_unreadable_placement_table_is_a_failure_that_says_so(tmp_path: Path) -> None:
+    doc = rehearsal_doc(tmp_path)
+    tail = rehearsal.OutputTail()
+    for line in DRIVER_OUTPUT:
+        tail(line)
+
+    def unreadable() -> list[PlacedGroup]:
+        raise RuntimeError("cannot read Ray's placement-group table at 127.0.0.1:1 (exit 1): refused")
+
+    failed = DriverResult(1, "failed", "the trainer driver exited 1")
+    end = ray_gang._rehearsal_end(doc, failed, tail, unreadable, 2, 12.0, lambda line: None)
+    assert (end.state, end.exit_code) == ("failed", 1) and "cannot read Ray's placement-group table" in (
+        end.reason or ""
+    )
+    assert read_report(doc.artifacts.attempts_root, doc.run.attempt_id) is None
 
 
 def test_a_rehearsed_attempt_writes_no_terminal_manifest(tmp_path: Path) -> None:

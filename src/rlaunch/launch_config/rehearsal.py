@@ -28,11 +28,11 @@ class Milestone:
 
 @dataclass(frozen=True)
 class PlacedGroup:
-    """A placement group as Ray's table showed it while the driver ran."""
+    """A placement group Ray placed, as its table showed it when the driver had ended."""
 
     id: str
     strategy: str
-    state: str
+    state: str  # CREATED, or REMOVED once its driver exited (Ray keeps where its bundles were)
     gpus_by_rank: dict[int, float]  # the rank's node (`rlaunch-rank` label) -> GPUs of bundles placed there
     bundles: int
 

@@ -24,6 +24,7 @@ the single replica only runs the driver attached to it (`run_attached`).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -41,7 +42,7 @@ from rlaunch import storage
 from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV, NODE_IP_ENV, RAY_PORT_ENV
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import attempt_dir
-from rlaunch.launch_config.rehearsal import REHEARSED, render, report_url
+from rlaunch.launch_config.rehearsal import REHEARSED, PlacedGroup, render, report_url
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.storage import utc_now
 from rlaunch.task import rehearsal
@@ -343,7 +344,6 @@ def run_head(
     beats: list[Periodic] = []
     outcome: DriverResult | None = None
     published: list[DriverResult] = []
-    watcher: rehearsal.PlacementWatcher | None = None
     tail: rehearsal.OutputTail | None = None
     began = 0.0
 
@@ -402,11 +402,7 @@ def run_head(
         driver_env = {**env, "RAY_ADDRESS": gcs, "PYTHONUNBUFFERED": "1"}
         phases["trainer_started_at"] = utc_now()
         if get_profile(doc.runtime.profile).rehearsal:
-            watcher, tail, began = (
-                rehearsal.PlacementWatcher(python, env, gcs),
-                rehearsal.OutputTail(),
-                time.monotonic(),
-            )
+            tail, began = rehearsal.OutputTail(), time.monotonic()
 
         def stopping(result: DriverResult) -> None:
             node.process.request_stop()  # type: ignore[union-attr]
@@ -422,16 +418,16 @@ def run_head(
             on_stop=stopping,
             on_line=tail,
         )
-        if watcher is not None:
-            outcome = _rehearsal_end(doc, outcome, tail, watcher, world, time.monotonic() - began, log)
+        if tail is not None:  # while Ray still runs: its table holds every group the driver placed
+            seconds = time.monotonic() - began
+            groups = functools.partial(rehearsal.placed_groups, python, env, gcs)
+            outcome = _rehearsal_end(doc, outcome, tail, groups, world, seconds, log)
     except (RendezvousTimeout, RayNodeError) as exc:
         log(str(exc))
         outcome = DriverResult(EXIT_FAILED, "failed", str(exc))
     except GangStopped as exc:
         outcome = DriverResult(stop.exit_code, "terminated", str(exc))
     finally:
-        if watcher is not None:
-            watcher.stop()
         if outcome is None:  # an unexpected error: the workers must not wait forever
             outcome = DriverResult(EXIT_FAILED, "failed", "rank 0's bootstrap failed (see its log)")
         publish(outcome)
@@ -443,16 +439,19 @@ def run_head(
 def _rehearsal_end(
     doc: schema.SkyRLLaunchConfig,
     result: DriverResult,
-    tail: rehearsal.OutputTail | None,
-    watcher: rehearsal.PlacementWatcher,
+    tail: rehearsal.OutputTail,
+    placed_groups: Callable[[], list[PlacedGroup]],
     world: int,
     seconds: float,
     log: Log,
 ) -> DriverResult:
     """A rehearsal's driver failure: its expected end (report written, state `rehearsed`, exit 0), or a failure."""
-    group = watcher.stop()  # while Ray still runs: the table was followed up to the driver's end
-    if result.state != "failed" or tail is None:
+    if result.state != "failed":
         return result
+    try:
+        group = rehearsal.widest(placed_groups())
+    except RuntimeError as exc:
+        return DriverResult(result.exit_code, "failed", f"{result.reason}; not a rehearsal's end: {exc}")
     gpus = doc.cluster.allocation.gpus_per_node
     report = rehearsal.conclude(
         doc.runtime.profile, list(tail.lines), group, world=world, gpus_per_node=gpus, seconds=seconds

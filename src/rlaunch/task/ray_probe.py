@@ -1,4 +1,4 @@
-"""`python ray_probe.py versions | wait-nodes ADDRESS COUNT TIMEOUT | placement-groups ADDRESS INTERVAL`: questions only Ray can answer.
+"""`python ray_probe.py versions | wait-nodes ADDRESS COUNT TIMEOUT | placement-groups ADDRESS`: questions only Ray can answer.
 
 Run by path with the *runtime's* interpreter (the one whose `ray` starts the cluster and runs the
 driver), so it imports only the standard library and ray: never rlaunch.
@@ -7,10 +7,13 @@ driver), so it imports only the standard library and ray: never rlaunch.
   wait-nodes    polls the cluster's GCS until COUNT nodes are alive, printing one JSON line per
                 change: {"alive_ranks": [0, 1], "alive": 2}. Ranks come from each node's
                 `rlaunch-rank` label. Exit 0 once COUNT are alive, 3 after TIMEOUT seconds.
-  placement-groups  polls the GCS's placement-group table every INTERVAL seconds until killed,
-                printing one JSON line per change: {"placement_groups": [{"id", "name",
-                "strategy", "state", "bundles": [{"index", "rank", "resources"}]}]}, where `rank`
-                is the `rlaunch-rank` of the node a bundle is placed on (null: not placed).
+  placement-groups  reads the GCS's placement-group table once and prints it as one JSON line:
+                {"placement_groups": [{"id", "name", "strategy", "state", "created", "bundles":
+                [{"index", "rank", "resources"}]}]}. `created`: Ray finished placing the group
+                (it is CREATED, or was before it was removed: Ray keeps a removed group in the
+                table with the nodes its bundles were on and its creation latency); `rank` is the
+                `rlaunch-rank` of the node a bundle is (or was) on, null when it was never placed.
+                Exit 0, or 1 after a few failed tries (one {"error"} line each).
 """
 
 from __future__ import annotations
@@ -75,7 +78,26 @@ def _node_ranks(client: object) -> dict[str, int]:
     return out
 
 
-def placement_groups(address: str, interval: float) -> int:
+def _group(info: dict, ranks: dict[str, int]) -> dict:
+    stats = info.get("stats") or {}
+    return {
+        "id": info["placement_group_id"],
+        "name": info["name"],
+        "strategy": info["strategy"],
+        "state": info["state"],
+        "created": info["state"] == "CREATED" or float(stats.get("end_to_end_creation_latency_ms") or 0) > 0,
+        "bundles": [
+            {
+                "index": int(index),
+                "rank": ranks.get(info["bundles_to_node_id"].get(index, ""), None),
+                "resources": resources,
+            }
+            for index, resources in sorted(info["bundles"].items())
+        ],
+    }
+
+
+def placement_groups(address: str, tries: int = 5) -> int:
     from ray._private.state import GlobalState  # the GCS's tables without a driver or a job
     from ray._raylet import GcsClient, GcsClientOptions
 
@@ -84,34 +106,17 @@ def placement_groups(address: str, interval: float) -> int:
     state._initialize_global_state(
         GcsClientOptions.create(address, None, allow_cluster_id_nil=True, fetch_cluster_id_if_nil=False)
     )
-    last = None
-    while True:
+    for attempt in range(tries):
         try:
             ranks = _node_ranks(client)
-            groups = [
-                {
-                    "id": pg_id,
-                    "name": info["name"],
-                    "strategy": info["strategy"],
-                    "state": info["state"],
-                    "bundles": [
-                        {
-                            "index": int(index),
-                            "rank": ranks.get(info["bundles_to_node_id"].get(index, ""), None),
-                            "resources": resources,
-                        }
-                        for index, resources in sorted(info["bundles"].items())
-                    ],
-                }
-                for pg_id, info in sorted(state.placement_group_table().items())
-            ]
+            groups = [_group(info, ranks) for _, info in sorted(state.placement_group_table().items())]
         except Exception as exc:  # noqa: BLE001 - a GCS not answering for a moment is not the end
             print(json.dumps({"error": str(exc)[:300]}), flush=True)
+            time.sleep(1.0 + attempt)
         else:
-            if groups != last:
-                print(json.dumps({"placement_groups": groups}), flush=True)
-                last = groups
-        time.sleep(interval)
+            print(json.dumps({"placement_groups": groups}), flush=True)
+            return 0
+    return 1
 
 
 def main(argv: list[str]) -> int:
@@ -119,10 +124,10 @@ def main(argv: list[str]) -> int:
         return versions()
     if argv[:1] == ["wait-nodes"] and len(argv) == 4:
         return wait_nodes(argv[1], int(argv[2]), float(argv[3]))
-    if argv[:1] == ["placement-groups"] and len(argv) == 3:
-        return placement_groups(argv[1], float(argv[2]))
+    if argv[:1] == ["placement-groups"] and len(argv) == 2:
+        return placement_groups(argv[1])
     print(
-        "usage: ray_probe.py versions | wait-nodes ADDRESS COUNT TIMEOUT | placement-groups ADDRESS INTERVAL",
+        "usage: ray_probe.py versions | wait-nodes ADDRESS COUNT TIMEOUT | placement-groups ADDRESS",
         file=sys.stderr,
     )
     return 2

@@ -1,12 +1,16 @@
 """The head's side of a rehearsal (a runtime profile with `rehearsal: true`, e.g. `fsdp-rehearsal`).
 
-While the trainer driver runs, a `ray_probe.py placement-groups` watcher follows Ray's
-placement-group table (bundles mapped to nodes by their `rlaunch-rank` label), because a driver's
-groups leave the table's placed state when the driver exits. When the driver fails, `conclude`
-decides whether that was the expected end of a rehearsal: the driver's output names a missing
-GPU-only module (`GPU_ONLY_MODULES`) *and* the trainer's placement group held logical GPUs on
-every node of the gang. Only then is a `RehearsalReport` written and the gang's outcome is
-`rehearsed`; any other failure stays a failure.
+When the trainer driver has ended, and while the gang's Ray still runs, `placed_groups` reads
+Ray's placement-group table once (`ray_probe.py placement-groups`; bundles mapped to nodes by
+their `rlaunch-rank` label). Ray keeps the groups of a driver that has exited, marked removed,
+with the nodes their bundles were on and whether their placement finished, so this one read sees
+every group the driver placed, however briefly it lived. (Sampling the table while the driver ran
+missed SkyRL's 4-bundle group when it lived less than a poll: the driver dies within seconds of
+placing it; what was left was SkyRL's peer-access check, one 2-GPU bundle on one node, and a
+steady run read as a group on one rank.) `conclude` then decides whether the driver's failure was
+the expected end of a rehearsal: its output names a missing GPU-only module (`GPU_ONLY_MODULES`)
+*and* a placement group of the trainer held logical GPUs on every node of the gang. Only then is a
+`RehearsalReport` written and the gang's outcome is `rehearsed`; any other failure stays a failure.
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -48,7 +51,7 @@ MILESTONES: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = (
 )
 PLACED = "placement group created across the gang"
 TAIL_LINES = 4000
-POLL_SECONDS = 1.0
+PROBE_TIMEOUT = 120.0
 
 
 def missing_gpu_module(lines: Sequence[str]) -> tuple[str, str, str] | None:
@@ -97,9 +100,9 @@ def milestones(lines: Sequence[str], group: PlacedGroup | None, spans: bool) -> 
 
 
 def placed_group(entry: Mapping[str, Any]) -> PlacedGroup | None:
-    """A `ray_probe.py placement-groups` entry as GPUs per rank; None unless it asks for GPUs and is
-    placed (state CREATED: a removed group may still name the nodes it was on)."""
-    if entry.get("state") != "CREATED":
+    """A `ray_probe.py placement-groups` entry as GPUs per rank; None unless it asks for GPUs and
+    Ray finished placing it (`created`: it may have been removed since, with its driver)."""
+    if not entry.get("created"):
         return None
     gpus: dict[int, float] = {}
     bundles = 0
@@ -127,39 +130,31 @@ def spans_gang(group: PlacedGroup, world: int, gpus_per_node: int) -> bool:
     return set(group.gpus_by_rank) == set(range(world)) and all(g <= gpus_per_node for g in group.gpus_by_rank.values())
 
 
-class PlacementWatcher:
-    """Follows the placement-group table while the driver runs; keeps the widest GPU group seen."""
-
-    def __init__(self, python: str, env: Mapping[str, str], gcs: str):
-        self.best: PlacedGroup | None = None
-        self._proc = subprocess.Popen(
-            [python, PROBE, "placement-groups", gcs, str(POLL_SECONDS)],
+def placed_groups(python: str, env: Mapping[str, str], gcs: str) -> list[PlacedGroup]:
+    """Every GPU group Ray has placed in the cluster at `gcs` (one read of its table);
+    RuntimeError saying why when the table cannot be read."""
+    try:
+        done = subprocess.run(
+            [python, PROBE, "placement-groups", gcs],
             env=dict(env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            capture_output=True,
             text=True,
-            start_new_session=True,
+            timeout=PROBE_TIMEOUT,
+            check=False,
         )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"Ray's placement-group table at {gcs} was not read within {PROBE_TIMEOUT:g}s") from None
+    for line in done.stdout.splitlines():
+        if line.startswith('{"placement_groups"'):
+            groups = (placed_group(entry) for entry in json.loads(line)["placement_groups"])
+            return [group for group in groups if group is not None]
+    detail = (done.stdout + done.stderr).strip()[-500:]
+    raise RuntimeError(f"cannot read Ray's placement-group table at {gcs} (exit {done.returncode}): {detail}")
 
-    def _read(self) -> None:
-        assert self._proc.stdout is not None
-        for line in self._proc.stdout:
-            try:
-                groups = json.loads(line).get("placement_groups")
-            except ValueError:
-                continue
-            for entry in groups or ():
-                group = placed_group(entry)
-                if group is not None and (self.best is None or len(group.gpus_by_rank) >= len(self.best.gpus_by_rank)):
-                    self.best = group
 
-    def stop(self) -> PlacedGroup | None:
-        self._proc.kill()
-        self._proc.wait()
-        self._reader.join(timeout=5)
-        return self.best
+def widest(groups: Sequence[PlacedGroup]) -> PlacedGroup | None:
+    """The group on the most nodes (then with the most GPU bundles): the trainer's, if any spans the gang."""
+    return max(groups, key=lambda g: (len(g.gpus_by_rank), g.bundles), default=None)
 
 
 def conclude(
