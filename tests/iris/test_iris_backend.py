@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -228,6 +229,36 @@ def test_an_unschedulable_gang_is_refused_before_anything_is_submitted(backend) 
     with pytest.raises(CapacityError, match=r"gpu: need 16, available 8"):
         backend.check(JobSpec(name="too-many-gpus", argv=("true",), resources=sixteen))
     assert [s.job_id for s in backend.list_jobs()] == before
+
+
+def test_with_only_a_controller_url_a_gang_no_slice_can_hold_is_refused(backend, iris_env: IrisCluster) -> None:
+    """No cluster config: the controller's scale groups decide. A 4-node gang on the H100 group
+    (slices of 2 VMs) is refused: while the group has no live slice the controller shows no slice
+    size, so the job is cancelled as soon as the autoscaler's first routing of it says no group can
+    hold it; once a slice is live, it is refused before anything is submitted."""
+    from rlaunch.cluster.iris.backend import IrisBackend
+
+    url_only = IrisBackend(iris_env.url, scheduling_timeout_seconds=120)
+    four = JobSpec(name="four-nodes", argv=("true",), resources=H100X8, replicas=4)
+    mismatch = r"coschedule_mismatch: job needs 4 tasks coscheduled but no matching group has num_vms=4 \(h100x8=2\)"
+    started = time.monotonic()
+    with pytest.raises(CapacityError, match=mismatch + r" \(the controller reports no slice size .* was cancelled\)"):
+        url_only.submit(four)
+    assert time.monotonic() - started < 30  # not the 120 s scheduling timeout
+    (refused,) = [s for s in url_only.list_jobs() if s.name.startswith("four-nodes-")]
+    assert refused.state is JobState.CANCELLED
+
+    holder = url_only.submit(  # a gang the group can hold is submitted as before (its slice size unknown too)
+        JobSpec(name="holder", argv=py("import time; time.sleep(600)"), resources=H100X8, replicas=2)
+    )
+    wait_for(lambda: url_only.status(holder).state is JobState.RUNNING, timeout=120, what="the 2-node gang running")
+    before = [s.job_id for s in url_only.list_jobs()]
+    with pytest.raises(CapacityError, match=mismatch + "$"):
+        url_only.check(four)  # what `--run` asks before it submits the coordinator
+    with pytest.raises(CapacityError, match=mismatch + "$"):
+        url_only.submit(four)
+    assert [s.job_id for s in url_only.list_jobs()] == before
+    url_only.cancel(holder, reason="test")
 
 
 def test_the_controller_itself_refuses_a_device_it_has_no_group_for(iris_env: IrisCluster) -> None:

@@ -4,7 +4,10 @@ Every rlaunch job is one Iris job whose `replicas` are its tasks; the Iris job i
 `/<user>/<name>` and `/<user>/<parent>/<child>` for a child) *is* the rlaunch job id, so
 `iris job logs <id>` works on what `rlaunch jobs` lists.
 
-  submit    refuses what the cluster can never place (see `check`), then submits one Iris job:
+  submit    refuses what the cluster can never place (`check`: the scale groups of the cluster
+            config, or the controller's; with only a controller URL, a gang whose group has no live
+            slice, so no slice size the controller shows, is cancelled and refused as soon as the
+            autoscaler's first routing of it says no group can ever hold it), then submits one Iris job:
             entrypoint Iris's `python` running `task.BOOTSTRAP`, which starts the replica wrapper
             `rlaunch.cluster.iris.task` with this backend's interpreter (the interpreter, the job's
             argv, environment and working directory travel as one JSON variable, so that Iris
@@ -34,6 +37,7 @@ import os
 import secrets
 import string
 import sys
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -71,6 +75,11 @@ SCHEDULING_TIMEOUT_ENV = "RLAUNCH_IRIS_SCHEDULING_TIMEOUT"
 LABELS_ENV = "RLAUNCH_LABELS"
 COSCHEDULE_BY = "device-variant"  # every worker of a slice shares it; the autoscaler sizes the slice
 DEFAULT_SCHEDULING_TIMEOUT = 600.0
+UNKNOWN = 0  # a scale group's VMs per slice that the controller has not shown (no live slice)
+ROUTING_WAIT = 30.0  # at most three evaluations of a production autoscaler (every 10 s)
+AUTOSCALER_HINT = "Autoscaler:"  # how Iris's pending reason gives the autoscaler's verdict on a job
+UNMET = "Unsatisfied autoscaler demand: "
+NEVER_PLACED = ("coschedule_mismatch", "no_matching_group", "insufficient_resources")  # Iris's routing reasons
 _SUFFIX = string.ascii_lowercase + string.digits
 
 _STATES = {
@@ -207,10 +216,17 @@ class IrisBackend(GangBackend):
     # -- checking ------------------------------------------------------------------------------
 
     def check(self, spec: JobSpec, *, parent: str | None = None, beside: Resources | None = None) -> None:
-        """Raise CapacityError when no scale group could ever place `spec` (nothing is submitted).
+        """Raise CapacityError when no scale group could ever place `spec` (nothing is submitted)."""
+        self._check_groups(spec)
 
-        The scale groups are the cluster config's, else the device kinds the controller's
-        autoscaler reports (which do not say how many VMs a slice has). The reasons are Iris's own.
+    def _check_groups(self, spec: JobSpec) -> bool:
+        """Raise CapacityError when no scale group could ever place `spec`; False when that depends
+        on a slice size the controller has not shown.
+
+        The scale groups are the cluster config's, else the controller's (its autoscaler reports
+        each group's device, and the VMs of each live slice, but no slice size of a group with no
+        live slice, nor VM capacity). A gang of N tasks is coscheduled on one slice, so it needs a
+        matching group whose slices have N VMs. The reasons are Iris's own.
         """
         groups = self._groups if self._groups is not None else self._reported_groups()
         kind, variant, count = self._device(spec.resources)
@@ -230,18 +246,51 @@ class IrisBackend(GangBackend):
                     f"capacity: {detail}"
                 )
             matching = fitting
-        if spec.replicas > 1 and self._groups is not None and not any(g.num_vms == spec.replicas for g in matching):
-            detail = ", ".join(f"{g.name}={g.num_vms}" for g in matching)
-            raise CapacityError(
-                f"the Iris cluster can never place job {spec.name!r}: coschedule_mismatch: job needs "
-                f"{spec.replicas} tasks coscheduled but no matching group has num_vms={spec.replicas} ({detail})"
-            )
+        if spec.replicas == 1 or any(g.num_vms == spec.replicas for g in matching):
+            return True
+        if any(g.num_vms == UNKNOWN for g in matching):
+            return False
+        detail = ", ".join(f"{g.name}={g.num_vms}" for g in matching)
+        raise CapacityError(
+            f"the Iris cluster can never place job {spec.name!r}: coschedule_mismatch: job needs "
+            f"{spec.replicas} tasks coscheduled but no matching group has num_vms={spec.replicas} ({detail})"
+        )
 
     def _reported_groups(self) -> tuple[ScaleGroup, ...]:
+        """The controller's scale groups; VMs per slice from a live slice, else UNKNOWN."""
         status = self.client._cluster_client.get_autoscaler_status().status
         return tuple(
-            ScaleGroup(g.name, g.device_type or "cpu", (g.device_variant or "").lower(), 0, 0, 0) for g in status.groups
+            ScaleGroup(
+                g.name,
+                g.device_type or "cpu",
+                (g.device_variant or "").lower(),
+                device_count=0,
+                num_vms=max((len(s.vms) for s in g.slices), default=UNKNOWN),
+                max_slices=0,
+            )
+            for g in status.groups
         )
+
+    def _await_routing(self, job_id: str, spec: JobSpec) -> None:
+        """A gang submitted while its group's slice size was unknown: the autoscaler's first routing
+        of it (within one evaluation; the job is still pending) says whether any group can ever hold
+        it. If none can, the job is cancelled and CapacityError carries Iris's reason; otherwise (or
+        with no verdict within ROUTING_WAIT seconds) it stays submitted."""
+        deadline = time.monotonic() + ROUTING_WAIT
+        while time.monotonic() < deadline:
+            raw = self._raw(job_id)
+            if _state(raw.state) is not JobState.PENDING:
+                return
+            _, found, verdict = raw.pending_reason.partition(AUTOSCALER_HINT)
+            if found:
+                if verdict.strip().removeprefix(UNMET).startswith(NEVER_PLACED):
+                    self._stop([job_id])
+                    raise CapacityError(
+                        f"the Iris cluster can never place job {spec.name!r}: {verdict.strip().removeprefix(UNMET)} "
+                        f"(the controller reports no slice size before a slice is live; job {job_id} was cancelled)"
+                    )
+                return
+            time.sleep(0.2)
 
     @staticmethod
     def _device(resources: Resources) -> tuple[str, str, int]:
@@ -252,6 +301,7 @@ class IrisBackend(GangBackend):
     # -- submitting ----------------------------------------------------------------------------
 
     def submit(self, spec: JobSpec, *, parent: str | None = None) -> str:
+        """Submit `spec` once the checks pass (see `_check_groups` and `_await_routing`)."""
         from iris.client.client import get_iris_ctx
 
         ctx = get_iris_ctx()
@@ -266,8 +316,11 @@ class IrisBackend(GangBackend):
         self._check_spec_env(spec)
         if parent is not None:
             self._check_live_parent(parent)
-        self.check(spec)
-        return self._launch(spec)
+        settled = self._check_groups(spec)
+        job_id = self._launch(spec)
+        if not settled:
+            self._await_routing(job_id, spec)
+        return job_id
 
     def _launch(self, spec: JobSpec) -> str:
         from connectrpc.errors import ConnectError

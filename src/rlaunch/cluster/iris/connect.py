@@ -7,9 +7,9 @@ for a remote config it is resolved the way the `iris` CLI resolves it (configure
 discovery, then a tunnel held as long as the backend lives). Inside an Iris task the controller is
 the one that runs the task (`IRIS_CONTROLLER_ADDRESS`).
 
-The config also gives the facts a capacity check needs and the controller does not publish: each
-scale group's device and VMs per slice (a coscheduled gang of N tasks needs a group whose slices
-have N VMs).
+The config also gives the facts a capacity check needs that the controller does not publish: each
+scale group's VMs per slice (a coscheduled gang of N tasks needs a group whose slices have N VMs)
+and per-VM capacity. The controller reports each group's device, and the VMs of each live slice.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def require_iris() -> None:
 
 @dataclass(frozen=True)
 class ScaleGroup:
-    """One scale group as the cluster config declares it."""
+    """One scale group as the cluster config declares it, or as the controller reports it (without
+    per-VM capacity, and with num_vms 0 until the group has a live slice)."""
 
     name: str
     device_type: str  # "cpu" | "gpu" | "tpu"
