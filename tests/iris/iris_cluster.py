@@ -1,7 +1,9 @@
 """A real local Iris cluster for the tests: `iris --config <yaml> cluster start --local` as one process.
 
-The config has a CPU scale group, a CPU group of two-VM slices and a fake `H100x8` group whose
-slices are two VMs (a coscheduled 2-node gang is one slice). `start` waits for the controller line, `stop` terminates that PID and
+The config has a CPU scale group, a CPU group of two-VM slices, a fake `H100x8` group whose
+slices are two VMs (a coscheduled 2-node gang is one slice), and a fake `V100x4` group of two-VM
+slices that only the controller-URL capacity test uses (so it has no live slice until that test
+starts one, whatever ran before). `start` waits for the controller line, `stop` terminates that PID and
 returns what is left of it (processes carrying its controller address in their environment);
 the caller asserts that is empty. The cluster's environment carries a canary variable that
 replicas must never see (they start from an allow-list).
@@ -49,6 +51,12 @@ scale_groups:
   h100x8:
     num_vms: 2
     resources: {{cpu: 32, ram: 256GB, disk: 500GB, device_type: gpu, device_variant: H100, device_count: 8, capacity_type: on-demand}}
+    buffer_slices: 0
+    max_slices: 1
+    slice_template: {{num_vms: 2, local: {{}}}}
+  v100x4:
+    num_vms: 2
+    resources: {{cpu: 8, ram: 32GB, disk: 50GB, device_type: gpu, device_variant: V100, device_count: 4, capacity_type: on-demand}}
     buffer_slices: 0
     max_slices: 1
     slice_template: {{num_vms: 2, local: {{}}}}

@@ -220,7 +220,7 @@ def test_an_unschedulable_gang_is_refused_before_anything_is_submitted(backend) 
     before = [s.job_id for s in backend.list_jobs()]
     a100 = Resources(cpu=2, accelerators=8, accelerator_type="A100")
     with pytest.raises(
-        CapacityError, match=r"no scaling group provides device gpu:a100 \(available: cpu, cpu-pair, h100x8\)"
+        CapacityError, match=r"no scaling group provides device gpu:a100 \(available: cpu, cpu-pair, h100x8, v100x4\)"
     ):
         backend.submit(JobSpec(name="wrong-device", argv=("true",), resources=a100))
     with pytest.raises(CapacityError, match=r"coschedule_mismatch: job needs 3 tasks coscheduled .*h100x8=2"):
@@ -232,15 +232,16 @@ def test_an_unschedulable_gang_is_refused_before_anything_is_submitted(backend) 
 
 
 def test_with_only_a_controller_url_a_gang_no_slice_can_hold_is_refused(backend, iris_env: IrisCluster) -> None:
-    """No cluster config: the controller's scale groups decide. A 4-node gang on the H100 group
-    (slices of 2 VMs) is refused: while the group has no live slice the controller shows no slice
-    size, so the job is cancelled as soon as the autoscaler's first routing of it says no group can
-    hold it; once a slice is live, it is refused before anything is submitted."""
+    """No cluster config: the controller's scale groups decide. A 4-node gang on the V100 group
+    (slices of 2 VMs; no other test uses it) is refused: while the group has no live slice the
+    controller shows no slice size, so the job is cancelled as soon as the autoscaler's first routing
+    of it says no group can hold it; once a slice is live, it is refused before anything is submitted."""
     from rlaunch.cluster.iris.backend import IrisBackend
 
     url_only = IrisBackend(iris_env.url, scheduling_timeout_seconds=120)
-    four = JobSpec(name="four-nodes", argv=("true",), resources=H100X8, replicas=4)
-    mismatch = r"coschedule_mismatch: job needs 4 tasks coscheduled but no matching group has num_vms=4 \(h100x8=2\)"
+    v100x4 = Resources(cpu=2, memory_bytes=10**9, disk_bytes=10**9, accelerators=4, accelerator_type="V100")
+    four = JobSpec(name="four-nodes", argv=("true",), resources=v100x4, replicas=4)
+    mismatch = r"coschedule_mismatch: job needs 4 tasks coscheduled but no matching group has num_vms=4 \(v100x4=2\)"
     started = time.monotonic()
     with pytest.raises(CapacityError, match=mismatch + r" \(the controller reports no slice size .* was cancelled\)"):
         url_only.submit(four)
@@ -249,7 +250,7 @@ def test_with_only_a_controller_url_a_gang_no_slice_can_hold_is_refused(backend,
     assert refused.state is JobState.CANCELLED
 
     holder = url_only.submit(  # a gang the group can hold is submitted as before (its slice size unknown too)
-        JobSpec(name="holder", argv=py("import time; time.sleep(600)"), resources=H100X8, replicas=2)
+        JobSpec(name="holder", argv=py("import time; time.sleep(600)"), resources=v100x4, replicas=2)
     )
     wait_for(lambda: url_only.status(holder).state is JobState.RUNNING, timeout=120, what="the 2-node gang running")
     before = [s.job_id for s in url_only.list_jobs()]

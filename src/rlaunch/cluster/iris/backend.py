@@ -279,18 +279,20 @@ class IrisBackend(GangBackend):
         deadline = time.monotonic() + ROUTING_WAIT
         while time.monotonic() < deadline:
             raw = self._raw(job_id)
-            if _state(raw.state) is not JobState.PENDING:
+            if str(getattr(raw.state, "value", raw.state)) != "pending":  # placed (building, running) or ended
                 return
-            _, found, verdict = raw.pending_reason.partition(AUTOSCALER_HINT)
-            if found:
-                if verdict.strip().removeprefix(UNMET).startswith(NEVER_PLACED):
-                    self._stop([job_id])
-                    raise CapacityError(
-                        f"the Iris cluster can never place job {spec.name!r}: {verdict.strip().removeprefix(UNMET)} "
-                        f"(the controller reports no slice size before a slice is live; job {job_id} was cancelled)"
-                    )
-                return
-            time.sleep(0.2)
+            _, found, hint = raw.pending_reason.partition(AUTOSCALER_HINT)
+            if not found:
+                time.sleep(0.2)
+                continue
+            reason = hint.strip().removeprefix(UNMET)
+            if reason.startswith(NEVER_PLACED):
+                self._stop([job_id])
+                raise CapacityError(
+                    f"the Iris cluster can never place job {spec.name!r}: {reason} (the controller reports no "
+                    f"slice size before a slice is live; job {job_id} was cancelled)"
+                )
+            return
 
     @staticmethod
     def _device(resources: Resources) -> tuple[str, str, int]:
