@@ -7,6 +7,7 @@ not coming up), every test of the tier is skipped with the one line saying why.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,12 +23,14 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
     try:
         cluster = start(root)
     except SlurmUnavailable as exc:
+        shutil.rmtree(root, ignore_errors=True)
         pytest.skip(f"slurm tier skipped: {exc}")
     try:
         yield cluster
     finally:
         left = stop(cluster)
         assert not left, f"Slurm daemons outlived the test cluster (killed now): {left}"
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -172,9 +172,8 @@ def _log_tail(root: Path) -> str:
 def _run_daemon(argv: list[str], root: Path) -> None:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=START_TIMEOUT, env={**os.environ})
     if done.returncode != 0:
-        raise SlurmUnavailable(
-            f"{argv[0]} did not start ({done.returncode}): {done.stderr.strip()} [{_log_tail(root)}]"
-        )
+        said = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SlurmUnavailable(f"{argv[0]} did not start ({done.returncode}): {said} [{_log_tail(root)}]")
 
 
 def start(root: Path) -> SlurmCluster:
@@ -188,16 +187,20 @@ def start(root: Path) -> SlurmCluster:
     cluster = SlurmCluster(root)
     conf = str(cluster.conf)
     munge = root / "munge"
-    _run_daemon(
-        [
-            "munged", "--force", f"--socket={munge}/munge.socket", f"--key-file={munge}/munge.key",
-            f"--pid-file={root}/run/munged.pid", f"--log-file={root}/log/munged.log", f"--seed-file={munge}/seed",
-        ],
-        root,
-    )  # fmt: skip
-    _run_daemon(["slurmctld", "-f", conf], root)
-    for name in NODES:
-        _run_daemon(["slurmd", "-f", conf, "-N", name], root)
+    try:
+        _run_daemon(
+            [
+                "munged", "--force", f"--socket={munge}/munge.socket", f"--key-file={munge}/munge.key",
+                f"--pid-file={root}/run/munged.pid", f"--log-file={root}/log/munged.log", f"--seed-file={munge}/seed",
+            ],
+            root,
+        )  # fmt: skip
+        _run_daemon(["slurmctld", "-f", conf], root)
+        for name in NODES:
+            _run_daemon(["slurmd", "-f", conf, "-N", name], root)
+    except SlurmUnavailable:
+        stop(cluster)  # what did start is stopped again
+        raise
     deadline = time.monotonic() + START_TIMEOUT
     while True:
         try:

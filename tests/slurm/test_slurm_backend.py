@@ -47,6 +47,21 @@ def test_a_gang_runs_one_replica_per_node_and_its_log_has_both(backend, slurm_en
     assert "[rank 1] rank 1 of 2 on n2 127.0.0.2 meets at 127.0.0.1" in lines, lines
 
 
+def test_each_replica_holds_its_nodes_gpus_and_cpus(backend) -> None:
+    job_id = backend.submit(
+        JobSpec(
+            name="gpus",
+            argv=py(
+                "import os; e = os.environ; print(e['SLURMD_NODENAME'], e['CUDA_VISIBLE_DEVICES'], e['SLURM_CPUS_PER_TASK'])"
+            ),
+            replicas=2,
+            resources=Resources(cpu=2, accelerators=2, accelerator_type="H100"),
+        )
+    )
+    assert backend.wait(job_id, timeout=WAIT).state is JobState.SUCCEEDED
+    assert sorted(backend.logs(job_id)) == ["[rank 0] n1 0,1 2", "[rank 1] n2 0,1 2"]
+
+
 def test_a_failing_replica_is_retried_once_then_the_job_fails_with_its_reason(backend) -> None:
     job_id = backend.submit(
         JobSpec(

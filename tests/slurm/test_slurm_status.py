@@ -37,6 +37,7 @@ def test_a_queued_gang_shows_slurms_reason_and_cancelling_the_coordinator_cancel
             "--run", "--detach",
         )  # fmt: skip
         assert done.returncode == 0 and "via slurm" in done.stdout, done.stdout + done.stderr
+        assert "detached; follow with: rlaunch jobs --backend slurm logs " in done.stdout
         status = wait_for(
             lambda: (
                 "child" in (s := launcher.run("-m", "rlaunch", "status", f"marker/rl@{VERSION}")).stdout

@@ -151,14 +151,15 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
         return 2
     click.echo(f"submitted RL coordinator {job_id} ({spec.name}) via {backend.name}")
     if invocation.options.get("detach"):
-        click.echo(f"detached; follow with: rlaunch jobs logs {job_id} --follow")
+        click.echo(f"detached; follow with: {jobs_command(backend.name)} logs {job_id} --follow")
         return 0
     try:
         for line in single_replica_lines(backend.logs(job_id, follow=True), spec.replicas):
             click.echo(line)
     except KeyboardInterrupt:
         click.echo(
-            f"\nstopped following; the coordinator keeps running (rlaunch jobs cancel {job_id} to stop it)", err=True
+            f"\nstopped following; the coordinator keeps running ({jobs_command(backend.name)} cancel {job_id} to stop it)",
+            err=True,
         )
         return 130
     status = backend.wait(job_id)
@@ -204,6 +205,11 @@ def _finalise_dead_attempts(steps: list[Any], prefix: str) -> None:
     for step in steps:
         for attempt_id in finalise_open_attempts(step.path(prefix), prefix, by="the next rlaunch --run"):
             click.echo(f"  recorded attempt {attempt_id} of {step.identity} as ended: its jobs were gone", err=True)
+
+
+def jobs_command(backend: str) -> str:
+    """How a person reaches a job of `backend` from a shell."""
+    return "rlaunch jobs" if backend == "local" else f"rlaunch jobs --backend {backend}"
 
 
 def child_gang(step: Any) -> JobSpec:

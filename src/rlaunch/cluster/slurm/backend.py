@@ -211,6 +211,8 @@ class SlurmBackend(LocalBackend):
             "srun", "--nodes=1", "--ntasks=1", f"--relative={rank}", "--kill-on-bad-exit=1", "--export=ALL",
             f"--job-name={os.environ.get('SLURM_JOB_NAME', 'rlaunch')}.rank{rank}",
         ]  # fmt: skip
+        if os.environ.get("SLURM_CPUS_PER_TASK"):  # every CPU of the node's task (srun does not always inherit it)
+            step.append(f"--cpus-per-task={os.environ['SLURM_CPUS_PER_TASK']}")
         return step + argv, {**env, **allocation, NODE_IP_ENV: self.node_addresses()[rank]}
 
     def _stop_left(self, pids: list[int]) -> None:
