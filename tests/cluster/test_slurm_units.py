@@ -128,3 +128,19 @@ def test_the_execution_placement_builds_the_backend_and_its_sbatch_arguments(tmp
     ):  # fmt: skip
         assert expected in args, (expected, args)
     assert SlurmBackend.from_env(backend.environment()).placement == backend.placement
+
+
+@pytest.mark.parametrize(
+    ("out", "expected"),
+    [
+        ("PENDING|Resources\n", ("PENDING", "Resources")),
+        ("CANCELLED by 0|None\n", ("CANCELLED", "None")),
+        ("NODE_FAIL|NodeDown\nCOMPLETED|None\n", ("NODE_FAIL", "NodeDown")),
+        ("", None),
+    ],
+)
+def test_the_first_state_and_reason_row_of_squeue_or_sacct_is_read(out: str, expected: tuple | None) -> None:
+    from rlaunch.cluster.slurm.commands import first_entry
+
+    entry = first_entry(out)
+    assert (entry.state, entry.reason) == expected if expected else entry is None

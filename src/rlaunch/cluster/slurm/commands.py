@@ -68,15 +68,28 @@ class QueueEntry:
 
 
 def queue_entry(job_id: str) -> QueueEntry | None:
-    """The job's queue entry; None once slurmctld no longer knows it (purged after MinJobAge)."""
+    """The job's queue entry: squeue's, else (slurmctld purged it after MinJobAge) the accounting
+    record's; None when neither knows it (a cluster without slurmdbd keeps no accounting)."""
     try:
         out = run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T|%r"])
     except SlurmError as exc:
-        if "Invalid job id" in str(exc):
-            return None
-        raise
+        if "Invalid job id" not in str(exc):
+            raise
+        out = ""
+    return first_entry(out) or accounting_entry(job_id)
+
+
+def first_entry(out: str) -> QueueEntry | None:
+    """The first `State|Reason` row of squeue's or sacct's output (sacct writes `CANCELLED by 0`)."""
     rows = [line.split("|", 1) for line in out.splitlines() if "|" in line]
-    return QueueEntry(rows[0][0], rows[0][1]) if rows else None
+    return QueueEntry(rows[0][0].split()[0], rows[0][1]) if rows and rows[0][0].strip() else None
+
+
+def accounting_entry(job_id: str) -> QueueEntry | None:
+    try:
+        return first_entry(run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State,Reason"]))
+    except SlurmError:  # no accounting storage here
+        return None
 
 
 def queued_ids() -> list[str]:
