@@ -31,7 +31,7 @@ from rlaunch import rules, storage
 from rlaunch.artifacts import StepContext
 from rlaunch.cli.admin import main as rlaunch_main
 from rlaunch.cluster.local.backend import LocalBackend
-from rlaunch.host.validate import DocumentRefused, document_path, validate_document
+from rlaunch.host.validate import DocumentRefused, document_memory, document_path, validate_document
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.rules.recipe import EXPLICIT_KEYS
@@ -347,6 +347,30 @@ def test_the_host_refuses_a_document_with_the_preflight_code(prefix: Path, bases
         assert v["fix"] and v["message"]
         assert all(f.split(".")[0] in ("skyrl", "cluster", "runtime", "run", "inputs") for f in v["fields"]), v
     nothing_submitted(prefix, doc, result)
+
+
+def test_the_run_record_keeps_the_memory_table_of_a_refused_document(prefix: Path, bases: dict[str, Doc]) -> None:
+    doc = copy.deepcopy(bases["fsdp"])
+    CASES["memory.model_states"][1](doc)
+    result = host_launch(prefix, doc, "memory-record")
+    assert result["state"] == "failed"
+    record = json.loads((Path(doc["artifacts"]["output_path"]) / "run_record.json").read_text())
+    (entry,) = [a for a in record["attempts"] if a["attempt_id"] == "memory-record"]
+    table = entry["memory"]
+    assert table["device"] == {"name": "H100", "capacity_gib": 79.22}
+    states = [r for r in table["rows"] if (r["role"], r["phase"]) == ("policy", "model states")][0]
+    assert states["status"] == "REFUSED" and states["certain_gib"] > states["capacity_gib"]
+
+
+def test_document_memory_sizes_what_the_document_says(bases: dict[str, Doc]) -> None:
+    doc = copy.deepcopy(bases["fsdp"])
+    assert document_memory(schema.from_dict(copy.deepcopy(doc)))["unsized"] == [
+        "cannot size the model: the model's architecture is not known (no config.json facts recorded)"
+    ]
+    doc["inputs"]["model"]["hf_config"] = LLAMA_31_8B
+    table = document_memory(schema.from_dict(doc))
+    assert table["unsized"] == [] and {r["status"] for r in table["rows"]} == {"ok"}
+    assert table["kv_cache"]["max_model_len"] == 4096
 
 
 def test_the_zero_tensor_parallel_reproducer_names_the_document_field(prefix: Path, bases: dict[str, Doc]) -> None:

@@ -115,6 +115,23 @@ def test_export_policy_difference_is_named() -> None:
     assert [(d.kind, d.field, d.smoke, d.large) for d in found] == [("export", "export_hf", True, False)]
 
 
+def test_a_memory_switch_difference_is_named() -> None:
+    """Where memory goes must be rehearsed (offload, checkpointing, LoRA, KV dtype, eager mode)."""
+    plain = h.spec(topo=h.topology())
+    offloaded = h.spec(
+        topo=h.topology(),
+        tree=h.recipe(
+            trainer={"policy": {"fsdp_config": {"cpu_offload": True}}},
+            generator={"inference_engine": {"enforce_eager": True}},
+        ),
+    )
+    found = differences(shape_of_spec(plain, True), shape_of_spec(offloaded, True))
+    assert [(d.kind, d.field, d.smoke, d.large) for d in found] == [
+        ("memory", "engine eager mode", False, True),
+        ("memory", "policy CPU offload", False, True),
+    ]
+
+
 def test_the_large_plan_names_its_smoke_and_every_difference() -> None:
     from rlaunch.skyrl.plan_view import parity_lines
 

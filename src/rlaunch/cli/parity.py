@@ -21,10 +21,15 @@ def parity(smoke: str, large: str, prefix: str | None) -> None:
     """Compare SMOKE with LARGE: runtime, strategy, entrypoint, artifact hand-offs, role geometry,
     checkpoint and export policy. Scale (nodes, batch sizes, steps) may differ. Exit 1 on a
     difference, 2 when a run is not found."""
+    from rlaunch.host.validate import document_memory
     from rlaunch.skyrl.parity import differences
 
-    shapes = [_shape(reference, default_prefix(prefix)) for reference in (smoke, large)]
+    loaded = [_load(reference, default_prefix(prefix)) for reference in (smoke, large)]
+    shapes = [_shape(*item) for item in loaded]
     found = differences(*shapes)
+    click.echo("memory per device (smoke | large): estimate / capacity GiB, status")
+    for line in memory_lines(*(document_memory(document) for document, _, _ in loaded)):
+        click.echo(f"  {line}")
     if not found:
         click.echo(f"parity holds: {shapes[0].identity} rehearses {shapes[1].identity}")
         return
@@ -34,11 +39,29 @@ def parity(smoke: str, large: str, prefix: str | None) -> None:
     raise SystemExit(1)
 
 
-def _shape(reference: str, prefix: str):  # noqa: ANN202 - RunShape, imported lazily
+def memory_lines(smoke: dict, large: dict) -> list[str]:
+    """Both runs' per-GPU rows beside each other (scale differs by design: shown, not compared)."""
+
+    def rows(table: dict) -> dict[tuple[str, str], str]:
+        return {
+            (r["role"], r["phase"]): f"{r['estimate_gib']:.2f} / {r['capacity_gib']:.2f} {r['status']}"
+            for r in table["rows"]
+        }
+
+    mine, theirs = rows(smoke), rows(large)
+    lines = [
+        f"{role} {phase}: {mine.get((role, phase), '-')} | {theirs.get((role, phase), '-')}"
+        for role, phase in dict.fromkeys([*mine, *theirs])
+    ]
+    for label, table in (("smoke", smoke), ("large", large)):
+        lines += [f"{label}: {reason}" for reason in table["unsized"]]
+    return lines
+
+
+def _load(reference: str, prefix: str):  # noqa: ANN202 - (document, identity, record reader)
     from rlaunch import storage
     from rlaunch.artifacts import records
     from rlaunch.observe.collect import launch_document
-    from rlaunch.skyrl.parity import shape_of_record
 
     try:
         ref: RunRef = resolve(reference, prefix)
@@ -58,4 +81,10 @@ def _shape(reference: str, prefix: str):  # noqa: ANN202 - RunShape, imported la
         name, _, version = identity.partition("@")
         return records.read_record(storage.join(base, name, version))
 
-    return shape_of_record(ref.artifact or reference, document, read_record)
+    return document, ref.artifact or reference, read_record
+
+
+def _shape(document, identity: str, read_record):  # noqa: ANN001, ANN202 - RunShape, imported lazily
+    from rlaunch.skyrl.parity import shape_of_record
+
+    return shape_of_record(identity, document, read_record)

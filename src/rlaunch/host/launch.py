@@ -22,7 +22,7 @@ from rlaunch.host.compose import compose_document
 from rlaunch.host.export import ExportError, terminal_export
 from rlaunch.host.manifests import FAILED, PREPARED, REHEARSED, SUBMITTED, SUCCEEDED, LaunchResult, write_manifests
 from rlaunch.host.outputs import ForeignOutputError, refuse_foreign_outputs
-from rlaunch.host.validate import DocumentRefused, validate_document
+from rlaunch.host.validate import DocumentRefused, document_memory, validate_document
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.layout import RESOLVED_DOCUMENT, attempt_dir
 from rlaunch.launch_config.recipe import get_path
@@ -236,4 +236,5 @@ def _record(
         "failure": result.failure,
         "resolved_config_uri": result.resolved_config_uri,
         "phases": phases or {},
+        "memory": document_memory(doc),
     })  # fmt: skip

@@ -12,7 +12,10 @@ differ (node count, GPUs per node, engine count, batch sizes, steps, intervals);
   and versions erased), the model artifact's type, and each data source's type and file;
 * geometry  - colocated or disaggregated, TP/PP/EP/DP of one engine, reference model on or off;
 * checkpoint - whether checkpoints are written and how a relaunch resumes;
-* export    - the terminal Hugging Face export and whether periodic exports are written.
+* export    - the terminal Hugging Face export and whether periodic exports are written;
+* memory    - where memory goes: CPU offload of policy and reference, gradient checkpointing,
+  LoRA, the engine's KV-cache dtype and eager mode (how much each run needs is scale: `rlaunch
+  parity` prints both runs' per-GPU tables beside each other, and does not compare them).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class RunShape:
     geometry: Mapping[str, Any]
     checkpoint: Mapping[str, Any]
     export: Mapping[str, Any]
+    memory: Mapping[str, Any]
 
     @classmethod
     def of(
@@ -92,7 +96,27 @@ class RunShape:
                 "export_hf": bool(export_hf),
                 "periodic HF export": isinstance(hf_interval, int) and hf_interval > 0,
             },
+            memory=_memory_switches(composed),
         )
+
+
+def _memory_switches(composed: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings that change where memory goes (not how much): a smoke must run the same ones."""
+
+    def on(key: str) -> bool:
+        return bool(get_path(composed, key, False))
+
+    lora = get_path(composed, "trainer.policy.model.lora.rank", 0)
+    return {
+        "policy CPU offload": on("trainer.policy.fsdp_config.cpu_offload"),
+        "reference CPU offload": on("trainer.ref.fsdp_config.cpu_offload"),
+        "gradient checkpointing": on("trainer.gradient_checkpointing"),
+        "LoRA": isinstance(lora, int) and lora > 0,
+        "engine KV cache dtype": get_path(
+            composed, "generator.inference_engine.engine_init_kwargs.kv_cache_dtype", "auto"
+        ),
+        "engine eager mode": on("generator.inference_engine.enforce_eager"),
+    }
 
 
 def shape_of_step(step: Any) -> RunShape:
@@ -156,7 +180,7 @@ def shape_of_record(identity: str, document: SkyRLLaunchConfig, read_record: Cal
 def differences(smoke: RunShape, large: RunShape) -> list[Difference]:
     """Every way `large` differs from its `smoke` in what a smoke must rehearse (empty: parity holds)."""
     out: list[Difference] = []
-    for kind in ("runtime", "strategy", "handoffs", "geometry", "checkpoint", "export"):
+    for kind in ("runtime", "strategy", "handoffs", "geometry", "checkpoint", "export", "memory"):
         mine, theirs = getattr(smoke, kind), getattr(large, kind)
         for key in sorted(set(mine) | set(theirs)):
             if mine.get(key) != theirs.get(key):
