@@ -130,12 +130,15 @@ def build_model(config: dict[str, Any]) -> HfModel:
             "--hidden-size", str(arch["hidden_size"]), "--layers", str(arch["layers"]), "--heads", str(arch["heads"]),
             "--kv-heads", str(arch["kv_heads"]), "--context-length", str(arch["context_length"]),
         )  # fmt: skip
+        with open(os.path.join(out, "config.json"), encoding="utf-8") as handle:
+            hf_config = json.load(handle)  # the record carries it: the plan sizes memory from it
         publish(out, config["output_path"])
     return HfModel(
         path=config["output_path"],
         num_attention_heads=info["num_attention_heads"],
         context_length=info["max_position_embeddings"],
         files=info["files"],
+        hf_config=hf_config,
     )
 
 

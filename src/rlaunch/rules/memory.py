@@ -457,6 +457,7 @@ def memory_rules(s: Subject, geo: Geometry, composed: Mapping[str, Any]) -> list
 def violations(table: MemoryTable, s: Subject, geo: Geometry) -> list[Violation]:
     """One violation per certain failure; a refused engine's weights hide its KV row (same cause)."""
     refused = [r for r in table.rows if r.status == "REFUSED"]
+    where = table.device.name if table.device is not None else s.gpu_variant
     out = []
     states = [r for r in refused if r.role != "rollout"]
     if states:
@@ -471,7 +472,7 @@ def violations(table: MemoryTable, s: Subject, geo: Geometry) -> list[Violation]
                     f"config_yaml.trainer.{role}.fsdp_config.cpu_offload",
                 ],
                 f"{r.role} {r.phase}: the model states alone need at least {gib(r.certain)} GiB per device "
-                f"({r.detail}) but one {s.gpu_variant} has {gib(r.capacity)} GiB",
+                f"({r.detail}) but one {where} has {gib(r.capacity)} GiB",
                 f"shard over more GPUs (more policy nodes), set trainer.{role}.fsdp_config.cpu_offload=true, "
                 "train LoRA adapters, or use a larger GPU",
                 need_gib=gib(r.certain),
@@ -489,7 +490,7 @@ def violations(table: MemoryTable, s: Subject, geo: Geometry) -> list[Violation]
                     "config_yaml.generator.inference_engine.gpu_memory_utilization",
                 ],
                 f"a rollout engine's weights need {gib(r.certain)} GiB per device ({r.detail}) but its "
-                f"gpu_memory_utilization budget on one {s.gpu_variant} is {gib(r.capacity)} GiB",
+                f"gpu_memory_utilization budget on one {where} is {gib(r.capacity)} GiB",
                 f"raise inference_engine_tensor_parallel_size to at least {need_tp}, or raise "
                 "generator.inference_engine.gpu_memory_utilization",
                 need_gib=gib(r.certain),
