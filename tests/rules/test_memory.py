@@ -7,6 +7,8 @@ Face model cards) restated in tests/skyrl/helpers.py or here.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules import memory
@@ -362,3 +364,44 @@ def test_the_rule_registry_lists_the_memory_codes() -> None:
     from rlaunch import rules
 
     assert rules.MEMORY_CODES == memory.CODES and set(memory.CODES) <= set(rules.CODES)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "model_type",
+                "hidden_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "num_key_value_heads",
+                "head_dim",
+                "intermediate_size",
+                "moe_intermediate_size",
+                "num_experts",
+                "num_local_experts",
+                "num_experts_per_tok",
+                "decoder_sparse_step",
+                "mlp_only_layers",
+                "vocab_size",
+                "tie_word_embeddings",
+            ]
+        ),
+        st.one_of(
+            st.sampled_from(["qwen3_moe", "mixtral", "llama", "gemma", "bert"]),
+            st.integers(-3, 2**70),
+            st.lists(st.integers(-5, 2**40), max_size=5),
+            st.booleans(),
+            st.none(),
+        ),
+    )
+)
+def test_any_config_is_sized_or_said_unsized_quickly(config: dict) -> None:
+    """Pure and bounded: no config.json makes the facts raise or loop (a 2**70-layer config included)."""
+    for written in (config, {**LLAMA_31_8B, **config}):  # alone, and over a config that sizes
+        facts = ModelFacts.from_hf_config(written)
+        assert isinstance(facts.architecture, (Architecture, Unsized))
+        if isinstance(facts.architecture, Architecture):
+            rep = memory_report(topology(), recipe(), "fsdp", facts)
+            assert rep.table.rows and all(isinstance(v, PreflightError) for v in rep.violations)

@@ -154,8 +154,8 @@ def _sized(config: Mapping[str, Any], family: Family) -> Architecture:
     elif family.moe == "qwen3_moe":
         experts, experts_per_token = _int(config, "num_experts"), _int(config, "num_experts_per_tok")
         step = _int(config, "decoder_sparse_step", 1)
-        dense_only = set(config.get("mlp_only_layers") or ())
-        moe_layers = sum(1 for i in range(layers) if i not in dense_only and (i + 1) % step == 0)
+        dense_only = {i for i in config.get("mlp_only_layers") or () if isinstance(i, int) and 0 <= i < layers}
+        moe_layers = layers // step - sum(1 for i in dense_only if (i + 1) % step == 0)
         expert_params = moe_layers * experts * 3 * hidden * _int(config, "moe_intermediate_size")
         router = moe_layers * hidden * experts
         mlp = (layers - moe_layers) * 3 * hidden * intermediate if layers > moe_layers else 0
