@@ -405,3 +405,18 @@ def test_any_config_is_sized_or_said_unsized_quickly(config: dict) -> None:
         if isinstance(facts.architecture, Architecture):
             rep = memory_report(topology(), recipe(), "fsdp", facts)
             assert rep.table.rows and all(isinstance(v, PreflightError) for v in rep.violations)
+
+
+def test_a_sliding_window_caps_the_kv_one_sequence_needs() -> None:
+    """Mistral-7B-v0.1's config.json sets sliding_window 4096: vLLM keeps at most the window per
+    sequence, so a long max_model_len is no certain KV failure there (a false alarm otherwise)."""
+    mistral = {**LLAMA_31_8B, "model_type": "mistral", "vocab_size": 32000, "sliding_window": 4096}
+    llama = {**LLAMA_31_8B, "vocab_size": 32000}
+    topo = one_node(8, "L4")
+    tree = recipe(trainer={"max_prompt_length": 1024}, generator={"sampling_params": {"max_generate_length": 39936}})
+    codes = {
+        name: {v.code for v in report(cfg, topo, tree).violations}
+        for name, cfg in (("mistral", mistral), ("llama", llama))
+    }
+    assert "memory.kv_one_sequence" in codes["llama"] and "memory.kv_one_sequence" not in codes["mistral"]
+    assert arch(mistral).sliding_window == 4096 and arch(llama).sliding_window is None

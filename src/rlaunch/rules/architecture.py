@@ -74,6 +74,7 @@ class Architecture:
     experts: int = 0  # experts per MoE layer (0: dense)
     experts_per_token: int = 0
     moe_layers: int = 0
+    sliding_window: int | None = None  # attention window when on: a sequence keeps at most this much KV
 
     @property
     def weight_bytes_per_param(self) -> int:
@@ -174,6 +175,8 @@ def _sized(config: Mapping[str, Any], family: Family) -> Architecture:
     )
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
     max_positions = config.get("max_position_embeddings")
+    window = config.get("sliding_window")
+    windowed = family.moe == "mixtral" or str(config["model_type"]) == "mistral" or config.get("use_sliding_window")
     return Architecture(
         model_type=str(config["model_type"]),
         layers=layers,
@@ -190,4 +193,5 @@ def _sized(config: Mapping[str, Any], family: Family) -> Architecture:
         experts=experts,
         experts_per_token=experts_per_token,
         moe_layers=moe_layers,
+        sliding_window=window if windowed and isinstance(window, int) and window > 0 else None,
     )

@@ -96,6 +96,12 @@ class KvCapacity:
     overhead: int  # estimated profiling peak + graphs + non-torch
     bytes_per_token: int  # per device
     max_model_len: int
+    window: int | None = None  # sliding-window attention: a sequence never holds more KV than this
+
+    @property
+    def one_sequence(self) -> int:
+        """KV bytes one maximum-length sequence needs on one device."""
+        return self.bytes_per_token * min(self.max_model_len, self.window or self.max_model_len)
 
     @property
     def upper(self) -> int:
@@ -272,7 +278,7 @@ def estimate(
 def rollout_rows(kv: KvCapacity, geo: Geometry) -> list[Row]:
     """A rollout engine device's rows: weights against the budget, one sequence's KV against what the
     weights leave, and the budget against the device."""
-    one = kv.bytes_per_token * kv.max_model_len
+    one = kv.one_sequence
     return [
         Row(
             "rollout",
@@ -421,6 +427,7 @@ def engine_kv(arch: Architecture, geo: Geometry, composed: Mapping[str, Any], de
         overhead=profile_peak + graphs + NON_TORCH,
         bytes_per_token=per_token,
         max_model_len=seq,
+        window=arch.sliding_window,
     )
 
 
@@ -499,7 +506,7 @@ def violations(table: MemoryTable, s: Subject, geo: Geometry) -> list[Violation]
         )
     kv = table.kv
     if kv is not None and not weights and any(r.phase == "KV of one sequence" for r in refused):
-        one = kv.bytes_per_token * kv.max_model_len
+        one = kv.one_sequence
         fits = kv_tokens(kv.upper, kv.bytes_per_token)
         out.append(
             violation(
