@@ -62,6 +62,10 @@ def test_smoke_trains_exports_evaluates_and_reruns_from_storage(launcher: Launch
     record = json.loads((rl / ".artifact.json").read_text())["result"]
     assert meta["runtime_digest"] == record["runtime_digest"]
     assert json.loads((rl / "terminal.json").read_text())["result"]["state"] == "succeeded"
+    # The model recorded its config.json: the run record sizes the smoke per CPU slot, and it fits.
+    memory = json.loads((rl / "run_record.json").read_text())["attempts"][-1]["memory"]
+    assert memory["device"]["name"] == "cpu slot" and memory["unsized"] == [], memory
+    assert {r["status"] for r in memory["rows"]} == {"ok"}, memory
 
     export = Path(record["hf_model_uri"])
     assert export == rl / "exports" / "global_step_4" / "policy"
