@@ -166,10 +166,6 @@ AREAS = (
 _UTF8 = "open() encoding 'utf-8' -> None/'UTF-8'/default: the same codec (Python runs in UTF-8 mode here)"
 _ASCII = "open() encoding of the staged manifest: json.dump writes ASCII only, every codec reads it back the same"
 EQUIVALENT: dict[str, str] = {
-    **{
-        f"rlaunch.task.staging.x_sha256_file__mutmut_{n}": "chunk size read(None)/2 MiB: the same digest"
-        for n in (13, 15, 16)
-    },
     **{f"rlaunch.task.staging.x_stage__mutmut_{n}": _ASCII for n in (26, 28, 30, 106, 109, 117)},
     "rlaunch.task.staging.x_stage__mutmut_50": "temporary directory suffix of 9 hex digits instead of 8: still unique",
     **{f"rlaunch.task.bootstrap.x_entrypoint_command__mutmut_{n}": _UTF8 for n in (10, 13, 17)},

@@ -1,20 +1,20 @@
-"""Regenerate what rlaunch pins for SkyRL 0.4.0, from the package itself. Run from the repository root:
+"""Regenerate what rlaunch pins, from the packages themselves. Run from the repository root:
 
-    python -m scripts.skyrl_regen locks [contract|fsdp|megatron ...]   # whole locks, by pip's resolver
-    python -m scripts.skyrl_regen base-config                          # runtimes/base_configs/skyrl-<v>.yaml
+    python -m scripts.skyrl_regen locks [trl-cpu|contract|iris|fsdp|megatron ...]   # hashed whole locks, by uv
+    python -m scripts.skyrl_regen base-config                                       # runtimes/base_configs/skyrl-<v>.yaml
 
-Both need Python 3.12 (found as the test tier finds it: $RLAUNCH_PYTHON312, `python3.12` on PATH,
-or pyenv's 3.12.*).
-
-`locks`: each lock is generated from the `requirements.in` beside it by
-`python3.12 -m pip install --dry-run --ignore-installed --report` (pip's resolver, for the
-interpreter's platform: linux x86_64, CPython 3.12); nothing is installed. The lock pins every
-package of the resolved environment (`name==version`), so a runtime's source digest, which hashes
-its lock, changes whenever anything in the environment would. The GPU locks (fsdp, megatron)
-include sdists whose build scripts import torch just to report their metadata (flash-attn,
-causal-conv1d, ...): they are resolved with the contract tier's venv (which has torch and the
-build tools) and `--no-build-isolation`, with their `*_SKIP_CUDA_BUILD` switches set, so no CUDA
-toolkit is needed to resolve them.
+`locks`: each lock is generated from the `requirements.in` beside it by `uv pip compile
+--generate-hashes` for linux x86_64 (manylinux_2_28) and the lock's CPython (3.11 for trl-cpu,
+3.12 for the rest), from the public registry and pip's configured find-links (where this
+machine keeps the CPU build of torch that trl-cpu pins). Versions already in a lock are kept
+(uv prefers the output file's pins) unless `--upgrade`. Every package of the environment is
+pinned with the sha256 of each of its files, so the runtime's source digest, which hashes its
+lock, changes whenever anything in the environment would, and the builder installs nothing else
+(`uv pip sync --require-hashes`). Nothing is built or installed: sdists whose build scripts
+import torch just to report their metadata get static metadata from `uv.toml` beside the GPU
+locks (written by this script from `SKYRL_UV_TOML`), which also carries SkyRL's own overrides
+and the build settings the node's install uses; see the GPU locks' `requirements.in`.
+The contract lock is also the fsdp-rehearsal runtime's lock (one venv for both).
 
 `base-config`: builds (or reuses) the contract tier's venv (tests/contract/skyrl/lock.txt) and
 runs `python -m rlaunch_skyrl.base_config` in it, writing the dump into `runtimes/base_configs/`.
@@ -23,29 +23,94 @@ runs `python -m rlaunch_skyrl.base_config` in it, writing the dump into `runtime
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import shutil
 import subprocess
 import sys
-import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+RUNTIMES = REPO / "src" / "rlaunch" / "runtimes"
+
+
+@dataclass(frozen=True)
+class Lock:
+    directory: Path
+    python: str  # major.minor
+    uv_toml: bool = False  # the GPU locks: SkyRL's overrides, static metadata, build settings
+    copies: tuple[Path, ...] = ()  # other locks that are this one
+
+
 LOCKS = {
-    "contract": REPO / "tests" / "contract" / "skyrl",
-    "fsdp": REPO / "src" / "rlaunch" / "runtimes" / "fsdp",
-    "megatron": REPO / "src" / "rlaunch" / "runtimes" / "megatron",
+    "trl-cpu": Lock(RUNTIMES / "trl_cpu", "3.11"),
+    "contract": Lock(REPO / "tests" / "contract" / "skyrl", "3.12", copies=(RUNTIMES / "fsdp_rehearsal",)),
+    "iris": Lock(REPO / "tests" / "iris", "3.12"),
+    "fsdp": Lock(RUNTIMES / "fsdp", "3.12", uv_toml=True),
+    "megatron": Lock(RUNTIMES / "megatron", "3.12", uv_toml=True),
 }
-SKIP_CUDA_BUILD = {
-    "FLASH_ATTENTION_SKIP_CUDA_BUILD": "TRUE",
-    "CAUSAL_CONV1D_SKIP_CUDA_BUILD": "TRUE",
-    "MAMBA_SKIP_CUDA_BUILD": "TRUE",
-    "FAST_HADAMARD_TRANSFORM_SKIP_CUDA_BUILD": "TRUE",
-    "NVTE_FRAMEWORK": "pytorch",
-}
+PLATFORM = "x86_64-manylinux_2_28"
+
+# SkyRL 0.4.0's GPU extras, resolved from the public registry. Upstream resolves them with its own
+# [tool.uv] overrides and extra indexes, which a wheel's metadata does not carry; these are its
+# overrides, less what only those indexes serve:
+# * flashinfer-jit-cache (never on the registry) and flashinfer-cubin (not past 0.6.13 there) are
+#   left out: flashinfer JIT-compiles the kernels a run uses on first use (nvcc on the node, cached
+#   under ~/.cache/flashinfer; minutes per new kernel shape, once per node and shape).
+# * transformer-engine-cu13 is the registry's 2.16.0 wheel, not the `+cu.13.0` build of
+#   Astral's index.
+# * megatron-bridge pins flashinfer-python 0.6.8.post1; SkyRL holds 0.6.18.post1 (vLLM 0.30.0 needs
+#   >= 0.6.16). mamba-ssm and vLLM disagree on tilelang / apache-tvm-ffi; vLLM's pins win.
+#   xgrammar 0.2.3 is the last with a cp312 x86_64 wheel. torchvision 0.28.0 is the one for torch 2.13.0.
+# Static metadata: these sdists import torch in setup.py to report their dependencies.
+# flash-attn 2.8.3 is the registry's sdist, built on the node at install time against its torch
+# (extra-build-dependencies); its setup first fetches upstream's prebuilt wheel for that
+# torch/CUDA/Python and compiles with the node's CUDA toolkit only when none matches.
+SKYRL_UV_TOML = """\
+override-dependencies = [
+    "flashinfer-python==0.6.18.post1",
+    "flashinfer-jit-cache; sys_platform == 'never'",
+    "flashinfer-cubin; sys_platform == 'never'",
+    "nixl-cu12; sys_platform == 'never'",
+    "transformer-engine[pytorch]==2.16.0",
+    "transformer-engine-cu13==2.16.0",
+    "transformers>=5.6.1,<=5.16.1",
+    "megatron-core>=0.16.0",
+    "ml_dtypes>=0.5.0",
+    "tilelang==0.1.12",
+    "apache-tvm-ffi==0.1.11",
+    "xgrammar==0.2.3",
+    "torch==2.13.0",
+    "torchvision==0.28.0",
+]
+
+[extra-build-dependencies]
+flash-attn = [{ requirement = "torch", match-runtime = true }]
+causal-conv1d = [{ requirement = "torch", match-runtime = true }]
+mamba-ssm = [{ requirement = "torch", match-runtime = true }]
+fast-hadamard-transform = [{ requirement = "torch", match-runtime = true }]
+transformer-engine-torch = [{ requirement = "torch", match-runtime = true }]
+
+[[dependency-metadata]]
+name = "flash-attn"
+version = "2.8.3"
+requires-dist = ["torch", "einops"]
+
+[[dependency-metadata]]
+name = "causal-conv1d"
+version = "1.6.2.post1"
+requires-dist = ["torch", "packaging", "ninja"]
+
+[[dependency-metadata]]
+name = "mamba-ssm"
+version = "2.3.2.post1"
+requires-dist = ["torch", "triton", "ninja", "einops", "transformers", "packaging", "setuptools>=61.0.0"]
+"""
 
 
-def python312() -> str:
+def interpreter(version: str) -> str:
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
+        return sys.executable
     sys.path.insert(0, str(REPO))
     from tests.py312_tier import find_python312
 
@@ -55,41 +120,43 @@ def python312() -> str:
     return found.path
 
 
-def resolve(python: str, requirements: Path, *, no_build_isolation: bool = False) -> list[tuple[str, str]]:
-    """(name, version) of every package pip's resolver installs for `requirements`, sorted by name."""
-    with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "report.json"
-        argv = [python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report)]
-        argv += ["--no-build-isolation"] if no_build_isolation else []
-        argv += ["-r", str(requirements)]
-        proc = subprocess.run(argv, env={**os.environ, **SKIP_CUDA_BUILD}, text=True, capture_output=True)
-        if proc.returncode != 0:
-            tail = "\n".join(ln for ln in proc.stderr.splitlines() if not ln.startswith("WARNING: Location"))
-            raise SystemExit(f"pip could not resolve {requirements}:\n{tail[-4000:]}")
-        return pins_from_report(json.loads(report.read_text()))
+def write_lock(name: str, *, upgrade: bool = False) -> Path:
+    from uv import find_uv_bin
 
+    from rlaunch.runtimes.environment import pip_find_links
+    from rlaunch.runtimes.lockfile import read_lock
 
-def pins_from_report(report: dict) -> list[tuple[str, str]]:
-    pins = {(i["metadata"]["name"], i["metadata"]["version"]) for i in report["install"]}
-    return sorted(pins, key=lambda p: p[0].lower().replace("_", "-"))
-
-
-def write_lock(name: str, python: str, pins: list[tuple[str, str]] | None = None) -> Path:
-    directory = LOCKS[name]
-    if pins is None and name != "contract":
-        pins = resolve(contract_venv(python), directory / "requirements.in", no_build_isolation=True)
-    pins = pins if pins is not None else resolve(python, directory / "requirements.in")
-    version = subprocess.run(
-        [python, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True
-    ).stdout.strip()
+    spec = LOCKS[name]
+    lock = spec.directory / "lock.txt"
+    argv = [find_uv_bin(), "pip", "compile", str(spec.directory / "requirements.in"), "--quiet", "--no-header"]
+    argv += ["--python", interpreter(spec.python), "--python-version", spec.python, "--python-platform", PLATFORM]
+    argv += ["--generate-hashes", "--output-file", str(lock)] + (["--upgrade"] if upgrade else [])
+    argv += [arg for link in pip_find_links() for arg in ("--find-links", link)]
+    if spec.uv_toml:
+        config = spec.directory / "uv.toml"
+        config.write_text(
+            f"# uv settings of the {name} lock and its install. GENERATED: python -m scripts.skyrl_regen locks {name}\n"
+            + SKYRL_UV_TOML,
+            encoding="utf-8",
+        )
+        argv += ["--config-file", str(config)]
+    else:
+        argv += ["--no-config"]
+    proc = subprocess.run(argv, env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"}, text=True, capture_output=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"uv could not resolve {spec.directory / 'requirements.in'}:\n{proc.stderr[-4000:]}")
+    body = lock.read_text(encoding="utf-8")
+    packages = len(read_lock(body))
     header = [
-        f"# {name} lock: every package of the environment, resolved by pip for CPython {version} on linux x86_64",
+        f"# {name} lock: every package of the environment with the sha256 of its files, resolved by uv for CPython "
+        f"{spec.python} on linux x86_64 ({PLATFORM})",
         f"# from requirements.in beside it. GENERATED: python -m scripts.skyrl_regen locks {name}",
-        f"# {len(pins)} packages.",
+        f"# {packages} packages.",
     ]
-    lock = directory / "lock.txt"
-    lock.write_text("\n".join(header + [f"{n}=={v}" for n, v in pins]) + "\n", encoding="utf-8")
-    print(f"{lock.relative_to(REPO)}: {len(pins)} packages")
+    lock.write_text("\n".join(header) + "\n" + body.lstrip("\n") + "\n", encoding="utf-8")
+    for copy in spec.copies:
+        shutil.copyfile(lock, copy / "lock.txt")
+    print(f"{lock.relative_to(REPO)}: {packages} packages")
     return lock
 
 
@@ -102,9 +169,9 @@ def contract_venv(python: str) -> str:
     return tier_environment(SKYRL_TIER, python)
 
 
-def write_base_config(python: str) -> Path:
-    venv_python = contract_venv(python)
-    adapter = REPO / "src" / "rlaunch" / "runtimes" / "adapters" / "skyrl"
+def write_base_config() -> Path:
+    venv_python = contract_venv(interpreter("3.12"))
+    adapter = RUNTIMES / "adapters" / "skyrl"
     out = subprocess.run(
         [venv_python, "-m", "rlaunch_skyrl.base_config"],
         env={**os.environ, "PYTHONPATH": str(adapter)},
@@ -113,7 +180,7 @@ def write_base_config(python: str) -> Path:
         check=True,
     ).stdout
     version = next(ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.strip().startswith("skyrl_version:"))
-    target = REPO / "src" / "rlaunch" / "runtimes" / "base_configs" / f"skyrl-{version.strip(chr(39))}.yaml"
+    target = RUNTIMES / "base_configs" / f"skyrl-{version.strip(chr(39))}.yaml"
     target.write_text(out, encoding="utf-8")
     print(f"{target.relative_to(REPO)} written")
     return target
@@ -122,19 +189,19 @@ def write_base_config(python: str) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m scripts.skyrl_regen", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    locks = sub.add_parser("locks", help="regenerate whole locks with pip's resolver")
+    locks = sub.add_parser("locks", help="regenerate whole hashed locks with uv")
     locks.add_argument("names", nargs="*", metavar="NAME", help=f"any of {sorted(LOCKS)} (default: all)")
+    locks.add_argument("--upgrade", action="store_true", help="resolve afresh instead of keeping the locked versions")
     sub.add_parser("base-config", help="dump SkyRL's default config from the installed package")
     args = parser.parse_args()
-    python = python312()
     if args.command == "locks":
         unknown = sorted(set(args.names) - set(LOCKS))
         if unknown:
             parser.error(f"unknown lock(s) {unknown}; choose from {sorted(LOCKS)}")
         for name in args.names or list(LOCKS):
-            write_lock(name, python)
+            write_lock(name, upgrade=args.upgrade)
     else:
-        write_base_config(python)
+        write_base_config()
 
 
 if __name__ == "__main__":

@@ -316,6 +316,27 @@ def get_file(url: Location, local: str) -> None:
         fs.get_file(path, local)
 
 
+def copy_hashed(url: Location, local: str, *, chunk: int = 8 << 20) -> tuple[str, int]:
+    """Copy the file at `url` to the local path `local`, hashing the bytes as they pass: one read of
+    the source, no read-back; returns (sha256 hex, size). Thread-friendly: file I/O and hashlib
+    release the GIL on large buffers, so several copies run at disk speed in parallel."""
+    import hashlib
+
+    fs, path = _route(url)
+    digest, size = hashlib.sha256(), 0
+    buffer = bytearray(chunk)
+    view = memoryview(buffer)
+    with open(path, "rb") if fs is None else fs.open(path, "rb") as source, open(local, "wb") as out:
+        while True:
+            n = source.readinto(buffer)
+            if not n:
+                break
+            digest.update(view[:n])
+            out.write(view[:n])
+            size += n
+    return digest.hexdigest(), size
+
+
 def writable_problem(url: str) -> str | None:
     """Why nothing can be written under `url` (None: a probe file was written there and removed).
 

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from rlaunch.rules.defects import TRIGGERS, findings
-from rlaunch.runtimes.defects import FIXED, OPEN, UNVERIFIED, WORKED_AROUND, KnownDefect, locked_versions, version_key
+from rlaunch.runtimes.defects import FIXED, OPEN, UNVERIFIED, WORKED_AROUND, KnownDefect, locked_versions
+from rlaunch.runtimes.lockfile import read_lock
 from rlaunch.runtimes.registry import get_profile, profile_names
 from rlaunch.skyrl import check_plan
 from rlaunch.skyrl.readiness import MISSING, OK, WARN, readiness
@@ -19,10 +20,10 @@ from tests.skyrl import helpers as h
 pytestmark = pytest.mark.parity
 
 
-def test_lock_pins_and_versions_compare_numerically() -> None:
-    pins = locked_versions(["skyrl[fsdp]==0.4.0", "vLLM==0.30.0 ; sys_platform == 'linux'", "# x==1", "torch>=2"])
-    assert pins == {"skyrl": "0.4.0", "vllm": "0.30.0"}
-    assert version_key("0.20.2") > version_key("0.19.10") and version_key("0.30.0.post1") == (0, 30, 0)
+def test_lock_pins_are_read_by_packaging() -> None:
+    lock = "skyrl[fsdp]==0.4.0\nvLLM==0.30.0 ; sys_platform == 'linux' \\\n    --hash=sha256:ab\n# x==1\ntorch>=2\nJinja2==3.1.6\n"
+    pins = locked_versions(read_lock(lock))
+    assert pins == {"skyrl": "0.4.0", "vllm": "0.30.0", "jinja2": "3.1.6"}
 
 
 @pytest.mark.parametrize(
@@ -30,12 +31,16 @@ def test_lock_pins_and_versions_compare_numerically() -> None:
     [
         (KnownDefect("X#1", "vllm", "s", fixed_in="0.20.2"), {"vllm": "0.20.2"}, FIXED),
         (KnownDefect("X#1", "vllm", "s", fixed_in="0.20.2"), {"vllm": "0.20.1"}, OPEN),
+        (KnownDefect("X#1", "vllm", "s", fixed_in="0.20.2"), {"vllm": "0.19.10"}, OPEN),  # numeric, not text
+        (KnownDefect("X#1", "vllm", "s", fixed_in="0.20.2"), {"vllm": "0.20.2rc1"}, OPEN),  # pre-release first
+        (KnownDefect("X#1", "vllm", "s", fixed_in="0.20.2"), {"vllm": "0.20.2.post1"}, FIXED),
+        (KnownDefect("X#1", "vLLM", "s", fixed_in="0.20.2rc1"), {"vllm": "0.20.2rc2"}, FIXED),
         (
             KnownDefect("X#1", "vllm", "s", fixed_in="0.20.2", workaround="batch.tail_stride"),
             {"vllm": "0.19.0"},
             WORKED_AROUND,
         ),
-        (KnownDefect("X#1", "vllm", "s", fixed_in="0.20.2"), {}, UNVERIFIED),
+        (KnownDefect("X#1", "vllm", "s", fixed_in="0.20.2"), {}, UNVERIFIED),  # a lock without the package
         (KnownDefect("X#1", "skyrl", "s"), {"skyrl": "9.9.9"}, OPEN),
     ],
 )

@@ -1,9 +1,9 @@
 """Known upstream defects: which ones a plan triggers, how each reads, and which the preflight refuses.
 
-A defect's status comes from the runtime's lock (fsdp pins skyrl 0.4.0 and PyYAML 6.0.4, not vllm); its
-trigger is a predicate over the plan's geometry and composed recipe. Only an open defect that the
-plan triggers is a violation (`defect.open`); one the lock does not pin is `unverified`, since
-nobody can tell.
+A defect's status comes from the runtime's whole lock (fsdp pins every package: skyrl 0.4.0,
+vllm 0.30.0, flash-attn 2.8.3, PyYAML 6.0.4, ...); its trigger is a predicate over the plan's
+geometry and composed recipe. Only an open defect that the plan triggers is a violation
+(`defect.open`, with the fix); one naming a package the lock does not hold is `unverified`.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ def test_each_finding_reads_its_status_fix_and_whether_the_plan_triggers_it() ->
         KnownDefect("B#2", "skyrl", "s", fixed_in="0.4.0", trigger="step_wise_trajectories"),
         KnownDefect("C#3", "skyrl", "s", fixed_in="0.5.0", workaround="batch.tail_stride", trigger="tail_stride"),
         KnownDefect("D#4", "flash-attn", "s"),
+        KnownDefect("U#6", "not-in-the-lock", "s"),
     )
     assert found(SEED, *defects) == {
         "A#1": (OPEN, False, "A#1 (skyrl): open; not triggered by this plan"),
@@ -47,7 +48,8 @@ def test_each_finding_reads_its_status_fix_and_whether_the_plan_triggers_it() ->
             False,
             "C#3 (skyrl, fixed in skyrl 0.5.0): worked around by rule batch.tail_stride; not triggered by this plan",
         ),
-        "D#4": (UNVERIFIED, True, "D#4 (flash-attn): unverified; this plan triggers it"),  # no trigger: every plan
+        "D#4": (OPEN, True, "D#4 (flash-attn): open; this plan triggers it"),  # no trigger: every plan
+        "U#6": (UNVERIFIED, True, "U#6 (not-in-the-lock): unverified; this plan triggers it"),
     }
     fixed_by_rule = KnownDefect("E#5", "pyyaml", "s", fixed_in="6.0", workaround="batch.tail_stride")
     assert found(SEED, fixed_by_rule)["E#5"][2] == "E#5 (pyyaml, fixed in pyyaml 6.0): fixed; this plan triggers it"
@@ -87,12 +89,16 @@ def test_only_an_open_defect_the_plan_triggers_is_refused() -> None:
     assert codes(TAIL, open_tail) == [
         ("runtime.known_defects.A#1", {"defect": "A#1", "package": "skyrl", "pinned": "0.4.0"})
     ]
-    unpinned = KnownDefect("D#4", "flash-attn", "s")
+    unpinned = KnownDefect("D#4", "not-in-the-lock", "s")
     worked_around = KnownDefect("C#3", "skyrl", "s", workaround="batch.tail_stride", trigger="tail_stride")
     fixed = KnownDefect("B#2", "skyrl", "s", fixed_in="0.4.0")
     assert codes(TAIL, unpinned, worked_around, fixed) == []
     assert [c[0] for c in codes(TAIL, unpinned, worked_around, open_tail, fixed)] == ["runtime.known_defects.A#1"]
-    open_vllm = KnownDefect("Y#7", "PyYAML", "anchors loop", fixed_in="7.0")
-    assert codes(SEED, open_vllm) == [
+    open_yaml = KnownDefect("Y#7", "PyYAML", "anchors loop", fixed_in="7.0")
+    assert codes(SEED, open_yaml) == [
         ("runtime.known_defects.Y#7", {"defect": "Y#7", "package": "PyYAML", "pinned": "6.0.4"})
     ]
+    open_vllm = KnownDefect("V#8", "vllm", "weight sync OOM", fixed_in="0.31.0rc1")  # a fix after the locked 0.30.0
+    (refused,) = [v for v in verdict(dataclasses.replace(SEED, profile=runtime(open_vllm))) if v.code == "defect.open"]
+    assert refused.values == {"defect": "V#8", "package": "vllm", "pinned": "0.30.0"}
+    assert "repin the runtime to vllm>=0.31.0rc1, which has the fix" in refused.fix

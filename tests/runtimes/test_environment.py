@@ -19,7 +19,8 @@ from rlaunch.runtimes.environment import (
 )
 from rlaunch.runtimes.registry import Capabilities, RuntimeProfile, get_profile
 
-LOCK = "# a tiny lock for builder tests\nsix==1.17.0\n"
+SIX_WHEEL = "4721f391ed90541fddacab5acf947aa0d3dc7d27b2e1e8eda2be8970586c3274"  # six-1.17.0-py2.py3-none-any.whl
+LOCK = f"# a tiny lock for builder tests\nsix==1.17.0 \\\n    --hash=sha256:{SIX_WHEEL}\n"
 
 
 def make_profile(
@@ -105,6 +106,7 @@ def test_progress_is_reported(built):
     text = "\n".join(built["messages"])
     assert "creating venv" in text
     assert "installing runtime fake: 1 packages" in text
+    assert "with uv (hashes required)" in text and "Installed 1 package" in text
     assert "1/1 packages ... done in" in text
     assert "venv ready" in text
 
@@ -201,9 +203,17 @@ def test_missing_interpreter_fails_clearly(tmp_path):
         ensure_environment(profile, progress=lambda m: None, cache=tmp_path / "cache")
 
 
-def test_pip_failure_reports_its_output_and_leaves_no_usable_venv(tmp_path):
-    profile = make_profile(tmp_path / "src", lock="./no-such-file-anywhere.whl\n")
-    with pytest.raises(RuntimeEnvironmentError, match="no-such-file-anywhere"):
+@pytest.mark.parametrize(
+    "lock, says",
+    [
+        (LOCK.replace(SIX_WHEEL, "0" * 64), "hash"),  # a file that is not the one the lock names
+        ("six==1.17.0\n", "hash"),  # a lock without hashes is not installed at all
+    ],
+    ids=["wrong-hash", "no-hash"],
+)
+def test_a_lock_whose_hashes_do_not_hold_is_refused_and_leaves_no_usable_venv(tmp_path, lock, says):
+    profile = make_profile(tmp_path / "src", lock=lock)
+    with pytest.raises(RuntimeEnvironmentError, match=f"(?s)uv could not install runtime fake.*{says}"):
         ensure_environment(profile, progress=lambda m: None, cache=tmp_path / "cache")
     assert not list((tmp_path / "cache" / "venvs").glob("*/" + COMPLETE))
 
@@ -253,4 +263,4 @@ def test_trl_cpu_profile_is_a_torchrun_venv():
     profile = get_profile("trl-cpu")
     assert profile.environment == "venv" and profile.launcher == "torchrun" and profile.python == "3.11"
     assert any(r.startswith("trl==") for r in profile.lock_requirements())
-    assert any(r.startswith("torch==") for r in profile.lock_requirements())
+    assert "torch==2.13.0+cpu" in profile.lock_requirements()  # the CPU build, from pip's configured find-links

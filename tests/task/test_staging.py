@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from rlaunch import storage
 from rlaunch.paths import ConfinementError
-from rlaunch.task.staging import MANIFEST, StagingError, sha256_file, stage, verify_identity
+from rlaunch.task import staging
+from rlaunch.task.staging import MANIFEST, StagingError, stage, verify_identity
 
 from .conftest import make_artifact, sha256
 
@@ -203,14 +207,64 @@ def test_a_target_outside_the_task_root_is_refused_before_anything_is_touched(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no copy, no temporary directory beside it
 
 
-def test_sha256_file_reads_files_larger_than_one_chunk(tmp_path: Path) -> None:
+def test_copy_hashed_copies_and_hashes_files_larger_than_one_chunk(tmp_path: Path) -> None:
     data = os.urandom((1 << 20) + 17)
     (tmp_path / "big").write_bytes(data)
-    assert sha256_file(str(tmp_path / "big")) == sha256(data)
+    digest, size = storage.copy_hashed(str(tmp_path / "big"), str(tmp_path / "copy"), chunk=1 << 16)
+    assert (digest, size) == (sha256(data), len(data))
+    assert (tmp_path / "copy").read_bytes() == data
 
 
-def test_megabytes_are_decimal(tmp_path: Path) -> None:
-    uri, identity = make_artifact(tmp_path / "art", {"w.bin": b"x" * 1_050_001}, checksums={})
-    lines: list[str] = []
-    staged(tmp_path, uri, identity, lines)
-    assert lines[0] == "staging models/tiny@2026.12.01: 1/1 files, 1.1 MB"  # 1.050001 MB, not 1.049999 MiB-ish
+def test_copy_hashed_reads_through_fsspec(tmp_path: Path) -> None:
+    import fsspec
+
+    with fsspec.open("memory://staging-test/w.bin", "wb") as handle:
+        handle.write(b"y" * 70_000)
+    digest, size = storage.copy_hashed("memory://staging-test/w.bin", str(tmp_path / "w.bin"), chunk=4096)
+    assert (digest, size) == (sha256(b"y" * 70_000), 70_000)
+    assert (tmp_path / "w.bin").read_bytes() == b"y" * 70_000
+
+
+class Watched:
+    """storage.copy_hashed, slowed a little so copies overlap, counting how many run at once."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.copy, self.lock = storage.copy_hashed, threading.Lock()
+        self.in_flight, self.most = 0, 0
+        monkeypatch.setattr(storage, "copy_hashed", self)
+
+    def __call__(self, url: str, local: str, **kwargs: int) -> tuple[str, int]:
+        with self.lock:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+        try:
+            time.sleep(0.02)
+            return self.copy(url, local, **kwargs)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+
+@pytest.mark.parametrize("bad", [0, 5, 11])
+def test_a_corrupted_file_among_many_in_flight_is_refused_and_nothing_is_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: int
+) -> None:
+    files = {f"shard-{i:02d}.bin": bytes([i]) * 300_000 for i in range(12)}
+    uri, identity = make_artifact(tmp_path / "art", files)
+    (tmp_path / "art" / f"shard-{bad:02d}.bin").write_bytes(b"bit rot")  # after the record listed its sha256
+    copies = Watched(monkeypatch)
+    with pytest.raises(StagingError) as info:
+        staged(tmp_path, uri, identity)
+    assert str(info.value) == f"{uri}/shard-{bad:02d}.bin does not match the sha256 its artifact record lists"
+    assert copies.most > 1 and copies.in_flight == 0  # copied in parallel; every copy stopped before the refusal
+    assert leftovers(tmp_path) == []  # no target, no half-staged temporary directory
+
+
+def test_the_copies_in_flight_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(staging, "COPIES_IN_FLIGHT", 3)
+    files = {f"f{i}.bin": bytes([i]) * 1000 for i in range(10)}
+    uri, identity = make_artifact(tmp_path / "art", files)
+    copies = Watched(monkeypatch)
+    target = staged(tmp_path, uri, identity)
+    assert copies.most == 3
+    assert sorted(p.name for p in target.iterdir()) == sorted([MANIFEST, *files])

@@ -15,7 +15,7 @@ from typing import Any
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.launch_config.recipe import get_path
 from rlaunch.rules.common import Violation, violation
-from rlaunch.runtimes.defects import OPEN, KnownDefect, normalise
+from rlaunch.runtimes.defects import OPEN, KnownDefect
 from rlaunch.runtimes.registry import RuntimeProfile
 
 CODES = ("defect.open",)
@@ -69,19 +69,26 @@ def findings(profile: RuntimeProfile, composed: Mapping[str, Any]) -> list[Defec
 
 def defect_rules(profile: RuntimeProfile, composed: Mapping[str, Any]) -> list[Violation]:
     """`defect.open` for every open defect of the pinned lock that this plan would trigger."""
+    from packaging.utils import canonicalize_name
+
     locked = profile.locked_versions()
     out = []
     for f in findings(profile, composed):
         if f.status != OPEN or not f.triggered:
             continue
-        pinned = locked.get(normalise(f.defect.package), "(unpinned)")
+        pinned = locked.get(canonicalize_name(f.defect.package), "(unpinned)")
+        repin = (
+            f"repin the runtime to {f.defect.package}>={f.defect.fixed_in}, which has the fix"
+            if f.defect.fixed_in
+            else "repin the runtime once a release with the fix exists"
+        )
         out.append(
             violation(
                 "defect.open",
                 [f"runtime.known_defects.{f.defect.id}"],
                 f"runtime {profile.name!r} pins {f.defect.package} {pinned}, which has the open upstream defect "
                 f"{f.defect.id}, and this plan triggers it: {f.defect.symptom}",
-                "change the plan so it does not trigger the defect, or repin the runtime to a release with the fix "
+                f"change the plan so it does not trigger the defect, or {repin} "
                 "(a new runtime digest wants a new artifact version)",
                 defect=f.defect.id,
                 package=f.defect.package,

@@ -14,17 +14,16 @@ plan on this runtime). Against the profile's lock each defect is:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from rlaunch.runtimes.lockfile import Pin
 
 FIXED = "fixed"
 WORKED_AROUND = "worked around"
 OPEN = "open"
 UNVERIFIED = "unverified"
-
-_PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;#]+)")
 
 
 @dataclass(frozen=True)
@@ -49,37 +48,19 @@ class KnownDefect:
         return cls(**values)  # type: ignore[arg-type]
 
     def status(self, locked: Mapping[str, str]) -> str:
-        """This defect's state for a lock given as {normalised package name: version}."""
-        version = locked.get(normalise(self.package))
-        if version is not None and self.fixed_in is not None and version_key(version) >= version_key(self.fixed_in):
+        """This defect's state for a lock given as {canonical package name: version} (PEP 440 order:
+        a pre-release of `fixed_in` is not yet the fix)."""
+        from packaging.utils import canonicalize_name
+        from packaging.version import Version
+
+        version = locked.get(canonicalize_name(self.package))
+        if version is not None and self.fixed_in is not None and Version(version) >= Version(self.fixed_in):
             return FIXED
         if self.workaround:
             return WORKED_AROUND
         return UNVERIFIED if version is None else OPEN
 
 
-def normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def locked_versions(requirements: Iterable[str]) -> dict[str, str]:
-    """{package: version} of every exact pin (`name==version`, extras and markers ignored)."""
-    out: dict[str, str] = {}
-    for line in requirements:
-        match = _PIN.match(line)
-        if match:
-            out[normalise(match.group(1))] = match.group(2)
-    return out
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    """A comparable key of a release's numeric part (`0.20.2.post1` -> (0, 20, 2))."""
-    parts = []
-    for piece in version.split("."):
-        digits = re.match(r"\d+", piece)
-        if not digits:
-            break
-        parts.append(int(digits.group()))
-        if digits.group() != piece:
-            break
-    return tuple(parts)
+def locked_versions(pins: Iterable[Pin]) -> dict[str, str]:
+    """{canonical package name: version} of every exact pin of a lock."""
+    return {pin.name: pin.version for pin in pins if pin.version is not None}

@@ -10,7 +10,7 @@ directory to put on PYTHONPATH, the environment variables and the argv of a runt
 
       <root>/venvs/<sha256(lock.txt)[:16]>/         the virtualenv, shared by every digest with this lock
           .rlaunch-complete                          written last: the venv is usable
-          lock.txt, freeze.txt                       what was asked for / what pip installed
+          lock.txt, freeze.txt                       what was asked for / what uv installed
       <root>/<profile>-<digest[:16]>/               one per source digest, immutable once complete
           adapter/                                   snapshot of the adapter source (what runs)
           profile/, base_config.yaml                 snapshot of the rest of what was digested
@@ -18,8 +18,10 @@ directory to put on PYTHONPATH, the environment variables and the argv of a runt
           environment.json                           profile, digest, venv, python, created
           .rlaunch-complete
 
-  The venv is made with `python<profile.python> -m venv` (the running interpreter when its
-  major.minor matches), then `<venv>/bin/python -m pip install -r lock.txt`. A venv without its
+  uv (the `uv` wheel, a dependency of rlaunch) makes the venv (`uv venv --python <profile.python>`,
+  never downloading an interpreter) and installs exactly the lock, every file checked against its
+  sha256 (`uv pip sync --require-hashes`, with pip's configured find-links, where a machine keeps
+  wheels the registry does not serve, such as the CPU build of torch). A venv without its
   completion marker is half-built: it is removed and rebuilt, never used. A snapshot is copied to
   a temporary directory, checked against the digest, and renamed into place. Builders serialise
   on `fcntl` locks under `<root>/.locks/`, so concurrent processes build each thing once.
@@ -27,13 +29,11 @@ directory to put on PYTHONPATH, the environment variables and the argv of a runt
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlaunch import storage
+from rlaunch.runtimes.lockfile import read_lock
 
 if TYPE_CHECKING:  # pragma: no cover
     from rlaunch.runtimes.registry import RuntimeProfile
@@ -187,6 +188,25 @@ def ensure_environment(
 
 
 @contextmanager
+def _heartbeat(say: Progress, message: Callable[[float], str]) -> Iterator[None]:
+    """Say `message(seconds so far)` every HEARTBEAT_S while the block runs, so a long wait is never silent."""
+    started = time.monotonic()
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(HEARTBEAT_S):
+            say(message(time.monotonic() - started))
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+@contextmanager
 def _locked(path: Path, say: Progress, what: str) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
@@ -194,16 +214,8 @@ def _locked(path: Path, say: Progress, what: str) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             say(f"waiting for another process that is building {what} (lock {path})")
-            started = last = time.monotonic()
-            while True:
-                try:
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    time.sleep(0.2)
-                    if time.monotonic() - last >= HEARTBEAT_S:
-                        last = time.monotonic()
-                        say(f"still waiting for {what} ({time.monotonic() - started:.0f}s)")
+            with _heartbeat(say, lambda s: f"still waiting for {what} ({s:.0f}s)"):
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -219,12 +231,6 @@ def _sha256(data: bytes) -> str:
 
 def venv_key(profile: RuntimeProfile) -> str:
     return _sha256(profile.lock_file.read_bytes())[:16]
-
-
-def lock_requirements(lock_file: Path) -> list[str]:
-    """The requirement lines of a lock (comments and blank lines dropped)."""
-    lines = lock_file.read_text(encoding="utf-8").splitlines()
-    return [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("#")]
 
 
 def _venv_complete(venv: Path) -> bool:
@@ -249,8 +255,8 @@ def build_venv(
     """The venv for `lock_file` under `<root>/venvs/<sha256(lock)[:16]>`, built once; (venv, built now).
 
     `what` names it in progress and errors ("runtime fsdp", "test tier skyrl"); `interpreter`
-    creates it (default: `base_interpreter(python)`). Shared by runtime profiles and the test
-    tiers that need another Python (tests/py312_tier.py)."""
+    creates it (default: the Python `python` (major.minor) that uv finds). Shared by runtime
+    profiles and the test tiers that need another Python (tests/py312_tier.py)."""
     say = progress or _stderr_progress
     root = root if root is not None else cache_root()
     lock_bytes = lock_file.read_bytes()
@@ -267,27 +273,28 @@ def build_venv(
             say(f"removing half-built venv {venv} (no completion marker)")
             shutil.rmtree(venv)
         started = time.monotonic()
-        interpreter = interpreter or base_interpreter(python)
         say(f"building {what}: creating venv (Python {python}) at {venv}")
         venv.parent.mkdir(parents=True, exist_ok=True)
-        _run_checked([interpreter, "-m", "venv", str(venv)], f"create the venv for {what}")
+        created = _uv(["venv", "--quiet", "--python", interpreter or str(python), str(venv)])
+        if created.returncode != 0:
+            raise RuntimeEnvironmentError(
+                f"{what} needs Python {python} to build its environment, and uv could not create one: "
+                f"{created.stdout.strip()[-1500:]}. Install Python {python} (e.g. `pyenv install {python}`) "
+                f"so that `python{python}` is on PATH."
+            )
         (venv / "lock.txt").write_bytes(lock_bytes)
-        venv_python = str(venv / "bin" / "python")
-        requirements = lock_requirements(lock_file)
-        _pip_install(venv_python, venv / "lock.txt", len(requirements), what, say)
-        freeze = subprocess.run(
-            [venv_python, "-m", "pip", "freeze", "--disable-pip-version-check"],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout
-        (venv / "freeze.txt").write_text(freeze, encoding="utf-8")
+        total = len(read_lock(lock_bytes.decode("utf-8"), str(lock_file)))
+        config = lock_file.parent / "uv.toml"  # the GPU locks' build settings (scripts/skyrl_regen.py)
+        if config.is_file():
+            shutil.copyfile(config, venv / "uv.toml")
+        _install(venv, venv / "lock.txt", total, what, say)
+        (venv / "freeze.txt").write_text(_uv(["pip", "freeze", "--python", str(venv / "bin" / "python")]).stdout)
         seconds = time.monotonic() - started
         marker = {
             "profile": what,
             "lock_sha256": _sha256(lock_bytes),
             "python": python,
-            "requirements": len(requirements),
+            "requirements": total,
             "seconds": round(seconds, 1),
             "built_at": time.time(),
         }
@@ -309,121 +316,48 @@ def _check_venv_python(what: str, python: str, venv: Path) -> None:
         )
 
 
-def base_interpreter(version: str) -> str:
-    """An interpreter of `version` (major.minor) to create a venv with."""
-    version = str(version)
-    if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
-        return sys.executable
-    candidate = shutil.which(f"python{version}")
-    if candidate:
-        probe = subprocess.run(
-            [candidate, "-c", "import sys, venv; print('%d.%d' % sys.version_info[:2])"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if probe.returncode == 0 and probe.stdout.strip() == version:
-            return candidate
-        detail = f"{candidate} does not run as Python {version}: {(probe.stderr or probe.stdout).strip()[:300]}"
-    else:
-        detail = f"no python{version} on PATH"
-    raise RuntimeEnvironmentError(
-        f"this runtime needs Python {version} to build its environment, and {detail}. "
-        f"Install Python {version} (e.g. `pyenv install {version}`) so that `python{version}` is on PATH."
-    )
+def _uv(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run uv (the `uv` wheel's binary) with stderr folded into stdout; never downloads a Python."""
+    from uv import find_uv_bin
+
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
+    return subprocess.run([find_uv_bin(), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
 
-def _run_checked(argv: list[str], what: str) -> None:
-    result = subprocess.run(argv, capture_output=True, text=True, check=False)
+def pip_find_links() -> list[str]:
+    """The find-links locations pip is configured with (`pip config list`, PIP_FIND_LINKS): uv does not read
+    pip's configuration, and a machine's wheels there (e.g. the CPU build of torch) are what its locks pin."""
+    found = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False
+    ).stdout.splitlines()
+    values = [line.split("=", 1)[1].strip("'\"") for line in found if line.split("=", 1)[0].endswith(".find-links")]
+    values.append(os.environ.get("PIP_FIND_LINKS", ""))
+    return list(dict.fromkeys(link for value in values for link in value.split() if link))
+
+
+_UV_SAYS = ("Resolved ", "Prepared ", "Installed ", "Uninstalled ", "Audited ")
+
+
+def _install(venv: Path, lock: Path, total: int, name: str, say: Progress) -> None:
+    """`uv pip sync --require-hashes`: exactly the lock's packages, each checked against its sha256
+    (with the lock's `uv.toml` when it has one, else no uv configuration of this machine)."""
+    links = [arg for link in pip_find_links() for arg in ("--find-links", link)]
+    config = venv / "uv.toml"
+    links += ["--config-file", str(config)] if config.is_file() else ["--no-config"]
+    say(f"installing {name}: {total} packages from {lock.name} with uv (hashes required)")
+    started = time.monotonic()
+    with _heartbeat(say, lambda s: f"installing {name}: {total} packages ... {s:.0f}s"):
+        result = _uv(["pip", "sync", "--python", str(venv / "bin" / "python"), "--require-hashes", *links, str(lock)])
+    lines = result.stdout.splitlines()
+    for line in lines:
+        if line.startswith(_UV_SAYS):
+            say(f"installing {name}: {line.strip()}")
     if result.returncode != 0:
         raise RuntimeEnvironmentError(
-            f"could not {what}: `{' '.join(argv)}` exited {result.returncode}\n{(result.stderr or result.stdout)[-3000:]}"
+            f"uv could not install {name} from {lock} (exit {result.returncode}); last lines:\n"
+            + "\n".join(lines[-60:])
         )
-
-
-_COLLECT = re.compile(r"^(Collecting|Processing|Requirement already satisfied:?)\s+(\S+)")
-
-
-def _package_name(spec: str) -> str:
-    """`torch==2.13.0`, `/opt/wheels/torch-2.13.0+cpu-cp311-....whl` or `torch>=2` -> `torch`."""
-    spec = os.path.basename(spec.rstrip(","))
-    name = re.split(r"[=<>!~\[(;]|-\d", spec, maxsplit=1)[0]
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _pip_install(python: str, lock: Path, total: int, name: str, say: Progress) -> None:
-    argv = [
-        python,
-        "-m",
-        "pip",
-        "install",
-        "--disable-pip-version-check",
-        "--no-input",
-        "--progress-bar",
-        "off",
-        "-r",
-        str(lock),
-    ]
-    say(f"installing {name}: {total} packages from {lock.name} with pip")
-    started = time.monotonic()
-    tail: collections.deque[str] = collections.deque(maxlen=60)
-    state = {"phase": "collecting", "seen": 0, "last_say": time.monotonic()}
-    collected: set[str] = set()
-    done = threading.Event()
-    guard = threading.Lock()
-
-    def emit(message: str) -> None:
-        with guard:
-            state["last_say"] = time.monotonic()
-        say(message)
-
-    def heartbeat() -> None:
-        while not done.wait(1.0):
-            with guard:
-                quiet = time.monotonic() - state["last_say"]
-            if quiet >= HEARTBEAT_S:
-                emit(
-                    f"installing {name}: {state['phase']} {state['seen']}/{total} packages ... "
-                    f"{time.monotonic() - started:.0f}s"
-                )
-
-    process = subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        bufsize=1,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    beat = threading.Thread(target=heartbeat, daemon=True)
-    beat.start()
-    try:
-        assert process.stdout is not None
-        for raw in process.stdout:
-            line = raw.rstrip()
-            tail.append(line)
-            match = _COLLECT.match(line)
-            if match:
-                package = _package_name(match.group(2))
-                if package not in collected:
-                    collected.add(package)
-                    state["seen"] = min(len(collected), total)
-                    if state["seen"] == 1 or state["seen"] % 10 == 0:
-                        emit(f"installing {name}: collecting {state['seen']}/{total} packages ({package})")
-            elif line.startswith("Installing collected packages:"):
-                state["phase"] = "installing"
-                emit(f"installing {name}: {state['seen']}/{total} collected, installing them ...")
-        returncode = process.wait()
-    finally:
-        done.set()
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    if returncode != 0:
-        raise RuntimeEnvironmentError(
-            f"pip could not install {name} from {lock} (exit {returncode}); last lines:\n" + "\n".join(tail)
-        )
-    emit(f"installing {name}: {total}/{total} packages ... done in {time.monotonic() - started:.0f}s")
+    say(f"installing {name}: {total}/{total} packages ... done in {time.monotonic() - started:.0f}s")
 
 
 # ---------------------------------------------------------------- snapshot

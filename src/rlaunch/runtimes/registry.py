@@ -26,6 +26,7 @@ from rlaunch.launch_config.recipe import BaseConfigShape, RecipeProblem, compose
 from rlaunch.launch_config.task_env import check_task_env
 from rlaunch.runtimes import parsed
 from rlaunch.runtimes.defects import KnownDefect, locked_versions
+from rlaunch.runtimes.lockfile import Pin, read_lock_file
 
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
@@ -36,7 +37,7 @@ _PROFILE_DIRS = {"trl-cpu": "trl_cpu", "fsdp": "fsdp", "fsdp-rehearsal": "fsdp_r
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # What ships with a runtime: globs ('*' within one path segment) relative to a profile directory
 # and to an adapter directory. The digest reads exactly these files, the wheel ships exactly these.
-SHIPPED_PROFILE_FILES = ("*.yaml", "*.txt", "*.in")
+SHIPPED_PROFILE_FILES = ("*.yaml", "*.txt", "*.in", "*.toml")  # *.toml: uv.toml, the GPU locks' build settings
 SHIPPED_ADAPTER_FILES = ("*/*.py",)
 LAUNCHERS = ("python", "torchrun", "ray-driver")
 RAY_DRIVER = "ray-driver"
@@ -136,12 +137,13 @@ class RuntimeProfile:
         return compose(self.base_config(), recipe, self.base_shape)
 
     def lock_requirements(self) -> list[str]:
+        """Every requirement of the lock, as written (hashes and comments dropped)."""
+        return [pin.requirement for pin in self._lock]
+
+    @functools.cached_property
+    def _lock(self) -> tuple[Pin, ...]:
         lock = os.path.join(self.directory, "lock.txt")  # not `lock_file`: the preflight stays free of pathlib
-        if not os.path.exists(lock):
-            return []
-        with open(lock, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-        return [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("#")]
+        return read_lock_file(lock) if os.path.exists(lock) else ()
 
     def trainer_processes(self, gpus_per_node: int) -> int:
         """Training processes one task starts: one per device slot under torchrun, else one driver."""
@@ -153,7 +155,7 @@ class RuntimeProfile:
 
     @functools.cached_property
     def _locked_versions(self) -> dict[str, str]:
-        return locked_versions(self.lock_requirements())
+        return locked_versions(self._lock)
 
     def canonical_strategy(self, strategy: str) -> str:
         return self.strategy_aliases.get(strategy, strategy)

@@ -1,19 +1,21 @@
 """Stage an artifact directory to a task-local path, verifying what was copied.
 
 The source artifact's record must carry the identity (name@version and fingerprint) the launch
-document expects, every file is copied through fsspec and, when the record lists checksums,
-verified by sha256. The copy lands in a temporary directory and is renamed into place, so a
-half-staged input is never used; an already staged, matching input is reused. Staging writes and
-deletes only inside the task's root (`rlaunch.paths`).
+document expects. Files are copied through fsspec several at a time (`COPIES_IN_FLIGHT`), each
+hashed by sha256 as its bytes pass (one read of the source, no read-back), and every checksum the
+record lists is verified before anything is renamed into place. The copy lands in a temporary
+directory beside the target; a failure stops the copies still in flight, waits for them, and
+removes that directory, so a half-staged input is never used or left behind. An already staged,
+matching input is reused. Staging writes and deletes only inside the task's root (`rlaunch.paths`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import uuid
 from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 from rlaunch import storage
 from rlaunch.artifacts import records
@@ -21,6 +23,7 @@ from rlaunch.errors import UserError
 from rlaunch.paths import inside, remove_inside
 
 MANIFEST = ".rlaunch-staged.json"
+COPIES_IN_FLIGHT = 8  # enough to keep a local disk or an object store's connections busy
 
 
 class StagingError(UserError, RuntimeError):
@@ -39,14 +42,6 @@ def verify_identity(uri: str, identity: str) -> dict:
             "the input changed since the document was rendered"
         )
     return record
-
-
-def sha256_file(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def stage(uri: str, identity: str, target: str, progress: Callable[[str], None], *, root: str) -> str:
@@ -69,17 +64,9 @@ def stage(uri: str, identity: str, target: str, progress: Callable[[str], None],
         raise StagingError(f"{uri} holds no files to stage")
     tmp = f"{target}.staging-{uuid.uuid4().hex[:8]}"
     os.makedirs(tmp)
-    total = 0
+    name = identity.split(":")[0]
     try:
-        for i, rel in enumerate(files, 1):
-            local = os.path.join(tmp, rel)
-            os.makedirs(os.path.dirname(local), exist_ok=True)
-            storage.get_file(storage.join(uri, rel), local)
-            total += os.path.getsize(local)
-            if rel in expected and sha256_file(local) != expected[rel]:
-                raise StagingError(f"{uri}/{rel} does not match the sha256 its artifact record lists")
-            if i == len(files) or i % 20 == 0:
-                progress(f"staging {identity.split(':')[0]}: {i}/{len(files)} files, {total / 1e6:.1f} MB")
+        total = _copy_all(uri, files, tmp, expected, lambda i, size: _say(progress, name, i, len(files), size))
         missing = sorted(set(expected) - set(files))
         if missing:
             raise StagingError(f"{uri} lacks files its artifact record lists: {missing}")
@@ -90,5 +77,41 @@ def stage(uri: str, identity: str, target: str, progress: Callable[[str], None],
     finally:
         remove_inside(root, tmp)
     checked = f", {len(expected)} checksum(s) verified" if expected else ""
-    progress(f"staged {identity.split(':')[0]} -> {target}{checked}")
+    progress(f"staged {name} -> {target}{checked}")
     return target
+
+
+def _say(progress: Callable[[str], None], name: str, done: int, count: int, size: int) -> None:
+    if done == count or done % 20 == 0:
+        progress(f"staging {name}: {done}/{count} files, {size / 1e6:.1f} MB")
+
+
+def _copy_all(
+    uri: str, files: list[str], tmp: str, expected: dict[str, str], copied: Callable[[int, int], None]
+) -> int:
+    """Copy `files` of `uri` into `tmp`, several in flight, each checked against `expected` as it lands;
+    returns the bytes copied. The first failure cancels the copies not started and waits for the
+    running ones, so nothing writes into `tmp` once this returns or raises."""
+
+    def one(rel: str) -> tuple[str, str, int]:
+        local = os.path.join(tmp, rel)
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        digest, size = storage.copy_hashed(storage.join(uri, rel), local)
+        return rel, digest, size
+
+    total = done = 0
+    with ThreadPoolExecutor(min(COPIES_IN_FLIGHT, len(files)), thread_name_prefix="rlaunch-stage") as pool:
+        pending = {pool.submit(one, rel) for rel in files}
+        try:
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                for future in finished:
+                    rel, digest, size = future.result()
+                    if rel in expected and digest != expected[rel]:
+                        raise StagingError(f"{uri}/{rel} does not match the sha256 its artifact record lists")
+                    total, done = total + size, done + 1
+                    copied(done, total)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+    return total
