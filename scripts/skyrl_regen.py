@@ -200,6 +200,9 @@ def main() -> None:
             parser.error(f"unknown lock(s) {unknown}; choose from {sorted(LOCKS)}")
         for name in args.names or list(LOCKS):
             write_lock(name, upgrade=args.upgrade)
+        from rlaunch.runtimes.parsed import write_twins
+
+        write_twins()  # the locks' JSON twins, which the preflight reads
     else:
         write_base_config()
 

@@ -1,8 +1,9 @@
 """A fresh process that imports `rlaunch.skyrl` and refuses the broken 64-GPU plan stays light.
 
 The researcher pays this on every dry run, so the preflight must not load storage (fsspec), the
-artifact graph and its runner, asyncio, a YAML parser (profiles and base configs are read from
-their JSON twins, `rlaunch.runtimes.parsed`) or pathlib (with urllib.parse and ipaddress; profile
+artifact graph and its runner, asyncio, a YAML parser or `packaging`'s requirement parser and
+platform tags (profiles, base configs and locks are read from their JSON twins,
+`rlaunch.runtimes.parsed`) or pathlib (with urllib.parse and ipaddress; profile
 paths are strings). The snippet is the one `benchmarks/preflight.py`
 times, so the benchmark and this test measure the same thing; the test asserts what is loaded,
 not how long it takes, so it cannot flake on a busy machine.
@@ -19,7 +20,17 @@ import sys
 from types import ModuleType
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-FORBIDDEN = ("fsspec", "asyncio", "yaml", "pathlib", "concurrent.futures", "rlaunch.artifacts", "rlaunch.storage")
+FORBIDDEN = (
+    "fsspec",
+    "asyncio",
+    "yaml",
+    "packaging.requirements",
+    "packaging.tags",
+    "pathlib",
+    "concurrent.futures",
+    "rlaunch.artifacts",
+    "rlaunch.storage",
+)
 
 
 def _benchmark() -> ModuleType:

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from rlaunch.rules.defects import TRIGGERS, findings
-from rlaunch.runtimes.defects import FIXED, OPEN, UNVERIFIED, WORKED_AROUND, KnownDefect, locked_versions
+from rlaunch.runtimes.defects import FIXED, OPEN, UNVERIFIED, WORKED_AROUND, KnownDefect
 from rlaunch.runtimes.lockfile import read_lock
 from rlaunch.runtimes.registry import get_profile, profile_names
 from rlaunch.skyrl import check_plan
@@ -22,8 +22,8 @@ pytestmark = pytest.mark.parity
 
 def test_lock_pins_are_read_by_packaging() -> None:
     lock = "skyrl[fsdp]==0.4.0\nvLLM==0.30.0 ; sys_platform == 'linux' \\\n    --hash=sha256:ab\n# x==1\ntorch>=2\nJinja2==3.1.6\n"
-    pins = locked_versions(read_lock(lock))
-    assert pins == {"skyrl": "0.4.0", "vllm": "0.30.0", "jinja2": "3.1.6"}
+    pins = {pin.name: pin.version for pin in read_lock(lock)}
+    assert pins == {"skyrl": "0.4.0", "vllm": "0.30.0", "torch": None, "jinja2": "3.1.6"}
 
 
 @pytest.mark.parametrize(

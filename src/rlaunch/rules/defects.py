@@ -15,7 +15,7 @@ from typing import Any
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.launch_config.recipe import get_path
 from rlaunch.rules.common import Violation, violation
-from rlaunch.runtimes.defects import OPEN, KnownDefect
+from rlaunch.runtimes.defects import OPEN, KnownDefect, pinned
 from rlaunch.runtimes.registry import RuntimeProfile
 
 CODES = ("defect.open",)
@@ -69,14 +69,12 @@ def findings(profile: RuntimeProfile, composed: Mapping[str, Any]) -> list[Defec
 
 def defect_rules(profile: RuntimeProfile, composed: Mapping[str, Any]) -> list[Violation]:
     """`defect.open` for every open defect of the pinned lock that this plan would trigger."""
-    from packaging.utils import canonicalize_name
-
     locked = profile.locked_versions()
     out = []
     for f in findings(profile, composed):
         if f.status != OPEN or not f.triggered:
             continue
-        pinned = locked.get(canonicalize_name(f.defect.package), "(unpinned)")
+        version = pinned(locked, f.defect.package) or "(unpinned)"
         repin = (
             f"repin the runtime to {f.defect.package}>={f.defect.fixed_in}, which has the fix"
             if f.defect.fixed_in
@@ -86,13 +84,13 @@ def defect_rules(profile: RuntimeProfile, composed: Mapping[str, Any]) -> list[V
             violation(
                 "defect.open",
                 [f"runtime.known_defects.{f.defect.id}"],
-                f"runtime {profile.name!r} pins {f.defect.package} {pinned}, which has the open upstream defect "
+                f"runtime {profile.name!r} pins {f.defect.package} {version}, which has the open upstream defect "
                 f"{f.defect.id}, and this plan triggers it: {f.defect.symptom}",
                 f"change the plan so it does not trigger the defect, or {repin} "
                 "(a new runtime digest wants a new artifact version)",
                 defect=f.defect.id,
                 package=f.defect.package,
-                pinned=pinned,
+                pinned=version,
             )
         )
     return out

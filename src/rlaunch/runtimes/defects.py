@@ -14,11 +14,9 @@ plan on this runtime). Against the profile's lock each defect is:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-from rlaunch.runtimes.lockfile import Pin
 
 FIXED = "fixed"
 WORKED_AROUND = "worked around"
@@ -50,10 +48,9 @@ class KnownDefect:
     def status(self, locked: Mapping[str, str]) -> str:
         """This defect's state for a lock given as {canonical package name: version} (PEP 440 order:
         a pre-release of `fixed_in` is not yet the fix)."""
-        from packaging.utils import canonicalize_name
         from packaging.version import Version
 
-        version = locked.get(canonicalize_name(self.package))
+        version = pinned(locked, self.package)
         if version is not None and self.fixed_in is not None and Version(version) >= Version(self.fixed_in):
             return FIXED
         if self.workaround:
@@ -61,6 +58,11 @@ class KnownDefect:
         return UNVERIFIED if version is None else OPEN
 
 
-def locked_versions(pins: Iterable[Pin]) -> dict[str, str]:
-    """{canonical package name: version} of every exact pin of a lock."""
-    return {pin.name: pin.version for pin in pins if pin.version is not None}
+def pinned(locked: Mapping[str, str], package: str) -> str | None:
+    """The locked version of `package` in {canonical name: version}; `canonicalize_name` (whose module
+    loads packaging's platform tags) only for a name not written canonically, off a cold preflight's path."""
+    if package in locked:
+        return locked[package]
+    from packaging.utils import canonicalize_name
+
+    return locked.get(canonicalize_name(package))

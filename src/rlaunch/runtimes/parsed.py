@@ -1,11 +1,13 @@
-"""Runtime profiles and base configs, parsed once per process, without YAML on the fast path.
+"""Runtime profiles, base configs and locks, parsed once per process, without YAML or `packaging` on the fast path.
 
-The YAML files are the source (they carry comments). Beside each built-in one lies a JSON twin,
-`<stem>.parsed.json` = `{"source_crc32": <crc32 of the YAML bytes>, "data": <the parsed YAML>}`,
-written by `python -m rlaunch.runtimes.parsed`. `load` reads the twin when its checksum matches
-the YAML's bytes and parses the YAML otherwise (an edited file, a plugin's profile), so a stale
-twin can cost time but never change behaviour. Reading JSON instead of importing PyYAML is what
-keeps a cold `check_plan` near the interpreter's own start-up time; a test keeps the twins fresh.
+The YAML files and locks are the source (they carry comments). Beside each built-in one lies a JSON twin,
+`<stem>.parsed.json` = `{"source_crc32": <crc32 of the source bytes>, "data": <the parsed source>}`,
+written by `python -m rlaunch.runtimes.parsed`. A lock's data is `[[name, version, requirement], ...]`
+(`rlaunch.runtimes.lockfile`; hashes stay in the lock, which the builder reads). `load` reads the
+twin when its checksum matches the source's bytes and parses the source otherwise (an edited file,
+a plugin's profile), so a stale twin can cost time but never change behaviour. Reading JSON instead
+of importing PyYAML or parsing a 300-package lock is what keeps a cold `check_plan` near the
+interpreter's own start-up time; a test keeps the twins fresh.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def twin_path(path: str | os.PathLike[str]) -> str:
 
 @functools.cache
 def load(path: str | os.PathLike[str]) -> Any:
-    """The data of the YAML file at `path` (parsed once per process; callers must not mutate it)."""
+    """The data of the YAML file or lock at `path` (parsed once per process; callers must not mutate it)."""
     with open(path, "rb") as handle:
         source = handle.read()
     try:
@@ -39,6 +41,14 @@ def load(path: str | os.PathLike[str]) -> Any:
             return twin["data"]
     except (OSError, ValueError, AttributeError, KeyError):
         pass  # no twin, or not one of ours: parse the source
+    return _parse(os.fspath(path), source)
+
+
+def _parse(path: str, source: bytes) -> Any:
+    if path.endswith(".txt"):
+        from rlaunch.runtimes.lockfile import read_lock
+
+        return [[pin.name, pin.version, pin.requirement] for pin in read_lock(source.decode("utf-8"), path)]
     return _parse_yaml(source)
 
 
@@ -50,7 +60,7 @@ def _parse_yaml(source: bytes) -> Any:
 
 
 def builtin_sources() -> list[str]:
-    """The YAML files that ship with rlaunch and get twins: every profile and base config."""
+    """The files that ship with rlaunch and get twins: every profile, base config and profile lock."""
     out = []
     for entry in sorted(os.listdir(_HERE)):
         directory = os.path.join(_HERE, entry)
@@ -58,6 +68,8 @@ def builtin_sources() -> list[str]:
             out += [os.path.join(directory, f) for f in sorted(os.listdir(directory)) if f.endswith(".yaml")]
         elif os.path.isfile(os.path.join(directory, "profile.yaml")):
             out.append(os.path.join(directory, "profile.yaml"))
+            if os.path.isfile(os.path.join(directory, "lock.txt")):
+                out.append(os.path.join(directory, "lock.txt"))
     return out
 
 
@@ -65,7 +77,7 @@ def twin_of(path: str) -> dict[str, Any]:
     """The twin `path` should have (what `write_twins` writes and the freshness test expects)."""
     with open(path, "rb") as handle:
         source = handle.read()
-    data = _parse_yaml(source)
+    data = _parse(path, source)
     if json.loads(json.dumps(data)) != data:
         raise ValueError(f"{path} holds values JSON cannot carry (dates, non-string keys); quote them")
     return {"source_crc32": zlib.crc32(source), "data": data}

@@ -25,8 +25,7 @@ from rlaunch.errors import UserError
 from rlaunch.launch_config.recipe import BaseConfigShape, RecipeProblem, compose, leaves
 from rlaunch.launch_config.task_env import check_task_env
 from rlaunch.runtimes import parsed
-from rlaunch.runtimes.defects import KnownDefect, locked_versions
-from rlaunch.runtimes.lockfile import Pin, read_lock_file
+from rlaunch.runtimes.defects import KnownDefect
 
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
@@ -138,12 +137,14 @@ class RuntimeProfile:
 
     def lock_requirements(self) -> list[str]:
         """Every requirement of the lock, as written (hashes and comments dropped)."""
-        return [pin.requirement for pin in self._lock]
+        return [requirement for _, _, requirement in self._lock]
 
-    @functools.cached_property
-    def _lock(self) -> tuple[Pin, ...]:
+    @property
+    def _lock(self) -> list[list[str]]:
+        """[[canonical name, exact version or None, requirement], ...] (`parsed`: read once per process, from
+        the lock's JSON twin when it is fresh)."""
         lock = os.path.join(self.directory, "lock.txt")  # not `lock_file`: the preflight stays free of pathlib
-        return read_lock_file(lock) if os.path.exists(lock) else ()
+        return parsed.load(lock) if os.path.exists(lock) else []
 
     def trainer_processes(self, gpus_per_node: int) -> int:
         """Training processes one task starts: one per device slot under torchrun, else one driver."""
@@ -155,7 +156,7 @@ class RuntimeProfile:
 
     @functools.cached_property
     def _locked_versions(self) -> dict[str, str]:
-        return locked_versions(self._lock)
+        return {name: version for name, version, _ in self._lock if version is not None}
 
     def canonical_strategy(self, strategy: str) -> str:
         return self.strategy_aliases.get(strategy, strategy)
