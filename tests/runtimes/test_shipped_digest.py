@@ -57,7 +57,7 @@ def test_the_digest_covers_every_shipped_file_it_lists(tmp_path: Path) -> None:
     moved = dataclasses.replace(profile, directory=str(copy))
     assert moved.source_digest == profile.source_digest
     assert registry.shipped_files(str(copy), registry.SHIPPED_PROFILE_FILES) == [
-        "lock.txt", "profile.yaml", "requirements.in"
+        "lock.txt", "profile.yaml", "requirements.in", "uv.toml"
     ]  # fmt: skip
     with open(copy / "requirements.in", "a", encoding="utf-8") as handle:
         handle.write("# edited\n")
