@@ -52,10 +52,11 @@ PROMISES = (
         (
             _one(
                 "src/rlaunch/task/staging.py",
-                "if rel in expected and sha256_file(local) != expected[rel]:",
+                "if rel in expected and digest != expected[rel]:",
                 "if False:",
                 "the sha256 check deleted",
                 f"{_STAGING}::test_a_corrupted_file_is_refused_and_nothing_is_staged",
+                f"{_STAGING}::test_a_corrupted_file_among_many_in_flight_is_refused_and_nothing_is_left",
             ),
         ),
     ),
@@ -332,8 +333,8 @@ PROMISES = (
         (
             _one(
                 "src/rlaunch/runtimes/registry.py",
-                'SHIPPED_PROFILE_FILES = ("*.yaml", "*.txt", "*.in")',
-                'SHIPPED_PROFILE_FILES = ("*.yaml", "*.txt")',
+                'SHIPPED_PROFILE_FILES = ("*.yaml", "*.txt", "*.in", "*.toml")',
+                'SHIPPED_PROFILE_FILES = ("*.yaml", "*.txt", "*.toml")',
                 "requirements.in dropped from the digest's list",
                 f"{_DIGEST}::test_no_file_of_a_runtime_is_left_out_of_the_shipped_list",
             ),
