@@ -183,7 +183,10 @@ def start(root: Path) -> SlurmCluster:
     install()
     if os.geteuid() != 0:
         raise SlurmUnavailable("the slurm tier runs slurmd as root (SlurmdUser=root): run it as root")
-    _write_config(root)
+    try:
+        _write_config(root)
+    except OSError as exc:  # mknod refused (an unprivileged container), a full disk
+        raise SlurmUnavailable(f"cannot write the test cluster's files under {root}: {exc}") from None
     cluster = SlurmCluster(root)
     conf = str(cluster.conf)
     munge = root / "munge"
