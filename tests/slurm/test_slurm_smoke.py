@@ -1,6 +1,7 @@
 """The CPU smoke through Slurm, end to end: the coordinator is a Slurm job, whose launch host
 submits the training gang with sbatch as its child; then `verify-smoke` must PASS, the run record
-must hold both Slurm job ids, and Slurm must have run both (`scontrol show job`)."""
+must hold both Slurm job ids, Slurm must have run both (`scontrol show job`), and `rlaunch logs`
+reads the gang's log files."""
 
 from __future__ import annotations
 
@@ -45,3 +46,5 @@ def test_cpu_smoke_runs_through_slurm_and_verifies(tmp_path: Path, slurm_env: Sl
     assert verdict.returncode == 0 and ": PASS" in verdict.stdout, verdict.stdout + verdict.stderr
     status = launcher.run("-m", "rlaunch", "status", f"smoke/rl@{VERSION}", timeout=300)
     assert status.returncode == 0 and coordinator in status.stdout and child in status.stdout, status.stdout
+    logs = launcher.run("-m", "rlaunch", "logs", f"smoke/rl@{VERSION}", timeout=300)
+    assert logs.returncode == 0 and "entrypoint exited 0" in logs.stdout, logs.stdout[-3000:] + logs.stderr

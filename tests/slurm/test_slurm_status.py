@@ -1,5 +1,6 @@
-"""A real RL run on Slurm whose training gang waits in the queue: `rlaunch status` shows Slurm's
-reason for the child, and cancelling the coordinator (`rlaunch jobs cancel`) cancels the child."""
+"""A real RL run on Slurm that waits in the queue: `rlaunch status` shows Slurm's reason for the
+coordinator (before the run has a record) and then for the training gang, and cancelling the
+coordinator (`rlaunch jobs cancel`) cancels the gang."""
 
 from __future__ import annotations
 
@@ -18,26 +19,41 @@ pytestmark = pytest.mark.slurm
 VERSION = "2026.11.30"
 
 
-def test_a_queued_gang_shows_slurms_reason_and_cancelling_the_coordinator_cancels_it(
+def test_queued_jobs_show_slurms_reason_and_cancelling_the_coordinator_cancels_the_gang(
     tmp_path: Path, slurm_env: SlurmCluster
 ) -> None:
     from rlaunch.cluster.slurm.backend import SlurmBackend
 
     backend = SlurmBackend(kill_grace=2.0)
-    blocker = backend.submit(  # fills n1: the coordinator fits on n2, the 2-node gang fits nowhere
+    blocker = backend.submit(  # fills both nodes: the coordinator waits
+        JobSpec(name="blocker", argv=py("import time; time.sleep(300)"), resources=Resources(cpu=CPUS_PER_NODE))
+    )
+    other = backend.submit(
         JobSpec(name="blocker", argv=py("import time; time.sleep(300)"), resources=Resources(cpu=CPUS_PER_NODE))
     )
     launcher = Launcher(
         tmp_path / "prefix", {"SLURM_CONF": str(slurm_env.conf), "RLAUNCH_SLURM_ROOT": os.environ["RLAUNCH_SLURM_ROOT"]}
     )
     try:
-        wait_for(lambda: backend.status(blocker).state is JobState.RUNNING, 60, "the blocker to run")
+        running = lambda: all(backend.status(j).state is JobState.RUNNING for j in (blocker, other))  # noqa: E731
+        wait_for(running, 60, "the blockers to run")
         done = launcher.run(
             "-m", "tests.experiments.marker", "--version", VERSION, "--backend", "slurm", "--replicas", "2",
             "--run", "--detach",
         )  # fmt: skip
         assert done.returncode == 0 and "via slurm" in done.stdout, done.stdout + done.stderr
         assert "detached; follow with: rlaunch jobs --backend slurm logs " in done.stdout
+        coordinator = done.stdout.split("submitted RL coordinator ")[1].split()[0]
+        queued = wait_for(
+            lambda: (
+                "pending in Slurm" in (s := launcher.run("-m", "rlaunch", "status", f"marker/rl@{VERSION}")).stdout
+                and s
+            ),
+            60,
+            "rlaunch status to show the coordinator's reason",
+        )
+        assert f"coordinator  {coordinator}  pending  (pending in Slurm: Resources)" in queued.stdout, queued.stdout
+        backend.cancel(other)  # n2 frees: the coordinator runs there, the 2-node gang still cannot
         status = wait_for(
             lambda: (
                 "child" in (s := launcher.run("-m", "rlaunch", "status", f"marker/rl@{VERSION}")).stdout
@@ -49,7 +65,8 @@ def test_a_queued_gang_shows_slurms_reason_and_cancelling_the_coordinator_cancel
         )
         record = json.loads((launcher.prefix / "marker" / "rl" / VERSION / "run_record.json").read_text())
         (attempt,) = record["attempts"]
-        coordinator, child = attempt["coordinator_job_id"], attempt["child_job_id"]
+        assert attempt["coordinator_job_id"] == coordinator
+        child = attempt["child_job_id"]
         assert f"child        {child}  pending  (pending in Slurm: Resources)" in status.stdout, status.stdout
 
         cancel = launcher.run(

@@ -2,7 +2,9 @@
 
 A run record names its backend, placement and job ids. For the local backend the job root is
 not part of the placement, so it is looked for where a run's jobs would be: the placement's
-`root`, `$RLAUNCH_LOCAL_ROOT`, then `{prefix}/.jobs` (the default for a local prefix).
+`root`, `$RLAUNCH_LOCAL_ROOT`, then `{prefix}/.jobs` (the default for a local prefix). A
+coordinator that has not written its run's record yet (one still queued in Slurm) is found on
+the local roots and on the Slurm job root.
 """
 
 from __future__ import annotations
@@ -81,10 +83,27 @@ def lookup(job_id: str, candidates: list[Backend]) -> tuple[Backend, JobStatus] 
     return None
 
 
+def unrecorded_backends(prefix: str | None) -> list[Backend]:
+    """Where a job without a run record may be: the local backend's roots, and the Slurm backend's
+    job root when one exists on this machine ($RLAUNCH_SLURM_ROOT, else {prefix}/.slurm-jobs)."""
+    from rlaunch.cluster.protocol import get_backend
+
+    found = backends("local", {}, prefix)
+    local_prefix = (
+        prefix.removeprefix("file://") if prefix and ("://" not in prefix or prefix.startswith("file://")) else None
+    )
+    slurm_root = os.environ.get("RLAUNCH_SLURM_ROOT") or (
+        os.path.join(local_prefix, ".slurm-jobs") if local_prefix else None
+    )
+    if slurm_root and os.path.isdir(slurm_root):
+        found.append(get_backend("slurm", root=slurm_root))
+    return found
+
+
 def find_job(job_id: str, prefix: str | None) -> tuple[Backend, JobStatus] | None:
-    """A job on the local backend by id alone (a run reference that is a bare job id)."""
+    """A job by id alone (a run reference that is a bare job id), local or Slurm."""
     try:
-        return lookup(job_id, backends("local", {}, prefix))
+        return lookup(job_id, unrecorded_backends(prefix))
     except (ValueError, OSError):
         return None
 

@@ -217,11 +217,12 @@ def _by_job_labels(job_id: str, prefix: str) -> RunRef | None:
 
 
 def _pending_coordinator(identity: str, output_path: str, prefix: str) -> RunRef | None:
-    """A run submitted moments ago: its coordinator runs (labelled with the artifact) but wrote nothing yet."""
-    from rlaunch.observe.jobs import backends
+    """A run submitted moments ago: its coordinator runs, or waits in a queue (labelled with the
+    artifact), but wrote nothing yet."""
+    from rlaunch.observe.jobs import unrecorded_backends
 
     try:
-        candidates = backends("local", {}, prefix)
+        candidates = unrecorded_backends(prefix)
     except (ValueError, OSError):
         return None
     for backend in candidates:
