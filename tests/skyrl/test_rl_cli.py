@@ -237,6 +237,11 @@ def test_example_plan_json(tmp_path: pathlib.Path) -> None:
     (identity,) = [k for k in payload["details"] if k.startswith("checkpoints/gsm8k-grpo-qwen3-8b@")]
     text = "\n".join(payload["details"][identity])
     assert "source digest" in text and "per training step   256 prompts, 2048 samples" in text
+    memory = payload["facts"][identity]["memory"]  # the memory table as data, beside its printed lines
+    assert memory["device"] == {"name": "H100", "capacity_gib": 79.22} and memory["unsized"] == []
+    rows = {(r["role"], r["phase"]): r for r in memory["rows"]}
+    assert rows["policy", "model states"]["status"] == "ok" and rows["policy", "model states"]["estimate_gib"] == 3.81
+    assert memory["kv_cache"]["max_model_len"] == 4096 and memory["kv_cache"]["tokens"] > 300_000
 
 
 @pytest.mark.parametrize("slots", ["1", "2"])

@@ -40,6 +40,7 @@ class ArtifactStep(Generic[A]):
     runtime_args: Mapping[str, Any] = field(default_factory=dict)
     expected_fingerprint: str | None = None
     describe: Callable[[Any], list[str]] | None = None
+    facts: Callable[[Any], Mapping[str, Any]] | None = None  # the plan's numbers as data (`--plan-format json`)
 
     def __post_init__(self) -> None:
         validate_name(self.name)

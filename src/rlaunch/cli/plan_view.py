@@ -52,6 +52,7 @@ def plan_json(planned: list[PlannedStep], prefix: str, terminal: list[str]) -> s
         "terminal": terminal,
         "steps": [p.to_json() for p in planned],
         "details": {identity: detail for identity, detail in _details(planned)},
+        "facts": {p.step.identity: dict(p.step.facts(p.step.fingerprint_config)) for p in planned if p.step.facts},
         "resolved_versions": [p.step.identity for p in planned],
     }
     return json.dumps(payload, indent=2)

@@ -83,7 +83,7 @@ def skyrl_step(
             "launch_document": document,
         }
 
-    from rlaunch.skyrl.plan_view import describe_step
+    from rlaunch.skyrl.plan_view import describe_step, plan_memory
 
     return SkyRLArtifactStep(
         name=spec.name,
@@ -94,6 +94,7 @@ def skyrl_step(
         deps=spec.deps(),
         runtime_args={EXECUTION_ARG: execution},
         describe=lambda config: describe_step(spec, execution, config, smoke=smoke),
+        facts=lambda config: {"memory": plan_memory(spec, execution).table.as_dict()},
         spec=spec,
         execution=execution,
         export_hf=export_hf,
