@@ -107,6 +107,7 @@ AREAS = (
         (
             "tests/observe/test_verdict_rules.py",
             "tests/observe/test_verdict_evidence.py",
+            "tests/observe/test_collect_files.py",
         ),
     ),
     Area("secrets", ("src/rlaunch/secrets.py",), ("tests/cluster/test_secrets.py",)),
@@ -231,6 +232,18 @@ EQUIVALENT: dict[str, str] = {
     "rlaunch_skyrl.checkpoints.x_mirror__mutmut_12": "rstrip(None) instead of rstrip('/'): fsspec's ls(detail=False) "
     "names carry neither a trailing '/' nor whitespace",
     "rlaunch_skyrl.checkpoints.x_mirror__mutmut_16": "ls(detail=None) instead of detail=False: equally falsy, names",
+    # statefiles
+    **{
+        f"rlaunch.statefiles.x_fix_for__mutmut_{n}": "rsplit('/') with another maxsplit: [-1] is the same last part"
+        for n in (5, 11)
+    },
+    **{
+        f"rlaunch.statefiles.x_fix_for__mutmut_{n}": "rstrip('XX/XX') also strips a trailing 'X': no state file's "
+        "name ends in X, and a generic file's fix names the source itself, not its base"
+        for n in (9, 24)
+    },
+    "rlaunch.statefiles.x_parse_json__mutmut_4": "decode('UTF-8') instead of 'utf-8': the same codec",
+    "rlaunch.statefiles.x_parse_step_marker__mutmut_4": "decode('UTF-8') instead of 'utf-8': the same codec",
     # preflight
     "rlaunch.rules.common.x_divisors__mutmut_1": "n < 0 instead of n <= 0: for n = 0 the search (d * d <= n) never runs",
     **{

@@ -51,7 +51,15 @@ def test_a_step_marker_is_a_number(text: str | bytes) -> None:
 
 @pytest.mark.parametrize(
     ("text", "shown"),
-    [("", "''"), ("-1", "'-1'"), ("3.0", "'3.0'"), ("٣", "'٣'"), ("x" * 50, repr("x" * 40 + "…"))],
+    [
+        ("", "''"),
+        ("-1", "'-1'"),
+        ("3.0", "'3.0'"),
+        ("٣", "'٣'"),
+        ("x" * 50, repr("x" * 40 + "…")),
+        ("x" * 40, repr("x" * 40)),
+        ("x" * 41, repr("x" * 40 + "…")),
+    ],
 )
 def test_a_step_marker_that_is_not_a_step_number_is_damaged(text: str, shown: str) -> None:
     error = damaged(parse_step_marker, text, "/c/latest")
@@ -80,6 +88,7 @@ def test_a_step_marker_that_is_not_text_is_damaged() -> None:
          "(mv /p/other.json /p/other.json.corrupt) and rerun"),
         ("other.json", "(mv other.json other.json.corrupt)"),
         ("/jobs/j1/state.json/", "remove its directory /jobs/j1 "),
+        ("state.json", "remove its directory . (rlaunch"),
     ],
 )  # fmt: skip
 def test_each_file_gets_the_fix_for_its_role(source: str, fix: str) -> None:

@@ -129,6 +129,14 @@ def test_a_checkpoint_from_another_runtime_or_before_the_last_step_is_not_termin
     assert "holds no HF model" in failed(s)["terminal checkpoint/export metadata exists"]
 
 
+def test_a_damaged_run_record_is_never_a_success() -> None:
+    s = passing()
+    s.damage = "/p/run_record.json is damaged (empty file); restore it"
+    assert failed(s) == {
+        "run succeeded": "the run record is damaged: /p/run_record.json is damaged (empty file); restore it"
+    }
+
+
 def test_running_is_never_a_success_even_with_everything_else_in_place() -> None:
     s = passing()
     s.state = "running"

@@ -1,0 +1,208 @@
+"""`collect` reads each piece of a run's evidence from the file the run layout names, in process:
+the reconciled state (a table over record, jobs, terminal manifest and cancellation), join markers,
+the model-load record, metrics, checkpoints, the export and the terminal manifest, on a run laid
+out by hand under a temporary prefix (no launch: tests/observe/test_run_states.py does real ones).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rlaunch.launch_config import schema
+from rlaunch.observe.collect import Cancellation, RunStatus, Terminal, collect, effective_state, iso_time
+from rlaunch.observe.jobs import JobView
+from rlaunch.observe.resolve import at_path
+from tests.launch_config.documents import rendered_document
+
+ATTEMPT = "a1b2c3d4e5f6"
+OK = Terminal(exists=True, state="succeeded", attempt_id=ATTEMPT)
+
+
+def job(role: str, state: str, error: str | None = None) -> JobView:
+    return JobView(role=role, job_id=f"{role}-1", state=state, error=error)
+
+
+C, K = "coordinator", "child"
+CANCELLED = Cancellation(by="me@here", at="t")
+
+
+@pytest.mark.parametrize(
+    ("record", "coordinator", "child", "terminal", "cancelled", "expected"),
+    [
+        ("failed", None, None, OK, None, ("succeeded", None)),
+        ("running", job(C, "running"), job(K, "running"), OK, None, ("succeeded", None)),
+        ("failed", None, None, Terminal(exists=True, state="succeeded", attempt_id="older"), None, ("failed", None)),
+        ("failed", None, None, Terminal(exists=True, state="failed", attempt_id=ATTEMPT), None, ("failed", None)),
+        ("failed", None, None, Terminal(exists=False, state="succeeded", attempt_id=ATTEMPT), None, ("failed", None)),
+        ("failed", None, None, Terminal(), CANCELLED,
+         ("cancelled", "cancelled while running; the run record says failed")),
+        ("failed", job(C, "cancelled"), None, Terminal(), None,
+         ("cancelled", "cancelled while running; the run record says failed")),
+        ("failed", job(C, "failed", error="unreachable"), job(K, "cancelled"), Terminal(), None,
+         ("cancelled", "cancelled while running; the run record says failed")),
+        ("failed", job(C, "failed"), job(K, "cancelled"), Terminal(), None, ("failed", None)),
+        ("succeeded", job(C, "running"), None, Terminal(), None, ("succeeded", None)),
+        ("prepared", None, None, Terminal(), None, ("prepared", None)),
+        ("cancelled", None, None, Terminal(), None, ("cancelled", None)),
+        (None, job(C, "running"), None, Terminal(), None,
+         ("pending", "no attempt recorded yet: the coordinator has not reached the RL step")),
+        ("running", None, None, Terminal(), None, ("running", None)),
+        ("launching", None, None, Terminal(), None, ("launching", "waiting for the launch host")),
+        ("launching", job(C, "running", error="gone"), None, Terminal(), None,
+         ("launching", "waiting for the launch host")),
+        ("launching", job(C, "running"), None, Terminal(), None, ("launching", None)),
+        ("launching", job(C, "running"), job(K, "pending"), Terminal(), None, ("running", None)),
+        ("running", job(C, "succeeded"), job(K, "running"), Terminal(), None, ("running", None)),
+        ("running", job(C, "failed"), job(K, "failed"), Terminal(), None,
+         ("failed", "jobs ended (coordinator failed, child failed) but the run record was never finalised (running)")),
+        ("running", job(C, "failed", error="x"), job(K, "succeeded"), Terminal(), None,
+         ("failed", "jobs ended (child succeeded) but the run record was never finalised (running)")),
+        ("running", job(C, "failed"), job(K, "failed"), Terminal(), CANCELLED,
+         ("cancelled", "jobs ended (coordinator failed, child failed); the run was cancelled")),
+        ("launching", job(C, "cancelled"), job(K, "failed"), Terminal(), None,
+         ("cancelled", "jobs ended (coordinator cancelled, child failed); the run was cancelled")),
+        ("running", job(C, "failed"), job(K, "cancelled"), Terminal(), None,
+         ("failed", "jobs ended (coordinator failed, child cancelled) but the run record was never finalised (running)")),
+    ],
+)  # fmt: skip
+def test_the_effective_state(record, coordinator, child, terminal, cancelled, expected) -> None:  # noqa: ANN001
+    assert effective_state(record, coordinator, child, terminal, cancelled, ATTEMPT) == expected
+
+
+def test_marker_times_are_iso_whatever_form_they_took() -> None:
+    assert iso_time(None) is None
+    assert iso_time(0) == "1970-01-01T00:00:00.000+00:00"
+    assert iso_time(1.5) == "1970-01-01T00:00:01.500+00:00"
+    assert iso_time("2026-12-01T00:00:00Z") == "2026-12-01T00:00:00Z"
+
+
+# -- a run laid out by hand ------------------------------------------------------------------------
+
+
+def write(path: Path, content: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, (dict, list)):
+        content = json.dumps(content)
+    path.write_text(content) if isinstance(content, str) else path.write_bytes(content)
+
+
+@pytest.fixture
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The files a finished run leaves: 8 replicas, one ray-driver trainer, 3 steps, 2 checkpoints."""
+    for name in ("RLAUNCH_PREFIX", "RLAUNCH_TEMP_PREFIX", "RLAUNCH_LOCAL_ROOT"):
+        monkeypatch.delenv(name, raising=False)
+    prefix = tmp_path / "prefix"
+    monkeypatch.setenv("RLAUNCH_PREFIX", str(prefix))
+    data = rendered_document(str(prefix))
+    data["run"].update(attempt_id=ATTEMPT, export_hf=True)
+    data["skyrl"]["trainer"]["max_training_steps"] = 3
+    doc = schema.from_dict(data)
+    art = doc.artifacts
+    attempt = Path(art.attempts_root) / ATTEMPT
+    write(attempt / "resolved-launch.yaml", schema.dumps(doc))
+    out, ckpt, export = Path(art.output_path), Path(art.checkpoint_root), Path(art.export_root)
+    entry = {
+        "attempt_id": ATTEMPT, "state": "succeeded", "artifact": data["run"]["artifact"], "backend": "local",
+        "placement": {"root": str(tmp_path / "no-jobs")}, "resolved_config_uri": str(attempt / "resolved-launch.yaml"),
+        "runtime_profile": "fsdp", "runtime_digest": doc.runtime.source_digest, "submitted_at": "t0",
+    }  # fmt: skip
+    write(
+        out / "run_record.json", {"run_id": doc.run.id, "attempts": [{"attempt_id": "older", "state": "failed"}, entry]}
+    )
+    for rank in range(8):
+        write(attempt / "joined" / f"replica-{rank}.json", {"host": f"n{rank}", "time": 60.0 * rank, "pid": 100 + rank})
+    write(attempt / "joined" / "trainer-rank-0.json", {"host": "n0", "time": "2026-12-01T00:00:00Z", "world_size": 1})
+    write(attempt / "joined" / "notes.json", {"host": "x"})
+    write(attempt / "model_load.json", {
+        "configured_path": "/stage/m", "loaded_path": "/stage/m", "identity": doc.inputs.model.identity,
+        "weights_sha256": "ab", "resumed_from_step": 1, "architecture": "Qwen3ForCausalLM", "num_parameters": 8,
+    })  # fmt: skip
+    steps = [{"step": s, "time": 100.0 + 30 * s, "loss": 0.1 * s} for s in (1, 2, 3)]
+    write(attempt / "metrics.jsonl", "".join(json.dumps(s) + "\n" for s in steps))
+    for step in (1, 3):
+        write(ckpt / f"global_step_{step}" / "rlaunch_checkpoint.json", {"runtime_digest": doc.runtime.source_digest})
+    write(ckpt / "latest", "3\n")
+    policy = export / "global_step_3" / "policy"
+    for name in ("config.json", "model.safetensors"):
+        write(policy / name, "{}")
+    result = {
+        "state": "succeeded",
+        "attempt_id": ATTEMPT,
+        "model": {"global_step": 3, "policy_export_uri": str(policy)},
+    }
+    write(out / "terminal.json", {"config": {}, "result": result})
+    return {"prefix": str(prefix), "doc": doc, "attempt": attempt, "out": out, "ckpt": ckpt, "policy": policy}
+
+
+def snapshot(run: dict[str, Any], attempt_id: str | None = None) -> RunStatus:
+    return collect(at_path(str(run["out"]), prefix=run["prefix"], attempt_id=attempt_id), "ref")
+
+
+def test_every_piece_is_read_from_its_file(run: dict[str, Any]) -> None:
+    doc, s = run["doc"], snapshot(run)
+    assert (s.reference, s.attempt_id, s.attempt_number, s.attempts_total) == ("ref", ATTEMPT, 2, 2)
+    assert s.state == "succeeded" and s.record_state == "succeeded" and s.run_id == doc.run.id
+    assert s.document_uri == str(run["attempt"] / "resolved-launch.yaml")
+    assert s.attempt_dir == str(run["attempt"]) and s.topology["num_nodes"] == 8
+    t = s.tasks
+    assert (t.expected_replicas, t.expected_trainer_processes, t.trainer_launcher) == (8, 1, "ray-driver")
+    assert [j.rank for j in t.replicas] == list(range(8)) and t.missing_replicas == [] and t.missing_trainers == []
+    assert (t.replicas[1].host, t.replicas[1].pid, t.replicas[1].time) == ("n1", 101, "1970-01-01T00:01:00.000+00:00")
+    assert (t.trainers[0].rank, t.trainers[0].world_size, t.trainers[0].time) == (0, 1, "2026-12-01T00:00:00Z")
+    m = s.model
+    assert m.recorded and m.configured_path == m.loaded_path == "/stage/m"
+    assert m.identity == m.expected_identity == doc.inputs.model.identity and m.input_uri == doc.inputs.model.uri
+    assert m.configured == doc.inputs.model.local_path  # the recipe names no trainer.policy.model.path
+    assert (m.weights_sha256, m.resumed_from_step, m.architecture, m.num_parameters) == ("ab", 1, "Qwen3ForCausalLM", 8)
+    st = s.steps
+    assert (st.count, st.first_step, st.latest_step, st.latest_training_step) == (3, 1, 3, 3)
+    assert st.increasing and st.complete and st.last == {"step": 3, "time": 190.0, "loss": 0.30000000000000004}
+    assert st.steps_per_minute == pytest.approx(2.0) and st.url == str(run["attempt"] / "metrics.jsonl")
+    assert st.final_step == 3
+    c = s.checkpoints
+    assert (c.root, c.steps, c.latest_step) == (str(run["ckpt"]), [1, 3], 3)
+    assert c.latest_path == str(run["ckpt"] / "global_step_3") and c.latest_meta == {
+        "runtime_digest": doc.runtime.source_digest
+    }
+    assert s.terminal == Terminal(str(run["out"] / "terminal.json"), True, "succeeded", ATTEMPT, 3, None)
+    assert s.export.wanted and s.export.uri == str(run["policy"]) and s.export.present
+    assert s.export.files == ["config.json", "model.safetensors"]
+    assert s.cancelled is None and s.failure is None
+
+
+def test_an_earlier_attempt_is_shown_with_what_it_left(run: dict[str, Any]) -> None:
+    s = snapshot(run, "older")
+    assert (s.attempt_id, s.attempt_number, s.record_state, s.state) == ("older", 1, "failed", "failed")
+    assert s.document_uri is None and s.tasks.replicas == []
+
+
+def test_before_the_host_finished_the_export_is_the_trainers_and_a_cancel_is_named(run: dict[str, Any]) -> None:
+    (run["out"] / "terminal.json").unlink()
+    write(
+        run["out"] / "cancellations" / f"{ATTEMPT}.json",
+        {"by": {"user": "ann", "host": "h"}, "at": "t1", "reason": "oops"},
+    )
+    s = snapshot(run)
+    assert not s.terminal.exists and s.export.uri == str(run["policy"]) and s.export.present
+    assert s.cancelled == Cancellation(by="ann@h", at="t1", reason="oops")
+    (run["policy"] / "config.json").unlink()
+    (run["policy"] / "model.safetensors").unlink()
+    assert snapshot(run).export.uri is None
+
+
+def test_damaged_or_missing_evidence_is_named_not_guessed(run: dict[str, Any]) -> None:
+    write(run["ckpt"] / "latest", "three\n")
+    (run["attempt"] / "model_load.json").unlink()
+    write(run["attempt"] / "metrics.jsonl", "".join(json.dumps({"step": s, "time": 5.0}) + "\n" for s in (2, 1)))
+    s = snapshot(run)
+    assert s.checkpoints.marker_error == f"{run['ckpt'] / 'latest'} holds 'three', not a step number"
+    assert s.checkpoints.latest_step is None and s.checkpoints.steps == [1, 3]
+    assert not s.model.recorded and s.model.expected_identity == run["doc"].inputs.model.identity
+    assert not s.steps.increasing and s.steps.steps_per_minute is None and s.steps.latest_step == 1
+    (run["ckpt"] / "global_step_3" / "rlaunch_checkpoint.json").write_text("[]")
+    write(run["ckpt"] / "latest", "3")
+    assert snapshot(run).checkpoints.latest_meta is None
