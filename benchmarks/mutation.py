@@ -244,6 +244,13 @@ EQUIVALENT: dict[str, str] = {
     },
     "rlaunch.statefiles.x_parse_json__mutmut_4": "decode('UTF-8') instead of 'utf-8': the same codec",
     "rlaunch.statefiles.x_parse_step_marker__mutmut_4": "decode('UTF-8') instead of 'utf-8': the same codec",
+    # paths
+    **{
+        f"rlaunch.paths.x_location_problem__mutmut_{n}": "the '..' check on the whole URL instead of the part after "
+        "its scheme: a scheme ('gs:') and the empty part after it are never '..'"
+        for n in (13, 21)
+    },
+    "rlaunch.paths.x_remove_inside__mutmut_7": "follow_last=None instead of False: equally falsy",
     # preflight
     "rlaunch.rules.common.x_divisors__mutmut_1": "n < 0 instead of n <= 0: for n = 0 the search (d * d <= n) never runs",
     **{

@@ -21,6 +21,7 @@ from rlaunch.paths import ConfinementError, inside, join_inside, location_proble
         ("a\x00b", "contains a NUL or a backslash; write a plain relative path with '/'"),
         ("a\\b", "contains a NUL or a backslash; write a plain relative path with '/'"),
         ("s3://b/x", "has a URL scheme; write a path relative to the staging root"),
+        ("models/s3://x", "has a URL scheme; write a path relative to the staging root"),
         ("c:x", "has a URL scheme; write a path relative to the staging root"),
         ("/etc", "is absolute; write a path relative to the staging root"),
         ("~/x", "is absolute; write a path relative to the staging root"),
@@ -52,6 +53,8 @@ def test_relative_path_problems_name_the_given_root() -> None:
         ("exports", "is relative, so it would land wherever the process happens to run; write an absolute path or a URL"),
         ("/data/../etc", "contains '..'; write the location it means"),
         ("gs://b/../c", "contains '..'; write the location it means"),
+        ("gs://a://b/../c", "contains '..'; write the location it means"),
+        ("gs://b/../c://d", "contains '..'; write the location it means"),
     ],
 )  # fmt: skip
 def test_location_problems(value: object, problem: str) -> None:
