@@ -110,7 +110,13 @@ AREAS = (
             "tests/observe/test_collect_files.py",
         ),
     ),
-    Area("secrets", ("src/rlaunch/secrets.py",), ("tests/cluster/test_secrets.py",)),
+    Area(
+        "secrets",
+        ("src/rlaunch/secrets.py",),
+        ("tests/cluster/test_secret_values.py", "tests/cluster/test_secrets.py"),
+        # a 1.5 MiB line through a real job: slow, and its cut is tested in process beside it
+        ("tests/cluster/test_secrets.py::test_a_secret_across_a_read_boundary_in_a_long_line_is_scrubbed_whole",),
+    ),
     Area(
         "statefiles",
         ("src/rlaunch/statefiles.py",),
@@ -128,7 +134,7 @@ AREAS = (
     Area(
         "storage_atomic",
         ("src/rlaunch/storage.py",),
-        ("tests/test_storage_local.py", "tests/artifacts/test_storage.py"),
+        ("tests/test_storage_atomic.py", "tests/test_storage_local.py", "tests/artifacts/test_storage.py"),
         only=tuple(
             f"rlaunch.storage.x_{f}__mutmut_*"
             for f in ("dumps", "write_bytes_atomic", "write_json_atomic", "write_text_atomic", "create_exclusive")
@@ -251,6 +257,9 @@ EQUIVALENT: dict[str, str] = {
         for n in (13, 21)
     },
     "rlaunch.paths.x_remove_inside__mutmut_7": "follow_last=None instead of False: equally falsy",
+    # storage_atomic
+    "rlaunch.storage.x_dumps__mutmut_15": "encode('UTF-8') instead of 'utf-8': the same codec",
+    "rlaunch.storage.x_write_text_atomic__mutmut_7": "encode('UTF-8') instead of 'utf-8': the same codec",
     # preflight
     "rlaunch.rules.common.x_divisors__mutmut_1": "n < 0 instead of n <= 0: for n = 0 the search (d * d <= n) never runs",
     **{

@@ -98,3 +98,27 @@ def test_a_wheel_gives_every_runtime_the_editable_installs_digest(tmp_path: Path
     editable = {n: registry.get_profile(n).source_digest for n in registry.profile_names()}
     assert set(editable) == {"fsdp", "fsdp-rehearsal", "megatron", "trl-cpu"}
     assert installed["digests"] == editable
+
+
+def test_the_digest_is_sha256_over_the_shipped_files_by_label_and_path_then_the_base_config(tmp_path: Path) -> None:
+    """The digest's format, pinned: a file that does not ship (another suffix, deeper than the list
+    says, a cache) changes nothing; path order is part by part."""
+    import hashlib
+
+    profile, adapter, base = tmp_path / "p", tmp_path / "a", tmp_path / "base.yaml"
+    files = {
+        profile / "lock.txt": b"L", profile / "profile.yaml": b"P", profile / "requirements.in": b"R",
+        profile / "notes.md": b"N", profile / "sub" / "x.yaml": b"S", adapter / "pkg" / "a.py": b"A",
+        adapter / "pkg" / "a" / "deep.py": b"D", adapter / "pkg-b" / "c.py": b"C", adapter / "pkg" / "x.pyc": b"Y",
+        adapter / "top.py": b"T", base: b"B",
+    }  # fmt: skip
+    for path, data in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    expected = hashlib.sha256(
+        b"profile/lock.txt\0L\0profile/profile.yaml\0P\0profile/requirements.in\0R\0"
+        b"adapter/pkg/a.py\0A\0adapter/pkg-b/c.py\0C\0base_config\0B"
+    ).hexdigest()
+    assert registry.source_digest(str(profile), str(adapter), str(base)) == expected
+    assert registry.shipped_files(str(adapter), registry.SHIPPED_ADAPTER_FILES) == ["pkg/a.py", "pkg-b/c.py"]
+    assert registry.shipped_files(str(tmp_path / "missing"), ("*",)) == []
