@@ -143,7 +143,11 @@ AREAS = (
     Area(
         "resume",
         ("src/rlaunch/launch_config/resume.py",),
-        ("tests/launch_config/test_resume_identity.py", "tests/host/test_host_units.py"),
+        (
+            "tests/launch_config/test_resume_format.py",
+            "tests/launch_config/test_resume_identity.py",
+            "tests/host/test_host_units.py",
+        ),
     ),
     Area(
         "runtime_digest",
@@ -260,6 +264,8 @@ EQUIVALENT: dict[str, str] = {
     # storage_atomic
     "rlaunch.storage.x_dumps__mutmut_15": "encode('UTF-8') instead of 'utf-8': the same codec",
     "rlaunch.storage.x_write_text_atomic__mutmut_7": "encode('UTF-8') instead of 'utf-8': the same codec",
+    # resume
+    "rlaunch.launch_config.resume.x_run_fingerprint__mutmut_18": "encode('UTF-8') instead of 'utf-8': the same codec",
     # preflight
     "rlaunch.rules.common.x_divisors__mutmut_1": "n < 0 instead of n <= 0: for n = 0 the search (d * d <= n) never runs",
     **{
