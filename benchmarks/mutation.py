@@ -152,7 +152,7 @@ AREAS = (
     Area(
         "runtime_digest",
         ("src/rlaunch/runtimes/registry.py",),
-        ("tests/runtimes/test_shipped_digest.py", "tests/runtimes/test_environment.py"),
+        ("tests/runtimes/test_shipped_digest.py",),
         # the wheel test builds and installs a wheel of the unmutated tree in a fresh venv
         ("tests/runtimes/test_shipped_digest.py::test_a_wheel_gives_every_runtime_the_editable_installs_digest",),
         only=tuple(
