@@ -242,6 +242,10 @@ EQUIVALENT: dict[str, str] = {
     "rlaunch_skyrl.checkpoints.x_mirror__mutmut_12": "rstrip(None) instead of rstrip('/'): fsspec's ls(detail=False) "
     "names carry neither a trailing '/' nor whitespace",
     "rlaunch_skyrl.checkpoints.x_mirror__mutmut_16": "ls(detail=None) instead of detail=False: equally falsy, names",
+    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_13": "lstrip('/') instead of rstrip('/'): a leading '/' never reaches "
+    "basename's answer, and ls names end without one",
+    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_14": "rstrip('XX/XX') also strips a trailing 'X': a step directory's "
+    "name ends in a digit",
     # statefiles
     **{
         f"rlaunch.statefiles.x_fix_for__mutmut_{n}": "rsplit('/') with another maxsplit: [-1] is the same last part"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,7 @@ def test_on_object_storage_the_info_file_is_put_last(tmp_path: Path, monkeypatch
     monkeypatch.setattr(
         MemoryFileSystem, "put_file", lambda fs, lpath, rpath, **kw: (order.append(rpath), put(fs, lpath, rpath, **kw))
     )
-    store = trl.CheckpointStore(f"memory://guards-{tmp_path.name}/ckpt")
+    store = trl.CheckpointStore(f"memory://guards-{uuid.uuid4().hex}/ckpt")  # memory is per process
     local = tmp_path / "local"
     local.mkdir()
     for name in ("z.safetensors", "a.json", "optimizer.pt"):
@@ -183,6 +184,7 @@ def test_skyrl_guard_refuses_another_runtime_and_names_both(tmp_path: Path) -> N
         skyrl.guard(str(tmp_path), "latest", OTHER, [], fingerprint=RUN)
     message = str(refused.value)
     assert str(tmp_path) in message and f"runtime digest {DIGEST[:16]}, but this runtime is {OTHER[:16]};" in message
+    assert message.endswith("declare the checkpoint compatible in the spec (compatible_checkpoint_digests)")
     assert "compatible_checkpoint_digests" in message
     assert claim(tmp_path)["runtime_digest"] == DIGEST  # a refusal claims nothing
 
@@ -193,6 +195,7 @@ def test_skyrl_guard_refuses_another_run_and_names_both(tmp_path: Path) -> None:
     with pytest.raises(skyrl.ForeignCheckpointError) as refused:
         skyrl.guard(str(tmp_path), "latest", DIGEST, [], fingerprint=OTHER_RUN)
     assert f"run fingerprint {RUN[:16]}, but this run is {OTHER_RUN[:16]} (" in str(refused.value)
+    assert str(refused.value).endswith("declare the checkpoint compatible in the spec (compatible_checkpoint_digests)")
     assert claim(tmp_path)["run_fingerprint"] == RUN
 
 
@@ -231,12 +234,12 @@ def test_skyrl_guard_resumes_a_root_claimed_before_fingerprints_were_recorded(tm
 def test_skyrl_mirror_on_object_storage_and_without_a_fingerprint(tmp_path: Path) -> None:
     import fsspec
 
-    url = f"memory://mirror-{tmp_path.name}"
+    root = f"/mirror-{uuid.uuid4().hex}"  # memory is per process: a fresh root each time
     fs = fsspec.filesystem("memory")
-    fs.pipe_file(f"/mirror-{tmp_path.name}/global_step_6/model.pt", b"w")
-    fs.pipe_file(f"/mirror-{tmp_path.name}/{skyrl.SKYRL_LATEST}", b"6\n")
-    assert skyrl.mirror(url, DIGEST) == 6
-    meta = json.loads(fs.cat_file(f"/mirror-{tmp_path.name}/global_step_6/{skyrl.META}"))
+    fs.pipe_file(f"{root}/global_step_6/model.pt", b"w")
+    fs.pipe_file(f"{root}/{skyrl.SKYRL_LATEST}", b"6\n")
+    assert skyrl.mirror(f"memory://{root}", DIGEST) == 6
+    meta = json.loads(fs.cat_file(f"{root}/global_step_6/{skyrl.META}"))
     assert meta["run_fingerprint"] == "" and meta["runtime_digest"] == DIGEST
 
 
