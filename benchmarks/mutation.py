@@ -5,7 +5,10 @@
     .venv/bin/python benchmarks/mutation.py --area observe_verdict --survivors
 
 Each area names the modules to mutate and the fast unit tests that guard them (no end-to-end
-launch, no Ray). For every area the script copies the checkout's `src/`, `tests/`, `experiments/`
+launch, no Ray): the preflight rules, launch_config, host, task, artifacts, observe (verdict and
+collect), and every module that keeps a safety promise (README's "What rlaunch guarantees"):
+secrets, statefiles, paths, storage's atomic writes, resume, the runtime digest and the adapters'
+checkpoint guards (imported by their own package names, as the adapter tests import them). For every area the script copies the checkout's `src/`, `tests/`, `experiments/`
 and `pyproject.toml` to a scratch directory, adds a `[tool.mutmut]` section for that area, runs
 `mutmut run` there (mutmut 3 writes its mutants under the scratch copy, never here) and prints
 killed / survived / no-test counts and the score = killed / (killed + survived + no tests), with
@@ -270,6 +273,34 @@ EQUIVALENT: dict[str, str] = {
     "rlaunch.storage.x_write_text_atomic__mutmut_7": "encode('UTF-8') instead of 'utf-8': the same codec",
     # resume
     "rlaunch.launch_config.resume.x_run_fingerprint__mutmut_18": "encode('UTF-8') instead of 'utf-8': the same codec",
+    # secrets
+    **{
+        f"rlaunch.secrets.xǁScrubberǁsafe_cut__mutmut_{n}": "searching for a value from the start: the extra spans "
+        "lie wholly before the cut, and only a span around the cut moves it"
+        for n in (14, 16)
+    },
+    "rlaunch.secrets.xǁScrubberǁsafe_cut__mutmut_28": "an occurrence starting exactly at the cut is collected too: "
+    "it does not straddle the cut, so it moves nothing",
+    "rlaunch.secrets.xǁScrubberǁsafe_cut__mutmut_44": "start <= cut: a span starting at the cut sets the cut to itself",
+    **{
+        f"rlaunch.secrets.x_refuse_secret_arguments__mutmut_{n}": "another split of the option before a value: that "
+        "option holds no '=' here (an '--opt=value' naming a secret is refused at itself, one argument earlier)"
+        for n in (23, 24, 27, 28)
+    },
+    **{
+        f"rlaunch.secrets.x_refuse_secret_arguments__mutmut_{n}": "split('=') with another maxsplit: [0] is the same"
+        for n in (50, 53)
+    },
+    **{
+        f"rlaunch.secrets.x__names_a_secret__mutmut_{n}": "another split at '=': no option reaching it holds '=' "
+        "(partitioned before, or refused at itself), and environment names hold none"
+        for n in (14, 15, 19, 20)
+    },
+    **{
+        f"rlaunch.secrets.x__names_a_secret__mutmut_{n}": "strips other characters at the start of the name: no "
+        "secret-name pattern is anchored at the start"
+        for n in (16, 18)
+    },
     # preflight
     "rlaunch.rules.common.x_divisors__mutmut_1": "n < 0 instead of n <= 0: for n = 0 the search (d * d <= n) never runs",
     **{

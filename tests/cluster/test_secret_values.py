@@ -164,3 +164,65 @@ def test_a_document_credential_is_refused_naming_its_field() -> None:
     with pytest.raises(SecretArgumentError, match=r"^doc field \[0\] carries"):
         refuse_secrets_in((GH,), "doc")
     refuse_secrets_in({"a": ["fine", 1, None, {"b": 2.5}]}, "doc")
+
+
+def test_a_value_inside_a_longer_one_is_replaced_after_it() -> None:
+    scrubber = Scrubber(["zzzzzz", "azzzzzzz"])  # reverse alphabetical order would put the short one first
+    assert scrubber.values == ["azzzzzzz", "zzzzzz"]
+    assert scrubber.text("azzzzzzz") == REDACTED and scrubber.bytes(b"azzzzzzz") == REDACTED.encode()
+
+
+def test_a_wandb_key_keeps_its_name_wherever_it_stands() -> None:
+    scrubber = Scrubber([])
+    assert scrubber.text(f"env: WANDB_API_KEY={WANDB} ok") == f"env: WANDB_API_KEY={REDACTED} ok"
+    assert scrubber.bytes(f"env: wandb_key: {WANDB}".encode()) == f"env: wandb_key: {REDACTED}".encode()
+
+
+def test_cuts_at_the_edges_of_a_value() -> None:
+    scrubber = Scrubber(["v" * 300])
+    assert scrubber.safe_cut(b"v" * 300 + b"x" * 100) == 0  # the value starts the data and straddles the cut
+    ends = Scrubber(["secret-value"])
+    data = b"y" * 724 + b"secret-value" + b"z" * 264  # ends exactly at the cut (736): nothing straddles
+    assert ends.safe_cut(data) == 736
+    run = Scrubber(["ab" * 6])
+    data = b"x" * 724 + b"ab" * 20 + b"y" * 236  # occurrences from 724 on: the first ends at the cut
+    assert run.safe_cut(data) == 724
+    same = Scrubber(["a" * 12])
+    data = b"x" * 724 + b"a" * 13 + b"y" * 263  # two occurrences, one byte apart; only the second straddles
+    assert same.safe_cut(data) == 724
+
+
+def test_records_keep_keys_that_are_not_text() -> None:
+    assert Scrubber(["secret-1"]).tree({("secret-1",): 1, 2: "secret-1"}) == {("secret-1",): 1, 2: REDACTED}
+
+
+def test_a_value_of_exactly_the_minimum_length_is_a_secret() -> None:
+    assert secret_kind("x abcdef y", {"HF_TOKEN": "abcdef"}) == "the value of $HF_TOKEN"
+    with pytest.raises(SecretArgumentError, match="argument 3"):
+        refuse_secret_arguments(["prog", "--hf-token", "abcdef"], env={})
+
+
+@pytest.mark.parametrize(
+    ("argv", "start"),
+    [
+        (
+            ["prog", "--db password", "plain-value-1"],
+            "argument 3 (of --db password) carries the value of --db password",
+        ),
+        (["prog", "--api_key=abc=def"], "argument 2 (of --api_key) carries the value of --api_key: "),
+        (["prog", "--note", GH, "--other"], "argument 3 (of --note) carries a GitHub token"),
+        (["prog", "--api-key", "plain-value-1"], "argument 3 (of --api-key) carries the value of --api-key"),
+    ],
+)
+def test_where_a_command_line_credential_is(argv: list[str], start: str) -> None:
+    with pytest.raises(SecretArgumentError) as refused:
+        refuse_secret_arguments(argv, env={})
+    assert str(refused.value).startswith(start)
+    assert "(argv is recorded in job specs and run records). Pass it through the environment instead (HF_TOKEN" in str(
+        refused.value
+    )
+
+
+@pytest.mark.parametrize("argv", [["plain-value-1", "--token"], ["prog", "--token-", "plain-value-1"]])
+def test_what_only_looks_like_a_credential_passes(argv: list[str]) -> None:
+    refuse_secret_arguments(argv, env={})
