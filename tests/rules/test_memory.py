@@ -146,8 +146,25 @@ def test_llama_8b_has_its_published_parameter_count() -> None:
             int(6 * P8B / 4 + 12 * P8B / 8),
             int(2 * P8B / 4 + 12 * P8B / 8),
         ),
+        # Megatron with the optimizer offloaded: weights and gradients stay, the 12 B go to the host.
+        (
+            "megatron",
+            recipe(
+                trainer={
+                    "policy": {
+                        "megatron_config": {
+                            "tensor_model_parallel_size": 2,
+                            "pipeline_model_parallel_size": 2,
+                            "optimizer_config_kwargs": {"optimizer_cpu_offload": True},
+                        }
+                    }
+                }
+            ),
+            int(6 * P8B / 4),
+            int(2 * P8B / 4),
+        ),
     ],
-    ids=["fsdp", "fsdp_size", "cpu_offload", "lora", "megatron"],
+    ids=["fsdp", "fsdp_size", "cpu_offload", "lora", "megatron", "megatron_optimizer_offload"],
 )
 def test_model_state_bytes_per_gpu_equal_the_hand_derived_table(
     profile: str, tree: dict, states: int, certain: int
