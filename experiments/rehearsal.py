@@ -33,7 +33,7 @@ from typing import Any
 import click
 
 from experiments.smoke import model_step, publish, tokenizer_step
-from rlaunch.artifacts import ArtifactStep, Directory, resolve_version
+from rlaunch.artifacts import ArtifactStep, resolve_version
 from rlaunch.cli import rl_build_options
 from rlaunch.launch_config.schema import RaySection
 from rlaunch.skyrl import (
@@ -41,6 +41,7 @@ from rlaunch.skyrl import (
     ArtifactHfModel,
     HfModel,
     LocalSkyRLExecution,
+    PromptData,
     SkyRLRolePlan,
     SkyRLRuntime,
     SkyRLSpec,
@@ -75,7 +76,7 @@ pq.write_table(pa.Table.from_pylist(rows), sys.argv[2])
 """
 
 
-def build_dataset(config: dict[str, Any]) -> Directory:
+def build_dataset(config: dict[str, Any]) -> PromptData:
     """`train.parquet` and `validation.parquet` in SkyRL's prompt format (chat `prompt`, `env_class`,
     `reward_spec`), written by pyarrow inside the rehearsal runtime's environment."""
     from rlaunch.runtimes.environment import ensure_environment
@@ -103,14 +104,14 @@ def build_dataset(config: dict[str, Any]) -> Directory:
             )
             os.remove(source)
         publish(tmp, config["output_path"])
-    return Directory(path=config["output_path"])
+    return PromptData(path=config["output_path"])  # records each split's rows and fields
 
 
-def dataset_step() -> ArtifactStep[Directory]:
+def dataset_step() -> ArtifactStep[PromptData]:
     return ArtifactStep(
         name="rehearsal/arithmetic",
         version=resolve_version("rehearsal/arithmetic", None),
-        artifact_type=Directory,
+        artifact_type=PromptData,
         run=build_dataset,
         build_config=lambda ctx: {"output_path": ctx.output_path, "seed": 0, "splits": {"train": 16, "validation": 4}},
     )
@@ -135,7 +136,7 @@ def role_plan() -> SkyRLRolePlan:
     )
 
 
-def rl_step(model: ArtifactStep[HfModel], data: ArtifactStep[Directory], ray_port: int) -> SkyRLArtifactStep:
+def rl_step(model: ArtifactStep[HfModel], data: ArtifactStep[PromptData], ray_port: int) -> SkyRLArtifactStep:
     name = "rehearsal/rl"
     spec = SkyRLSpec(
         name=name,

@@ -2,6 +2,7 @@
 
     python -m experiments.rl_plan_example --version 2026.11.30 --stage rl
     python -m experiments.rl_plan_example --version 2026.11.30 --stage evaluation
+    python -m experiments.rl_plan_example --version 2026.11.30 --stage smoke  # the GPU smoke alone
     python -m experiments.rl_plan_example --version 2026.11.30 --broken   # every violation, at once
     python -m experiments.rl_plan_example --version 2026.11.30 --stage rl --variant one-node-24gb
     python -m experiments.rl_plan_example --version 2026.11.30 --stage rl --variant long-generation-24gb
@@ -13,6 +14,14 @@ role's per-GPU memory from Qwen3-8B's own config.json; the two 24 GB variants ca
 refused before anything is built: the same policy colocated on one node of four 24 GB L4s (its
 model states alone exceed a GPU), and 32768-token sequences on a node of eight L4s (one sequence
 needs more KV cache than an engine's utilization budget leaves).
+
+The data is GSM8K pinned to a hub commit (`hf_dataset_source`), converted to SkyRL's prompt format
+in a step of the graph. The large run declares its smoke (the smoke gate): the same recipe,
+runtime, strategy, entrypoint, model and data, the same geometry class at its smallest
+(disaggregated roles take whole nodes: one policy node, one node-sized TP1 x DP8 engine), four
+steps. Its plan shows parity holding, and `--run` waits until that smoke ran and passed `rlaunch
+verify-smoke`. The smoke is itself a GPU launch with no smoke before it: it goes with
+`--skip-smoke-gate "the smoke of ..."`, which is recorded.
 """
 
 from __future__ import annotations
@@ -28,15 +37,16 @@ from rlaunch.skyrl import (
     ArtifactHfModel,
     HfModel,
     IrisSkyRLExecution,
+    PromptData,
     SkyRLRetentionPolicy,
     SkyRLRolePlan,
-    SkyRLRun,
     SkyRLRuntime,
     SkyRLSpec,
     SkyRLTopology,
     skyrl_step,
 )
-from rlaunch.skyrl.hub import hf_model_source
+from rlaunch.skyrl.hub import hf_dataset_source, hf_model_source
+from rlaunch.skyrl.step import SkyRLArtifactStep
 
 RECIPE = """
 trainer:
@@ -90,16 +100,32 @@ def pretrained_model() -> ArtifactStep[HfModel]:
     return hf_model_source("models/qwen3-8b", "Qwen/Qwen3-8B", QWEN3_8B_COMMIT, config=QWEN3_8B_CONFIG)
 
 
-def gsm8k() -> ArtifactStep[Artifact]:
+GSM8K_COMMIT = "e53f048856ff4f594e959d75785d2c2d37b678ee"
+GSM8K_FILES = ("main/train-00000-of-00001.parquet", "main/test-00000-of-00001.parquet")
+
+
+def gsm8k_source() -> ArtifactStep[PromptData]:
+    """GSM8K as published (question, answer), pinned to a hub commit, checksummed at staging."""
+    return hf_dataset_source("data/gsm8k-hub", "openai/gsm8k", GSM8K_COMMIT, files=GSM8K_FILES)
+
+
+def gsm8k() -> ArtifactStep[PromptData]:
+    """The pinned rows in SkyRL's prompt format (chat `prompt`, `env_class`, `reward_spec`): the
+    fields the fsdp runtime reads, which the preflight checks in the rows this step records."""
+    source = gsm8k_source()
     return ArtifactStep(
         name="data/gsm8k",
         version=resolve_version("data/gsm8k", None),
-        artifact_type=Artifact,
+        artifact_type=PromptData,
         run=_needs_cluster,
         build_config=lambda ctx: {
-            "source": "hf://openai/gsm8k@e53f048856ff4f594e959d75785d2c2d37b678ee",
-            "splits": ["train", "test"],
+            "source": ctx.artifact_path(source),
+            "splits": {"train.parquet": GSM8K_FILES[0], "test.parquet": GSM8K_FILES[1]},
+            "prompt": "question -> [{role: user, content: question + instruction}]",
+            "reward_spec": "answer after '####' -> {method: rule, ground_truth}",
+            "env_class": "gsm8k",
         },
+        deps=(source,),
     )
 
 
@@ -152,7 +178,62 @@ def role_plan(broken: bool) -> SkyRLRolePlan:
     )
 
 
-def rl_step(broken: bool, variant: str = "64-gpu") -> ArtifactStep[SkyRLRun]:
+def smoke_role_plan() -> SkyRLRolePlan:
+    """The large plan's geometry at its smallest: the same placement class and engine shape, one of each."""
+    return SkyRLRolePlan(
+        colocate_all=False,
+        policy_num_nodes=1,
+        policy_num_gpus_per_node=8,
+        num_inference_engines=1,
+        inference_engine_tensor_parallel_size=1,
+        inference_engine_pipeline_parallel_size=1,
+        inference_engine_data_parallel_size=8,
+        inference_engine_expert_parallel_size=1,
+        train_batch_size=16,
+        policy_mini_batch_size=8,
+        micro_train_batch_size_per_gpu=2,
+        n_samples_per_prompt=8,
+    )
+
+
+def execution(node_hours: int) -> IrisSkyRLExecution:
+    """Every host resource stated (readiness marks a default `[default]`), for the coordinator too."""
+    return IrisSkyRLExecution(
+        cluster="cw-example",
+        cluster_config="lib/iris/config/cw-example.yaml",
+        cpu=96,
+        memory="1600GB",
+        disk="4TB",
+        priority="interactive",
+        max_retries=2,
+        coordinator_cpu=4.0,
+        coordinator_memory="16GB",
+        coordinator_disk="64GB",
+        coordinator_timeout_hours=node_hours + 12,
+        job_timeout_seconds=node_hours * 3600,
+        wandb_entity="my-lab",
+    )
+
+
+def smoke_step() -> SkyRLArtifactStep:
+    """The GPU smoke that rehearses the large run: two nodes, four steps, everything else the same."""
+    model, data = pretrained_model(), gsm8k()
+    spec = SkyRLSpec(
+        name="checkpoints/gsm8k-grpo-qwen3-8b-smoke",
+        version=resolve_version("checkpoints/gsm8k-grpo-qwen3-8b-smoke", None),
+        config_yaml=RECIPE.replace("ckpt_interval: 20", "ckpt_interval: 2\n  max_training_steps: 4"),
+        runtime=SkyRLRuntime("fsdp"),
+        model=ArtifactHfModel(model, tokenizer_revision=QWEN3_8B_COMMIT),
+        train_data=(ArtifactDataSource(data, "train.parquet"),),
+        validation_data=(ArtifactDataSource(data, "test.parquet"),),
+        topology=SkyRLTopology(num_nodes=2, gpus_per_node=8, gpu_variant="H100", role_plan=smoke_role_plan()),
+        retention=SkyRLRetentionPolicy(resume_checkpoint_count=2),
+        seed=17,
+    )
+    return skyrl_step(spec, execution(node_hours=2), export_hf=True)
+
+
+def rl_step(broken: bool, variant: str = "64-gpu") -> SkyRLArtifactStep:
     model, data = pretrained_model(), gsm8k()
     spec = SkyRLSpec(
         name="checkpoints/gsm8k-grpo-qwen3-8b",
@@ -166,22 +247,11 @@ def rl_step(broken: bool, variant: str = "64-gpu") -> ArtifactStep[SkyRLRun]:
         retention=SkyRLRetentionPolicy(resume_checkpoint_count=2),
         seed=17,
     )
-    execution = IrisSkyRLExecution(
-        cluster="cw-example",
-        cluster_config="lib/iris/config/cw-example.yaml",
-        cpu=96,
-        memory="1600GB",
-        disk="4TB",
-        priority="interactive",
-        max_retries=2,
-        coordinator_timeout_hours=48,
-        job_timeout_seconds=36 * 3600,
-        wandb_entity="my-lab",
-    )
-    return skyrl_step(spec, execution, export_hf=True)
+    smoke = smoke_step() if variant == "64-gpu" else None  # the 24 GB variants never get past the preflight
+    return skyrl_step(spec, execution(node_hours=36), export_hf=True, smoke=smoke)
 
 
-def evaluation(rl: ArtifactStep[SkyRLRun]) -> ArtifactStep[EvalReport]:
+def evaluation(rl: SkyRLArtifactStep) -> ArtifactStep[EvalReport]:
     return ArtifactStep(
         name="evals/gsm8k-grpo-qwen3-8b/gsm8k-test",
         version=resolve_version("evals/gsm8k-grpo-qwen3-8b", None),
@@ -195,7 +265,7 @@ def evaluation(rl: ArtifactStep[SkyRLRun]) -> ArtifactStep[EvalReport]:
 @click.command()
 @click.option(
     "--stage",
-    type=click.Choice(["rl", "evaluation"]),
+    type=click.Choice(["smoke", "rl", "evaluation"]),
     default="evaluation",
     show_default=True,
     help="Terminal stage to plan or run; its dependencies are included automatically.",
@@ -210,6 +280,8 @@ def evaluation(rl: ArtifactStep[SkyRLRun]) -> ArtifactStep[EvalReport]:
 )
 @rl_build_options
 def main(stage: str, broken: bool, variant: str) -> ArtifactStep:
+    if stage == "smoke":
+        return smoke_step()
     rl = rl_step(broken, variant)
     return rl if stage == "rl" else evaluation(rl)
 

@@ -28,7 +28,7 @@ from typing import Any
 import click
 
 from rlaunch import storage
-from rlaunch.artifacts import Artifact, ArtifactStep, Directory, StepContext, resolve_version
+from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, resolve_version
 from rlaunch.cli import rl_build_options
 from rlaunch.skyrl import (
     ArtifactDataSource,
@@ -36,6 +36,7 @@ from rlaunch.skyrl import (
     HfModel,
     IrisSkyRLExecution,
     LocalSkyRLExecution,
+    PromptData,
     RaySkyRLExecution,
     SkyRLExecution,
     SkyRLRetentionPolicy,
@@ -142,7 +143,7 @@ def build_model(config: dict[str, Any]) -> HfModel:
     )
 
 
-def build_dataset(config: dict[str, Any]) -> Directory:
+def build_dataset(config: dict[str, Any]) -> PromptData:
     rng = random.Random(config["seed"])
     for split, rows in config["splits"].items():
         lines = []
@@ -154,7 +155,7 @@ def build_dataset(config: dict[str, Any]) -> Directory:
                 "reward_spec": {"method": "rule", "ground_truth": str(a + b)},
             }))  # fmt: skip
         storage.write_text_atomic(storage.join(config["output_path"], f"{split}.jsonl"), "\n".join(lines) + "\n")
-    return Directory(path=config["output_path"])
+    return PromptData(path=config["output_path"])  # records each split's rows and fields
 
 
 def evaluate(config: dict[str, Any]) -> EvalReport:
@@ -202,11 +203,11 @@ def model_step(tokenizer: ArtifactStep[Tokenizer]) -> ArtifactStep[HfModel]:
     )
 
 
-def dataset_step() -> ArtifactStep[Directory]:
+def dataset_step() -> ArtifactStep[PromptData]:
     return ArtifactStep(
         name="smoke/arithmetic",
         version=resolve_version("smoke/arithmetic", None),
-        artifact_type=Directory,
+        artifact_type=PromptData,
         run=build_dataset,
         build_config=lambda ctx: {
             "output_path": ctx.output_path,
@@ -273,7 +274,7 @@ def execution(backend: str, slots: int) -> SkyRLExecution:
 
 def rl_step(
     model: ArtifactStep[HfModel],
-    data: ArtifactStep[Directory],
+    data: ArtifactStep[PromptData],
     slots: int,
     steps: int,
     backend: str = "local",
@@ -300,7 +301,7 @@ def rl_step(
     return skyrl_step(spec, execution(backend, slots), export_hf=True, smoke=smoke)
 
 
-def evaluation_step(rl: ArtifactStep[SkyRLRun], data: ArtifactStep[Directory]) -> ArtifactStep[EvalReport]:
+def evaluation_step(rl: ArtifactStep[SkyRLRun], data: ArtifactStep[PromptData]) -> ArtifactStep[EvalReport]:
     def build(ctx: StepContext) -> dict[str, Any]:
         config = {
             "output_path": ctx.output_path,

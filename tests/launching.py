@@ -9,6 +9,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 MARKER_PLUGIN = "tests.plugins.marker_runtime"
+# A multi-node launch is a large launch: the smoke gate needs a smoke or a reason. The launcher's own
+# multi-node tests rehearse the launch path on a test runtime that trains nothing, and say so.
+MULTINODE_SKIP = ("--skip-smoke-gate", "a launcher test of a multi-node gang on a test runtime")
 
 
 class Launcher:

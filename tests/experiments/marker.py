@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from rlaunch import storage
-from rlaunch.artifacts import ArtifactStep, Directory, resolve_version
+from rlaunch.artifacts import ArtifactStep, resolve_version
 from rlaunch.cli import rl_build_options
 from rlaunch.launch_config.schema import RaySection
 from rlaunch.skyrl import (
@@ -25,6 +25,7 @@ from rlaunch.skyrl import (
     HfModel,
     IrisSkyRLExecution,
     LocalSkyRLExecution,
+    PromptData,
     RaySkyRLExecution,
     SkyRLExecution,
     SkyRLRolePlan,
@@ -60,7 +61,7 @@ def write_model(config: dict[str, Any]) -> HfModel:
     return HfModel(path=config["output_path"], num_attention_heads=4, context_length=128)
 
 
-def write_data(config: dict[str, Any]) -> Directory:
+def write_data(config: dict[str, Any]) -> PromptData:
     rows = [
         {"prompt": [{"role": "user", "content": f"What is {i} + 1?"}], "reward_spec": {"ground_truth": str(i + 1)}}
         for i in range(8)
@@ -68,7 +69,7 @@ def write_data(config: dict[str, Any]) -> Directory:
     storage.write_text_atomic(
         storage.join(config["output_path"], "train.jsonl"), "\n".join(map(json.dumps, rows)) + "\n"
     )
-    return Directory(path=config["output_path"])
+    return PromptData(path=config["output_path"])  # records each split's rows and fields
 
 
 def execution(backend: str, ray_port: int | None = None) -> SkyRLExecution:
@@ -115,7 +116,7 @@ def marker_rl(
     data = ArtifactStep(
         name="marker/data",
         version=resolve_version("marker/data", None),
-        artifact_type=Directory,
+        artifact_type=PromptData,
         run=write_data,
         build_config=lambda ctx: {"output_path": ctx.output_path},
     )

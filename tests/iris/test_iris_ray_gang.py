@@ -15,7 +15,7 @@ import os
 import pytest
 
 from tests.iris.iris_cluster import IrisCluster
-from tests.launching import REPO, Launcher
+from tests.launching import MULTINODE_SKIP, REPO, Launcher
 
 pytestmark = [
     pytest.mark.iris,
@@ -37,7 +37,7 @@ def test_ray_forms_across_an_iris_gang_through_the_endpoint_registry(tmp_path, i
     )
     done = launcher.run(
         "-m", "tests.experiments.marker", "--version", VERSION, "--backend", "iris", "--runtime", "test-ray-driver",
-        "--replicas", "2", "--run", timeout=600,
+        "--replicas", "2", "--run", *MULTINODE_SKIP, timeout=600,
     )  # fmt: skip
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-6000:]

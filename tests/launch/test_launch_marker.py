@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.launching import Launcher
+from tests.launching import MULTINODE_SKIP, Launcher
 
 VERSION = "2026.11.30"
 MARKER = ("-m", "tests.experiments.marker", "--version", VERSION)
@@ -142,7 +142,7 @@ def test_killing_the_coordinator_mid_run_leaves_no_half_written_record(launcher:
         json.loads(path.read_text())  # every record on disk is whole
     first_steps = [json.loads(line)["step"] for line in metrics[0].read_text().splitlines()]
 
-    rerun = launcher.run(*slow, "--run")
+    rerun = launcher.run(*slow, "--run", "--retry", "relaunch after cancelling the coordinator")
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     record = json.loads((out / ".artifact.json").read_text())
     assert record["result"]["global_step"] == 40
@@ -159,7 +159,7 @@ def test_killing_the_coordinator_mid_run_leaves_no_half_written_record(launcher:
 
 
 def test_a_gang_that_cannot_fit_is_refused_before_the_coordinator_is_submitted(launcher: Launcher) -> None:
-    refused = launcher.run(*MARKER, "--replicas", "2", "--run", env={"RLAUNCH_LOCAL_CPUS": "1"})
+    refused = launcher.run(*MARKER, "--replicas", "2", "--run", *MULTINODE_SKIP, env={"RLAUNCH_LOCAL_CPUS": "1"})
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "CPUs: needs 2" in refused.stderr and "Nothing was submitted." in refused.stderr
     assert "submitted RL coordinator" not in refused.stdout

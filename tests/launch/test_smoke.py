@@ -117,7 +117,7 @@ def test_smoke_resumes_after_its_child_job_is_killed(launcher: Launcher) -> None
     killed_at = max(metric_steps(first))
     assert killed_at < steps
 
-    rerun = launcher.run(*rl_only, "--run", timeout=TIMEOUT)
+    rerun = launcher.run(*rl_only, "--run", "--retry", "the child was cancelled mid-training", timeout=TIMEOUT)
     assert rerun.returncode == 0, rerun.stdout[-4000:] + rerun.stderr[-4000:]
     second = next(a for a in attempts_of(launcher.prefix, "smoke/rl") if a != first)
     resumed = metric_steps(second)

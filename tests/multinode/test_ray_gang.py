@@ -29,7 +29,7 @@ import yaml
 
 from rlaunch.cluster.protocol import JobSpec, JobState
 from rlaunch.task.rendezvous import HeadRecord, StorageRendezvous
-from tests.launching import REPO, Launcher
+from tests.launching import MULTINODE_SKIP, REPO, Launcher
 
 pytestmark = [
     pytest.mark.multinode,
@@ -116,7 +116,7 @@ def gang_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GangRun]:
     launcher = Launcher(tmp_path_factory.mktemp("gang") / "prefix", {"RLAUNCH_RUNTIME_PLUGINS": PLUGINS})
     done = launcher.run(
         "-m", "tests.experiments.marker", "--version", VERSION, "--runtime", "test-ray-driver",
-        "--replicas", "2", "--ray-port", str(free_port()), "--run", timeout=400,
+        "--replicas", "2", "--ray-port", str(free_port()), "--run", *MULTINODE_SKIP, timeout=400,
     )  # fmt: skip
     attempts = [p for p in (launcher.prefix / ".tmp").glob("ttl=*/marker/rl/*/attempts/*") if p.is_dir()]
     assert len(attempts) == 1, done.stdout + done.stderr

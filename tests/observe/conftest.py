@@ -48,8 +48,9 @@ def _sabotage_replica_1(lab: Lab, version: str) -> str:
     mode: a node whose local disk is broken). The attempt id is in the run record, which the
     coordinator writes before it starts the launch host, seconds before the child gang exists.
     """
-    record = wait_for(lambda: lab.run_record(RL, version), 60, "the run record of the never-joined run")
-    attempt = record["attempts"][-1]["attempt_id"]
+    # a multi-node launch records its --skip-smoke-gate before submitting: wait for the attempt itself
+    attempts = wait_for(lambda: (lab.run_record(RL, version) or {}).get("attempts"), 60, "the never-joined attempt")
+    attempt = attempts[-1]["attempt_id"]
     blocked = lab.staging / f"marker-rl-{version}" / attempt / "replica-1"
     blocked.parent.mkdir(parents=True, exist_ok=True)
     blocked.write_text("not a directory: this node's staging disk is broken\n")
@@ -75,7 +76,7 @@ def runs(lab: Lab) -> Runs:
         process.wait(LAUNCH_TIMEOUT)
     wait_for(
         lambda: (
-            (lab.run_record(RL, versions.never_joined) or {}).get("attempts", [{}])[-1].get("state")
+            ((lab.run_record(RL, versions.never_joined) or {}).get("attempts") or [{}])[-1].get("state")
             in ("failed", "succeeded")
         ),
         LAUNCH_TIMEOUT,

@@ -23,6 +23,7 @@ from rlaunch.cluster.local.backend import LocalBackend
 from rlaunch.cluster.local.procs import group_alive, process_alive
 from rlaunch.launch_config.layout import JOINED
 from rlaunch.runtimes import registry
+from tests.launching import MULTINODE_SKIP
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_SECRET = "hf_observe_lab_secret_0123456789"
@@ -82,9 +83,18 @@ class Lab:
             )
 
     def marker(
-        self, version: str, scenario: str = "ok", *, steps: int = 4, replicas: int = 1, detach: bool = False
+        self,
+        version: str,
+        scenario: str = "ok",
+        *,
+        steps: int = 4,
+        replicas: int = 1,
+        detach: bool = False,
+        retry: str | None = None,
     ) -> subprocess.Popen[str]:
         args = ["--scenario", scenario, "--steps", str(steps), "--replicas", str(replicas)]
+        args += list(MULTINODE_SKIP) if replicas > 1 else []
+        args += ["--retry", retry] if retry else []
         return self.start("tests.experiments.marker", version, *args, *(["--detach"] if detach else []))
 
     def launch_log(self, module: str, version: str) -> str:

@@ -75,7 +75,8 @@ def test_plot_draws_reward_loss_and_kl_as_png(lab: Lab, runs: Runs, tmp_path) ->
 def test_a_retried_run_appends_an_attempt_that_resumes_and_passes(lab: Lab, tmp_path) -> None:
     version = "2026.11.20"
     assert lab.marker(version, "flaky_at_3").wait(180) != 0
-    assert lab.marker(version, "flaky_at_3").wait(180) == 0, lab.launch_log("tests.experiments.marker", version)
+    retried = lab.marker(version, "flaky_at_3", retry="transient fault at step 3")
+    assert retried.wait(180) == 0, lab.launch_log("tests.experiments.marker", version)
     first, second = lab.run_record(RL, version)["attempts"]
     assert (first["state"], second["state"]) == ("failed", "succeeded")
     s = lab.status(f"{RL}@{version}")

@@ -13,7 +13,7 @@ from rlaunch.runtimes.defects import FIXED, OPEN, UNVERIFIED, WORKED_AROUND, Kno
 from rlaunch.runtimes.lockfile import read_lock
 from rlaunch.runtimes.registry import get_profile, profile_names
 from rlaunch.skyrl import check_plan
-from rlaunch.skyrl.readiness import MISSING, OK, WARN, readiness
+from rlaunch.skyrl.readiness import DEFAULT, MISSING, OK, WARN, readiness, relied_defaults, render
 from tests.launching import REPO
 from tests.skyrl import helpers as h
 
@@ -110,11 +110,33 @@ def test_context_budget_is_checked_against_the_engine_max_model_len() -> None:
     assert budget.state == OK and "= 4096 tokens within engine max_model_len 8192" in budget.value
 
 
-def test_host_resources_say_where_they_came_from() -> None:
-    items = _items()
-    assert items["host per node"][0].value == "96 CPU, 1600GB memory, 4TB disk"
-    assert items["host per node"][0].source == "IrisSkyRLExecution(cpu, memory, disk)"
-    assert "defaults" in items["coordinator"][0].source
+def test_host_resources_mark_every_default_for_every_role_and_the_coordinator() -> None:
+    items = _items()  # the seed's plan: disaggregated, policy 4 nodes, rollout 4 nodes
+    (policy,), (rollout,) = items["policy hosts"], items["rollout hosts"]
+    assert policy.state == OK and policy.value == "4 node(s), each 96 CPU, 1600GB memory, 4TB disk"
+    assert policy.source == "IrisSkyRLExecution(cpu, memory, disk)" and rollout.value == policy.value
+    (coordinator,) = items["coordinator"]  # h.iris() states its deadline only
+    assert coordinator.state == DEFAULT and coordinator.line(12).lstrip().startswith("[default]")
+    assert coordinator.value == "4 CPU [default], 16GB memory [default], 64GB disk [default], 48h deadline"
+    assert coordinator.source == (
+        "IrisSkyRLExecution(coordinator_timeout_hours); "
+        "IrisSkyRLExecution defaults for coordinator_cpu, coordinator_memory, coordinator_disk"
+    )
+    stated = h.iris(coordinator_cpu=4.0, coordinator_memory="16GB", coordinator_disk="64GB")
+    (coordinator,) = _items(stated)["coordinator"]  # the same values, stated: no longer defaults
+    assert coordinator.state == OK and "[default]" not in coordinator.value
+    sized = h.iris(memory="1600GB", cpu=96, disk="4TB", max_retries=0)
+    assert relied_defaults(sized) == [
+        "IrisSkyRLExecution.coordinator_cpu=4.0",
+        "IrisSkyRLExecution.coordinator_memory='16GB'",
+        "IrisSkyRLExecution.coordinator_disk='64GB'",
+    ]
+
+
+def test_a_large_plan_lists_every_default_it_relies_on() -> None:
+    lines = render(list(_items().values())[0], large=True, defaults=relied_defaults(h.iris()))
+    assert lines[-1].startswith("  a large launch relying on 3 default(s): IrisSkyRLExecution.coordinator_cpu=4.0")
+    assert render(list(_items().values())[0], large=False, defaults=relied_defaults(h.iris()))[-1].startswith("  [")
 
 
 @pytest.mark.parametrize("module", ["experiments.smoke", "experiments.rl_plan_example", "experiments.cpu_scaled"])
@@ -129,7 +151,7 @@ def test_every_rl_experiment_plan_has_the_readiness_section(module: str, tmp_pat
     )
     assert done.returncode == 0, done.stderr
     section = done.stdout[done.stdout.index("readiness:") :]
-    for label in ("host per node", "coordinator", "context budget", "checkpoints", "export", "W&B identity"):
+    for label in ("policy", "coordinator", "context budget", "checkpoints", "export", "W&B identity"):
         assert label in section, (label, section)
     assert "backend fix" in section
     assert "smoke gate:" in done.stdout

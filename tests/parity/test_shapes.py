@@ -137,7 +137,7 @@ def test_the_large_plan_names_its_smoke_and_every_difference() -> None:
 
     smoke = skyrl_step(h.spec(topo=h.topology()), h.iris(), export_hf=True)
     large = h.spec(topo=h.topology(), runtime=SkyRLRuntime("fsdp"), tree=h.recipe(trainer={"resume_mode": "none"}))
-    lines = parity_lines(large, True, smoke)
+    lines = parity_lines(large, h.iris(), True, smoke, "/nonexistent-prefix")
     assert lines[0].startswith(f"smoke gate: {smoke.identity}; parity FAILS, 1 difference(s)")
     assert "[checkpoint] resume_mode: smoke 'latest', large 'none'" in lines[1]
-    assert "parity holds" in parity_lines(h.spec(topo=h.topology()), True, smoke)[0]
+    assert "parity holds" in parity_lines(h.spec(topo=h.topology()), h.iris(), True, smoke, "/nonexistent-prefix")[0]

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from ray_clusters import RayCluster
 
+from tests.launching import MULTINODE_SKIP
+
 pytestmark = pytest.mark.ray
 
 REPO = Path(__file__).resolve().parents[2]
@@ -137,7 +139,7 @@ def run_record(output: Path) -> dict[str, Any]:
 def test_the_marker_experiment_on_ray_leaves_what_it_leaves_on_the_local_backend(
     ray_env: RayCluster, tmp_path: Path
 ) -> None:
-    args = ["--version", VERSION, "--run", "--replicas", "2"]
+    args = ["--version", VERSION, "--run", "--replicas", "2", *MULTINODE_SKIP]
     common = {"RLAUNCH_RUNTIME_PLUGINS": "tests.plugins.marker_runtime"}
     local_env = clean_env(
         **common,
@@ -212,7 +214,7 @@ def test_a_ray_driver_runtime_on_ray_runs_only_its_driver_attached_to_the_cluste
         RLAUNCH_STAGING_ROOT=str(tmp_path / "stage"),
         RAY_ADDRESS=ray_env.dashboard,
     )
-    args = ["--version", VERSION, "--run", "--backend", "ray", "--replicas", "2"]
+    args = ["--version", VERSION, "--run", "--backend", "ray", "--replicas", "2", *MULTINODE_SKIP]
     args += ["--runtime", "test-ray-driver", "--scenario", "attach_only"]
     done = run_experiment("tests.experiments.marker", args, tmp_path / "cwd", env)
     output = tmp_path / "prefix" / "marker/rl" / VERSION

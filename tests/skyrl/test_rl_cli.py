@@ -164,7 +164,7 @@ def test_example_prints_the_plan(tmp_path: pathlib.Path, stage: str) -> None:
     assert "policy dp           32" in out
     assert "rollout 4 engine(s) x TP1 x PP1 x DP8" in out
     assert ("evals/gsm8k-grpo-qwen3-8b/gsm8k-test@" in out) is (stage == "evaluation")
-    assert f"Plan ({4 if stage == 'evaluation' else 3} steps" in out
+    assert f"Plan ({5 if stage == 'evaluation' else 4} steps" in out
     assert not (tmp_path / "prefix").exists() or not any((tmp_path / "prefix").rglob(".artifact.json"))  # nothing ran
 
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from rlaunch.artifacts import records
 from rlaunch.artifacts.step import ArtifactStep, check_immutability, graph_handles
+from rlaunch.errors import UserError
 
 Action = Literal["run", "serve", "rebuild", "unneeded"]
 
@@ -62,3 +63,21 @@ def plan_graph(roots: Iterable[ArtifactStep[Any]], prefix: str) -> list[PlannedS
         pending.extend(reversed(step.deps))
 
     return [PlannedStep(s, action.get(s.identity, "unneeded"), s.path(prefix)) for s in steps]
+
+
+class SubmissionPathError(UserError, ValueError):
+    """A runner met a step only another path may launch (an RL step: `@rl_build_options`)."""
+
+
+def refuse_foreign_steps(planned: Iterable[PlannedStep], submitter: str | None) -> None:
+    """Refuse, before anything is built, steps this runner would build that only `submitted_by`
+    may launch (an RL step's checks and gates live in its coordinator). Served steps are read only."""
+    foreign = [
+        p.step for p in planned if p.action in ("run", "rebuild") and p.step.submitted_by not in (None, submitter)
+    ]
+    if foreign:
+        names = ", ".join(f"{s.identity} (launched only by {s.submitted_by})" for s in foreign)
+        raise SubmissionPathError(
+            f"this runner cannot build {names}: decorate the experiment's main with "
+            f"{foreign[0].submitted_by} instead, so the step goes through its coordinator, submission checks and gates"
+        )

@@ -17,7 +17,7 @@ from rlaunch.artifacts.artifact import Artifact, ArtifactTypeMismatchError
 from rlaunch.artifacts.context import StepContext
 from rlaunch.artifacts.fingerprint import CanonicalizationError, canonical_value, diff_paths
 from rlaunch.artifacts.lock import StepLock
-from rlaunch.artifacts.plan import PlannedStep, plan_graph
+from rlaunch.artifacts.plan import PlannedStep, plan_graph, refuse_foreign_steps
 from rlaunch.artifacts.records import Provenance
 from rlaunch.artifacts.step import ArtifactStep
 from rlaunch.errors import UserError
@@ -60,6 +60,7 @@ class Runner:
         provenance: Provenance | None = None,
         report: Reporter = print,
         poll_seconds: float = 0.5,
+        submitter: str | None = None,
     ) -> None:
         if max_concurrent < 1:
             raise ValueError(f"max_concurrent={max_concurrent} must be at least 1")
@@ -68,11 +69,13 @@ class Runner:
         self.provenance = provenance or Provenance.capture()
         self.report = report
         self.poll_seconds = poll_seconds
+        self.submitter = submitter  # the path this runner is (an RL coordinator: "@rl_build_options")
         self._report_lock = threading.Lock()
 
     def run(self, roots: Iterable[ArtifactStep[Any]]) -> list[StepOutcome]:
         """Execute the graph; returns one outcome per executed step. Raises RunFailedError on failure."""
         planned = [p for p in plan_graph(list(roots), self.prefix) if p.action != "unneeded"]
+        refuse_foreign_steps(planned, self.submitter)
         outcomes = self._execute(planned)
         failed = [o for o in outcomes if not o.ok]
         if failed:

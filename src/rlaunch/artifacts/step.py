@@ -6,7 +6,7 @@ import functools
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from rlaunch import storage
 from rlaunch.artifacts.artifact import Artifact
@@ -41,6 +41,7 @@ class ArtifactStep(Generic[A]):
     expected_fingerprint: str | None = None
     describe: Callable[[Any], list[str]] | None = None
     facts: Callable[[Any], Mapping[str, Any]] | None = None  # the plan's numbers as data (`--plan-format json`)
+    submitted_by: ClassVar[str | None] = None  # the only path that may launch it (None: any runner)
 
     def __post_init__(self) -> None:
         validate_name(self.name)

@@ -17,7 +17,7 @@ import click
 
 from rlaunch import storage
 from rlaunch.artifacts.identity import InvalidIdentityError, validate_name, validate_version
-from rlaunch.artifacts.plan import PlannedStep, plan_graph
+from rlaunch.artifacts.plan import PlannedStep, plan_graph, refuse_foreign_steps
 from rlaunch.artifacts.step import ArtifactStep
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.boundary import error_boundary
@@ -51,21 +51,29 @@ class Executor(Protocol):
 
 
 class LocalRunExecutor:
-    """Execute the graph in this process with the artifact runner."""
+    """Execute the graph in this process with the artifact runner.
+
+    `submitter` names the path this process is (an RL coordinator: "@rl_build_options"); steps
+    only another path may launch are refused before anything is built, in the plan too."""
 
     option_names: tuple[str, ...] = ()
+
+    def __init__(self, submitter: str | None = None) -> None:
+        self.submitter = submitter
 
     def options(self) -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
         return []
 
     def check(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> None:
-        return None
+        refuse_foreign_steps(plan_graph(handles, invocation.prefix), self.submitter)
 
     def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
         from rlaunch.artifacts.runner import RunFailedError, Runner
 
         click.echo(f"Running {len(handles)} terminal step(s) with at most {invocation.max_concurrent} at a time")
-        runner = Runner(invocation.prefix, max_concurrent=invocation.max_concurrent, report=click.echo)
+        runner = Runner(
+            invocation.prefix, max_concurrent=invocation.max_concurrent, report=click.echo, submitter=self.submitter
+        )
         try:
             runner.run(handles)
         except RunFailedError as exc:

@@ -30,6 +30,8 @@ from rlaunch.cluster.protocol import (
 )
 from rlaunch.units import parse_size
 
+SUBMITTER = "@rl_build_options"
+
 
 def skyrl_steps(handles: list[ArtifactStep[Any]]) -> list[Any]:
     from rlaunch.skyrl.step import SkyRLArtifactStep
@@ -47,7 +49,7 @@ def passthrough_patterns(steps: list[Any]) -> tuple[str, ...]:
 
 
 class CoordinatorExecutor:
-    option_names = ("detach", "skip_smoke_gate")
+    option_names = ("detach", "skip_smoke_gate", "retry")
 
     def options(self) -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
         return [
@@ -56,7 +58,13 @@ class CoordinatorExecutor:
                 "--skip-smoke-gate",
                 metavar="REASON",
                 default=None,
-                help="Submit although the declared smoke has not passed or parity fails; REASON is kept in the run record.",
+                help="Submit although the declared smoke has not passed, parity fails, or a large launch declares no smoke; REASON is kept in the run record.",
+            ),
+            click.option(
+                "--retry",
+                metavar="REASON",
+                default=None,
+                help="Relaunch a version whose latest attempt failed or was cancelled; REASON, who and when are kept in the run record.",
             ),
         ]
 
@@ -79,35 +87,43 @@ class CoordinatorExecutor:
             from rlaunch.launch_config.run_record import mark
 
             mark("graph_planned")  # built and validated again here, in the coordinator
-            return LocalRunExecutor().run(handles, invocation)
+            return LocalRunExecutor(submitter=SUBMITTER).run(handles, invocation)
         return submit_coordinator(handles, invocation)
 
 
 def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
     from rlaunch.cluster.environment import job_environment
     from rlaunch.launch_config.task_env import passed_through
+    from rlaunch.skyrl.gates import StoredFacts, old_runtime_note
     from rlaunch.skyrl.submission import submission_problems
 
     if invocation.module is None:
         raise click.UsageError(
             "--run replays the experiment on the cluster, so run it as `python -m <package>.<module>` from the repository root"
         )
+    from rlaunch.artifacts.plan import plan_graph
+
     steps = skyrl_steps(handles)
     _finalise_dead_attempts(steps, invocation.prefix)
+    pending = [p for p in plan_graph(handles, invocation.prefix) if p.action in ("run", "rebuild")]
+    launched = [s for s in steps if any(p.step is s for p in pending)]
     problems = [p for s in steps for p in submission_problems(s.spec, invocation.prefix)]
-    refused, overrides = _smoke_gate(steps, invocation)
+    problems += _authorisation_problems(invocation)
+    problems += [p for s in launched for p in _gate_problems(s, invocation)]
+    refused, overrides = _smoke_gate(launched, invocation)
     problems += refused
     if problems:
         for problem in problems:
             click.echo(f"error: {problem}", err=True)
         click.echo("Nothing was submitted.", err=True)
         return 2
-    from rlaunch.artifacts.plan import plan_graph
-
-    pending = [p for p in plan_graph(handles, invocation.prefix) if p.action in ("run", "rebuild")]
     if not pending:
         for handle in handles:
             click.echo(f"  served from storage {handle.identity} -> {handle.path(invocation.prefix)}")
+        for step in steps:
+            note = old_runtime_note(step.spec, StoredFacts.read(step.spec, invocation.prefix))
+            if note:
+                click.echo(f"  {step.identity}: {note}")
         click.echo("Every step is served from storage; nothing to submit.")
         return 0
     executions = [s.execution for s in steps]
@@ -125,7 +141,9 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
     spec = JobSpec(
         name=name,
         argv=tuple(argv),
-        env=job_environment() | passed_through(passthrough_patterns(steps)) | {"RLAUNCH_PREFIX": invocation.prefix},
+        env=job_environment()
+        | passed_through(passthrough_patterns(steps))
+        | {"RLAUNCH_PREFIX": invocation.prefix, **_authorised_env(invocation)},
         working_dir=os.getcwd(),
         resources=Resources(
             cpu=float(execution.coordinator_cpu),
@@ -167,17 +185,60 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
     return 0 if status.state.value == "succeeded" else 1
 
 
+def _given(invocation: Invocation) -> dict[str, str]:
+    """The gate authorisations on the command line (`retry`, `skip_smoke_gate`) -> their reasons."""
+    from rlaunch.skyrl.gates import GATE_OPTIONS
+
+    return {name: invocation.options[name] for name in GATE_OPTIONS if invocation.options.get(name) is not None}
+
+
+def _authorisation_problems(invocation: Invocation) -> list[str]:
+    from rlaunch.skyrl.gates import GATE_OPTIONS
+
+    return [
+        f"{GATE_OPTIONS[name]} needs a reason (it is kept in the run record)"
+        for name, reason in _given(invocation).items()
+        if not reason.strip()
+    ]
+
+
+def _gate_problems(step: Any, invocation: Invocation) -> list[str]:
+    """The version and retry gates for one RL step `--run` would launch."""
+    from rlaunch.skyrl.gates import launch_problems
+
+    found = launch_problems(step.spec, invocation.prefix, retry_given="retry" in _given(invocation))
+    return [f"{step.identity}: {p}" for p in found]
+
+
+def _authorised_env(invocation: Invocation) -> dict[str, str]:
+    """The authorisations for the coordinator (reason, who, when), stamped once, at submission."""
+    import json
+
+    from rlaunch import storage
+    from rlaunch.processes import actor
+    from rlaunch.secrets import scrub
+    from rlaunch.skyrl.gates import AUTHORISED_ENV
+
+    given = {
+        name: {"reason": scrub(reason), "by": actor(), "at": storage.utc_now()}
+        for name, reason in _given(invocation).items()
+    }
+    return {AUTHORISED_ENV: json.dumps(given)} if given else {}
+
+
 def _smoke_gate(steps: list[Any], invocation: Invocation) -> tuple[list[str], list[tuple[Any, list[str]]]]:
     """(what the smoke gate refuses, the overrides to record once the launch is submitted).
 
-    With --skip-smoke-gate nothing is refused; each gated step's findings are recorded instead.
+    With --skip-smoke-gate nothing is refused; each gated step's findings are recorded instead
+    (a large launch without a declared smoke records that it declared none).
     """
     from rlaunch.cli.smoke_gate import gate_problems
 
     reason = invocation.options.get("skip_smoke_gate")
     if reason is not None and not reason.strip():
-        return ["--skip-smoke-gate needs a reason (it is kept in the run record)"], []
-    gated = [(step, gate_problems(step, invocation.prefix)) for step in steps if step.smoke is not None]
+        return [], []  # refused by _authorisation_problems
+    gated = [(step, gate_problems(step, invocation.prefix)) for step in steps]
+    gated = [(step, problems) for step, problems in gated if step.smoke is not None or problems]
     if reason is not None:
         return [], gated
     refused = [p for _, problems in gated for p in problems]

@@ -18,10 +18,14 @@ from rlaunch.skyrl.parity import differences, shape_of_step
 
 
 def gate_problems(step: Any, prefix: str) -> list[str]:
-    """Why `step` may not be submitted yet (empty: its smoke passed and parity holds, or it has none)."""
+    """Why `step` may not be submitted yet (empty: its smoke passed and parity holds, or it is a
+    small launch that declares none)."""
+    from rlaunch.skyrl.gates import undeclared_smoke
+
     smoke = step.smoke
     if smoke is None:
-        return []
+        problem = undeclared_smoke(step.spec, step.execution)
+        return [f"{step.identity}: {problem}"] if problem else []
     found = differences(shape_of_step(smoke), shape_of_step(step))
     problems = [f"parity with smoke {smoke.identity}: {d.line()}" for d in found]
     problems += _verdict_problems(smoke.identity, prefix)
@@ -49,7 +53,7 @@ def record_override(step: Any, prefix: str, reason: str, problems: list[str]) ->
         paths.output_path,
         run_id(step.spec),
         {
-            "smoke": step.smoke.identity,
+            "smoke": step.smoke.identity if step.smoke is not None else None,
             "reason": scrub(reason),
             "problems": [scrub(p) for p in problems],
             "by": actor(),

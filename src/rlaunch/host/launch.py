@@ -11,10 +11,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import TextIO
+from collections import deque
+from typing import Any, TextIO
 
 from rlaunch import storage
-from rlaunch.boundary import classify
+from rlaunch.boundary import classify as classify_error
 from rlaunch.cluster.protocol import JOB_ID_ENV, Backend, JobState, backend_from_env, get_backend, single_replica_lines
 from rlaunch.errors import UserError
 from rlaunch.host.allocate import child_job_spec, driver_job_spec, drives_existing_cluster
@@ -24,7 +25,17 @@ from rlaunch.host.manifests import FAILED, PREPARED, REHEARSED, SUBMITTED, SUCCE
 from rlaunch.host.outputs import ForeignOutputError, refuse_foreign_outputs
 from rlaunch.host.validate import DocumentRefused, document_memory, validate_document
 from rlaunch.launch_config import schema
-from rlaunch.launch_config.layout import RESOLVED_DOCUMENT, attempt_dir
+from rlaunch.launch_config.failures import classify
+from rlaunch.launch_config.gates import (
+    authorisations,
+    large_launch,
+    recorded_attempts,
+    retry_problem,
+    smoke_problem,
+    smoke_record_problem,
+    version_problem,
+)
+from rlaunch.launch_config.layout import GANG_OUTCOME, RESOLVED_DOCUMENT, WANDB_RUN, attempt_dir
 from rlaunch.launch_config.recipe import get_path
 from rlaunch.launch_config.rehearsal import read_report, render
 from rlaunch.launch_config.resume import foreign_checkpoint, refusal
@@ -32,7 +43,10 @@ from rlaunch.launch_config.run_record import task_phases, update_attempt
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.secrets import refuse_secrets_in
+from rlaunch.statefiles import CorruptStateError
 from rlaunch.storage import utc_now
+
+LOG_TAIL = 200
 
 
 def host_backend(doc: schema.SkyRLLaunchConfig) -> Backend:
@@ -71,6 +85,7 @@ def execute_launch(url: str, log: TextIO = sys.stderr) -> LaunchResult:
         refuse_foreign_outputs(resolved_doc)  # before anything is written: no manifest into a foreign root
         refuse_secrets_in(resolved_doc.to_dict(), f"launch document {url}")  # stored and recorded: no credentials
         _check_resume(resolved_doc)
+        _check_gates(resolved_doc)
         return _submit(resolved_doc, result, log)
     except ForeignOutputError as exc:
         result.failure = str(exc)
@@ -78,11 +93,14 @@ def execute_launch(url: str, log: TextIO = sys.stderr) -> LaunchResult:
     except UserError as exc:
         result.failure = str(exc)
         result.violations = exc.to_json() if isinstance(exc, DocumentRefused) else []
+        codes = [v["code"] for v in result.violations if v.get("code")]
+        result.failure_class = classify(result.failure, refused=True, rule_codes=codes).to_json()
         with contextlib.suppress(OSError):  # unwritable storage: the refusal still reaches stdout
-            _finish(resolved_doc, result)
+            _finish(resolved_doc, result, refused=True)
         raise LaunchRefusedError(str(exc), result) from exc
     except Exception as exc:  # noqa: BLE001 - a failed launch still leaves its manifest and record
-        _, result.failure = classify(exc, "rlaunch launch")
+        _, result.failure = classify_error(exc, "rlaunch launch")
+        result.failure_class = classify(result.failure).to_json()
         with contextlib.suppress(OSError):
             _finish(resolved_doc, result)
         return result
@@ -115,6 +133,34 @@ def _check_resume(doc: schema.SkyRLLaunchConfig) -> None:
         raise ResumeRefusedError(refusal(info, runtime.source_digest, fingerprint))
 
 
+class GateRefusedError(UserError):
+    """A launch gate (`rlaunch.launch_config.gates`) refuses the document: version, retry or smoke."""
+
+
+def _check_gates(doc: schema.SkyRLLaunchConfig) -> None:
+    """The gates `--run` applies, applied again to the document itself (`rlaunch launch --config`)."""
+    runtime, gates = doc.runtime, doc.gates
+    attempts = recorded_attempts(doc.artifacts.output_path, besides=doc.run.attempt_id)
+    problems = [
+        version_problem(attempts, runtime.source_digest, runtime.compatible_checkpoint_digests),
+        retry_problem(attempts, gates),
+    ]
+    if gates.skip_smoke_gate is None and gates.smoke is not None:
+        smoke = gates.smoke
+        problems.append(
+            smoke_record_problem(recorded_attempts(smoke.output_path), smoke.identity, runtime.source_digest)
+        )
+    else:
+        profile, alloc = get_profile(runtime.profile), doc.cluster.allocation
+        large = large_launch(
+            profile.capabilities.accelerator, alloc.num_nodes, gates.smoke_gate_nodes, rehearsal=profile.rehearsal
+        )
+        problems.append(smoke_problem(large, gates))
+    found = [p for p in problems if p]
+    if found:
+        raise GateRefusedError("; ".join(found))
+
+
 def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) -> LaunchResult:
     resolved_url = storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), RESOLVED_DOCUMENT)
     problem = storage.writable_problem(doc.artifacts.output_path)
@@ -140,10 +186,12 @@ def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) ->
     if doc.run.submission == "detach":
         result.state = SUBMITTED
         return result
+    tail: deque[str] = deque(maxlen=LOG_TAIL)  # the lines a failure is classified by
     try:
         for line in single_replica_lines(backend.logs(result.child_job_id, follow=True), spec.replicas):
             log.write(line if line.endswith("\n") else line + "\n")
             log.flush()
+            tail.append(line)
         status = backend.wait(result.child_job_id)
     except (KeyboardInterrupt, HostInterrupted):
         backend.cancel(result.child_job_id, reason="launch host interrupted")
@@ -163,8 +211,25 @@ def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) ->
         )
     elif not _rehearsed(doc, result, log):
         _succeed(doc, result)
+    if result.state == FAILED:
+        codes = [_trainer_exit_code(doc), *(r.exit_code for r in status.replicas)]
+        result.failure_class = classify(result.failure, list(tail), codes).to_json()
     _finish(doc, result, backend)
     return result
+
+
+def _evidence(doc: schema.SkyRLLaunchConfig, name: str) -> Any:
+    """A file the gang left in the attempt directory (None: absent or damaged, a report only)."""
+    try:
+        return storage.read_json(storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), name))
+    except CorruptStateError:
+        return None
+
+
+def _trainer_exit_code(doc: schema.SkyRLLaunchConfig) -> int | None:
+    """Rank 0's runtime exit code (negative: the signal that ended it), from the gang's outcome."""
+    code = (_evidence(doc, GANG_OUTCOME) or {}).get("exit_code")
+    return code if isinstance(code, int) else None
 
 
 def _rehearsed(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) -> bool:
@@ -191,13 +256,21 @@ def _succeed(doc: schema.SkyRLLaunchConfig, result: LaunchResult) -> None:
     result.state = SUCCEEDED
 
 
-def _finish(doc: schema.SkyRLLaunchConfig, result: LaunchResult, backend: Backend | None = None) -> None:
+def _finish(
+    doc: schema.SkyRLLaunchConfig, result: LaunchResult, backend: Backend | None = None, *, refused: bool = False
+) -> None:
+    """Write the manifests and the attempt's end; a refused attempt (nothing was submitted) says so,
+    and the gates do not count it as a run of this version."""
     result.finished_at = utc_now()
     write_manifests(doc, doc.to_dict(), result)
     phases = {"finished": result.finished_at}
+    extra: dict[str, Any] = {"refused": True} if refused else {}
     if result.child_job_id:
         phases.update(task_phases(doc.artifacts.attempts_root, doc.run.attempt_id))
-    _record(doc, result, result.state, backend, phases)
+        wandb = _evidence(doc, WANDB_RUN)
+        if isinstance(wandb, dict):
+            extra["wandb"] = wandb  # the run the trainer actually logged to
+    _record(doc, result, result.state, backend, phases, extra)
 
 
 def _coordinator_phases(backend: Backend, job_id: str | None) -> dict[str, str]:
@@ -218,6 +291,7 @@ def _record(
     state: str,
     backend: Backend | None,
     phases: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> None:
     """The attempt's run-record entry; `backend_settings` say where its jobs can be found again."""
     alloc = doc.cluster.allocation
@@ -235,6 +309,9 @@ def _record(
         "finished_at": result.finished_at,
         "failure": result.failure,
         "resolved_config_uri": result.resolved_config_uri,
+        **authorisations(doc.gates),
+        **({"failure_class": result.failure_class} if result.failure_class else {}),
+        **(extra or {}),
         "phases": phases or {},
         "memory": document_memory(doc),
     })  # fmt: skip

@@ -39,6 +39,7 @@ class LaunchResult:
     started_at: str = dataclasses.field(default_factory=utc_now)
     finished_at: str | None = None
     rehearsal: dict[str, Any] | None = None  # the rehearsal report (state rehearsed)
+    failure_class: dict[str, Any] | None = None  # deterministic or operational (launch_config.failures)
 
     @property
     def ok(self) -> bool:

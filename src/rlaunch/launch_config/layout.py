@@ -21,6 +21,7 @@ RUNTIME_FILE = "rlaunch_runtime.json"
 CHECKPOINT_META = "rlaunch_checkpoint.json"
 METRICS = "metrics.jsonl"
 MODEL_LOAD = "model_load.json"
+WANDB_RUN = "wandb.json"  # the W&B run the trainer logged to, as the runtime's evidence reports it
 JOINED = "joined"
 GANG_OUTCOME = "gang/outcome.json"  # rank 0's verdict, which the other ranks leave with
 RUN_RECORD = "run_record.json"

@@ -168,6 +168,44 @@ class InputsSection:
 
 
 @dataclass(frozen=True)
+class Authorisation:
+    """An operator's explicit go-ahead past a gate (`--retry`, `--skip-smoke-gate`): why, who, when."""
+
+    reason: str
+    by: Mapping[str, Any] = field(default_factory=dict)
+    at: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.reason.strip():
+            raise ValueError("an authorisation needs a reason (it is kept in the run record)")
+
+
+@dataclass(frozen=True)
+class DeclaredSmoke:
+    """The smoke run that rehearses this launch: its identity and its durable output path."""
+
+    identity: str
+    output_path: str
+
+
+@dataclass(frozen=True)
+class GatesSection:
+    """What the launch gates read besides the run record (`rlaunch.launch_config.gates`).
+
+    A document without this section declares no smoke and carries no authorisation, so the host
+    refuses a retry or a large launch from it exactly as `--run` would."""
+
+    smoke: DeclaredSmoke | None = None
+    smoke_gate_nodes: int = 1  # more nodes than this (or any GPU runtime) is a large launch
+    retry: Authorisation | None = None
+    skip_smoke_gate: Authorisation | None = None
+
+    def __post_init__(self) -> None:
+        if self.smoke_gate_nodes < 0:
+            raise ValueError(f"gates.smoke_gate_nodes={self.smoke_gate_nodes} cannot be negative")
+
+
+@dataclass(frozen=True)
 class SkyRLLaunchConfig:
     schema_version: int
     run: RunSection
@@ -177,6 +215,7 @@ class SkyRLLaunchConfig:
     inputs: InputsSection
     skyrl: Mapping[str, Any]
     ray: RaySection = field(default_factory=RaySection)
+    gates: GatesSection = field(default_factory=GatesSection)
 
     def __post_init__(self) -> None:
         if self.schema_version != SCHEMA_VERSION:

@@ -17,12 +17,14 @@ from rlaunch import storage
 from rlaunch.artifacts import records as artifact_records
 from rlaunch.dotted import get_path
 from rlaunch.launch_config import schema
+from rlaunch.launch_config.failures import FailureClass, classify
 from rlaunch.launch_config.layout import (
     CHECKPOINT_META,
     JOINED,
     LATEST_MARKER,
     METRICS,
     MODEL_LOAD,
+    WANDB_RUN,
     attempt_dir,
     attempt_manifest,
     cancel_record,
@@ -148,6 +150,15 @@ class Cancellation:
 
 
 @dataclass
+class Authorised:
+    """An operator's recorded go-ahead past a gate (`--retry`, `--skip-smoke-gate`)."""
+
+    by: str
+    at: str | None
+    reason: str | None = None
+
+
+@dataclass
 class RunStatus:
     reference: str
     output_path: str
@@ -178,6 +189,9 @@ class RunStatus:
     export: Export = field(default_factory=Export)
     terminal: Terminal = field(default_factory=Terminal)
     cancelled: Cancellation | None = None
+    retry: Authorised | None = None  # this attempt relaunched a failed or cancelled one, by --retry
+    failure_class: FailureClass | None = None  # deterministic or operational (launch_config.failures)
+    wandb: dict[str, Any] | None = None  # the W&B run the trainer logged to (its evidence, wandb.json)
     attempt_dir: str | None = None
     document_uri: str | None = None
     damage: str | None = None  # the run record is damaged: the attempt shown was rebuilt from other state
@@ -188,6 +202,8 @@ class RunStatus:
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
+        if self.failure_class is not None:
+            data["failure_class"] = self.failure_class.to_json()
         data["tasks"]["missing_replicas"] = self.tasks.missing_replicas
         data["tasks"]["missing_trainer_processes"] = self.tasks.missing_trainers
         data["export"]["present"] = self.export.present
@@ -377,9 +393,19 @@ def _cancellation(attempt: dict[str, Any], output_path: str, attempt_id: str | N
     record = record if isinstance(record, dict) else attempt.get("cancelled")
     if not isinstance(record, dict):
         return None
-    by = record.get("by") or {}
-    who = f"{by.get('user', '?')}@{by.get('host', '?')}" if isinstance(by, dict) else str(by)
-    return Cancellation(by=who, at=record.get("at"), reason=record.get("reason"))
+    return Cancellation(by=who(record.get("by")), at=record.get("at"), reason=record.get("reason"))
+
+
+def who(by: Any) -> str:
+    """`user@host` of a recorded actor (`rlaunch.processes.actor`)."""
+    by = by or {}
+    return f"{by.get('user', '?')}@{by.get('host', '?')}" if isinstance(by, dict) else str(by)
+
+
+def _authorised(entry: Any) -> Authorised | None:
+    if not isinstance(entry, dict):
+        return None
+    return Authorised(by=who(entry.get("by")), at=entry.get("at"), reason=entry.get("reason"))
 
 
 def effective_state(
@@ -456,12 +482,36 @@ def collect(ref: RunRef, reference: str | None = None) -> RunStatus:
     status.terminal = _terminal(doc, ref.output_path)
     status.export = _export(doc, status.terminal, status.checkpoints, ref.output_path)
     status.cancelled = _cancellation(attempt, ref.output_path, attempt_id)
+    status.retry = _authorised(attempt.get("retry"))
     if status.failure is None and attempt_id and attempts_root:
         manifest = read_json(attempt_manifest(attempts_root, attempt_id)) or {}
         status.failure = get_path(manifest, "result.failure", None)
     status.state, status.state_reason = effective_state(
         status.record_state, status.coordinator, status.child, status.terminal, status.cancelled, attempt_id
     )
+    status.failure_class = _failure_class(status, attempt)
+    status.wandb = _wandb(attempt, status.attempt_dir)
     if ref.damage and not attempt:  # never "pending": the history is unreadable and nothing else names an attempt
         status.state, status.state_reason = "damaged", "no other state of the run names an attempt"
     return status
+
+
+def _wandb(attempt: dict[str, Any], directory: str | None) -> dict[str, Any] | None:
+    """The W&B run the host recorded, else (a running attempt) what the trainer wrote so far."""
+    recorded = attempt.get("wandb")
+    if isinstance(recorded, dict):
+        return recorded
+    found = read_json(storage.join(directory, WANDB_RUN)) if directory else None
+    return found if isinstance(found, dict) else None
+
+
+def _failure_class(status: RunStatus, attempt: dict[str, Any]) -> FailureClass | None:
+    """What the host classified; for a failure it never classified (an observer finalised the
+    attempt), what the failure message and the child's exit codes say."""
+    if status.state != "failed":
+        return None
+    recorded = FailureClass.from_json(attempt.get("failure_class"))
+    if recorded is not None:
+        return recorded
+    codes = [r.exit_code for r in status.child.replicas] if status.child is not None else []
+    return classify(status.failure or status.state_reason, exit_codes=codes)

@@ -190,11 +190,17 @@ def status_text(s: RunStatus) -> str:
     if s.failure and s.state != "succeeded":
         failure = [ln[:300] for ln in s.failure.strip().splitlines()]
         lines += _line("failure", *failure[:MAX_FAILURE_LINES], *(["..."] if len(failure) > MAX_FAILURE_LINES else []))
+    if s.failure_class:
+        c = s.failure_class
+        rule = f" (rule {c.rule})" if c.rule else ""
+        lines += _line("failed as", f"{c.kind}: {c.cause}{rule}; {c.advice}", f"evidence: {c.evidence or '-'}")
     if s.cancelled:
         lines += _line(
             "cancelled",
             f"by {s.cancelled.by} at {s.cancelled.at}" + (f": {s.cancelled.reason}" if s.cancelled.reason else ""),
         )
+    if s.retry:
+        lines += _line("retry", f"authorised by {s.retry.by} at {s.retry.at}: {s.retry.reason}")
     lines += _line("output", s.output_path)
     times = f"submitted {s.submitted_at or '-'}" + (f"  finished {s.finished_at}" if s.finished_at else "")
     lines += _line("times", times)
@@ -212,8 +218,21 @@ def status_text(s: RunStatus) -> str:
     lines += _steps(s)
     lines += _checkpoints(s)
     lines += _export(s)
+    lines += _wandb(s)
     lines += _terminal(s)
     return "\n".join(lines)
+
+
+def _wandb(s: RunStatus) -> list[str]:
+    w = s.wandb
+    if not w:
+        return []
+    where = w.get("url") or (f"offline run directory {w['offline_dir']}" if w.get("offline_dir") else "-")
+    return _line(
+        "W&B",
+        f"run {w.get('run_id') or '-'}  project {w.get('project') or '-'}  entity {w.get('entity') or '-'}",
+        where,
+    )
 
 
 def verdict_text(s: RunStatus, verdict: Verdict) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.rules import batches, defects, recipe, runtime, topology
+from rlaunch.rules import batches, data, defects, recipe, runtime, topology
 from rlaunch.rules.common import MAX_SIZE, Subject, Violation, divisor_hint, divisors, violation
 from rlaunch.rules.recipe import recipe_problem, wandb_entity
 
@@ -75,6 +75,7 @@ def check_written(s: Subject) -> list[Violation]:
         + recipe.plan_disagreements(s)
         + recipe.launcher_owned(s)
         + recipe.explicitness(s)
+        + data.data_rules(s)
     )
 
 

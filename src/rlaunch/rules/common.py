@@ -64,6 +64,7 @@ class Subject:
     host_memory_bytes: int | None = None  # per node; a CPU slot's capacity is its share
     seed_source: str = "SkyRLSpec.seed"
     plan_in_recipe: bool = False
+    data: tuple[Any, ...] = ()  # `rlaunch.rules.data.DataFacts` of each data source, when recorded
 
 
 def violation(code: str, fields: list[str], message: str, fix: str, **values: Any) -> Violation:

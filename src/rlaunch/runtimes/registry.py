@@ -110,6 +110,7 @@ class RuntimeProfile:
         default_factory=dict
     )  # fixed variables for the trainer (launch_config.task_env)
     env_passthrough: tuple[str, ...] = ()  # names / PREFIX* patterns copied from the submitting environment
+    data_fields: tuple[str, ...] = ()  # the fields every data row must carry (rlaunch.rules.data)
 
     @property
     def lock_file(self) -> Path:
@@ -254,6 +255,7 @@ def load_profile(name: str, directory: str | os.PathLike[str]) -> RuntimeProfile
         rehearsal=raw.get("rehearsal") is True,
         task_env=MappingProxyType(task_env),
         env_passthrough=passthrough,
+        data_fields=tuple(str(f) for f in raw.get("data_fields") or ()),
     )
 
 

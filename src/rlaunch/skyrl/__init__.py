@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rlaunch.skyrl.retention import SkyRLRetentionPolicy
     from rlaunch.skyrl.role_plan import SkyRLRolePlan, SkyRLTopology
     from rlaunch.skyrl.runtime import SkyRLRuntime
-    from rlaunch.skyrl.sources import ArtifactDataSource, ArtifactHfModel, HfModel
+    from rlaunch.skyrl.sources import ArtifactDataSource, ArtifactHfModel, HfModel, PromptData
     from rlaunch.skyrl.spec import SkyRLSpec
     from rlaunch.skyrl.step import SkyRLRun, skyrl_step
 
@@ -38,6 +38,7 @@ __all__ = [
     "MemoryReport",
     "ModelFacts",
     "PreflightError",
+    "PromptData",
     "RaySkyRLExecution",
     "SlurmSkyRLExecution",
     "SkyRLExecution",
@@ -69,7 +70,7 @@ __getattr__, __dir__ = lazy_exports(
         "retention": ["SkyRLRetentionPolicy"],
         "role_plan": ["SkyRLRolePlan", "SkyRLTopology"],
         "runtime": ["SkyRLRuntime"],
-        "sources": ["ArtifactDataSource", "ArtifactHfModel", "HfModel"],
+        "sources": ["ArtifactDataSource", "ArtifactHfModel", "HfModel", "PromptData"],
         "spec": ["SkyRLSpec"],
         "step": ["SkyRLRun", "skyrl_step"],
     },

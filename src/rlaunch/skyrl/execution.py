@@ -43,6 +43,17 @@ class SkyRLExecution(abc.ABC):
     ray: RaySection = field(default_factory=RaySection)
     task_env: Mapping[str, str] = field(default_factory=dict)  # fixed variables for every task and trainer
     env_passthrough: tuple[str, ...] = ()  # names / PREFIX* patterns (NCCL_*) copied from the submitting environment
+    smoke_gate_nodes: int = 1  # a launch on more nodes (or on any GPU runtime) must declare a smoke
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> SkyRLExecution:
+        # Readiness marks what the experiment stated apart from the defaults it relies on.
+        execution = super().__new__(cls)
+        object.__setattr__(execution, "_stated", frozenset(kwargs))
+        return execution
+
+    def stated(self, name: str) -> bool:
+        """Whether the experiment gave `name` (else the field's default is used)."""
+        return name in getattr(self, "_stated", frozenset())
 
     def __post_init__(self) -> None:
         owner = type(self).__name__
@@ -59,6 +70,9 @@ class SkyRLExecution(abc.ABC):
             parse_size(getattr(self, name), field=f"{owner}.{name}")
         require_int(owner, "max_retries", self.max_retries)
         require_int(owner, "job_timeout_seconds", self.job_timeout_seconds)
+        require_int(owner, "smoke_gate_nodes", self.smoke_gate_nodes)
+        if self.smoke_gate_nodes < 0:
+            raise ValueError(f"{owner}.smoke_gate_nodes={self.smoke_gate_nodes} cannot be negative")
         if self.max_retries < 0:
             raise ValueError(f"{owner}.max_retries={self.max_retries} cannot be negative")
         if self.job_timeout_seconds < 0:

@@ -11,9 +11,10 @@ from rlaunch.launch_config.layout import RunPaths, latest_checkpoint
 from rlaunch.launch_config.recipe import get_path
 from rlaunch.launch_config.resume import foreign_checkpoint, refusal
 from rlaunch.skyrl.execution import SkyRLExecution
+from rlaunch.skyrl.gates import large, plan_rows, smoke_line
 from rlaunch.skyrl.memory_fit import MemoryReport, memory_report
 from rlaunch.skyrl.parity import differences, shape_of_spec, shape_of_step
-from rlaunch.skyrl.readiness import readiness
+from rlaunch.skyrl.readiness import readiness, relied_defaults
 from rlaunch.skyrl.readiness import render as render_readiness
 from rlaunch.skyrl.render import live_run_paths, spec_fingerprint
 from rlaunch.skyrl.sources import pinned_commit
@@ -31,16 +32,19 @@ def resume_refusal(spec: SkyRLSpec, prefix: str) -> str | None:
     return None if info is None else refusal(info, digest, fingerprint)
 
 
-def parity_lines(spec: SkyRLSpec, export_hf: bool, smoke: Any) -> list[str]:
-    """The smoke this step declares and whether parity holds, difference by difference."""
+def parity_lines(spec: SkyRLSpec, execution: SkyRLExecution, export_hf: bool, smoke: Any, prefix: str) -> list[str]:
+    """The smoke gate: whether this launch needs a smoke, whether parity holds with the declared
+    one, difference by difference, and whether that smoke's run is still awaited."""
     if smoke is None:
-        return ["smoke gate: none declared (skyrl_step(..., smoke=<smoke step>) gates --run on a passing smoke)"]
+        return [smoke_line(spec, execution, None, prefix)]
     found = differences(shape_of_step(smoke), shape_of_spec(spec, export_hf))
+    run = f"  smoke run: {smoke_line(spec, execution, smoke, prefix)}"
     if not found:
-        return [f"smoke gate: {smoke.identity}; parity holds (--run also needs its verify-smoke PASS)"]
+        return [f"smoke gate: {smoke.identity}; parity holds (--run also needs its verify-smoke PASS)", run]
     return [
         f"smoke gate: {smoke.identity}; parity FAILS, {len(found)} difference(s):",
         *(f"  {d.line()}" for d in found),
+        run,
     ]
 
 
@@ -88,6 +92,7 @@ def describe_step(spec: SkyRLSpec, execution: SkyRLExecution, config: dict[str, 
         ("exports", f"{paths.export_root} (export_hf={document['run']['export_hf']})"),
         ("terminal manifest", paths.terminal_manifest_uri),
         ("resume", _resume_line(spec, prefix, paths)),
+        *plan_rows(spec, prefix),
         ("seed", str(spec.seed)),
     ]
     width = max(len(label) for label, _ in rows)
@@ -103,8 +108,12 @@ def describe_step(spec: SkyRLSpec, execution: SkyRLExecution, config: dict[str, 
     ]
     memory = plan_memory(spec, execution)
     lines += ["memory per device (estimates; refused only where a lower bound exceeds the device):", *memory.lines()]
-    lines += render_readiness(readiness(spec, execution, export_hf=document["run"]["export_hf"], memory=memory))
-    lines += parity_lines(spec, document["run"]["export_hf"], smoke)
+    lines += render_readiness(
+        readiness(spec, execution, export_hf=document["run"]["export_hf"], memory=memory),
+        large=large(spec, execution) is not None,
+        defaults=relied_defaults(execution),
+    )
+    lines += parity_lines(spec, execution, document["run"]["export_hf"], smoke, prefix)
     return lines
 
 
@@ -146,8 +155,17 @@ def _resume_line(spec: SkyRLSpec, prefix: str, paths: RunPaths) -> str:
     if problem:
         return f"REFUSED: {problem}"
     info = latest_checkpoint(paths.checkpoint_root)
-    return (
-        "no checkpoint yet"
-        if info is None
-        else f"would resume step {info.step} (same run fingerprint {spec_fingerprint(spec)[:16]} and runtime digest)"
-    )
+    if info is None:
+        return "no checkpoint yet"
+    digest, fingerprint = spec.runtime.source_digest, spec_fingerprint(spec)
+    declared = [
+        f"{what} {(theirs or 'unknown')[:16]} (this run: {ours[:16]})"
+        for what, theirs, ours in (
+            ("runtime digest", info.runtime_digest, digest),
+            ("run fingerprint", info.fingerprint, fingerprint),
+        )
+        if theirs != ours
+    ]
+    if declared:
+        return f"would resume step {info.step}, compatible by declaration: checkpoint {' and '.join(declared)}"
+    return f"would resume step {info.step} (same run fingerprint {fingerprint[:16]} and runtime digest {digest[:16]})"

@@ -10,7 +10,6 @@ value is never read into an item.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,7 +24,11 @@ from rlaunch.skyrl.execution import SkyRLExecution
 from rlaunch.skyrl.memory_fit import MemoryReport
 from rlaunch.skyrl.spec import SkyRLSpec
 
-OK, MISSING, WARN = "ok", "missing", "warn"
+OK, MISSING, WARN, DEFAULT = "ok", "missing", "warn", "default"
+HOST_FIELDS = ("cpu", "memory", "disk")
+COORDINATOR_FIELDS = ("coordinator_cpu", "coordinator_memory", "coordinator_disk", "coordinator_timeout_hours")
+# What a large launch must not leave to a default without saying so (listed by `relied_defaults`).
+LAUNCH_FIELDS = (*HOST_FIELDS, *COORDINATOR_FIELDS, "job_timeout_seconds", "max_retries")
 ENGINE_MAX_LEN = "generator.inference_engine.engine_init_kwargs.max_model_len"
 
 
@@ -37,7 +40,7 @@ class ReadinessItem:
     state: str = OK
 
     def line(self, width: int) -> str:
-        mark = {OK: "[ok]", MISSING: "[MISSING]", WARN: "[check]"}[self.state]
+        mark = {OK: "[ok]", MISSING: "[MISSING]", WARN: "[check]", DEFAULT: "[default]"}[self.state]
         return f"  {mark:<9} {self.label:<{width}}  {self.value}  ({self.source})"
 
 
@@ -46,7 +49,7 @@ def readiness(
 ) -> list[ReadinessItem]:
     composed = spec.composed_recipe
     return [
-        *_host_resources(execution),
+        *_host_resources(spec, execution),
         *_credentials(composed),
         _context_budget(spec, composed),
         *([_memory_fit(memory)] if memory is not None else []),
@@ -57,35 +60,55 @@ def readiness(
     ]
 
 
-def render(items: list[ReadinessItem]) -> list[str]:
+def render(items: list[ReadinessItem], *, large: bool = False, defaults: list[str] = ()) -> list[str]:
+    """The readiness section; a large launch ends it with every default it would rely on."""
     width = max(len(item.label) for item in items)
     missing = sum(item.state == MISSING for item in items)
-    head = "readiness:" + (f" {missing} item(s) missing" if missing else " every item explicit")
-    return [head, *(item.line(width) for item in items)]
+    defaulted = sum(item.state == DEFAULT for item in items)
+    counts = [f"{missing} item(s) missing"] * bool(missing) + [f"{defaulted} item(s) on defaults"] * bool(defaulted)
+    head = "readiness: " + ("; ".join(counts) or "every item explicit")
+    lines = [head, *(item.line(width) for item in items)]
+    if large and defaults:
+        lines.append(f"  a large launch relying on {len(defaults)} default(s): {', '.join(defaults)}")
+    return lines
 
 
-def _host_resources(execution: SkyRLExecution) -> list[ReadinessItem]:
+def _host_resources(spec: SkyRLSpec, execution: SkyRLExecution) -> list[ReadinessItem]:
+    """Per role and for the coordinator: each value, `[default]` where the experiment stated none."""
     kind = type(execution).__name__
-    defaults = {f.name: f.default for f in dataclasses.fields(execution)}
 
-    def origin(*names: str) -> str:
-        chosen = [n for n in names if getattr(execution, n) != defaults.get(n)]
-        if len(chosen) == len(names):
-            return f"{kind}({', '.join(names)})"
-        return f"{kind} defaults for {', '.join(n for n in names if n not in chosen)}"
+    def value(name: str, text: str) -> str:
+        return text if execution.stated(name) else f"{text} [default]"
 
-    return [
-        ReadinessItem(
-            "host per node",
-            f"{execution.cpu:g} CPU, {execution.memory} memory, {execution.disk} disk",
-            origin("cpu", "memory", "disk"),
-        ),
-        ReadinessItem(
-            "coordinator",
-            f"{execution.coordinator_cpu:g} CPU, {execution.coordinator_memory} memory, {execution.coordinator_disk} disk",
-            origin("coordinator_cpu", "coordinator_memory", "coordinator_disk"),
-        ),
-    ]
+    def item(label: str, prefix: str, names: tuple[str, ...], texts: tuple[str, ...]) -> ReadinessItem:
+        defaulted = [n for n in names if not execution.stated(n)]
+        source = f"{kind}({', '.join(n for n in names if n not in defaulted)})" if len(defaulted) < len(names) else ""
+        if defaulted:
+            source = "; ".join(filter(None, (source, f"{kind} defaults for {', '.join(defaulted)}")))
+        return ReadinessItem(
+            label, prefix + ", ".join(value(n, t) for n, t in zip(names, texts)), source, DEFAULT if defaulted else OK
+        )
+
+    per_node = (f"{execution.cpu:g} CPU", f"{execution.memory} memory", f"{execution.disk} disk")
+    plan, topo = spec.topology.role_plan, spec.topology
+    if plan.colocate_all:
+        roles = [("policy+rollout", topo.num_nodes)]
+    else:
+        roles = [("policy hosts", plan.policy_num_nodes), ("rollout hosts", topo.num_nodes - plan.policy_num_nodes)]
+    items = [item(label, f"{nodes} node(s), each ", HOST_FIELDS, per_node) for label, nodes in roles]
+    coordinator = (
+        f"{execution.coordinator_cpu:g} CPU",
+        f"{execution.coordinator_memory} memory",
+        f"{execution.coordinator_disk} disk",
+        f"{execution.coordinator_timeout_hours:g}h deadline",
+    )
+    return [*items, item("coordinator", "", COORDINATOR_FIELDS, coordinator)]
+
+
+def relied_defaults(execution: SkyRLExecution) -> list[str]:
+    """Every launch setting left to its default (a large launch lists them: `name=value`)."""
+    kind = type(execution).__name__
+    return [f"{kind}.{n}={getattr(execution, n)!r}" for n in LAUNCH_FIELDS if not execution.stated(n)]
 
 
 def _credentials(composed: Mapping[str, Any]) -> list[ReadinessItem]:

@@ -19,6 +19,7 @@ from rlaunch.launch_config.schema import (
     Allocation,
     ArtifactsSection,
     ClusterSection,
+    GatesSection,
     InputsSection,
     RunSection,
     RuntimeSection,
@@ -95,7 +96,13 @@ def allocation(spec: SkyRLSpec, execution: SkyRLExecution) -> Allocation:
 
 
 def render_document(
-    spec: SkyRLSpec, execution: SkyRLExecution | None, ctx: StepContext, *, attempt_id: str, export_hf: bool
+    spec: SkyRLSpec,
+    execution: SkyRLExecution | None,
+    ctx: StepContext,
+    *,
+    attempt_id: str,
+    export_hf: bool,
+    gates: GatesSection | None = None,
 ) -> dict[str, Any]:
     """The launch document as plain data (validated against the schema when placement is real)."""
     paths = run_paths(spec, ctx)
@@ -165,5 +172,6 @@ def render_document(
     sections["skyrl"] = spec.rendered_recipe()
     if execution is not None:
         sections["ray"] = encode(execution.ray)
+        sections["gates"] = encode(gates or GatesSection(smoke_gate_nodes=execution.smoke_gate_nodes))
         from_dict(sections)  # a rendering bug fails here, naming the path, not in the host
     return sections

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlaunch import storage
-from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
+from rlaunch.artifacts import Artifact, ArtifactStep, Directory, StepContext, records
 from rlaunch.launch_config.schema import DataInput, ModelInput
 from rlaunch.paths import ConfinementError, relative_path_problem
+from rlaunch.rules.data import DataFacts
 from rlaunch.skyrl.fields import require_str
 from rlaunch.skyrl.model_facts import ModelFacts
 
@@ -32,6 +33,28 @@ class HfModel(Artifact):
     revision: str | None = None  # the source commit the files came from, when the model has one
     source: str | None = None  # where it came from (`hf://org/name`), when fetched
     hf_config: dict[str, Any] | None = None  # its config.json: the architecture the memory rules size
+
+
+@dataclass(frozen=True)
+class PromptData(Directory):
+    """Prompt rows for RL (.jsonl/.json/.parquet files under `path`, one split per file).
+
+    Built with `PromptData(path=...)`, it reads its files once and records per split the row
+    count, the field names and the first row lacking a field (`splits`), which the preflight
+    checks against the fields the runtime reads. A hub dataset also records its files' sha256,
+    the commit and the source (`rlaunch.skyrl.hub.hf_dataset_source`).
+    """
+
+    splits: dict[str, Any] | None = None  # None: computed from the files (at build)
+    files: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
+    revision: str | None = None
+    source: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.splits is None:
+            from rlaunch.skyrl.data_facts import split_facts
+
+            object.__setattr__(self, "splits", split_facts(self.path) if storage.exists(self.path) else {})
 
 
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -132,6 +155,14 @@ class ArtifactDataSource:
 
     def deps(self) -> tuple[ArtifactStep[Any], ...]:
         return (self.step,)
+
+    def stored_facts(self, role: str, prefix: str | None = None) -> DataFacts | None:
+        """The splits the data artifact recorded when it was built (None: not built, or no facts)."""
+        record = records.read_record(self.step.path(prefix))
+        splits = ((record or {}).get("result") or {}).get("splits")
+        if not isinstance(splits, dict):
+            return None
+        return DataFacts(role, self.step.identity, self.relative_path, splits)
 
     def locator(self, ctx: StepContext) -> DataInput:
         return DataInput(

@@ -8,6 +8,7 @@ from typing import Any
 
 from rlaunch.artifacts import ArtifactStep
 from rlaunch.artifacts.identity import validate_name, validate_version
+from rlaunch.rules.data import DataFacts
 from rlaunch.skyrl.errors import PreflightError
 from rlaunch.skyrl.fields import require_int, require_str
 from rlaunch.skyrl.preflight import check_plan
@@ -60,11 +61,27 @@ class SkyRLSpec:
                 raise TypeError(f"SkyRLSpec data sources must be ArtifactDataSource, got {source!r}")
         for digest in self.compatible_checkpoint_digests:
             require_str("SkyRLSpec", "compatible_checkpoint_digests[]", digest)
+        self.check_stored(None)
+
+    def check_stored(self, prefix: str | None) -> None:
+        """The preflight over the plan and the stored facts of its model and data under `prefix`:
+        at construction, and again in the RL step once its inputs are built (before allocation)."""
         violations = check_plan(
-            self.topology, self.recipe, self.runtime.runtime_profile, seed=self.seed, model=self.model.stored_facts()
+            self.topology,
+            self.recipe,
+            self.runtime.runtime_profile,
+            seed=self.seed,
+            model=self.model.stored_facts(prefix),
+            data=self.data_facts(prefix),
         )
         if violations:
             raise PreflightError.combine(violations)
+
+    def data_facts(self, prefix: str | None = None) -> list[DataFacts]:
+        """What the data artifacts recorded of their splits (those built, with facts)."""
+        sources = [(f"train_data[{i}]", s) for i, s in enumerate(self.train_data)]
+        sources += [(f"validation_data[{i}]", s) for i, s in enumerate(self.validation_data)]
+        return [f for role, source in sources if (f := source.stored_facts(role, prefix)) is not None]
 
     @functools.cached_property
     def recipe(self) -> dict[str, Any]:

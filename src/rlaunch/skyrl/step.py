@@ -6,11 +6,12 @@ import dataclasses
 import sys
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
 from rlaunch.launch_config import schema
+from rlaunch.launch_config.gates import authorisations
 from rlaunch.launch_config.layout import HANDED_DOCUMENT, attempt_dir
 from rlaunch.launch_config.run_record import marked, update_attempt
 from rlaunch.rules import wandb_entity
@@ -18,6 +19,7 @@ from rlaunch.secrets import refuse_secrets_in
 from rlaunch.skyrl import launcher
 from rlaunch.skyrl.errors import PreflightError
 from rlaunch.skyrl.execution import SkyRLExecution
+from rlaunch.skyrl.gates import gates_section
 from rlaunch.skyrl.render import render_document
 from rlaunch.skyrl.spec import SkyRLSpec
 
@@ -51,6 +53,7 @@ class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
     execution: SkyRLExecution | None = None
     export_hf: bool = False
     smoke: SkyRLArtifactStep | None = None
+    submitted_by: ClassVar[str | None] = "@rl_build_options"  # its coordinator alone launches it
 
     def __repr__(self) -> str:
         return f"SkyRLArtifactStep({self.identity})"
@@ -75,7 +78,10 @@ def skyrl_step(
     def build_config(ctx: StepContext) -> dict[str, Any]:
         placement = None if ctx.is_fingerprint else ctx.runtime_arg(EXECUTION_ARG)
         attempt = "<attempt_id>" if ctx.is_fingerprint else uuid.uuid4().hex[:12]
-        document = render_document(spec, placement, ctx, attempt_id=attempt, export_hf=export_hf)
+        if not ctx.is_fingerprint:
+            spec.check_stored(ctx.prefix)  # the inputs are built now: their recorded facts are checked
+        gates = None if ctx.is_fingerprint else gates_section(smoke, placement, ctx.prefix)
+        document = render_document(spec, placement, ctx, attempt_id=attempt, export_hf=export_hf, gates=gates)
         refuse_secrets_in(document, f"the launch document of {spec.name}@{spec.version}")
         return {
             "artifact": {"name": spec.name, "version": spec.version},
@@ -127,6 +133,7 @@ def run_skyrl(config: dict[str, Any]) -> SkyRLRun:
         "argv": records.redact_argv(list(sys.argv)),
         "launch_document_uri": url,
         "submitted_at": storage.utc_now(),
+        **authorisations(document.gates),
         "phases": marked(),
     })  # fmt: skip
     try:

@@ -21,6 +21,7 @@ def test_wandb_gets_entity_project_and_the_artifact_name_at_version(
     import wandb
     from rlaunch_skyrl.dotlist import tracker_environment
     from rlaunch_skyrl.driver import RlaunchExperiment, config
+    from rlaunch_skyrl.evidence import wandb_record
 
     monkeypatch.setenv("WANDB_API_KEY", "contract-test-not-a-key")
     monkeypatch.setenv("WANDB_MODE", "offline")
@@ -37,6 +38,10 @@ def test_wandb_gets_entity_project_and_the_artifact_name_at_version(
             "gsm8k-grpo",
             "checkpoints/gsm8k-grpo-qwen3-8b@" + document["run"]["artifact"].split("@")[1],
         )
+        recorded = wandb_record()  # what the evidence callback writes to wandb.json: the run itself
+        assert recorded["run_id"] == run.id and (recorded["project"], recorded["entity"]) == ("gsm8k-grpo", "my-lab")
+        assert recorded["mode"] == "offline" and recorded["url"] is None
+        assert recorded["offline_dir"].startswith(str(tmp_path / "wandb" / "offline-run-"))
     finally:
         tracker.finish()
 

@@ -14,10 +14,11 @@ memory failures (`rlaunch.rules.memory`). Here they are raised as `PreflightErro
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rlaunch import rules
+from rlaunch.rules.data import DataFacts
 from rlaunch.runtimes.registry import RuntimeProfile, get_profile
 from rlaunch.skyrl.errors import PreflightError
 from rlaunch.skyrl.model_facts import ModelFacts
@@ -34,11 +35,12 @@ def check_plan(
     *,
     seed: int | None = None,
     model: ModelFacts | None = None,
+    data: Sequence[DataFacts] = (),
 ) -> list[PreflightError]:
     """Every violation of `topology` + `recipe` (the sparse SkyRL recipe) for `profile`; [] when valid."""
     prof = profile if isinstance(profile, RuntimeProfile) else get_profile(profile)
     plan = topology.role_plan
-    subject = subject_of(topology, recipe, prof, seed, model)
+    subject = subject_of(topology, recipe, prof, seed, model, data)
     try:
         rendered = render_recipe(recipe, plan, prof, seed if seed is not None else 0)
     except ValueError as exc:
@@ -52,8 +54,9 @@ def subject_of(
     profile: RuntimeProfile,
     seed: int | None,
     model: ModelFacts | None,
+    data: Sequence[DataFacts] = (),
 ) -> rules.Subject:
-    """What the rules judge, for a spec's topology, sparse recipe, profile, seed and model facts."""
+    """What the rules judge, for a spec's topology, sparse recipe, profile, seed, model and data facts."""
     return rules.Subject(
         num_nodes=topology.num_nodes,
         gpus_per_node=topology.gpus_per_node,
@@ -68,6 +71,7 @@ def subject_of(
         model_revision=model.revision if model else None,
         tokenizer_revision=model.tokenizer_revision if model else None,
         architecture=model.architecture if model else None,
+        data=tuple(data),
     )
 
 

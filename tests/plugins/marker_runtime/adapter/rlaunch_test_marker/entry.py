@@ -3,7 +3,11 @@
 `environment.env_class` picks the scenario: `ok` (default), `fail_at_<N>` (exit 3 after step
 N-1), `flaky_at_<N>` (like `fail_at_<N>`, but only on an attempt that did not resume from a
 checkpoint: a transient fault the next attempt survives), `no_steps` (loads the model, never
-steps), `wrong_model` (records loading another path), `slow` (half a second per step).
+steps), `wrong_model` (records loading another path), `slow` (half a second per step),
+`missing_module` (imports a module the runtime lacks: a deterministic failure), `sigkill_at_<N>`
+(the trainer is killed with SIGKILL at step N, as the kernel's OOM killer would: an operational one),
+`wandb_offline` (writes `wandb.json` as the adapters do for an offline W&B run: id, project, entity,
+run directory under $WANDB_DIR).
 Records follow the trl-cpu layout: model_load.json, metrics.jsonl, joined/trainer-rank-0.json,
 checkpoints with a latest marker, an HF-shaped export.
 """
@@ -15,6 +19,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import socket
 import sys
 import time
@@ -74,6 +79,16 @@ def run(skyrl: dict, export_hf: bool = False) -> int:
     if scenario == "no_steps":
         time.sleep(1.0)
         return 0
+    if scenario == "wandb_offline":
+        run_id = hashlib.sha256(attempt.encode()).hexdigest()[:8]
+        offline_dir = os.path.join(os.environ.get("WANDB_DIR") or attempt, "wandb", f"offline-run-{run_id}")
+        os.makedirs(offline_dir, exist_ok=True)
+        _write(f"{attempt}/wandb.json", {
+            "run_id": run_id, "project": _get(skyrl, "trainer.project_name"), "entity": os.environ.get("WANDB_ENTITY"),
+            "name": _get(skyrl, "trainer.run_name"), "url": None, "mode": "offline", "offline_dir": offline_dir,
+        })  # fmt: skip
+    if scenario == "missing_module":
+        import rlaunch_marker_missing_dependency  # noqa: F401 - the runtime's environment lacks it
     start = 0
     latest = os.path.join(ckpt_root, "latest")
     if _get(skyrl, "trainer.resume_mode") == "latest" and os.path.exists(latest):
@@ -83,6 +98,8 @@ def run(skyrl: dict, export_hf: bool = False) -> int:
         if scenario == f"fail_at_{step}" or (scenario == f"flaky_at_{step}" and start == 0):
             print(f"scenario {scenario}: failing at step {step}", file=sys.stderr)
             return 3
+        if scenario == f"sigkill_at_{step}":
+            os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(0.5 if scenario == "slow" else 0.05)
         with open(f"{attempt}/metrics.jsonl", "a", encoding="utf-8") as handle:
             handle.write(

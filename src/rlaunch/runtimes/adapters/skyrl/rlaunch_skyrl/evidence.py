@@ -16,6 +16,8 @@
 * checkpoints (`on_save`)        `rlaunch_checkpoint.json` in SkyRL's `global_step_<N>/` and the
                                  `latest` marker (`checkpoints.mirror`)
 * `export.json` (`on_train_end`) the HF export SkyRL wrote for the final step, and its files
+* `wandb.json` (`on_train_start`) the W&B run SkyRL's tracker created (id, project, entity, URL;
+                                 offline: its run directory), read from `wandb.run` itself
 """
 
 from __future__ import annotations
@@ -109,6 +111,26 @@ def model_load_record(configured: str, identity: str, resumed_from_step: int | N
     }
 
 
+def wandb_record() -> dict[str, Any] | None:
+    """The W&B run this process logs to, as wandb itself reports it (None: no run, or no wandb)."""
+    import sys
+
+    run = getattr(sys.modules.get("wandb"), "run", None)
+    if run is None:
+        return None
+    mode = str(getattr(run.settings, "mode", "") or "")
+    offline = mode in ("offline", "dryrun")
+    return {
+        "run_id": run.id,
+        "project": run.project,
+        "entity": run.entity,
+        "name": run.name,
+        "url": None if offline else run.url,
+        "mode": mode,
+        "offline_dir": str(run.settings.sync_dir) if offline else None,
+    }
+
+
 def metrics_line(step: int, logs: dict[str, Any]) -> dict[str, Any]:
     record: dict[str, Any] = {"step": step, "training_step": step, "time": time.time()}
     for field, keys in METRIC_KEYS.items():
@@ -142,6 +164,9 @@ class Evidence(TrainingCallback):
         resumed = callback_input.global_step or None
         record = model_load_record(cfg.trainer.policy.model.path, self.context.identity, resumed)
         _write_json(_join(self.context.attempt_dir, "model_load.json"), record)
+        wandb_run = wandb_record()  # the tracker was created before the trainer, in this task
+        if wandb_run is not None:
+            _write_json(_join(self.context.attempt_dir, "wandb.json"), wandb_run)
 
     def on_log(self, trainer: Any, callback_input: Any, control: Any) -> None:
         logs = callback_input.logs or {}

@@ -1,0 +1,155 @@
+"""Why an attempt failed, in the two kinds that decide what to do next.
+
+    deterministic  the inputs made it fail and will again: the trainer refused its config, a
+                   geometry or batch assertion, a runtime import error, a data-format error.
+                   Fix the inputs (and, where it was knowable before allocation, add a
+                   construction-time check with a regression test); the rule code is named when
+                   a preflight rule covers it.
+    operational    the machinery failed: a node lost, a kill for memory, a preemption, a timeout,
+                   an unreachable service, a collective-communication failure. Resubmit with
+                   `--retry "<reason>"`.
+
+`classify` reads, in order, a refusal before allocation (its rule codes), the log lines nearest the end
+(known signatures), the exit codes and signals of the trainer and the gang, then the failure
+message; it keeps the line that decided as evidence. Nothing matched: `unclassified`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+DETERMINISTIC, OPERATIONAL, UNCLASSIFIED = "deterministic", "operational", "unclassified"
+ADVICE = {
+    DETERMINISTIC: "fix the inputs (recipe, role plan, data, runtime); a relaunch of the same inputs fails again",
+    OPERATIONAL: 'resubmit with --retry "<reason>"',
+    UNCLASSIFIED: "read the logs (rlaunch logs) to tell a broken input from a broken machine",
+}
+
+
+@dataclass(frozen=True)
+class Signature:
+    kind: str
+    cause: str
+    pattern: re.Pattern[str]
+    rule: str | None = None
+
+
+def _sig(kind: str, cause: str, pattern: str, rule: str | None = None) -> Signature:
+    return Signature(kind, cause, re.compile(pattern, re.IGNORECASE), rule)
+
+
+# Most specific first: a collective timeout is a timeout line too, an OOM traceback a traceback.
+SIGNATURES: tuple[Signature, ...] = (
+    _sig(
+        OPERATIONAL,
+        "collective-communication failure",
+        r"\bNCCL\b|ProcessGroupNCCL|collective operation timeout|gloo.*(connection|closed)",
+    ),
+    _sig(OPERATIONAL, "killed for memory", r"out of memory|OutOfMemoryError|\bOOM\b|oom[-_ ]kill|Killed process \d+"),
+    _sig(OPERATIONAL, "preempted", r"preempt"),
+    _sig(
+        OPERATIONAL,
+        "node lost",
+        r"node .*(lost|dead|died)|worker (died|lost)|ActorDiedError|RayletDied|heartbeat (timeout|missed)|lost (the )?node",
+    ),
+    _sig(
+        OPERATIONAL,
+        "service unreachable",
+        r"Connection refused|ConnectionError|Max retries exceeded|Temporary failure in name resolution|(service|host|controller) unreachable|\b50[23]\b.*(Bad Gateway|Service Unavailable)",
+    ),
+    _sig(OPERATIONAL, "timed out", r"timed out|deadline exceeded|TimeoutError"),
+    _sig(DETERMINISTIC, "runtime import error", r"(ModuleNotFoundError|ImportError): "),
+    _sig(
+        DETERMINISTIC,
+        "geometry or batch assertion",
+        r"must be divisible by|divisible by (policy_)?mini_batch",
+        "batch.train_mini",
+    ),
+    _sig(
+        DETERMINISTIC,
+        "geometry or batch assertion",
+        r"AssertionError.*(batch|world_size|dp_size|tensor_parallel|mini|micro)",
+    ),
+    _sig(
+        DETERMINISTIC,
+        "data-format error",
+        r"data[- ]format|missing (field|column|key)|KeyError: '(prompt|reward_spec|env_class|data_source|answer|question)'|ArrowInvalid",
+    ),
+    _sig(
+        DETERMINISTIC,
+        "the trainer refused its config",
+        r"validate_cfg|ConfigKeyError|ConfigAttributeError|ValidationError|invalid config|refused (its|the) config|unsupported setting",
+    ),
+)
+SIGNALS = {
+    9: ("node lost or killed for memory (SIGKILL)", "killed for memory"),
+    15: ("terminated (SIGTERM)", "preempted"),
+}
+
+
+@dataclass(frozen=True)
+class FailureClass:
+    kind: str
+    cause: str
+    evidence: str
+    rule: str | None = None
+
+    @property
+    def advice(self) -> str:
+        return ADVICE[self.kind]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "advice": self.advice}
+
+    @classmethod
+    def from_json(cls, data: Any) -> FailureClass | None:
+        if not isinstance(data, dict) or data.get("kind") not in ADVICE:
+            return None
+        return cls(str(data["kind"]), str(data.get("cause", "")), str(data.get("evidence", "")), data.get("rule"))
+
+
+def classify(
+    failure: str | None,
+    log_lines: Sequence[str] = (),
+    exit_codes: Iterable[int | None] = (),
+    *,
+    refused: bool = False,
+    rule_codes: Sequence[str] = (),
+) -> FailureClass:
+    """The kind and cause of a failed attempt, with the evidence that decided. `refused`: the
+    launcher refused it before allocation (its inputs), naming the first rule code it broke."""
+    if refused:
+        evidence = (failure or "").splitlines()[0][:300] if failure else ""
+        return FailureClass(DETERMINISTIC, "refused before allocation", evidence, rule_codes[0] if rule_codes else None)
+    for line in reversed([ln.rstrip() for ln in log_lines if ln.strip()]):
+        found = _signature(line)
+        if found:
+            return FailureClass(found.kind, found.cause, line[-300:], found.rule)
+    for code in exit_codes:
+        signal = _signal(code)
+        if signal in SIGNALS:
+            what, cause = SIGNALS[signal]
+            return FailureClass(OPERATIONAL, cause, f"exit code {code}: {what}")
+        if code == 124:
+            return FailureClass(OPERATIONAL, "timed out", f"exit code {code}: the time limit ended it")
+    for line in (failure or "").splitlines():
+        found = _signature(line)
+        if found:
+            return FailureClass(found.kind, found.cause, line[-300:], found.rule)
+    return FailureClass(UNCLASSIFIED, "no known signature", (failure or "").splitlines()[0][:300] if failure else "")
+
+
+def _signature(line: str) -> Signature | None:
+    return next((s for s in SIGNATURES if s.pattern.search(line)), None)
+
+
+def _signal(code: int | None) -> int | None:
+    """The signal behind an exit code: -N from a Python parent, 128+N from a shell."""
+    if code is None or code == 0:
+        return None
+    if code < 0:
+        return -code
+    return code - 128 if 128 < code < 160 else None

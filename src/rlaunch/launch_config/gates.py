@@ -1,0 +1,131 @@
+"""The launch gates: rules of an RL launch that hold by construction, not by memory.
+
+Each gate reads a version's stored facts (the run record's attempts, the declared smoke's record)
+and the document's `gates` section, and says why a launch may not go (None: it may). Both sides
+apply the same functions: the experiment side in the dry run and before it submits a coordinator
+(`rlaunch.skyrl.gates`), and the launch host on the document it is given, so no path skips them.
+
+    version    a version is one runtime: an attempt recorded under another runtime source digest
+               refuses the launch (fix: a new version) unless that digest is declared compatible
+    retry      a version whose latest attempt failed or was cancelled is relaunched only with an
+               authorised retry (`--retry REASON`: who, when and why go into the run record)
+    smoke      a large launch (a GPU runtime, or more nodes than `gates.smoke_gate_nodes`) declares
+               the smoke that rehearses it, or carries `--skip-smoke-gate REASON`
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from rlaunch.launch_config import run_record
+from rlaunch.launch_config.schema import GatesSection
+from rlaunch.launch_config.typed import encode
+from rlaunch.statefiles import CorruptStateError
+
+RETRY_STATES = ("failed", "cancelled")
+Attempt = Mapping[str, Any]
+
+
+def recorded_attempts(output_path: str, *, besides: str | None = None) -> list[dict[str, Any]]:
+    """The run record's attempts in launch order, without `besides` (the attempt being launched)
+    and without attempts the host refused (nothing of them was submitted).
+
+    A damaged record reads as none: its writer keeps it aside and starts a new one."""
+    try:
+        record = run_record.read(output_path) or {}
+    except CorruptStateError:
+        return []
+    return [a for a in record.get("attempts", []) if a.get("attempt_id") != besides and not a.get("refused")]
+
+
+def foreign_digests(attempts: Iterable[Attempt], digest: str) -> dict[str, str]:
+    """Runtime digests other than `digest` that attempts ran under -> the first attempt with each."""
+    found: dict[str, str] = {}
+    for attempt in attempts:
+        other = attempt.get("runtime_digest")
+        if other and other != digest:
+            found.setdefault(other, str(attempt.get("attempt_id")))
+    return found
+
+
+def version_problem(attempts: Sequence[Attempt], digest: str, compatible: Iterable[str] = ()) -> str | None:
+    """Why this version may not launch under runtime `digest` (None: same runtime, or declared)."""
+    declared = set(compatible)
+    undeclared = {d: a for d, a in foreign_digests(attempts, digest).items() if d not in declared}
+    if not undeclared:
+        return None
+    old, attempt = next(iter(undeclared.items()))
+    return (
+        f"attempt {attempt} of this version ran under runtime source digest {old[:16]}, and this runtime is "
+        f"{digest[:16]}: a version is one runtime. Launch a new version (--version, or --override NAME=VERSION "
+        f"for the RL artifact); or, once the old runtime's checkpoints are known to load, declare it with "
+        f"SkyRLSpec(compatible_checkpoint_digests=({old!r},))"
+    )
+
+
+def declared_compatible(attempts: Sequence[Attempt], digest: str, compatible: Iterable[str]) -> list[str]:
+    """Other runtime digests this version ran under that are accepted only by declaration."""
+    declared = set(compatible)
+    return [d for d in foreign_digests(attempts, digest) if d in declared]
+
+
+def retry_needed(attempts: Sequence[Attempt]) -> Attempt | None:
+    """The latest attempt when it failed or was cancelled: relaunching it needs an authorised retry."""
+    if attempts and attempts[-1].get("state") in RETRY_STATES:
+        return attempts[-1]
+    return None
+
+
+def retry_problem(attempts: Sequence[Attempt], gates: GatesSection) -> str | None:
+    latest = retry_needed(attempts)
+    if latest is None or gates.retry is not None:
+        return None
+    failure = latest.get("failure") or ""
+    why = f" ({failure.splitlines()[0][:160]})" if failure else ""
+    return (
+        f"the latest attempt {latest.get('attempt_id')} {latest.get('state')}{why}; relaunching it is a retry: "
+        'pass --retry "<reason>" (who, when and why are kept in the run record), or launch a new version'
+    )
+
+
+def large_launch(accelerator: str, num_nodes: int, threshold: int, *, rehearsal: bool = False) -> str | None:
+    """Why a launch counts as large (None: small). A rehearsal runtime never trains, so it is never large."""
+    if rehearsal:
+        return None
+    if accelerator != "cpu":
+        return f"it runs on a {accelerator.upper()} runtime"
+    if num_nodes > threshold:
+        return f"it allocates {num_nodes} nodes (more than the smoke gate's threshold of {threshold})"
+    return None
+
+
+def smoke_problem(large: str | None, gates: GatesSection) -> str | None:
+    """A large launch that declares no smoke and carries no --skip-smoke-gate is refused."""
+    if large is None or gates.smoke is not None or gates.skip_smoke_gate is not None:
+        return None
+    return (
+        f"this is a large launch ({large}) and it declares no smoke: declare the smoke that rehearses it "
+        "(skyrl_step(..., smoke=<smoke step>): same runtime, strategy, entrypoint and hand-offs, scaled down), "
+        'or pass --skip-smoke-gate "<reason>" (kept in the run record)'
+    )
+
+
+def smoke_record_problem(smoke_attempts: Sequence[Attempt], identity: str, digest: str) -> str | None:
+    """The host's view of a declared smoke: its latest attempt succeeded under this runtime."""
+    if not smoke_attempts:
+        return f"the declared smoke {identity} has not run; launch it and check it with rlaunch verify-smoke"
+    latest = smoke_attempts[-1]
+    if latest.get("state") != "succeeded":
+        return f"the declared smoke {identity}'s latest attempt {latest.get('attempt_id')} is {latest.get('state')}"
+    if latest.get("runtime_digest") not in (None, digest):
+        return (
+            f"the declared smoke {identity} ran under runtime source digest {str(latest['runtime_digest'])[:16]}, "
+            f"not this runtime's {digest[:16]}: rerun the smoke on this runtime"
+        )
+    return None
+
+
+def authorisations(gates: GatesSection) -> dict[str, Any]:
+    """The authorisations a launch carries, as the run record keeps them in its attempt entry."""
+    return {name: encode(value) for name in ("retry", "skip_smoke_gate") if (value := getattr(gates, name))}

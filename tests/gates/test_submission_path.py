@@ -1,0 +1,65 @@
+"""Gate 1, one submission path: an RL step is launched only by the coordinator `@rl_build_options`
+submits. A `@build_options` main, or the artifact runner called directly, refuses a graph that would
+build one, before anything is built, naming `@rl_build_options`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from rlaunch.artifacts import Runner
+from rlaunch.artifacts.plan import SubmissionPathError
+from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
+from rlaunch.cli import build_options
+from tests.experiments.marker import marker_rl
+
+DAY = "2026.11.30"
+
+
+@pytest.fixture(autouse=True)
+def prefix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "prefix"
+    monkeypatch.setenv("RLAUNCH_PREFIX", str(root))
+    monkeypatch.setenv("RLAUNCH_RUNTIME_PLUGINS", "tests.plugins.marker_runtime")
+    monkeypatch.delenv("RLAUNCH_JOB_ID", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return root
+
+
+@click.command()
+@build_options
+def plain_main() -> object:
+    return marker_rl()
+
+
+def _written(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else []
+
+
+@pytest.mark.parametrize("run", [True, False], ids=["run", "plan"])
+def test_a_build_options_main_refuses_an_rl_step_before_building_anything(prefix: Path, run: bool) -> None:
+    done = CliRunner().invoke(plain_main, ["--version", DAY, *(["--run"] if run else [])])
+    assert done.exit_code == 2, done.output
+    assert "marker/rl@2026.11.30 (launched only by @rl_build_options)" in done.output
+    assert "decorate the experiment's main with @rl_build_options" in done.output
+    assert _written(prefix) == []  # not even the model and data steps before it
+
+
+def test_the_artifact_runner_refuses_an_rl_step_it_would_build(prefix: Path) -> None:
+    with build_context(BuildContext(VersionCodex(DAY))):
+        step = marker_rl()
+    with pytest.raises(SubmissionPathError, match="@rl_build_options"):
+        Runner(str(prefix), report=lambda line: None).run([step])
+    assert _written(prefix) == []
+
+
+def test_a_graph_without_rl_still_runs_under_build_options(prefix: Path) -> None:
+    from experiments.hello import main as hello
+
+    done = CliRunner().invoke(hello, ["--version", DAY, "--run"])
+    assert done.exit_code == 0, done.output
+    assert os.path.isdir(prefix)
