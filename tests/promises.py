@@ -46,6 +46,11 @@ _DIGEST = "tests/runtimes/test_shipped_digest.py"
 _TRL = "src/rlaunch/runtimes/adapters/trl_cpu/rlaunch_trl_cpu/checkpoints.py"
 _SKYRL = "src/rlaunch/runtimes/adapters/skyrl/rlaunch_skyrl/checkpoints.py"
 
+_GATES = "src/rlaunch/launch_config/gates.py"
+_HOST_GATES = "tests/gates/test_host_gates.py"
+_PINNED = "tests/gates/test_pinned_data.py"
+_FAILURES = "tests/gates/test_failures.py"
+
 PROMISES = (
     Promise(
         "Nothing is staged that fails its checksum",
@@ -345,6 +350,113 @@ PROMISES = (
                 "requirements.in no longer shipped (main before this fix)",
                 f"{_DIGEST}::test_package_data_is_the_declared_shipped_list",
                 f"{_DIGEST}::test_a_wheel_gives_every_runtime_the_editable_installs_digest",
+            ),
+        ),
+    ),
+    Promise(
+        "An RL step is launched only by the coordinator @rl_build_options submits",
+        (
+            _one(
+                "src/rlaunch/artifacts/plan.py",
+                "    if foreign:\n",
+                "    if False:\n",
+                "any runner may build an RL step",
+                "tests/gates/test_submission_path.py::test_a_build_options_main_refuses_an_rl_step_before_building_anything",
+                "tests/gates/test_submission_path.py::test_the_artifact_runner_refuses_an_rl_step_it_would_build",
+            ),
+        ),
+    ),
+    Promise(
+        "A version is one runtime: an attempt under another runtime digest refuses the launch",
+        (
+            _one(
+                _GATES,
+                "    if not undeclared:\n        return None",
+                "    if True:\n        return None",
+                "attempts under another runtime digest ignored",
+                f"{_HOST_GATES}::test_an_attempt_under_another_runtime_refuses_the_version",
+                "tests/gates/test_version_wording.py::test_without_the_declaration_the_version_is_refused",
+            ),
+        ),
+    ),
+    Promise(
+        "A failed or cancelled version is relaunched only with an authorised retry",
+        (
+            _one(
+                _GATES,
+                "if latest is None or gates.retry is not None:",
+                "if True:",
+                "a retry needs no authorisation",
+                f"{_HOST_GATES}::test_a_failed_version_needs_the_retry_authorisation_in_the_document",
+            ),
+        ),
+    ),
+    Promise(
+        "A large launch declares its smoke or carries a recorded reason",
+        (
+            _one(
+                _GATES,
+                "if large is None or gates.smoke is not None or gates.skip_smoke_gate is not None:",
+                "if True:",
+                "the host lets a large document without a smoke through",
+                f"{_HOST_GATES}::test_a_large_document_without_a_smoke_or_a_skip_is_refused",
+            ),
+            _one(
+                "src/rlaunch/cli/smoke_gate.py",
+                'return [f"{step.identity}: {problem}"] if problem else []',
+                "return []",
+                "--run lets a large launch without a smoke through",
+                "tests/gates/test_smoke_gate.py::test_a_two_node_launch_without_a_smoke_is_refused_and_goes_with_a_recorded_reason",
+            ),
+        ),
+    ),
+    Promise(
+        "A host resource the experiment did not state is shown as a default",
+        (
+            _one(
+                "src/rlaunch/skyrl/readiness.py",
+                'return text if execution.stated(name) else f"{text} [default]"',
+                "return text",
+                "defaults shown like stated values",
+                "tests/parity/test_readiness.py::test_host_resources_mark_every_default_for_every_role_and_the_coordinator",
+            ),
+        ),
+    ),
+    Promise(
+        "Data rows carry the fields the runtime reads, checked before allocation",
+        (
+            _one(
+                "src/rlaunch/rules/data.py",
+                "                if row is None:\n",
+                "                if True:\n",
+                "rows lacking a field read as fine",
+                f"{_PINNED}::test_a_dataset_missing_a_field_the_runtime_reads_is_refused_at_plan_time",
+                f"{_PINNED}::test_the_rl_step_checks_data_built_in_the_same_run_before_the_host_allocates",
+            ),
+        ),
+    ),
+    Promise(
+        "A failed attempt says whether its inputs or the machinery failed",
+        (
+            _one(
+                "src/rlaunch/launch_config/failures.py",
+                "    return next((s for s in SIGNATURES if s.pattern.search(line)), None)",
+                "    return None",
+                "log signatures ignored",
+                f"{_FAILURES}::test_a_runtime_import_error_is_deterministic",
+                f"{_FAILURES}::test_the_line_nearest_the_end_decides_and_a_refusal_names_its_rule",
+            ),
+        ),
+    ),
+    Promise(
+        "The run record holds the W&B run the trainer used",
+        (
+            _one(
+                "src/rlaunch/host/launch.py",
+                'extra["wandb"] = wandb  # the run the trainer actually logged to',
+                "pass",
+                "the trainer's W&B evidence not recorded",
+                "tests/gates/test_wandb_run.py::test_the_wandb_run_the_trainer_used_is_in_the_run_record_and_status",
             ),
         ),
     ),

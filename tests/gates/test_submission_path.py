@@ -15,7 +15,7 @@ from rlaunch.artifacts import Runner
 from rlaunch.artifacts.plan import SubmissionPathError
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.cli import build_options
-from tests.experiments.marker import marker_rl
+from experiments import smoke
 
 DAY = "2026.11.30"
 
@@ -24,16 +24,20 @@ DAY = "2026.11.30"
 def prefix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "prefix"
     monkeypatch.setenv("RLAUNCH_PREFIX", str(root))
-    monkeypatch.setenv("RLAUNCH_RUNTIME_PLUGINS", "tests.plugins.marker_runtime")
     monkeypatch.delenv("RLAUNCH_JOB_ID", raising=False)
     monkeypatch.chdir(tmp_path)
     return root
 
 
+def smoke_rl() -> object:
+    """The CPU smoke's RL step (trl-cpu: no runtime plugin enters this process's registry)."""
+    return smoke.rl_step(smoke.model_step(smoke.tokenizer_step()), smoke.dataset_step(), 1, steps=4)
+
+
 @click.command()
 @build_options
 def plain_main() -> object:
-    return marker_rl()
+    return smoke_rl()
 
 
 def _written(root: Path) -> list[str]:
@@ -44,14 +48,14 @@ def _written(root: Path) -> list[str]:
 def test_a_build_options_main_refuses_an_rl_step_before_building_anything(prefix: Path, run: bool) -> None:
     done = CliRunner().invoke(plain_main, ["--version", DAY, *(["--run"] if run else [])])
     assert done.exit_code == 2, done.output
-    assert "marker/rl@2026.11.30 (launched only by @rl_build_options)" in done.output
+    assert "smoke/rl@2026.11.30 (launched only by @rl_build_options)" in done.output
     assert "decorate the experiment's main with @rl_build_options" in done.output
     assert _written(prefix) == []  # not even the model and data steps before it
 
 
 def test_the_artifact_runner_refuses_an_rl_step_it_would_build(prefix: Path) -> None:
     with build_context(BuildContext(VersionCodex(DAY))):
-        step = marker_rl()
+        step = smoke_rl()
     with pytest.raises(SubmissionPathError, match="@rl_build_options"):
         Runner(str(prefix), report=lambda line: None).run([step])
     assert _written(prefix) == []

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.launching import Launcher
+from tests.launching import MULTINODE_SKIP, Launcher
 from tests.multinode.test_ray_gang import PLUGINS, VERSION, clean_up, free_port, node_records, ray_leftovers
 from tests.slurm.slurm_cluster import SlurmCluster
 
@@ -34,7 +34,7 @@ def test_a_two_node_slurm_gang_forms_one_ray_cluster_across_both_nodes(tmp_path:
     )
     done = launcher.run(
         "-m", "tests.experiments.marker", "--version", VERSION, "--runtime", "test-ray-driver", "--backend", "slurm",
-        "--replicas", "2", "--ray-port", str(free_port()), "--run", timeout=600,
+        "--replicas", "2", "--ray-port", str(free_port()), "--run", *MULTINODE_SKIP, timeout=600,
     )  # fmt: skip
     (attempt,) = [p for p in (launcher.prefix / ".tmp").glob("ttl=*/marker/rl/*/attempts/*") if p.is_dir()]
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rlaunch.cluster.protocol import JobSpec, JobState, Resources
-from tests.launching import Launcher
+from tests.launching import MULTINODE_SKIP, Launcher
 from tests.polling import py, wait_for
 from tests.slurm.slurm_cluster import CPUS_PER_NODE, SlurmCluster
 
@@ -39,7 +39,7 @@ def test_queued_jobs_show_slurms_reason_and_cancelling_the_coordinator_cancels_t
         wait_for(running, 60, "the blockers to run")
         done = launcher.run(
             "-m", "tests.experiments.marker", "--version", VERSION, "--backend", "slurm", "--replicas", "2",
-            "--run", "--detach",
+            "--run", "--detach", *MULTINODE_SKIP,
         )  # fmt: skip
         assert done.returncode == 0 and "via slurm" in done.stdout, done.stdout + done.stderr
         assert "detached; follow with: rlaunch jobs --backend slurm logs " in done.stdout
