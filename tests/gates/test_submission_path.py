@@ -11,11 +11,11 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from experiments import smoke
 from rlaunch.artifacts import Runner
 from rlaunch.artifacts.plan import SubmissionPathError
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.cli import build_options
-from experiments import smoke
 
 DAY = "2026.11.30"
 
