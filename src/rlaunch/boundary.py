@@ -6,8 +6,9 @@ subcommand, the launch host and the task bootstrap. Inside the boundary:
 * a `UserError` (an expected mistake: a bad field, file or reference) prints one line,
   `error: <what, the value, the fix>`, and exits with its `exit_code` (2);
 * Click's own errors, `SystemExit` and Ctrl-C pass through unchanged;
-* anything else is a bug or an environment failure: the full traceback is saved to a file and
-  one line names the exception and that file, exit 1. A user never sees a bare traceback.
+* anything else was not anticipated: the full traceback is saved to a file and
+  one line names the exception and that file and says it is a bug, exit 1. A user never sees a
+  bare traceback.
 
 Tracebacks are saved under `$RLAUNCH_ERROR_DIR`, else `~/.cache/rlaunch/errors`, else (when
 that cannot be written) the system temporary directory's `rlaunch-errors`. Every message and saved
@@ -74,7 +75,7 @@ def unexpected_message(exc: BaseException, program: str) -> str:
     if len(detail) > _MAX_MESSAGE:
         detail = detail[:_MAX_MESSAGE] + "…"
     where = f"the traceback is saved in {saved}" if saved else "the traceback could not be saved"
-    return f"{program} failed unexpectedly: {type(exc).__name__}: {detail} ({where}; please report it)"
+    return f"{program} failed unexpectedly: {type(exc).__name__}: {detail} ({where}; this is a bug, please report it)"
 
 
 def classify(exc: BaseException, program: str) -> tuple[int, str]:

@@ -17,6 +17,9 @@ from rlaunch.artifacts import Directory, FingerprintDriftError, RunFailedError, 
 from rlaunch.artifacts.lock import LOCK_FILE
 from rlaunch.artifacts.records import Provenance
 from rlaunch.artifacts.runner import StepOutcome
+from rlaunch.launch_config.typed import DocumentError
+from rlaunch.skyrl.errors import PreflightError
+from rlaunch.skyrl.launcher import LaunchFailedError
 
 from .helpers import DAY, Count, Label, make_step, quiet
 
@@ -126,9 +129,33 @@ def test_a_failing_step_leaves_a_failed_status_naming_the_error_and_the_tracebac
     assert status["owner"] and status["owner"].startswith(socket.gethostname())
     assert records.read_record(step.path(prefix)) is None
     assert not storage.exists(_lock_url(step.path(prefix)))
-    traceback = [m for m in messages if m.startswith("Traceback")]
-    assert len(traceback) == 1 and traceback[0].endswith("RuntimeError: boom in m")
+    [report] = [m for m in messages if "Traceback" in m]
+    assert report.startswith("  m@2026.11.30 raised an error rlaunch did not anticipate; this is a bug")
+    assert report.endswith("RuntimeError: boom in m")
     assert "  FAILED m@2026.11.30: RuntimeError: boom in m" in messages
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        LaunchFailedError("RL attempt a1 ended failed: child job j reached failed: exit code 3"),
+        DocumentError(["run.attempt_id: 'a b' is not a name (use letters, digits, '-')"]),
+        PreflightError("batch.train_mini", ["role_plan.train_batch_size"], "3 is not a multiple of 2", "choose 2"),
+    ],
+    ids=["a failed launch", "a refused document", "a refused plan"],
+)
+def test_a_step_failing_for_a_known_reason_prints_the_reason_alone(prefix, error):
+    """A failed launch or a refused document is its one-line reason, without rlaunch's own traceback."""
+
+    def run(config):
+        raise error
+
+    messages: list[str] = []
+    with pytest.raises(RunFailedError) as err:
+        _runner(prefix, messages).run([make_step("m", run=run)])
+    line = f"  FAILED m@2026.11.30: {type(error).__name__}: {error}"
+    assert messages[-1] == line and err.value.failed[0].error == line.split(": ", 1)[1]
+    assert not any("Traceback" in m or "this is a bug" in m for m in messages), messages
 
 
 def test_a_step_exiting_reports_no_traceback_but_records_the_exit(prefix):

@@ -86,7 +86,7 @@ def test_an_unexpected_error_names_its_saved_traceback(env: dict[str, str], monk
     code, output = rlaunch(env, "runs")
     assert code == 1
     assert "Traceback" not in output
-    assert "rlaunch failed unexpectedly: RuntimeError: disk on fire" in output
+    assert "rlaunch failed unexpectedly: RuntimeError: disk on fire" in output and "this is a bug" in output
     saved = list(Path(env[ERROR_DIR_ENV]).glob("*.txt"))
     assert len(saved) == 1 and str(saved[0]) in output
     text = saved[0].read_text()

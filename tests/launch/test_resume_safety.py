@@ -52,6 +52,10 @@ def test_a_changed_recipe_refuses_resume_in_plan_and_run(tmp_path: Path) -> None
     launcher = Launcher(tmp_path / "prefix", {})
     failed = launcher.run(*MARKER, "--run")
     assert failed.returncode != 0
+    # The coordinator's output says why the step failed in one line, without rlaunch's own traceback.
+    output = failed.stdout + failed.stderr
+    assert "  FAILED marker/rl@2026.11.30: LaunchFailedError: RL attempt " in output
+    assert "replica 0 failed: exit code 3" in output and "Traceback" not in output, output[-3000:]
     assert next(launcher.prefix.glob(".tmp/*/marker/rl/*/checkpoints/latest")).read_text() == "2"
 
     changed = ("-m", "tests.experiments.marker", "--version", VERSION, "--scenario", "ok")  # another recipe

@@ -1,4 +1,9 @@
-"""The runner: executes a planned graph deps-first, at most `max_concurrent` steps at a time."""
+"""The runner: executes a planned graph deps-first, at most `max_concurrent` steps at a time.
+
+A failing step fails its dependents, not the runner. Its failure is reported as one line
+(`FAILED <identity>: <reason>`) and recorded in its status; only an error nobody anticipated (not
+a `UserError`) is followed by its traceback, which then says that it is a bug.
+"""
 
 from __future__ import annotations
 
@@ -194,8 +199,8 @@ class Runner:
                     identity=step.identity,
                     fingerprint=step.fingerprint,
                 )
-                if isinstance(exc, Exception):
-                    self._say(traceback.format_exc().rstrip())
+                if isinstance(exc, Exception) and not isinstance(exc, UserError):
+                    self._say(_bug_report(step.identity))
                 raise
             records.write_status(
                 path, records.SUCCEEDED, owner=lock.owner, identity=step.identity, fingerprint=step.fingerprint
@@ -234,6 +239,15 @@ def _as_artifact(step: ArtifactStep[Any], result: Any, path: str) -> Artifact:
             f"{step.identity}: run() returned {type(result).__qualname__}, expected {step.artifact_type.type_name()}"
         )
     return result
+
+
+def _bug_report(identity: str) -> str:
+    """The traceback of an error nobody anticipated, saying so: a known failure (a `UserError`,
+    e.g. a refused document or a failed launch) is its one-line reason alone."""
+    return (
+        f"  {identity} raised an error rlaunch did not anticipate; this is a bug (in the step's code or in rlaunch), "
+        f"please report it with this traceback:\n{traceback.format_exc().rstrip()}"
+    )
 
 
 def _materialised(config: Any) -> Any:

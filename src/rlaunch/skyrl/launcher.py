@@ -14,11 +14,14 @@ import threading
 from collections import deque
 from typing import Any
 
+from rlaunch.errors import UserError
+
 STDERR_TAIL = 30
 
 
-class LaunchFailedError(RuntimeError):
-    pass
+class LaunchFailedError(UserError, RuntimeError):
+    """The launch host ended without success: its result says why (a refused document, a failed
+    run), so the reason is the whole story and no traceback of rlaunch's own is shown."""
 
 
 def launch(document_url: str) -> dict[str, Any]:
