@@ -80,6 +80,13 @@ def test_geometry_of_the_64_gpu_plan(base: dict) -> None:
     assert geo.lcm_dp() == 32 and geo.tail_stride() == 4
 
 
+def test_the_fully_async_trainer_trims_no_tail(base: dict) -> None:
+    """SkyRL trims the tail in `RayPPOTrainer.train` only; the fully-async trainer has no stride."""
+    assert _composed(base).trims_tail
+    fully_async = _composed(base, fully_async={"enabled": True})
+    assert not fully_async.trims_tail and fully_async.lcm_dp() == 32 and fully_async.tail_stride() is None
+
+
 def test_geometry_data_parallel_per_strategy(base: dict) -> None:
     assert _composed(base, policy={"sequence_parallel_size": 4}).policy_dp == 8
     assert _composed(base, policy={"sequence_parallel_size": 3}).policy_dp is None  # does not divide 32

@@ -54,14 +54,17 @@ COMPOSED = {"trainer": {"micro_forward_batch_size_per_gpu": 1}}
 @EXAMPLES
 @given(
     train=st.integers(1, 80), mini=small, micro=small, n=small, policy_nodes=st.integers(1, 3),
-    width=st.integers(1, 4), ref_nodes=st.integers(1, 3), use_reference=st.booleans(),
+    width=st.integers(1, 4), ref_nodes=st.integers(1, 3), use_reference=st.booleans(), trims_tail=st.booleans(),
 )  # fmt: skip
 def test_the_batch_rules_refuse_exactly_their_conditions(
-    train: int, mini: int, micro: int, n: int, policy_nodes: int, width: int, ref_nodes: int, use_reference: bool
-) -> None:
+    train: int, mini: int, micro: int, n: int, policy_nodes: int, width: int, ref_nodes: int, use_reference: bool,
+    trims_tail: bool,
+) -> None:  # fmt: skip
+    """The tail stride binds only a trainer that trims its batches (not fully async)."""
     geo = geometry(
         train_batch=train, mini_batch=mini, micro_batch=micro, n_samples=n, policy_nodes=policy_nodes,
         policy_gpus_per_node=width, ref_nodes=ref_nodes, ref_gpus_per_node=width, use_reference=use_reference,
+        trims_tail=trims_tail,
     )  # fmt: skip
     found = by_code(batches.batch_rules(geo, COMPOSED))
     dp, ref_dp = policy_nodes * width, ref_nodes * width
@@ -82,7 +85,7 @@ def test_the_batch_rules_refuse_exactly_their_conditions(
     if use_reference and train * n < lcm:
         expected["batch.reference_lcm"] = {"train_times_n": train * n, "lcm": lcm}
     stride = lcm // math.gcd(lcm, n)
-    if train % stride:
+    if trims_tail and train % stride:
         expected["batch.tail_stride"] = {"train": train, "stride": stride}
     assert found == expected
 
@@ -93,11 +96,15 @@ def test_the_batch_rules_refuse_exactly_their_conditions(
     policy_sp=st.integers(-1, 9),
     ref_sp=st.integers(-1, 9),
     ref_nodes=st.integers(1, 5),
+    use_reference=st.booleans(),
 )
 def test_sequence_parallel_sizes_divide_their_role_and_micro_forward_batches_are_positive(
-    micro_forward: int, policy_sp: int, ref_sp: int, ref_nodes: int
+    micro_forward: int, policy_sp: int, ref_sp: int, ref_nodes: int, use_reference: bool
 ) -> None:
-    geo = geometry(policy_sp=policy_sp, ref_sp=ref_sp, ref_nodes=ref_nodes, ref_gpus_per_node=2)
+    """The reference's Ulysses size is checked only when a KL term builds the reference."""
+    geo = geometry(
+        policy_sp=policy_sp, ref_sp=ref_sp, ref_nodes=ref_nodes, ref_gpus_per_node=2, use_reference=use_reference
+    )
     composed = {"trainer": {"micro_forward_batch_size_per_gpu": micro_forward}}
     found = [
         v
@@ -107,7 +114,8 @@ def test_sequence_parallel_sizes_divide_their_role_and_micro_forward_batches_are
     expected = []
     if micro_forward <= 0:
         expected.append(("batch.micro_forward", {"value": micro_forward}))
-    for role, sp, world in (("policy", policy_sp, 32), ("ref", ref_sp, ref_nodes * 2)):
+    roles = (("policy", policy_sp, 32), ("ref", ref_sp, ref_nodes * 2))
+    for role, sp, world in roles if use_reference else roles[:1]:
         if sp <= 0 or world % sp:
             expected.append(("strategy.sequence_parallel", {"sp": sp, "world": world}))
             assert any(v.fields == (f"config_yaml.trainer.{role}.sequence_parallel_size",) for v in found)
@@ -117,36 +125,56 @@ def test_sequence_parallel_sizes_divide_their_role_and_micro_forward_batches_are
 MEGATRON_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")
 
 
+megatron_shape = st.tuples(st.integers(1, 8), st.integers(1, 4), st.integers(1, 3))
+
+
 @EXAMPLES
 @given(
-    tp=st.integers(1, 8), pp=st.integers(1, 4), cp=st.integers(1, 3), ep=st.integers(1, 8),
-    etp=st.none() | st.integers(1, 4), sp=st.integers(1, 2), padding=st.booleans(),
+    policy=megatron_shape, ref=megatron_shape, ep=st.integers(1, 8), etp=st.none() | st.integers(1, 4),
+    policy_sp=st.integers(0, 2), ref_sp=st.integers(0, 2), padding=st.booleans(), use_reference=st.booleans(),
 )  # fmt: skip
 def test_the_megatron_rules_refuse_exactly_their_conditions(
-    tp: int, pp: int, cp: int, ep: int, etp: int | None, sp: int, padding: bool
-) -> None:
-    config = dict(zip(MEGATRON_KEYS, (tp, pp, cp), strict=True))
-    config.update(expert_model_parallel_size=ep, expert_tensor_parallel_size=etp)
-    ref = dict.fromkeys(MEGATRON_KEYS, 1) | {"expert_model_parallel_size": 1, "expert_tensor_parallel_size": None}
-    composed = {
-        "trainer": {
-            "micro_forward_batch_size_per_gpu": 1,
-            "remove_microbatch_padding": padding,
-            "policy": {"megatron_config": config},
-            "ref": {"megatron_config": ref},
-        }
-    }
-    geo = geometry(strategy="megatron", megatron_policy=(tp, pp, cp), policy_sp=sp)
-    found = {c: v for c, v in by_code(batches.batch_rules(geo, composed)).items() if c.startswith("strategy.")}
-    expected: dict[str, dict[str, Any]] = {}
-    if 32 % (tp * pp * cp):
-        expected["strategy.megatron_world"] = {"world": 32, "model_parallel": tp * pp * cp}
-    if 32 % (pp * ep * (etp or tp)):
-        expected["strategy.megatron_expert"] = {"world": 32, "expert_parallel": pp * ep * (etp or tp)}
-    if sp != 1:
-        expected["strategy.megatron_sequence_parallel"] = {"value": sp}
-    if cp > 1 and not padding:
-        expected["strategy.megatron_context_parallel"] = {"cp": cp}
+    policy: tuple[int, int, int], ref: tuple[int, int, int], ep: int, etp: int | None, policy_sp: int, ref_sp: int,
+    padding: bool, use_reference: bool,
+) -> None:  # fmt: skip
+    """Each built role's world (32) against its TP*PP*CP and PP*EP*ETP (the reference only when a KL
+    term builds it); Ulysses and context parallelism for both roles, built or not."""
+    experts = {"policy": (ep, etp), "ref": (1, None)}
+    composed: dict[str, Any] = {"micro_forward_batch_size_per_gpu": 1, "remove_microbatch_padding": padding}
+    for role, shape in (("policy", policy), ("ref", ref)):
+        config = dict(zip(MEGATRON_KEYS, shape, strict=True))
+        config.update(expert_model_parallel_size=experts[role][0], expert_tensor_parallel_size=experts[role][1])
+        composed[role] = {"megatron_config": config}
+    geo = geometry(
+        strategy="megatron", megatron_policy=policy, megatron_ref=ref, policy_sp=policy_sp, ref_sp=ref_sp,
+        use_reference=use_reference,
+    )  # fmt: skip
+    found = [
+        (v.code, v.fields, dict(v.values))
+        for v in batches.batch_rules(geo, {"trainer": composed})
+        if v.code.startswith("strategy.")
+    ]
+    expected: list[tuple[str, tuple[str, ...], dict[str, Any]]] = []
+    shapes = {"policy": policy, "ref": ref}
+    for role in ("policy", "ref") if use_reference else ("policy",):
+        (tp, pp, cp), (role_ep, role_etp) = shapes[role], experts[role]
+        config = f"config_yaml.trainer.{role}.megatron_config"
+        if 32 % (tp * pp * cp):
+            expected.append(("strategy.megatron_world", (config,), {"world": 32, "model_parallel": tp * pp * cp}))
+        if 32 % (pp * role_ep * (role_etp or tp)):
+            expert = pp * role_ep * (role_etp or tp)
+            fields = (f"{config}.expert_model_parallel_size",)
+            expected.append(("strategy.megatron_expert", fields, {"world": 32, "expert_parallel": expert}))
+    for role, sp in (("policy", policy_sp), ("ref", ref_sp)):
+        if sp != 1:
+            fields = (f"config_yaml.trainer.{role}.sequence_parallel_size",)
+            expected.append(("strategy.megatron_sequence_parallel", fields, {"value": sp}))
+    context = {role: shape[2] for role, shape in shapes.items() if shape[2] > 1}
+    if context and not padding:
+        fields = ("config_yaml.trainer.remove_microbatch_padding",) + tuple(
+            f"config_yaml.trainer.{role}.megatron_config.context_parallel_size" for role in context
+        )
+        expected.append(("strategy.megatron_context_parallel", fields, {f"{r}_cp": cp for r, cp in context.items()}))
     assert found == expected
 
 

@@ -106,16 +106,25 @@ CASES: dict[str, Case] = {
     "strategy.megatron_world": seed(
         megatron(tensor_model_parallel_size=3, pipeline_model_parallel_size=1, context_parallel_size=1), "megatron"
     ),
+    # The reference (built: the base recipe's KL loss) against its own TP*PP*CP.
+    "strategy.megatron_world #2": seed(
+        recipe(trainer={"ref": {"megatron_config": {"tensor_model_parallel_size": 3}}}), "megatron"
+    ),
     "strategy.megatron_expert": seed(
         megatron(pipeline_model_parallel_size=2, expert_model_parallel_size=32, expert_tensor_parallel_size=1),
         "megatron",
     ),
     "strategy.megatron_sequence_parallel": seed(recipe(trainer={"policy": {"sequence_parallel_size": 2}}), "megatron"),
+    # Ulysses on the reference is refused under Megatron even when no reference is built (no KL).
+    "strategy.megatron_sequence_parallel #2": seed(
+        recipe(trainer={"algorithm": {"use_kl_loss": False}, "ref": {"sequence_parallel_size": 2}}), "megatron"
+    ),
     "strategy.megatron_context_parallel": seed(
         recipe(
             trainer={
                 "remove_microbatch_padding": False,
                 "policy": {"megatron_config": {"context_parallel_size": 2}},
+                "ref": {"megatron_config": {"context_parallel_size": 4}},
             }
         ),
         "megatron",
@@ -159,6 +168,15 @@ CASES: dict[str, Case] = {
     "recipe.critic": seed(recipe(trainer={"critic": {"model": {"path": "/m"}}})),
     "recipe.kl_exclusive": seed(recipe(trainer={"algorithm": {"use_kl_in_reward": True}})),
     "recipe.gae_needs_critic": seed(recipe(trainer={"algorithm": {"advantage_estimator": "gae"}})),
+    "recipe.critic_sequence_parallel": seed(recipe(trainer={"critic": {"sequence_parallel_size": 0}})),
+    # The reference is built (the base recipe's KL loss): it must load the language model alone too.
+    "recipe.language_model_only": seed(recipe(trainer={"policy": {"language_model_only": True}})),
+    "recipe.language_model_only #2": seed(
+        recipe(
+            trainer={"algorithm": {"use_kl_loss": False}, "policy": {"language_model_only": True}},
+            generator={"inference_engine": {"language_model_only": False}},
+        )
+    ),
     "recipe.max_training_steps": seed(recipe(trainer={"max_training_steps": 2.5})),
     "recipe.resume_mode": seed(recipe(trainer={"resume_mode": "from_path"})),
     "recipe.input_length": seed(recipe(generator={"max_turns": 1, "max_input_length": 1025})),

@@ -185,7 +185,12 @@ def test_megatron_context_parallel_needs_padding_removal_and_no_ulysses() -> Non
         profile="megatron",
     )
     v = only(found, "strategy.megatron_context_parallel")
-    assert v.fields == ("config_yaml.trainer.remove_microbatch_padding",)
+    assert v.fields == (
+        "config_yaml.trainer.remove_microbatch_padding",
+        "config_yaml.trainer.policy.megatron_config.context_parallel_size",
+        "config_yaml.trainer.ref.megatron_config.context_parallel_size",
+    )
+    assert v.values == {"policy_cp": 2, "ref_cp": 2}
     sp = only(
         violations(topology(), recipe(trainer={"policy": {"sequence_parallel_size": 2}}), profile="megatron"),
         "strategy.megatron_sequence_parallel",

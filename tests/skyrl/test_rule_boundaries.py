@@ -246,7 +246,7 @@ EDGES = [
         "strategy.megatron_context_parallel",
         seed_recipe(recipe(trainer={"policy": {"megatron_config": {"context_parallel_size": 2}}}), MEGATRON),
         MEGATRON_CP2_PADDED,
-        {"cp": 2},
+        {"policy_cp": 2},
     ),
     Edge(
         "entrypoint.fully_async_batch",
@@ -322,7 +322,7 @@ EDGES = [
         "strategy.megatron_context_parallel",
         seed_recipe(recipe(trainer={"remove_microbatch_padding": False}), MEGATRON),
         MEGATRON_CP2_PADDED,
-        {"cp": 2},
+        {"policy_cp": 2},
     ),  # fmt: skip
 ]
 

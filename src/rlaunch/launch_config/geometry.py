@@ -77,6 +77,10 @@ class Geometry:
     ref_sp: int
     megatron_policy: tuple[int, int, int]  # tp, pp, cp
     megatron_ref: tuple[int, int, int]
+    # The standard trainer trims each generated batch to the tail stride; the fully-async trainer
+    # consumes whole generation groups and trims nothing (SkyRL's `_remove_tail_data` is called
+    # only in `RayPPOTrainer.train`).
+    trims_tail: bool = True
 
     @classmethod
     def from_recipe(cls, recipe: Mapping[str, Any]) -> Geometry:
@@ -103,6 +107,7 @@ class Geometry:
             ref_sp=g("trainer.ref.sequence_parallel_size"),
             megatron_policy=_megatron(recipe, "trainer.policy"),
             megatron_ref=_megatron(recipe, "trainer.ref"),
+            trims_tail=not get_path(recipe, FULLY_ASYNC_ENABLED_KEY, False),
         )
 
     # --- GPUs by role -------------------------------------------------------------------------
@@ -199,9 +204,12 @@ class Geometry:
         return math.lcm(*known) if len(known) == len(dps) else None
 
     def tail_stride(self) -> int | None:
-        """Prompts SkyRL keeps a multiple of after generation (it trims the tail to this stride)."""
+        """Prompts SkyRL keeps a multiple of after generation (it trims the tail to this stride);
+        None when the trainer trims nothing (fully async) or the stride is underivable."""
         lcm = self.lcm_dp()
-        return None if lcm is None else lcm // math.gcd(lcm, self.n_samples)
+        if lcm is None or not self.trims_tail:
+            return None
+        return lcm // math.gcd(lcm, self.n_samples)
 
 
 def _ceil_div(a: int, b: int) -> int:

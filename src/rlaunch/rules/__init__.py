@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.rules import batches, data, defects, recipe, runtime, topology
+from rlaunch.rules import batches, data, defects, recipe, roles, runtime, topology
 from rlaunch.rules.common import MAX_SIZE, Subject, Violation, divisor_hint, divisors, violation
 from rlaunch.rules.recipe import recipe_problem, wandb_entity
 
@@ -39,7 +39,9 @@ __all__ = [
 # loads only for a subject that carries a model architecture, so a cold verdict never imports it.
 MEMORY_CODES = ("memory.model_states", "memory.engine_weights", "memory.kv_one_sequence")
 CODES: tuple[str, ...] = tuple(
-    dict.fromkeys(topology.CODES + batches.CODES + runtime.CODES + recipe.CODES + defects.CODES + MEMORY_CODES)
+    dict.fromkeys(
+        topology.CODES + batches.CODES + runtime.CODES + recipe.CODES + roles.CODES + defects.CODES + MEMORY_CODES
+    )
 )
 TOO_LARGE = frozenset({"topology.too_large", "role_plan.too_large"})
 STRUCTURE = TOO_LARGE | {"topology.non_positive", "role_plan.non_positive"}
@@ -90,6 +92,7 @@ def composed_rules(s: Subject, composed: Mapping[str, Any], *, sound: bool) -> l
     out += runtime.entrypoint_rules(s, geo, composed)
     out += runtime.runtime_rules(s, composed)
     out += recipe.recipe_rules(composed)
+    out += roles.role_rules(geo, composed)
     out += recipe.wandb_project(s, composed)
     if sound:
         out += recipe.model_rules(s, composed)

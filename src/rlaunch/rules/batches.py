@@ -145,12 +145,19 @@ def batch_rules(geo: Geometry, composed: Mapping[str, Any]) -> list[Violation]:
     return out
 
 
+def built_roles(geo: Geometry) -> tuple[str, ...]:
+    """The trainer roles SkyRL builds: the policy, and the reference only for a KL term (in the
+    loss or the reward); a reference that is never built is never checked (SkyRL's
+    `validate_batch_sizes` reads its sizes only then)."""
+    return ("policy", "ref") if geo.use_reference else ("policy",)
+
+
 def strategy_sizes(geo: Geometry, composed: Mapping[str, Any]) -> list[Violation]:
-    """Megatron's model-parallel sizes of both roles are positive integers (ETP may stay null)."""
+    """Megatron's model-parallel sizes of every built role are positive integers (ETP may stay null)."""
     if geo.strategy != "megatron":
         return []
     out = []
-    for role in ("policy", "ref"):
+    for role in built_roles(geo):
         for name in MEGATRON_SIZES:
             key = f"trainer.{role}.megatron_config.{name}"
             value = get_path(composed, key, 1)
@@ -170,65 +177,83 @@ def strategy_sizes(geo: Geometry, composed: Mapping[str, Any]) -> list[Violation
 
 
 def strategy_divisibility(geo: Geometry, composed: Mapping[str, Any]) -> list[Violation]:
-    out = []
-    world = geo.policy_world
     if geo.strategy == "megatron":
-        tp, pp, cp = geo.megatron_policy
+        return megatron_rules(geo, composed)
+    out = []
+    worlds = {"policy": (geo.policy_sp, geo.policy_world), "ref": (geo.ref_sp, geo.ref_world)}
+    for role in built_roles(geo):
+        sp, role_world = worlds[role]
+        if sp <= 0 or role_world % sp:
+            out.append(
+                violation(
+                    "strategy.sequence_parallel",
+                    [f"config_yaml.trainer.{role}.sequence_parallel_size"],
+                    f"trainer.{role}.sequence_parallel_size={sp} must divide the {role} world size {role_world}",
+                    f"choose sequence_parallel_size among the divisors of {role_world}: {divisor_hint(role_world)}",
+                    sp=sp,
+                    world=role_world,
+                )
+            )
+    return out
+
+
+def megatron_rules(geo: Geometry, composed: Mapping[str, Any]) -> list[Violation]:
+    """SkyRL's Megatron rules per role: each built role's world against its TP*PP*CP (and the
+    launcher's expert rule); Ulysses and context parallelism for the policy AND the reference,
+    built or not (`validate_megatron_cfg` checks both roles always)."""
+    out = []
+    shapes = {"policy": (geo.policy_world, geo.megatron_policy), "ref": (geo.ref_world, geo.megatron_ref)}
+    for role in built_roles(geo):
+        world, (tp, pp, cp) = shapes[role]
+        base = f"trainer.{role}.megatron_config"
         if world % (tp * pp * cp):
             out.append(
                 violation(
                     "strategy.megatron_world",
-                    ["config_yaml.trainer.policy.megatron_config"],
-                    f"Megatron policy world size {world} must be divisible by TP*PP*CP={tp}*{pp}*{cp}={tp * pp * cp}",
-                    f"choose Megatron TP*PP*CP among the divisors of {world}: {divisor_hint(world)}",
+                    [f"config_yaml.{base}"],
+                    f"Megatron {role} world size {world} must be divisible by TP*PP*CP={tp}*{pp}*{cp}={tp * pp * cp}",
+                    f"choose Megatron {role} TP*PP*CP among the divisors of {world}: {divisor_hint(world)}",
                     world=world,
                     model_parallel=tp * pp * cp,
                 )
             )
-        ep = get_path(composed, "trainer.policy.megatron_config.expert_model_parallel_size")
-        etp = get_path(composed, "trainer.policy.megatron_config.expert_tensor_parallel_size") or tp
+        ep = get_path(composed, f"{base}.expert_model_parallel_size")
+        etp = get_path(composed, f"{base}.expert_tensor_parallel_size") or tp
         if world % (pp * ep * etp):
             out.append(
                 violation(
                     "strategy.megatron_expert",
-                    ["config_yaml.trainer.policy.megatron_config.expert_model_parallel_size"],
-                    f"Megatron policy world size {world} must be divisible by PP*EP*ETP={pp}*{ep}*{etp}",
-                    "choose EP and ETP so PP*EP*ETP divides the policy world size",
+                    [f"config_yaml.{base}.expert_model_parallel_size"],
+                    f"Megatron {role} world size {world} must be divisible by PP*EP*ETP={pp}*{ep}*{etp}",
+                    f"choose EP and ETP so PP*EP*ETP divides the {role} world size",
                     world=world,
                     expert_parallel=pp * ep * etp,
                 )
             )
-        if geo.policy_sp != 1:
+    sequence_parallel = {"policy": geo.policy_sp, "ref": geo.ref_sp}
+    for role in ("policy", "ref"):
+        sp = sequence_parallel[role]
+        if sp != 1:
             out.append(
                 violation(
                     "strategy.megatron_sequence_parallel",
-                    ["config_yaml.trainer.policy.sequence_parallel_size"],
-                    f"trainer.policy.sequence_parallel_size={geo.policy_sp} must be 1 under Megatron (use context_parallel_size)",
-                    "set trainer.policy.sequence_parallel_size: 1",
-                    value=geo.policy_sp,
+                    [f"config_yaml.trainer.{role}.sequence_parallel_size"],
+                    f"trainer.{role}.sequence_parallel_size={sp} must be 1 under Megatron (use context_parallel_size)",
+                    f"set trainer.{role}.sequence_parallel_size: 1",
+                    value=sp,
                 )
             )
-        if cp > 1 and not get_path(composed, "trainer.remove_microbatch_padding"):
-            out.append(
-                violation(
-                    "strategy.megatron_context_parallel",
-                    ["config_yaml.trainer.remove_microbatch_padding"],
-                    f"Megatron context_parallel_size={cp} needs trainer.remove_microbatch_padding: true",
-                    "set trainer.remove_microbatch_padding: true",
-                    cp=cp,
-                )
+    context = {role: shapes[role][1][2] for role in ("policy", "ref") if shapes[role][1][2] > 1}
+    if context and not get_path(composed, "trainer.remove_microbatch_padding"):
+        sizes = ", ".join(f"{role} {cp}" for role, cp in context.items())
+        out.append(
+            violation(
+                "strategy.megatron_context_parallel",
+                ["config_yaml.trainer.remove_microbatch_padding"]
+                + [f"config_yaml.trainer.{role}.megatron_config.context_parallel_size" for role in context],
+                f"Megatron context_parallel_size > 1 ({sizes}) needs trainer.remove_microbatch_padding: true",
+                "set trainer.remove_microbatch_padding: true",
+                **{f"{role}_cp": cp for role, cp in context.items()},
             )
-    else:
-        for role, sp, role_world in (("policy", geo.policy_sp, world), ("ref", geo.ref_sp, geo.ref_world)):
-            if sp <= 0 or role_world % sp:
-                out.append(
-                    violation(
-                        "strategy.sequence_parallel",
-                        [f"config_yaml.trainer.{role}.sequence_parallel_size"],
-                        f"trainer.{role}.sequence_parallel_size={sp} must divide the {role} world size {role_world}",
-                        f"choose sequence_parallel_size among the divisors of {role_world}: {divisor_hint(role_world)}",
-                        sp=sp,
-                        world=role_world,
-                    )
-                )
+        )
     return out
