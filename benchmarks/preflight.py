@@ -44,7 +44,7 @@ found = check_plan(SkyRLTopology(num_nodes=8, gpus_per_node=8, gpu_variant="H100
 print(",".join(v.code for v in found))
 """
 
-EXPECTED_COLD = {"topology.gpu_budget", "batch.train_mini", "batch.mini_micro", "batch.tail_stride"}
+EXPECTED_COLD = {"topology.gpu_budget", "batch.train_mini", "batch.per_gpu_mini_micro", "batch.tail_stride"}
 
 
 def _env(prefix: str, pycache: str) -> dict[str, str]:

@@ -71,8 +71,6 @@ def test_the_batch_rules_refuse_exactly_their_conditions(
     expected: dict[str, dict[str, Any]] = {}
     if train % mini:
         expected["batch.train_mini"] = {"train": train, "mini": mini}
-    if mini % micro:
-        expected["batch.mini_micro"] = {"mini": mini, "micro": micro}
     mini_per_gpu, train_per_gpu = mini * n // dp, train * n // dp
     if mini_per_gpu == 0:
         expected["batch.per_gpu_mini_zero"] = {"mini": mini, "n": n, "dp": dp}

@@ -121,7 +121,6 @@ def test_all_violations_are_reported_at_once() -> None:
         "topology.gpu_budget",
         "engine.expert_parallel",
         "batch.train_mini",
-        "batch.mini_micro",
         "batch.per_gpu_mini_micro",
         "batch.tail_stride",
         "recipe.disagrees_with_plan",

@@ -244,3 +244,6 @@ def test_recipe_rules_beyond_geometry() -> None:
     }
     for code, tree in cases.items():
         assert code in codes(violations(seed_topology(), tree)), code
+    # gae with a critic named is SkyRL's to accept; rlaunch refuses the critic (no critic role), once.
+    with_critic = recipe(trainer={"algorithm": {"advantage_estimator": "gae"}, "critic": {"model": {"path": "/c"}}})
+    assert codes(violations(seed_topology(), with_critic)) == ["recipe.critic"]

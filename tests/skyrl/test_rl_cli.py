@@ -135,7 +135,7 @@ def test_preflight_failure_fails_the_plan_listing_every_violation() -> None:
 
     result = CliRunner().invoke(broken, ["--version", DAY])
     assert result.exit_code != 0
-    assert "[topology.gpu_budget]" in result.output and "[batch.mini_micro]" in result.output
+    assert "[topology.gpu_budget]" in result.output and "[batch.per_gpu_mini_micro]" in result.output
 
 
 # --- the example module, as a user runs it --------------------------------------------------------
@@ -220,7 +220,6 @@ def test_example_broken_lists_every_violation(tmp_path: pathlib.Path) -> None:
     for code in (
         "topology.gpu_budget",
         "batch.train_mini",
-        "batch.mini_micro",
         "batch.per_gpu_mini_micro",
         "batch.per_gpu_train_mini",
         "batch.tail_stride",

@@ -166,12 +166,6 @@ EDGES = [
     Edge("topology.gpu_budget", seed(), seed(num_inference_engines=3), {"planned": 56, "allocated": 64}),
     Edge("batch.train_mini", seed(train_batch_size=320), seed(train_batch_size=324), {"train": 324, "mini": 64}),
     Edge(
-        "batch.mini_micro",
-        seed(micro_train_batch_size_per_gpu=16),
-        seed(micro_train_batch_size_per_gpu=3),
-        {"mini": 64, "micro": 3},
-    ),
-    Edge(
         "batch.micro_forward",
         seed_recipe(recipe(trainer={"micro_forward_batch_size_per_gpu": 1})),
         seed_recipe(recipe(trainer={"micro_forward_batch_size_per_gpu": 0})),

@@ -12,7 +12,6 @@ from rlaunch.rules.common import Violation, divisor_hint, violation
 
 CODES = (
     "batch.train_mini",
-    "batch.mini_micro",
     "batch.micro_forward",
     "batch.per_gpu_mini_zero",
     "batch.per_gpu_mini_micro",
@@ -48,17 +47,6 @@ def batch_rules(geo: Geometry, composed: Mapping[str, Any]) -> list[Violation]:
                 f"choose a mini batch among the divisors of {train}: {divisor_hint(train)}",
                 train=train,
                 mini=mini,
-            )
-        )
-    if mini % micro:
-        out.append(
-            violation(
-                "batch.mini_micro",
-                ["role_plan.policy_mini_batch_size", "role_plan.micro_train_batch_size_per_gpu"],
-                f"policy_mini_batch_size={mini} must be divisible by micro_train_batch_size_per_gpu={micro}",
-                f"choose a micro batch among the divisors of {mini}: {divisor_hint(mini)}",
-                mini=mini,
-                micro=micro,
             )
         )
     micro_forward = get_path(composed, "trainer.micro_forward_batch_size_per_gpu")

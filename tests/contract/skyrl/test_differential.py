@@ -15,6 +15,7 @@ parsed by `SkyRLTrainConfig.from_cli_overrides` and validated by `validate_cfg`:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -40,9 +41,10 @@ SEEN: dict[str, int] = {"skyrl_refused": 0, "both_accept": 0, "launcher_only": 0
 OUTCOMES: Counter[str] = Counter()  # outcome and what the plan drew -> plans
 
 
-def launcher_rules() -> set[str]:
+@functools.cache
+def launcher_rules() -> frozenset[str]:
     """The rule codes the preflight docs name as launcher rules (first column of the table)."""
-    return set(re.findall(r"^\|\s*`([a-z_]+\.[a-z_0-9]+)`", RULES_DOC.read_text(encoding="utf-8"), re.M))
+    return frozenset(re.findall(r"^\|\s*`([a-z_]+\.[a-z_0-9]+)`", RULES_DOC.read_text(encoding="utf-8"), re.M))
 
 
 def test_every_launcher_rule_names_its_reason_and_source() -> None:
