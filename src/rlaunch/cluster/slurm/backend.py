@@ -27,6 +27,7 @@ import os
 import shlex
 import socket
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -38,7 +39,7 @@ from rlaunch.cluster.local.backend import DEFAULT_KILL_GRACE, KILL_GRACE_ENV, Lo
 from rlaunch.cluster.local.state import JobDir
 from rlaunch.cluster.protocol import BACKEND_ENV, NODE_IP_ENV, CapacityError, JobSpec, JobState, JobStatus, Resources
 from rlaunch.cluster.slurm import commands
-from rlaunch.cluster.slurm.commands import SlurmError, key_values, queue_entry
+from rlaunch.cluster.slurm.commands import QueueEntry, SlurmError, key_values, queue_entry
 from rlaunch.cluster.slurm.preflight import read_partition, violations
 from rlaunch.placement import SlurmPlacement
 
@@ -47,6 +48,7 @@ PLACEMENT_ENV = "RLAUNCH_SLURM_PLACEMENT"  # the placement, forwarded so a job's
 JOB_ENV = "RLAUNCH_SLURM_JOB"  # argv, environment and working directory of the job, for its driver
 SITE_SETTINGS = ("SLURM_CONF",)  # Slurm's own settings that travel with every job (and to its sbatch)
 DRIVER_MODULE = "rlaunch.cluster.slurm.driver"
+QUEUE_TTL_SECONDS = 1.0
 
 
 def default_root() -> Path:
@@ -102,6 +104,7 @@ class SlurmBackend(LocalBackend):
             kill_grace = float(configured) if configured else DEFAULT_KILL_GRACE
         super().__init__(root if root is not None else default_root(), kill_grace=kill_grace)
         self._addresses: list[str] | None = None
+        self._entries: dict[str, tuple[float, QueueEntry | None]] = {}
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> SlurmBackend:
@@ -224,21 +227,30 @@ class SlurmBackend(LocalBackend):
     def status(self, job_id: str) -> JobStatus:
         status = super().status(job_id)
         if status.state is JobState.PENDING and status.message is None:
-            entry = queue_entry(job_id)
+            entry = self._entry(job_id)
             if entry is not None and entry.state == "PENDING":
                 return replace(status, message=f"pending in Slurm: {entry.reason}")
         return status
 
+    def _entry(self, job_id: str) -> QueueEntry | None:
+        """The job's queue entry, asked of Slurm at most once a second (one status reads it twice,
+        and every waiter polls: slurmctld is shared by the whole site)."""
+        now = time.monotonic()
+        cached = self._entries.get(job_id)
+        if cached is None or now - cached[0] > QUEUE_TTL_SECONDS:
+            cached = self._entries[job_id] = (now, queue_entry(job_id))
+        return cached[1]
+
     def _supervisor_gone(self, job: JobDir, record: dict[str, Any]) -> bool:
         """The Slurm job ended (or slurmctld forgot it) without its driver recording an outcome."""
         try:
-            entry = queue_entry(job.job_id)
+            entry = self._entry(job.job_id)
         except SlurmError:
             return False  # the queue does not answer: nothing can be told now
         return entry is None or entry.ended
 
     def _lost_message(self, job: JobDir) -> str:
-        entry = queue_entry(job.job_id)
+        entry = self._entry(job.job_id)
         how = f"{entry.state}, reason {entry.reason}" if entry else "slurmctld no longer knows it"
         return f"the Slurm job ended ({how}) before its driver recorded an outcome (see {job.supervisor_log})"
 
@@ -255,6 +267,6 @@ class SlurmBackend(LocalBackend):
 
     def _stop(self, job_ids: list[str]) -> None:
         """A job still waiting in the queue has no driver to obey the request: Slurm drops it."""
-        waiting = [job_id for job_id in job_ids if (entry := queue_entry(job_id)) and entry.state == "PENDING"]
+        waiting = [job_id for job_id in job_ids if (entry := self._entry(job_id)) and entry.state == "PENDING"]
         if waiting:
             commands.run(["scancel", *waiting])
