@@ -44,30 +44,25 @@ def test_queued_jobs_show_slurms_reason_and_cancelling_the_coordinator_cancels_t
         assert done.returncode == 0 and "via slurm" in done.stdout, done.stdout + done.stderr
         assert "detached; follow with: rlaunch jobs --backend slurm logs " in done.stdout
         coordinator = done.stdout.split("submitted RL coordinator ")[1].split()[0]
-        queued = wait_for(
-            lambda: (
-                "pending in Slurm" in (s := launcher.run("-m", "rlaunch", "status", f"marker/rl@{VERSION}")).stdout
-                and s
-            ),
+        line = f"coordinator  {coordinator}  pending  (pending in Slurm: Resources)"
+        wait_for(
+            lambda: line in launcher.run("-m", "rlaunch", "status", f"marker/rl@{VERSION}").stdout,
             60,
             "rlaunch status to show the coordinator's reason",
         )
-        assert f"coordinator  {coordinator}  pending  (pending in Slurm: Resources)" in queued.stdout, queued.stdout
         backend.cancel(other)  # n2 frees: the coordinator runs there, the 2-node gang still cannot
-        status = wait_for(
-            lambda: (
-                "child" in (s := launcher.run("-m", "rlaunch", "status", f"marker/rl@{VERSION}")).stdout
-                and "pending in Slurm: Resources" in s.stdout
-                and s
-            ),
-            120,
-            "rlaunch status to show the child's reason",
-        )
-        record = json.loads((launcher.prefix / "marker" / "rl" / VERSION / "run_record.json").read_text())
+        record_file = launcher.prefix / "marker" / "rl" / VERSION / "run_record.json"
+        record = wait_for(lambda: _with_child(record_file), 120, "the coordinator to submit the gang")
         (attempt,) = record["attempts"]
         assert attempt["coordinator_job_id"] == coordinator
         child = attempt["child_job_id"]
-        assert f"child        {child}  pending  (pending in Slurm: Resources)" in status.stdout, status.stdout
+        line = f"child        {child}  pending  (pending in Slurm: Resources)"
+        status = wait_for(
+            lambda: line in (s := launcher.run("-m", "rlaunch", "status", f"marker/rl@{VERSION}")).stdout and s,
+            60,
+            "rlaunch status to show the gang's reason",
+        )
+        assert line in status.stdout
 
         cancel = launcher.run(
             "-m", "rlaunch", "jobs", "--backend", "slurm", "cancel", coordinator, "--yes", "--reason", "queue too long"
@@ -82,3 +77,10 @@ def test_queued_jobs_show_slurms_reason_and_cancelling_the_coordinator_cancels_t
         for job in backend.list_jobs():
             if not job.state.terminal:
                 backend.cancel(job.job_id, reason="test over")
+
+
+def _with_child(record_file: Path) -> dict | None:
+    """The run record once its attempt names the child job."""
+    record = json.loads(record_file.read_text()) if record_file.exists() else {}
+    attempts = record.get("attempts") or []
+    return record if attempts and attempts[0].get("child_job_id") else None

@@ -229,7 +229,8 @@ class SlurmBackend(LocalBackend):
         if status.state is JobState.PENDING and status.message is None:
             entry = self._entry(job_id)
             if entry is not None and entry.state == "PENDING":
-                return replace(status, message=f"pending in Slurm: {entry.reason}")
+                reason = entry.reason if entry.reason != "None" else "not yet looked at by the scheduler"
+                return replace(status, message=f"pending in Slurm: {reason}")
         return status
 
     def _entry(self, job_id: str) -> QueueEntry | None:
