@@ -71,8 +71,11 @@ def test_queued_jobs_show_slurms_reason_and_cancelling_the_coordinator_cancels_t
         child_status = backend.status(child)
         assert child_status.state is JobState.CANCELLED, child_status
         assert f"parent job {coordinator} was cancelled: queue too long" in child_status.message
-        queue = slurm_env.command("squeue", "-h", "-o", "%i").split()
-        assert coordinator not in queue and child not in queue, queue
+        wait_for(  # the drivers exit right after recording: Slurm ends both jobs
+            lambda: not {coordinator, child} & set(slurm_env.command("squeue", "-h", "-o", "%i").split()),
+            30,
+            "both jobs to leave squeue",
+        )
     finally:
         for job in backend.list_jobs():
             if not job.state.terminal:
