@@ -195,10 +195,10 @@ EQUIVALENT: dict[str, str] = {
     },
     "rlaunch.launch_config.typed.x__decode__mutmut_26": "path None in a Union option's trial decode: only the "
     "trial's problems name it, and they are discarded",
-    "rlaunch.launch_config.recipe.x_compose__mutmut_8": "root prefix None instead of '': both are falsy wherever "
+    "rlaunch.launch_config.composition.x_compose__mutmut_8": "root prefix None instead of '': both are falsy wherever "
     "it is read",
     **{
-        f"rlaunch.launch_config.recipe.x__merge__mutmut_{n}": "get_close_matches n=3 or n=2 instead of 1: only the "
+        f"rlaunch.launch_config.composition.x__merge__mutmut_{n}": "get_close_matches n=3 or n=2 instead of 1: only the "
         "best match is read, and it comes first whatever n"
         for n in (53, 56)
     },
@@ -272,7 +272,7 @@ EQUIVALENT: dict[str, str] = {
     "rlaunch.storage.x_dumps__mutmut_15": "encode('UTF-8') instead of 'utf-8': the same codec",
     "rlaunch.storage.x_write_text_atomic__mutmut_7": "encode('UTF-8') instead of 'utf-8': the same codec",
     # resume
-    "rlaunch.launch_config.resume.x_run_fingerprint__mutmut_18": "encode('UTF-8') instead of 'utf-8': the same codec",
+    "rlaunch.runs.resume.x_run_fingerprint__mutmut_18": "encode('UTF-8') instead of 'utf-8': the same codec",
     # secrets
     **{
         f"rlaunch.secrets.xǁScrubberǁsafe_cut__mutmut_{n}": "searching for a value from the start: the extra spans "
@@ -302,15 +302,15 @@ EQUIVALENT: dict[str, str] = {
         for n in (16, 18)
     },
     # preflight
-    "rlaunch.rules.common.x_divisors__mutmut_1": "n < 0 instead of n <= 0: for n = 0 the search (d * d <= n) never runs",
+    "rlaunch.rules.subject.x_divisors__mutmut_1": "n < 0 instead of n <= 0: for n = 0 the search (d * d <= n) never runs",
     **{
-        f"rlaunch.rules.defects.x__step_wise__mutmut_{n}": "default of generator.step_wise_trajectories: every "
+        f"rlaunch.rules.defect_triggers.x__step_wise__mutmut_{n}": "default of generator.step_wise_trajectories: every "
         "base config has the key, so the composed recipe never lacks it"
         for n in (4, 7, 10)
     },
-    "rlaunch.rules.defects.x_findings__mutmut_7": "TRIGGERS.get(None) is None: a defect without a trigger has none either way",
+    "rlaunch.rules.defect_triggers.x_findings__mutmut_7": "TRIGGERS.get(None) is None: a defect without a trigger has none either way",
     **{
-        f"rlaunch.rules.defects.x_defect_rules__mutmut_{n}": "default pin of an open defect's package: only a pinned "
+        f"rlaunch.rules.defect_triggers.x_defect_rules__mutmut_{n}": "default pin of an open defect's package: only a pinned "
         "package can be open (an unpinned one is unverified)"
         for n in (13, 15, 17, 18)
     },
@@ -321,11 +321,11 @@ EQUIVALENT: dict[str, str] = {
     },
     "rlaunch.rules.batches.x_strategy_sizes__mutmut_23": "break instead of continue after a null "
     "expert_tensor_parallel_size: it is the last of MEGATRON_SIZES, so both end the inner loop",
-    "rlaunch.rules.recipe.x_recipe_rules__mutmut_172": "turns >= 1 instead of turns > 1 before max_input < prompt: "
+    "rlaunch.rules.recipe_rules.x_recipe_rules__mutmut_172": "turns >= 1 instead of turns > 1 before max_input < prompt: "
     "with one turn max_input != prompt already holds",
-    "rlaunch.rules.recipe.x_plan_disagreements__mutmut_27": "no default for a base-config value: every key the role "
+    "rlaunch.rules.recipe_rules.x_plan_disagreements__mutmut_27": "no default for a base-config value: every key the role "
     "plan renders into is in every base config",
-    "rlaunch.rules.runtime.x_runtime_rules__mutmut_164": "unsupported_settings on a runtime that honours every key "
+    "rlaunch.rules.runtime_rules.x_runtime_rules__mutmut_164": "unsupported_settings on a runtime that honours every key "
     "with any value: it finds nothing, the composed recipe has only base-config keys",
     "rlaunch.rules.x_composed_rules__mutmut_4": "out = instead of out += for the first rules: out is still empty",
     **{

@@ -12,7 +12,7 @@ With the trl-cpu runtime cached, it times
 noisy). It prints the times, the ratios 1/3 and 2/3, the launcher's own seconds (the launched step
 minus its trainer's run, which is the direct run's work) and the ratio they give on the median
 direct run, and where the launched RL step's seconds went (the phase table its run record
-carries; see `rlaunch.launch_config.run_record`). Last, it times `rlaunch status` on the finished
+carries; see `rlaunch.runs.run_record`). Last, it times `rlaunch status` on the finished
 step in a fresh process (the target is under a second: status reads records and imports nothing heavy).
 """
 
@@ -57,7 +57,7 @@ def main() -> None:
         "--repeat", type=int, default=3, help="launched / direct pairs, alternated (medians are compared)"
     )
     repeat = max(1, parser.parse_args().repeat)
-    from rlaunch.launch_config.run_record import format_phase_table
+    from rlaunch.observe.render import format_phase_table
     from rlaunch.runtimes.environment import ensure_environment
     from rlaunch.runtimes.registry import get_profile
 

@@ -46,7 +46,7 @@ from rlaunch.skyrl import (
     skyrl_step,
 )
 from rlaunch.skyrl.hub import hf_dataset_source, hf_model_source
-from rlaunch.skyrl.step import SkyRLArtifactStep
+from rlaunch.skyrl.rl_step import SkyRLArtifactStep
 
 RECIPE = """
 trainer:

@@ -48,7 +48,7 @@ from rlaunch.skyrl import (
     SlurmSkyRLExecution,
     skyrl_step,
 )
-from rlaunch.skyrl.step import SkyRLArtifactStep
+from rlaunch.skyrl.rl_step import SkyRLArtifactStep
 
 RUNTIME = "trl-cpu"
 TOKENIZER_REVISION = "smoke-bpe-512-seed0"

@@ -1,4 +1,5 @@
-"""Helpers every test package shares: polling instead of fixed sleeps, and argv for inline code."""
+"""Helpers every test package shares: polling instead of fixed sleeps, argv for inline code, and
+process checks independent of the code under test."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -28,3 +30,18 @@ def wait_for(
 def py(code: str) -> tuple[str, ...]:
     """argv running `code` with this interpreter (a replica needs no installed script)."""
     return (sys.executable, "-c", textwrap.dedent(code))
+
+
+def read_pids(path: Path) -> list[int]:
+    """Pids a replica wrote (one per line) once it is ready."""
+    text = path.read_text() if path.exists() else ""
+    return [int(p) for p in text.split()] if text.endswith("\n") else []
+
+
+def pid_alive(pid: int) -> bool:
+    """Independent of the code under test: /proc says the process exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")

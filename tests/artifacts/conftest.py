@@ -23,14 +23,6 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path):
 
 
 @pytest.fixture
-def prefix(tmp_path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh local prefix, also exported as RLAUNCH_PREFIX."""
-    root = tmp_path / "prefix"
-    monkeypatch.setenv(storage.PREFIX_ENV, str(root))
-    return str(root)
-
-
-@pytest.fixture
 def memory_prefix(monkeypatch: pytest.MonkeyPatch):
     """A fresh fsspec memory:// prefix, removed afterwards."""
     root = f"memory://rlaunch-test-{uuid.uuid4().hex[:10]}"

@@ -145,13 +145,6 @@ def _isolated(tmp_path, monkeypatch):
     CALLS.clear()
 
 
-@pytest.fixture
-def prefix(tmp_path, monkeypatch) -> str:
-    root = str(tmp_path / "prefix")
-    monkeypatch.setenv("RLAUNCH_PREFIX", root)
-    return root
-
-
 def invoke(command, *args: str):
     return CliRunner().invoke(command, list(args))
 

@@ -18,7 +18,7 @@ from rlaunch.artifacts import records
 from rlaunch.cli.admin import main as rlaunch_main
 from rlaunch.cluster.local.backend import LocalBackend
 from rlaunch.cluster.protocol import JobSpec
-from rlaunch.launch_config import run_record
+from rlaunch.runs import run_record
 from rlaunch.secrets import SecretArgumentError, refuse_secret_arguments, refuse_secrets_in, scrub
 from tests.cli.test_build_options import experiment
 
@@ -119,7 +119,7 @@ def test_a_document_carrying_a_credential_is_refused_naming_the_field() -> None:
 
 
 def test_both_transports_cut_overlong_lines_where_no_secret_straddles() -> None:
-    from rlaunch.cluster.logs import LineBuffer  # the local supervisor's and the Ray replica's line splitter
+    from rlaunch.cluster.combined_log import LineBuffer  # the local supervisor's and the Ray replica's line splitter
     from rlaunch.secrets import Scrubber
 
     unit = "|filler|" + ENV_SECRET + "|" + SHAPED + "|"

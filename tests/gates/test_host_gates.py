@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from rlaunch import storage
 from rlaunch.host.cli import launch
 from rlaunch.launch_config.loader import dump_yaml
-from rlaunch.launch_config.run_record import update_attempt
-from tests.launch_config.documents import rendered_document
+from rlaunch.runs.run_record import update_attempt
+from tests.documents import rendered_document
 
 
 @pytest.fixture(autouse=True)

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from rlaunch import storage
-from rlaunch.launch_config.layout import CHECKPOINT_META, LATEST_MARKER, checkpoint_dir
-from rlaunch.launch_config.run_record import update_attempt
+from rlaunch.runs.layout import CHECKPOINT_META, LATEST_MARKER, checkpoint_dir
+from rlaunch.runs.run_record import update_attempt
 from rlaunch.skyrl.gates import plan_rows
+from rlaunch.skyrl.launch_document import live_run_paths, spec_fingerprint
 from rlaunch.skyrl.plan_view import _resume_line
-from rlaunch.skyrl.render import live_run_paths, spec_fingerprint
 from tests.skyrl import helpers as h
 
 OLD = "0123456789abcdef" * 4

@@ -12,22 +12,17 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from rlaunch import storage
 from rlaunch.host.cli import launch
 from rlaunch.launch_config.loader import dump_yaml
-from tests.launch_config.documents import rendered_document
+from tests.documents import rendered_document
 
 
 @pytest.fixture(autouse=True)
-def prefix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    for name in ("RLAUNCH_PREFIX", "RLAUNCH_TEMP_PREFIX", "RLAUNCH_JOB_ID", "RLAUNCH_BACKEND", "RAY_ADDRESS"):
-        monkeypatch.delenv(name, raising=False)
-    root = tmp_path / "prefix"
-    monkeypatch.setenv(storage.PREFIX_ENV, str(root))
+def root(prefix: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The shared isolated prefix, with no local accelerators and the SIGTERM handler restored."""
     monkeypatch.setenv("RLAUNCH_LOCAL_ACCELERATORS", "0")
-    monkeypatch.chdir(tmp_path)
     previous = signal.getsignal(signal.SIGTERM)  # the host installs its own SIGTERM handler
-    yield root
+    yield Path(prefix)
     signal.signal(signal.SIGTERM, previous)
 
 
@@ -94,10 +89,10 @@ def test_an_unreadable_document_is_refused_naming_the_file(
     assert fragment in message
 
 
-def _doc(prefix: Path, edit: Callable[[dict[str, Any]], None]) -> str:
-    doc = rendered_document(str(prefix))
+def _doc(root: Path, edit: Callable[[dict[str, Any]], None]) -> str:
+    doc = rendered_document(str(root))
     edit(doc)
-    path = prefix.parent / "doc.yaml"
+    path = root.parent / "doc.yaml"
     path.write_text(dump_yaml(doc))  # quotes an attempt id such as 4844e8468650 (PyYAML would not)
     return str(path)
 
@@ -137,9 +132,9 @@ def _local(doc: dict[str, Any], **placement: Any) -> None:
     ],
 )
 def test_a_document_the_environment_cannot_run_is_refused_before_submission(
-    prefix: Path, edit: Callable[[dict[str, Any]], None], fragment: str
+    root: Path, edit: Callable[[dict[str, Any]], None], fragment: str
 ) -> None:
-    result, message = refused(_doc(prefix, edit))
+    result, message = refused(_doc(root, edit))
     assert fragment in message
     assert result.get("child_job_id") is None
-    assert not list(prefix.glob(".jobs/*/*")), "nothing may be submitted"
+    assert not list(root.glob(".jobs/*/*")), "nothing may be submitted"

@@ -34,7 +34,7 @@ from rlaunch.cluster.local.backend import LocalBackend
 from rlaunch.host.validate import DocumentRefused, document_memory, document_path, validate_document
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.typed import DocumentError
-from rlaunch.rules.recipe import EXPLICIT_KEYS
+from rlaunch.rules.recipe_rules import EXPLICIT_KEYS
 from rlaunch.runtimes.defects import KnownDefect
 from rlaunch.runtimes.registry import get_profile, register_profile
 from rlaunch.skyrl import skyrl_step
@@ -306,7 +306,7 @@ def test_every_code_a_rule_or_the_preflight_writes_is_registered() -> None:
                     found.setdefault(first.value, set()).add(path.name)
     assert found, "the scan must see the rules' codes"
     for code, _ in EXPLICIT_KEYS.values():  # codes chosen from a table rather than written at the call
-        found.setdefault(code, set()).add("rules/recipe.py")
+        found.setdefault(code, set()).add("rules/recipe_rules.py")
     unregistered = set(found) - set(rules.CODES) - RECIPE_TEXT_CODES - EXPERIMENT_SIDE_CODES - {"preflight.violations"}
     assert not unregistered, {code: found[code] for code in unregistered}
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from rlaunch import rules, storage
-from rlaunch.cluster.environment import job_environment
+from rlaunch.cluster.job_environment import job_environment
 from rlaunch.cluster.protocol import Resources
 from rlaunch.host.allocate import (
     DRIVER_CPU,
@@ -26,26 +26,17 @@ from rlaunch.host.allocate import (
 from rlaunch.host.compose import compose_document, injected_values
 from rlaunch.host.validate import DocumentRefused, document_fields, document_path, validate_document
 from rlaunch.launch_config import schema
+from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import ROLE_PLAN_KEYS
-from rlaunch.launch_config.recipe import get_path
-from rlaunch.launch_config.resume import run_fingerprint
 from rlaunch.launch_config.typed import DocumentError
+from rlaunch.runs.resume import run_fingerprint
 from rlaunch.runtimes.registry import RAY_DRIVER, get_profile, register_profile
+from tests.documents import rendered_document
 from tests.host.test_host_rules import Doc, Edit, alloc, both, engine, sets, trainer
-from tests.launch_config.documents import rendered_document
 
 # The fsdp runtime (a Ray driver) started by torchrun instead: its child job stays the whole gang on Ray.
 TORCHRUN_PROFILE = "fsdp-under-torchrun"
 register_profile(dataclasses.replace(get_profile("fsdp"), name=TORCHRUN_PROFILE, launcher="torchrun"))
-
-
-@pytest.fixture
-def prefix(tmp_path, monkeypatch: pytest.MonkeyPatch) -> str:
-    for name in ("RLAUNCH_PREFIX", "RLAUNCH_TEMP_PREFIX", "RLAUNCH_REGION"):
-        monkeypatch.delenv(name, raising=False)
-    root = str(tmp_path / "prefix")
-    monkeypatch.setenv(storage.PREFIX_ENV, root)
-    return root
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from rlaunch import storage
 from rlaunch.host.launch import LaunchRefusedError, execute_launch
 from rlaunch.host.outputs import ForeignOutputError, output_problems, refuse_foreign_outputs
 from rlaunch.launch_config import schema
-from tests.launch_config.documents import rendered_document
+from tests.documents import rendered_document
 
 ROOTS = ("output_path", "export_root", "checkpoint_root", "attempts_root")
 SENTINEL = "sentinel.txt"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch.cluster.environment import job_environment
+from rlaunch.cluster.job_environment import job_environment
 from rlaunch.cluster.protocol import CapacityError, JobSpec, JobState, Resources
 from tests.iris.iris_cluster import CANARY, IrisCluster
 from tests.polling import py, wait_for

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from rlaunch import storage
-from rlaunch.launch_config import layout
+from rlaunch.launch_config.composition import compose, get_path, has_path, leaves, set_path
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.launch_config.recipe import compose, get_path, has_path, leaves, set_path
-from rlaunch.launch_config.resume import foreign_checkpoint, refusal
+from rlaunch.runs import layout
+from rlaunch.runs.resume import foreign_checkpoint, refusal
 from rlaunch.runtimes.registry import get_profile
 
 

@@ -20,8 +20,7 @@ from rlaunch.launch_config.typed import DocumentError, decode
 from rlaunch.paths import ConfinementError, inside, remove_inside
 from rlaunch.task.bootstrap import stage_inputs
 from rlaunch.task.staging import stage
-
-from .documents import rendered_document
+from tests.documents import rendered_document
 
 
 @pytest.fixture

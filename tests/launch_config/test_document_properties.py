@@ -20,10 +20,9 @@ from hypothesis import strategies as st
 
 from rlaunch.errors import UserError
 from rlaunch.launch_config import schema
-from rlaunch.launch_config.recipe import leaves
+from rlaunch.launch_config.composition import leaves
 from rlaunch.paths import join_inside
-
-from .documents import rendered_document
+from tests.documents import rendered_document
 
 PREFIX = "/rlaunch-property-prefix"  # never created: loading a document touches no storage
 _BASE: list[dict[str, Any]] = []

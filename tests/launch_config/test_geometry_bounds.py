@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rlaunch.launch_config.composition import set_path
 from rlaunch.launch_config.geometry import (
     ROLE_PLAN_KEYS,
     Geometry,
@@ -19,7 +20,6 @@ from rlaunch.launch_config.geometry import (
     plan_values,
     rendered_plan,
 )
-from rlaunch.launch_config.recipe import set_path
 
 # The seed's 64-GPU plan: policy 4 x 8, four engines of DP 8, reference on the policy's GPUs.
 SEED = Geometry(

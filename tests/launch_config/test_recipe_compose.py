@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from rlaunch.launch_config.recipe import BaseConfigShape, RecipeProblem, compose, type_problem
+from rlaunch.launch_config.composition import BaseConfigShape, RecipeProblem, compose, type_problem
 
 BASE: dict[str, Any] = {
     "trainer": {

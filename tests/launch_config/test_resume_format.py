@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-from rlaunch.launch_config.layout import CheckpointInfo
-from rlaunch.launch_config.resume import identity_view, refusal, run_fingerprint
+from rlaunch.runs.layout import CheckpointInfo
+from rlaunch.runs.resume import identity_view, refusal, run_fingerprint
 
 DOCUMENT = {
     "skyrl": {"trainer": {"lr": 1e-06}},

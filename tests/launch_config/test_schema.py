@@ -11,8 +11,7 @@ import yaml
 from rlaunch import storage
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.typed import DocumentError
-
-from .documents import rendered_document
+from tests.documents import rendered_document
 
 
 @pytest.fixture

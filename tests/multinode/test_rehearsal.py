@@ -16,12 +16,12 @@ import pytest
 from rlaunch import storage
 from rlaunch.host.manifests import REHEARSED, SUCCEEDED, LaunchResult, write_manifests
 from rlaunch.launch_config import schema
-from rlaunch.launch_config.rehearsal import PlacedGroup, RehearsalReport, read_report, render
+from rlaunch.runs.rehearsal_report import PlacedGroup, RehearsalReport, read_report, render
 from rlaunch.runtimes.environment import venv_key
 from rlaunch.runtimes.registry import get_profile
-from rlaunch.task import ray_gang, rehearsal
-from rlaunch.task.ray_gang import DriverResult
-from tests.launch_config.documents import rendered_document
+from rlaunch.task import ray_cluster, rehearsal
+from rlaunch.task.ray_cluster import DriverResult
+from tests.documents import rendered_document
 from tests.launching import Launcher
 
 REPO = Path(__file__).resolve().parents[2]
@@ -125,7 +125,7 @@ def test_the_head_ends_a_rehearsal_only_at_its_expected_stop(
         tail(line)
     failed = DriverResult(1, "failed", "the trainer driver exited 1")
     logged: list[str] = []
-    end = ray_gang._rehearsal_end(doc, failed, tail, table(*groups), 2, 12.0, logged.append)
+    end = ray_cluster._rehearsal_end(doc, failed, tail, table(*groups), 2, 12.0, logged.append)
     report = read_report(doc.artifacts.attempts_root, doc.run.attempt_id)
     assert end.state == state
     if state == REHEARSED:
@@ -145,7 +145,7 @@ def test_an_unreadable_placement_table_is_a_failure_that_says_so(tmp_path: Path)
         raise RuntimeError("cannot read Ray's placement-group table at 127.0.0.1:1 (exit 1): refused")
 
     failed = DriverResult(1, "failed", "the trainer driver exited 1")
-    end = ray_gang._rehearsal_end(doc, failed, tail, unreadable, 2, 12.0, lambda line: None)
+    end = ray_cluster._rehearsal_end(doc, failed, tail, unreadable, 2, 12.0, lambda line: None)
     assert (end.state, end.exit_code) == ("failed", 1) and "cannot read Ray's placement-group table" in (
         end.reason or ""
     )

@@ -21,7 +21,7 @@ from click.testing import CliRunner, Result
 from rlaunch.cli.admin import main as rlaunch_main
 from rlaunch.cluster.local.backend import LocalBackend
 from rlaunch.cluster.local.procs import group_alive, process_alive
-from rlaunch.launch_config.layout import JOINED
+from rlaunch.runs.layout import JOINED
 from rlaunch.runtimes import registry
 from tests.launching import MULTINODE_SKIP
 

@@ -14,9 +14,9 @@ import pytest
 
 from rlaunch.launch_config import schema
 from rlaunch.observe.collect import Cancellation, RunStatus, Terminal, collect, effective_state, iso_time
-from rlaunch.observe.jobs import JobView
 from rlaunch.observe.resolve import at_path
-from tests.launch_config.documents import rendered_document
+from rlaunch.observe.run_jobs import JobView
+from tests.documents import rendered_document
 
 ATTEMPT = "a1b2c3d4e5f6"
 OK = Terminal(exists=True, state="succeeded", attempt_id=ATTEMPT)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from rlaunch.observe.collect import RunStatus, Steps
-from rlaunch.observe.jobs import JobView, ReplicaView
+from rlaunch.observe.run_jobs import JobView, ReplicaView
 from rlaunch.observe.verdict import (
     MODEL_PATH_ACTIVE,
     RUN_SUCCEEDED,
@@ -133,7 +133,12 @@ CASES: dict[str, tuple[Callable[[RunStatus], None], dict[str, tuple[bool, str]]]
     ),
     "a URL model path, loaded with a trailing slash": (
         change(model__configured="s3://b/m", model__configured_path="s3://b/m", model__loaded_path="s3://b/m/"),
-        {MODEL_PATH_ACTIVE: (True, f"loaded s3://b/m/ = attempt a1b2c3's staged copy of s3://b/m; {IDENTITY}; {WEIGHTS}")},
+        {
+            MODEL_PATH_ACTIVE: (
+                True,
+                f"loaded s3://b/m/ = attempt a1b2c3's staged copy of s3://b/m; {IDENTITY}; {WEIGHTS}",
+            )
+        },
     ),
     "the document names no model path": (
         change(model__configured=None),

@@ -19,8 +19,8 @@ from rlaunch.observe.collect import (
     Terminal,
     effective_state,
 )
-from rlaunch.observe.jobs import JobView
-from rlaunch.observe.records import read_metrics
+from rlaunch.observe.run_files import read_metrics
+from rlaunch.observe.run_jobs import JobView
 from rlaunch.observe.verdict import smoke_verdict
 
 DIGEST = "d" * 64

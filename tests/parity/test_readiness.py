@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from rlaunch.rules.defects import TRIGGERS, findings
+from rlaunch.rules.defect_triggers import TRIGGERS, findings
 from rlaunch.runtimes.defects import FIXED, OPEN, UNVERIFIED, WORKED_AROUND, KnownDefect
 from rlaunch.runtimes.lockfile import read_lock
 from rlaunch.runtimes.registry import get_profile, profile_names

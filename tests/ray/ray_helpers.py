@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypeVar
 
-from tests.polling import py  # noqa: F401 - shared by the Ray tests
+from tests.polling import pid_alive, py, read_pids  # noqa: F401 - shared by the Ray tests
 from tests.polling import wait_for as _wait_for
 
 T = TypeVar("T")
@@ -17,19 +16,6 @@ T = TypeVar("T")
 def wait_for(probe: Callable[[], T | None], timeout: float = 60.0, what: str = "condition") -> T:
     """Ray round trips are slower than local processes: a longer default limit, a calmer poll."""
     return _wait_for(probe, timeout=timeout, what=what, interval=0.1)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
-
-
-def read_pids(path: Path) -> list[int]:
-    text = path.read_text() if path.exists() else ""
-    return [int(p) for p in text.split()] if text.endswith("\n") else []
 
 
 def ray_job_record(gcs: str, job_id: str) -> dict[str, object]:

@@ -207,7 +207,7 @@ def test_a_ray_driver_runtime_on_ray_runs_only_its_driver_attached_to_the_cluste
     ray_env: RayCluster, tmp_path: Path
 ) -> None:
     """No nested Ray cluster and no gang placement group: the child job is the driver alone, and
-    the driver's RAY_ADDRESS is the cluster the job runs in (`rlaunch.task.ray_gang.run_attached`)."""
+    the driver's RAY_ADDRESS is the cluster the job runs in (`rlaunch.task.ray_cluster.run_attached`)."""
     env = clean_env(
         RLAUNCH_RUNTIME_PLUGINS="tests.plugins.marker_runtime,tests.plugins.ray_driver_runtime",
         RLAUNCH_PREFIX=str(tmp_path / "prefix"),

@@ -39,7 +39,7 @@ def test_entrypoint_job_replays_its_argv_with_entrypoint_resources_and_an_isolat
     info = backend.client.get_job_info(job_id)
     assert info.submission_id == job_id and job_id.startswith("coordinator-replay-")
     entrypoint = shlex.split(info.entrypoint)
-    assert entrypoint[1:4] == ["-m", "rlaunch.cluster.ray.gang", "--"] and entrypoint[4:] == list(spec.argv)
+    assert entrypoint[1:4] == ["-m", "rlaunch.cluster.ray.job_driver", "--"] and entrypoint[4:] == list(spec.argv)
     recorded = ray_job_record(ray_env.gcs, job_id)
     assert recorded["entrypoint_num_cpus"] == 1 and recorded["entrypoint_memory"] == 10**9
     # The replica saw its argv, the spec's working dir and only allow-listed variables + spec.env + RLAUNCH_*.

@@ -14,7 +14,7 @@ from rlaunch import rules
 from rlaunch.runtimes.defects import KnownDefect
 from rlaunch.runtimes.registry import Capabilities, RuntimeProfile, get_profile
 from rlaunch.skyrl import ModelFacts, SkyRLTopology, check_plan
-from rlaunch.skyrl.recipe import entrypoint_of, render_recipe
+from rlaunch.skyrl.config_yaml import entrypoint_of, render_recipe
 from tests.skyrl.helpers import (
     BASE_RECIPE,
     plan,

@@ -17,10 +17,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rlaunch.launch_config.composition import set_path
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.launch_config.recipe import set_path
-from rlaunch.rules import batches, recipe, runtime, topology
-from rlaunch.rules.common import Subject, divisor_hint, divisors
+from rlaunch.rules import batches, recipe_rules, runtime_rules, topology
+from rlaunch.rules.subject import Subject, divisor_hint, divisors
 
 from .helpers import FSDP, SEED, rendered
 
@@ -248,7 +248,7 @@ def test_fully_async_workers_lie_between_one_and_staleness_plus_one_mini_batches
         "generator": {"batched": False},
     }
     s = Subject(8, 8, "H100", {}, {"trainer": {"fully_async": {"enabled": True}}}, FSDP, "fully_async")
-    found = by_code(runtime.entrypoint_rules(s, geometry(train_batch=train, mini_batch=mini), composed))
+    found = by_code(runtime_rules.entrypoint_rules(s, geometry(train_batch=train, mini_batch=mini), composed))
     expected: dict[str, dict[str, Any]] = {}
     if train != mini:
         expected["entrypoint.fully_async_batch"] = {"train": train, "mini": mini}
@@ -276,7 +276,7 @@ def test_input_length_and_prefill_engines_stay_in_their_bounds(
         "generator.inference_engine.num_prefill": prefill,
     }.items():
         set_path(composed, key, value)
-    found = by_code(recipe.recipe_rules(composed))
+    found = by_code(recipe_rules.recipe_rules(composed))
     expected: dict[str, dict[str, Any]] = {}
     if max_input is not None and (max_input != prompt if turns == 1 else max_input < prompt):
         expected["recipe.input_length"] = {"value": max_input}
@@ -300,4 +300,4 @@ def test_the_model_facts_bound_tensor_parallelism_and_the_token_budget(
         expected["model.tp_heads"] = {"heads": heads, "tp": tp}
     if context and 20 > context:
         expected["model.context_budget"] = {"budget": 20, "context_length": context}
-    assert by_code(recipe.model_rules(s, composed)) == expected
+    assert by_code(recipe_rules.model_rules(s, composed)) == expected

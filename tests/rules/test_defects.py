@@ -12,7 +12,7 @@ import dataclasses
 
 import pytest
 
-from rlaunch.rules.defects import findings
+from rlaunch.rules.defect_triggers import findings
 from rlaunch.runtimes.defects import FIXED, OPEN, UNVERIFIED, WORKED_AROUND, KnownDefect
 from tests.skyrl.helpers import recipe
 

@@ -16,7 +16,7 @@ from rlaunch.rules.architecture import Architecture, Unsized
 from rlaunch.rules.devices import GIB, device
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import MemoryReport, ModelFacts, PreflightError, check_plan, memory_report
-from rlaunch.skyrl.recipe import render_recipe
+from rlaunch.skyrl.config_yaml import render_recipe
 from tests.skyrl.helpers import LLAMA_31_8B, LLAMA_31_405B, plan, recipe, replace_plan, topology
 
 QWEN3_14B = {

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch.launch_config.layout import latest_checkpoint
+from rlaunch.runs.layout import latest_checkpoint
 from rlaunch.runtimes.registry import get_profile
 
 sys.path.insert(0, str(get_profile("fsdp").adapter_dir))

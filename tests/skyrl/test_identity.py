@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from rlaunch.launch_config.recipe import get_path
+from rlaunch.launch_config.composition import get_path
 from rlaunch.runtimes import registry
 from rlaunch.skyrl import (
     ArtifactDataSource,
@@ -21,7 +21,7 @@ from rlaunch.skyrl import (
     SlurmSkyRLExecution,
     skyrl_step,
 )
-from rlaunch.skyrl.recipe import PLAN_KEYS
+from rlaunch.skyrl.config_yaml import PLAN_KEYS
 
 from .helpers import DAY, WANDB_RECIPE, data_step, iris, model_step, recipe, seed_plan, spec
 
@@ -156,8 +156,17 @@ def test_fingerprint_changes_with_identity(change: dict[str, Any]) -> None:
         RaySkyRLExecution(cpu=32, memory="256GB", disk="1TB", wandb_entity="my-lab"),
         SlurmSkyRLExecution(cpu=32, memory="256GB", disk="1TB"),
         SlurmSkyRLExecution(
-            cpu=16, memory="128GB", disk="1TB", partition="gpu", account="lab", qos="high", time_limit_minutes=600,
-            constraint="a100&ib", gpu_gres="gpu:a100", exclusive=True, sbatch_options={"reservation": "rl"},
+            cpu=16,
+            memory="128GB",
+            disk="1TB",
+            partition="gpu",
+            account="lab",
+            qos="high",
+            time_limit_minutes=600,
+            constraint="a100&ib",
+            gpu_gres="gpu:a100",
+            exclusive=True,
+            sbatch_options={"reservation": "rl"},
             jobs_root="/shared/rlaunch-jobs",
         ),  # fmt: skip
     ],

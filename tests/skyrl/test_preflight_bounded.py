@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from rlaunch import rules
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.rules.common import DIVISOR_SEARCH, MAX_SIZE, divisor_hint, divisors
+from rlaunch.rules.subject import DIVISOR_SEARCH, MAX_SIZE, divisor_hint, divisors
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import ModelFacts, PreflightError, SkyRLRolePlan, SkyRLTopology, check_plan
-from rlaunch.skyrl.recipe import render_recipe
+from rlaunch.skyrl.config_yaml import render_recipe
 
 from .helpers import codes, only, plan, recipe, seed_topology, topology, violations
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from rlaunch.launch_config.recipe import get_path
+from rlaunch.launch_config.composition import get_path
 from rlaunch.skyrl import PreflightError
-from rlaunch.skyrl.recipe import PLAN_KEYS
+from rlaunch.skyrl.config_yaml import PLAN_KEYS
 
 from .helpers import (
     BASE_RECIPE,

@@ -9,20 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch import storage
 from rlaunch.artifacts import records
 from rlaunch.task import bootstrap
 from tests.observe.lab import isolated_runtime_registry
 
 
 @pytest.fixture(autouse=True)
-def prefix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    for name in ("RLAUNCH_PREFIX", "RLAUNCH_TEMP_PREFIX", "RLAUNCH_REGION", bootstrap.KEEP_ENV):
-        monkeypatch.delenv(name, raising=False)
-    root = tmp_path / "prefix"
-    monkeypatch.setenv(storage.PREFIX_ENV, str(root))
+def _isolated(prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The shared isolated prefix, a staging root of the test's own, and no kept staging."""
+    monkeypatch.delenv(bootstrap.KEEP_ENV, raising=False)
     monkeypatch.setenv(bootstrap.STAGING_ENV, str(tmp_path / "staging"))
-    return str(root)
+    return prefix
 
 
 @pytest.fixture

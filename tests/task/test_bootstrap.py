@@ -22,15 +22,15 @@ import pytest
 
 from rlaunch import storage
 from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV, RANK_ENV, WORLD_SIZE_ENV
-from rlaunch.cluster.ray.common import GCS_ADDRESS_ENV as RAY_GCS_ADDRESS_ENV
+from rlaunch.cluster.ray.contract import GCS_ADDRESS_ENV as RAY_GCS_ADDRESS_ENV
 from rlaunch.launch_config import schema
-from rlaunch.launch_config.layout import GANG_OUTCOME, JOINED, attempt_dir
 from rlaunch.launch_config.typed import decode
 from rlaunch.paths import ConfinementError
+from rlaunch.runs.layout import GANG_OUTCOME, JOINED, attempt_dir
 from rlaunch.runtimes.environment import RuntimeEnvironment
 from rlaunch.task import bootstrap
 from rlaunch.task.staging import StagingError
-from tests.launch_config.documents import rendered_document
+from tests.documents import rendered_document
 
 from .conftest import make_artifact
 
@@ -275,16 +275,16 @@ def test_a_ray_driver_job_without_the_clusters_address_fails_before_any_trainer_
 
 
 class RayGangCalls:
-    """Stands in for the Ray transport (`rlaunch.task.ray_gang`, tested with real Ray in
+    """Stands in for the Ray transport (`rlaunch.task.ray_cluster`, tested with real Ray in
     tests/multinode): records which role each rank took and with what, and returns `code`."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, code: int) -> None:
-        from rlaunch.task import ray_gang, rendezvous
+        from rlaunch.task import ray_cluster, rendezvous
 
         self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
         self.code = code
         for role in ("run_head", "run_worker", "run_attached"):
-            monkeypatch.setattr(ray_gang, role, self._role(role))
+            monkeypatch.setattr(ray_cluster, role, self._role(role))
         monkeypatch.setattr(rendezvous, "rendezvous_for", lambda doc: ("rendezvous of", doc.run.attempt_id))
 
     def _role(self, role: str) -> Any:
@@ -304,7 +304,7 @@ def test_a_ray_driver_runtime_makes_rank_0_the_head_running_the_driver_and_the_o
     tmp_path: Path, prefix: str, marker_runtime: None, monkeypatch: pytest.MonkeyPatch, signal_handlers: None,
     backend: str, rank: int, role: str, capfd: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    from rlaunch.task import ray_gang
+    from rlaunch.task import ray_cluster
 
     monkeypatch.setenv("RLAUNCH_RUNTIME_PLUGINS", "tests.plugins.marker_runtime,tests.plugins.ray_driver_runtime")
     monkeypatch.setenv(BACKEND_ENV, backend)
@@ -322,7 +322,7 @@ def test_a_ray_driver_runtime_makes_rank_0_the_head_running_the_driver_and_the_o
     assert called == role
     env = kwargs.pop("env")
     assert env["RLAUNCH_TASK_DIR"] == local_root and env["RLAUNCH_ATTEMPT_DIR"] == str(attempt(doc))
-    assert isinstance(kwargs.pop("stop"), ray_gang.Stop) and kwargs.pop("log") is bootstrap.log
+    assert isinstance(kwargs.pop("stop"), ray_cluster.Stop) and kwargs.pop("log") is bootstrap.log
     driver = [sys.executable, "-m", "rlaunch_test_marker.ray_driver", "--config", f"{local_root}/final-launch.yaml"]
     rendezvous = ("rendezvous of", doc.run.attempt_id)
     if role == "run_worker":

@@ -21,7 +21,7 @@ SUBCOMMANDS: dict[str, str] = {
     "logs": "rlaunch.observe.cli:logs",
     "cancel": "rlaunch.control.cli:cancel",
     "plot": "rlaunch.observe.cli:plot",
-    "parity": "rlaunch.cli.parity:parity",
+    "parity": "rlaunch.cli.parity_command:parity",
 }
 
 

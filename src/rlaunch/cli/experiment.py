@@ -21,7 +21,7 @@ from rlaunch.artifacts.plan import PlannedStep, plan_graph, refuse_foreign_steps
 from rlaunch.artifacts.step import ArtifactStep
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.boundary import error_boundary
-from rlaunch.cli import plan_view
+from rlaunch.cli import plan_text
 from rlaunch.errors import UserError
 from rlaunch.secrets import SecretArgumentError, refuse_secret_arguments
 
@@ -271,9 +271,9 @@ def _print_plan(
 ) -> None:
     terminal = [h.identity for h in handles]
     if plan_format == "json":
-        click.echo(plan_view.plan_json(planned, invocation.prefix, terminal))
+        click.echo(plan_text.plan_json(planned, invocation.prefix, terminal))
     else:
-        click.echo(plan_view.plan_text(planned, invocation.prefix, terminal))
+        click.echo(plan_text.plan_text(planned, invocation.prefix, terminal))
 
 
 build_options = make_build_options(LocalRunExecutor())

@@ -34,7 +34,7 @@ SUBMITTER = "@rl_build_options"
 
 
 def skyrl_steps(handles: list[ArtifactStep[Any]]) -> list[Any]:
-    from rlaunch.skyrl.step import SkyRLArtifactStep
+    from rlaunch.skyrl.rl_step import SkyRLArtifactStep
 
     return [s for s in graph_handles(handles) if isinstance(s, SkyRLArtifactStep)]
 
@@ -84,7 +84,7 @@ class CoordinatorExecutor:
 
     def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
         if os.environ.get(JOB_ID_ENV):
-            from rlaunch.launch_config.run_record import mark
+            from rlaunch.runs.run_record import mark
 
             mark("graph_planned")  # built and validated again here, in the coordinator
             return LocalRunExecutor(submitter=SUBMITTER).run(handles, invocation)
@@ -92,7 +92,7 @@ class CoordinatorExecutor:
 
 
 def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
-    from rlaunch.cluster.environment import job_environment
+    from rlaunch.cluster.job_environment import job_environment
     from rlaunch.launch_config.task_env import passed_through
     from rlaunch.skyrl.gates import StoredFacts, old_runtime_note
     from rlaunch.skyrl.submission import submission_problems
@@ -276,7 +276,7 @@ def jobs_command(backend: str) -> str:
 def child_gang(step: Any) -> JobSpec:
     """The child gang an RL step will ask for, for the capacity check before anything is submitted."""
     from rlaunch.host.allocate import child_resources
-    from rlaunch.skyrl.render import allocation
+    from rlaunch.skyrl.launch_document import allocation
 
     alloc = allocation(step.spec, step.execution)
     return JobSpec(

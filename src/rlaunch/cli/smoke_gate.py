@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from rlaunch import storage
-from rlaunch.launch_config.run_record import add_gate_override
 from rlaunch.processes import actor
+from rlaunch.runs.run_record import add_gate_override
 from rlaunch.secrets import scrub
 from rlaunch.skyrl.parity import differences, shape_of_step
 
@@ -46,7 +46,7 @@ def _verdict_problems(identity: str, prefix: str) -> list[str]:
 
 
 def record_override(step: Any, prefix: str, reason: str, problems: list[str]) -> None:
-    from rlaunch.skyrl.render import live_run_paths, run_id
+    from rlaunch.skyrl.launch_document import live_run_paths, run_id
 
     paths = live_run_paths(step.spec, prefix)
     add_gate_override(

@@ -20,8 +20,8 @@ import os
 import time
 from collections.abc import Callable, Iterator
 
+from rlaunch.cluster.combined_log import LogQuery
 from rlaunch.cluster.lifecycle import parent_cancelled_reason
-from rlaunch.cluster.logs import LogQuery
 from rlaunch.cluster.protocol import (
     JOB_ID_ENV,
     RANK_ENV,

@@ -28,7 +28,7 @@ BACKEND_ENV = "RLAUNCH_BACKEND"
 RANK_ENV = "RLAUNCH_REPLICA_RANK"
 WORLD_SIZE_ENV = "RLAUNCH_WORLD_SIZE"
 RENDEZVOUS_ENV = "RLAUNCH_RENDEZVOUS"
-# Set by a backend that knows better than the bootstrap's guess (rlaunch.task.ray_gang):
+# Set by a backend that knows better than the bootstrap's guess (rlaunch.task.ray_cluster):
 NODE_IP_ENV = "RLAUNCH_NODE_IP"  # this replica's own address
 RAY_PORT_ENV = "RLAUNCH_RAY_PORT"  # a port reserved for this replica's Ray head (else: ray.port)
 

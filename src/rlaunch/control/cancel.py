@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlaunch import storage
-from rlaunch.launch_config import run_record
-from rlaunch.launch_config.layout import cancel_record
-from rlaunch.observe import jobs as run_jobs
+from rlaunch.observe import run_jobs
 from rlaunch.observe.resolve import RunRef
 from rlaunch.processes import actor
+from rlaunch.runs import run_record
+from rlaunch.runs.layout import cancel_record
 from rlaunch.storage import utc_now
 
 

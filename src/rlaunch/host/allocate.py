@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 
-from rlaunch.cluster.environment import job_environment
+from rlaunch.cluster.job_environment import job_environment
 from rlaunch.cluster.protocol import JobSpec, Resources
 from rlaunch.launch_config.schema import Allocation, SkyRLLaunchConfig
 from rlaunch.runtimes.registry import RAY_DRIVER, get_profile

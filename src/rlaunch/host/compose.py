@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlaunch import storage
-from rlaunch.launch_config.layout import attempt_dir
-from rlaunch.launch_config.recipe import set_path
-from rlaunch.launch_config.resume import run_fingerprint
+from rlaunch.launch_config.composition import set_path
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
+from rlaunch.runs.layout import attempt_dir
+from rlaunch.runs.resume import run_fingerprint
 
 
 def injected_values(doc: SkyRLLaunchConfig) -> dict[str, Any]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlaunch import storage
-from rlaunch.launch_config.layout import export_policy_dir, latest_checkpoint
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
+from rlaunch.runs.layout import export_policy_dir, latest_checkpoint
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")

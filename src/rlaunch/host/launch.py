@@ -25,6 +25,7 @@ from rlaunch.host.manifests import FAILED, PREPARED, REHEARSED, SUBMITTED, SUCCE
 from rlaunch.host.outputs import ForeignOutputError, refuse_foreign_outputs
 from rlaunch.host.validate import DocumentRefused, document_memory, validate_document
 from rlaunch.launch_config import schema
+from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.failures import classify
 from rlaunch.launch_config.gates import (
     authorisations,
@@ -35,12 +36,11 @@ from rlaunch.launch_config.gates import (
     smoke_record_problem,
     version_problem,
 )
-from rlaunch.launch_config.layout import GANG_OUTCOME, RESOLVED_DOCUMENT, WANDB_RUN, attempt_dir
-from rlaunch.launch_config.recipe import get_path
-from rlaunch.launch_config.rehearsal import read_report, render
-from rlaunch.launch_config.resume import foreign_checkpoint, refusal
-from rlaunch.launch_config.run_record import task_phases, update_attempt
 from rlaunch.launch_config.typed import DocumentError
+from rlaunch.runs.layout import GANG_OUTCOME, RESOLVED_DOCUMENT, WANDB_RUN, attempt_dir
+from rlaunch.runs.rehearsal_report import read_report, render
+from rlaunch.runs.resume import foreign_checkpoint, refusal
+from rlaunch.runs.run_record import task_phases, update_attempt
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.secrets import refuse_secrets_in
 from rlaunch.statefiles import CorruptStateError

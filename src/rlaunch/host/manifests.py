@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlaunch import storage
-from rlaunch.launch_config.layout import attempt_manifest
-from rlaunch.launch_config.rehearsal import REHEARSED
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
+from rlaunch.runs.layout import attempt_manifest
+from rlaunch.runs.rehearsal_report import REHEARSED
 from rlaunch.secrets import scrub_tree
 from rlaunch.storage import utc_now
 

@@ -16,7 +16,8 @@ from collections.abc import Callable
 
 from rlaunch import storage
 from rlaunch.errors import UserError
-from rlaunch.launch_config.layout import (
+from rlaunch.launch_config.schema import ATTEMPT_ID, SkyRLLaunchConfig
+from rlaunch.runs.layout import (
     CANCELLATIONS,
     CHECKPOINT_META,
     EXPORTS,
@@ -27,7 +28,6 @@ from rlaunch.launch_config.layout import (
     SKYRL_LATEST_MARKER,
     TERMINAL_MANIFEST,
 )
-from rlaunch.launch_config.schema import ATTEMPT_ID, SkyRLLaunchConfig
 
 _STEP = re.compile(r"global_step_\d+")
 # the artifact runner's .status.json, .artifact.json, .lock.json (and a stale lock moved aside), the run

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from rlaunch.launch_config import run_record
 from rlaunch.launch_config.schema import GatesSection
 from rlaunch.launch_config.typed import encode
+from rlaunch.runs import run_record
 from rlaunch.statefiles import CorruptStateError
 
 RETRY_STATES = ("failed", "cancelled")

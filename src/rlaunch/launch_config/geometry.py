@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rlaunch.launch_config.recipe import get_path
+from rlaunch.launch_config.composition import get_path
 
 FULLY_ASYNC = "fully_async"
 # SkyRL's fully-async trainer asserts this flag; it follows the entrypoint, so rlaunch renders it.

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rlaunch.launch_config.layout import RunPaths
 from rlaunch.launch_config.typed import DocumentError, decode, encode
 from rlaunch.names import sanitize_job_name
 from rlaunch.paths import location_problem, relative_path_problem
+from rlaunch.runs.layout import RunPaths
 from rlaunch.units import parse_size
 
 SCHEMA_VERSION = 1
@@ -90,7 +90,7 @@ class ClusterSection:
 
 @dataclass(frozen=True)
 class RaySection:
-    """How the gang of a Ray-driver runtime bootstraps Ray inside its allocation (`rlaunch.task.ray_gang`).
+    """How the gang of a Ray-driver runtime bootstraps Ray inside its allocation (`rlaunch.task.ray_cluster`).
 
     `port` is the head's GCS port; `spill_dir` an absolute node-local directory for object spilling
     (None: Ray's default, under its temp dir). Rank 0 waits `cluster_join_timeout_seconds` for

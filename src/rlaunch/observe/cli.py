@@ -196,7 +196,7 @@ def logs(
     RUN is name@version, the RL artifact's path, or a coordinator or child job id.
     """
     from rlaunch.cluster.protocol import JobNotFoundError
-    from rlaunch.observe import jobs as run_jobs
+    from rlaunch.observe import run_jobs
 
     ref = resolve_run(run, prefix, attempt_id)
     attempt = ref.attempt() or {}

@@ -18,7 +18,11 @@ from rlaunch.artifacts import records as artifact_records
 from rlaunch.dotted import get_path
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.failures import FailureClass, classify
-from rlaunch.launch_config.layout import (
+from rlaunch.launch_config.schema import SkyRLLaunchConfig
+from rlaunch.observe import run_jobs
+from rlaunch.observe.resolve import RunRef
+from rlaunch.observe.run_files import list_names, read_document, read_json, read_metrics, read_text
+from rlaunch.runs.layout import (
     CHECKPOINT_META,
     JOINED,
     LATEST_MARKER,
@@ -34,10 +38,6 @@ from rlaunch.launch_config.layout import (
     export_root,
     terminal_manifest,
 )
-from rlaunch.launch_config.schema import SkyRLLaunchConfig
-from rlaunch.observe import jobs as run_jobs
-from rlaunch.observe.records import list_names, read_document, read_json, read_metrics, read_text
-from rlaunch.observe.resolve import RunRef
 
 TERMINAL_STATES = ("succeeded", "failed", "cancelled", "prepared")
 WEIGHT_SUFFIXES = (".safetensors", ".bin")

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlaunch.launch_config import run_record
-from rlaunch.observe import jobs as run_jobs
+from rlaunch.observe import run_jobs
 from rlaunch.observe.collect import RunStatus, Terminal, effective_state
 from rlaunch.processes import actor
+from rlaunch.runs import run_record
 from rlaunch.statefiles import CorruptStateError
 from rlaunch.storage import utc_now
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rlaunch.observe.records import read_document, read_metrics
 from rlaunch.observe.resolve import RunRef
+from rlaunch.observe.run_files import read_document, read_metrics
 
 
 @dataclass
@@ -17,7 +17,7 @@ class Series:
 
 def attempt_series(ref: RunRef, only_attempt: str | None = None) -> list[Series]:
     """Every attempt's full metrics log, in attempt order (or just `only_attempt`)."""
-    from rlaunch.launch_config.layout import METRICS, attempt_dir
+    from rlaunch.runs.layout import METRICS, attempt_dir
 
     out = []
     for attempt in (ref.record or {}).get("attempts") or []:

@@ -16,15 +16,15 @@ from rlaunch import storage
 from rlaunch.artifacts.records import RECORD_FILE
 from rlaunch.dotted import get_path
 from rlaunch.launch_config import schema
-from rlaunch.launch_config.layout import (
+from rlaunch.launch_config.schema import SkyRLLaunchConfig
+from rlaunch.observe.run_files import read_document, read_json
+from rlaunch.runs.layout import (
     HANDED_DOCUMENT,
     attempt_dir,
     attempt_manifest,
     temporary_base,
     terminal_manifest,
 )
-from rlaunch.launch_config.schema import SkyRLLaunchConfig
-from rlaunch.observe.records import read_document, read_json
 
 _FROM_RESULT = (
     "attempt_id", "state", "coordinator_job_id", "child_job_id", "backend", "runtime_profile", "runtime_digest",

@@ -6,13 +6,14 @@ second, and the same text goes to terminals, CI logs and the README.
 
 from __future__ import annotations
 
+import datetime
 import json
 from typing import Any
 
-from rlaunch.launch_config.run_record import format_phase_table
 from rlaunch.observe.collect import RunStatus
-from rlaunch.observe.jobs import JobView
+from rlaunch.observe.run_jobs import JobView
 from rlaunch.observe.verdict import Verdict
+from rlaunch.runs.run_record import PHASES
 
 LABEL_WIDTH = 12
 MAX_FAILURE_LINES = 8
@@ -252,3 +253,35 @@ def runs_rows(runs: list[dict[str, Any]]) -> str:
             r["coordinator_job_id"] or "-", r["child_job_id"] or "-",
         ])  # fmt: skip
     return table(rows)
+
+
+def _order(name: str) -> int:
+    if name.startswith("replica_") and name.endswith("_joined"):
+        return PHASES.index("replica_joined")
+    return PHASES.index(name) if name in PHASES else len(PHASES)
+
+
+def _moment(value: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(value)
+
+
+def phase_table(phases: dict[str, str]) -> list[tuple[str, str, float, float]]:
+    """(phase, time, seconds since the previous phase, seconds since the first), in launch order.
+
+    Phases are ordered by the launch's sequence (then by time), so a clock skew between machines
+    shows as a negative step instead of reordering the table."""
+    known = [(name, at) for name, at in phases.items() if at]
+    known.sort(key=lambda item: (_order(item[0]), _moment(item[1])))
+    rows: list[tuple[str, str, float, float]] = []
+    for index, (name, at) in enumerate(known):
+        moment = _moment(at)
+        since_previous = (moment - _moment(known[index - 1][1])).total_seconds() if index else 0.0
+        rows.append((name, at, since_previous, (moment - _moment(known[0][1])).total_seconds()))
+    return rows
+
+
+def format_phase_table(phases: dict[str, str]) -> list[str]:
+    """The phase table as text lines: `phase  +step  (total)`."""
+    rows = phase_table(phases)
+    width = max((len(name) for name, *_ in rows), default=0)
+    return [f"{name:<{width}}  {step:+7.2f}s  (at {total:7.2f}s)" for name, _, step, total in rows]

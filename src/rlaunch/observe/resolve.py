@@ -18,10 +18,10 @@ from typing import Any
 from rlaunch import storage
 from rlaunch.artifacts.records import RECORD_FILE, STATUS_FILE
 from rlaunch.errors import UserError
-from rlaunch.launch_config import run_record
-from rlaunch.launch_config.layout import RUN_RECORD
-from rlaunch.observe.records import read_json
 from rlaunch.observe.recover import recovered_record
+from rlaunch.observe.run_files import read_json
+from rlaunch.runs import run_record
+from rlaunch.runs.layout import RUN_RECORD
 from rlaunch.statefiles import CorruptStateError
 
 _IDENTITY = re.compile(r"^(?P<name>[^@\s:]+)@(?P<version>[^@/\s]+)$")
@@ -199,7 +199,7 @@ def by_job_id(job_id: str, prefix: str, attempt_id: str | None = None) -> RunRef
 
 def _by_job_labels(job_id: str, prefix: str) -> RunRef | None:
     """A job whose run has no record yet: a coordinator still building the RL step's inputs."""
-    from rlaunch.observe.jobs import find_job
+    from rlaunch.observe.run_jobs import find_job
 
     found = find_job(job_id, prefix)
     if found is None:
@@ -219,7 +219,7 @@ def _by_job_labels(job_id: str, prefix: str) -> RunRef | None:
 def _pending_coordinator(identity: str, output_path: str, prefix: str) -> RunRef | None:
     """A run submitted moments ago: its coordinator runs, or waits in a queue (labelled with the
     artifact), but wrote nothing yet."""
-    from rlaunch.observe.jobs import unrecorded_backends
+    from rlaunch.observe.run_jobs import unrecorded_backends
 
     try:
         candidates = unrecorded_backends(prefix)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from rlaunch.dotted import get_path
-from rlaunch.launch_config.layout import RUN_RECORD, cancel_record, terminal_manifest
-from rlaunch.observe import jobs as run_jobs
+from rlaunch.observe import run_jobs
 from rlaunch.observe.collect import TERMINAL_STATES, Cancellation, Terminal, effective_state
-from rlaunch.observe.records import read_json
 from rlaunch.observe.resolve import at_path, prefix_of, run_records
+from rlaunch.observe.run_files import read_json
+from rlaunch.runs.layout import RUN_RECORD, cancel_record, terminal_manifest
 from rlaunch.statefiles import CorruptStateError
 
 _ROW_KEYS = (

@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.rules import batches, data, defects, recipe, roles, runtime, topology
-from rlaunch.rules.common import MAX_SIZE, Subject, Violation, divisor_hint, divisors, violation
-from rlaunch.rules.recipe import recipe_problem, wandb_entity
+from rlaunch.rules import batches, data, defect_triggers, recipe_rules, roles, runtime_rules, topology
+from rlaunch.rules.recipe_rules import recipe_problem, wandb_entity
+from rlaunch.rules.subject import MAX_SIZE, Subject, Violation, divisor_hint, divisors, violation
 
 __all__ = [
     "CODES",
@@ -40,7 +40,7 @@ __all__ = [
 MEMORY_CODES = ("memory.model_states", "memory.engine_weights", "memory.kv_one_sequence")
 CODES: tuple[str, ...] = tuple(
     dict.fromkeys(
-        topology.CODES + batches.CODES + runtime.CODES + recipe.CODES + roles.CODES + defects.CODES + MEMORY_CODES
+        topology.CODES + batches.CODES + runtime_rules.CODES + recipe_rules.CODES + roles.CODES + defect_triggers.CODES + MEMORY_CODES
     )
 )
 TOO_LARGE = frozenset({"topology.too_large", "role_plan.too_large"})
@@ -73,10 +73,10 @@ def check_written(s: Subject) -> list[Violation]:
         return structure
     return (
         structure
-        + runtime.source_digest(s)
-        + recipe.plan_disagreements(s)
-        + recipe.launcher_owned(s)
-        + recipe.explicitness(s)
+        + runtime_rules.source_digest(s)
+        + recipe_rules.plan_disagreements(s)
+        + recipe_rules.launcher_owned(s)
+        + recipe_rules.explicitness(s)
         + data.data_rules(s)
     )
 
@@ -88,14 +88,14 @@ def composed_rules(s: Subject, composed: Mapping[str, Any], *, sound: bool) -> l
     if sound:
         out += topology.topology_rules(s, geo)
         out += batches.batch_rules(geo, composed)
-        out += defects.defect_rules(s.profile, composed)
-    out += runtime.entrypoint_rules(s, geo, composed)
-    out += runtime.runtime_rules(s, composed)
-    out += recipe.recipe_rules(composed)
+        out += defect_triggers.defect_rules(s.profile, composed)
+    out += runtime_rules.entrypoint_rules(s, geo, composed)
+    out += runtime_rules.runtime_rules(s, composed)
+    out += recipe_rules.recipe_rules(composed)
     out += roles.role_rules(geo, composed)
-    out += recipe.wandb_project(s, composed)
+    out += recipe_rules.wandb_project(s, composed)
     if sound:
-        out += recipe.model_rules(s, composed)
+        out += recipe_rules.model_rules(s, composed)
         if s.architecture is not None:
             from rlaunch.rules import memory
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.launch_config.recipe import get_path
-from rlaunch.rules.common import Violation, divisor_hint, violation
+from rlaunch.rules.subject import Violation, divisor_hint, violation
 
 CODES = (
     "batch.train_mini",

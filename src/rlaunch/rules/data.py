@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlaunch.rules.common import Subject, Violation, violation
+from rlaunch.rules.subject import Subject, Violation, violation
 
 
 @dataclass(frozen=True)

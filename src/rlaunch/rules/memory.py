@@ -38,8 +38,8 @@ from typing import Any
 from rlaunch.dotted import get_path
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules.architecture import DTYPE_BYTES, Architecture, Unsized
-from rlaunch.rules.common import Subject, Violation, violation
 from rlaunch.rules.devices import GIB, Device, device, host_slot
+from rlaunch.rules.subject import Subject, Violation, violation
 
 TIGHT_MARGIN = 0.10  # an estimate above 90 % of capacity is tight
 VLLM_BLOCK = 16  # tokens per KV block (vLLM's default block size)

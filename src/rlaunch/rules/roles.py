@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.launch_config.recipe import get_path
-from rlaunch.rules.common import Violation, violation
+from rlaunch.rules.subject import Violation, violation
 
 CODES = ("recipe.critic_sequence_parallel", "recipe.language_model_only")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rlaunch.launch_config.geometry import ROLE_PLAN_KEYS, Geometry
-from rlaunch.rules.common import MAX_SIZE, Subject, Violation, divisor_hint, violation
+from rlaunch.rules.subject import MAX_SIZE, Subject, Violation, divisor_hint, violation
 
 CODES = (
     "topology.non_positive",

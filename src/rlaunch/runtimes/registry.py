@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from rlaunch.errors import UserError
-from rlaunch.launch_config.recipe import BaseConfigShape, RecipeProblem, compose, leaves
+from rlaunch.launch_config.composition import BaseConfigShape, RecipeProblem, compose, leaves
 from rlaunch.launch_config.task_env import check_task_env
 from rlaunch.runtimes import parsed
 from rlaunch.runtimes.defects import KnownDefect
@@ -133,7 +133,7 @@ class RuntimeProfile:
         return self._parsed_base_config[1]
 
     def compose(self, recipe: Mapping[str, Any]) -> tuple[dict[str, Any], list[RecipeProblem]]:
-        """`recipe` laid over this profile's base config (see `rlaunch.launch_config.recipe.compose`)."""
+        """`recipe` laid over this profile's base config (see `rlaunch.launch_config.composition.compose`)."""
         return compose(self.base_config(), recipe, self.base_shape)
 
     def lock_requirements(self) -> list[str]:

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from rlaunch.lazy import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rlaunch.skyrl.errors import PreflightError
     from rlaunch.skyrl.execution import (
         IrisSkyRLExecution,
         LocalSkyRLExecution,
@@ -22,12 +21,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from rlaunch.skyrl.memory_fit import MemoryReport, memory_report
     from rlaunch.skyrl.model_facts import ModelFacts
     from rlaunch.skyrl.preflight import check_plan
+    from rlaunch.skyrl.preflight_error import PreflightError
     from rlaunch.skyrl.retention import SkyRLRetentionPolicy
+    from rlaunch.skyrl.rl_step import SkyRLRun, skyrl_step
     from rlaunch.skyrl.role_plan import SkyRLRolePlan, SkyRLTopology
     from rlaunch.skyrl.runtime import SkyRLRuntime
     from rlaunch.skyrl.sources import ArtifactDataSource, ArtifactHfModel, HfModel, PromptData
     from rlaunch.skyrl.spec import SkyRLSpec
-    from rlaunch.skyrl.step import SkyRLRun, skyrl_step
 
 __all__ = [
     "ArtifactDataSource",
@@ -56,7 +56,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     globals(),
     {
-        "errors": ["PreflightError"],
+        "preflight_error": ["PreflightError"],
         "execution": [
             "IrisSkyRLExecution",
             "LocalSkyRLExecution",
@@ -72,6 +72,6 @@ __getattr__, __dir__ = lazy_exports(
         "runtime": ["SkyRLRuntime"],
         "sources": ["ArtifactDataSource", "ArtifactHfModel", "HfModel", "PromptData"],
         "spec": ["SkyRLSpec"],
-        "step": ["SkyRLRun", "skyrl_step"],
+        "rl_step": ["SkyRLRun", "skyrl_step"],
     },
 )

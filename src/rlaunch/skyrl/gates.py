@@ -29,7 +29,7 @@ from rlaunch.launch_config.gates import (
 from rlaunch.launch_config.schema import Authorisation, DeclaredSmoke, GatesSection
 from rlaunch.launch_config.typed import decode
 from rlaunch.skyrl.execution import SkyRLExecution
-from rlaunch.skyrl.render import live_run_paths
+from rlaunch.skyrl.launch_document import live_run_paths
 from rlaunch.skyrl.spec import SkyRLSpec
 
 AUTHORISED_ENV = "RLAUNCH_AUTHORISED"

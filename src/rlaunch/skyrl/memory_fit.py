@@ -16,10 +16,10 @@ from typing import Any
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules import memory
 from rlaunch.runtimes.registry import RuntimeProfile, get_profile
-from rlaunch.skyrl.errors import PreflightError
+from rlaunch.skyrl.config_yaml import render_recipe
 from rlaunch.skyrl.model_facts import ModelFacts
 from rlaunch.skyrl.preflight import subject_of
-from rlaunch.skyrl.recipe import render_recipe
+from rlaunch.skyrl.preflight_error import PreflightError
 from rlaunch.skyrl.role_plan import SkyRLTopology
 
 

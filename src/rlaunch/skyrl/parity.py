@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlaunch.artifacts import ArtifactStep
+from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import FULLY_ASYNC, Geometry
-from rlaunch.launch_config.recipe import get_path
 from rlaunch.launch_config.schema import DataInput, SkyRLLaunchConfig
 from rlaunch.runtimes.registry import get_profile
 

@@ -6,17 +6,17 @@ from typing import Any
 
 from rlaunch import storage
 from rlaunch.artifacts import records
+from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.launch_config.layout import RunPaths, latest_checkpoint
-from rlaunch.launch_config.recipe import get_path
-from rlaunch.launch_config.resume import foreign_checkpoint, refusal
+from rlaunch.runs.layout import RunPaths, latest_checkpoint
+from rlaunch.runs.resume import foreign_checkpoint, refusal
 from rlaunch.skyrl.execution import SkyRLExecution
 from rlaunch.skyrl.gates import large, plan_rows, smoke_line
+from rlaunch.skyrl.launch_document import live_run_paths, spec_fingerprint
 from rlaunch.skyrl.memory_fit import MemoryReport, memory_report
 from rlaunch.skyrl.parity import differences, shape_of_spec, shape_of_step
 from rlaunch.skyrl.readiness import readiness, relied_defaults
 from rlaunch.skyrl.readiness import render as render_readiness
-from rlaunch.skyrl.render import live_run_paths, spec_fingerprint
 from rlaunch.skyrl.sources import pinned_commit
 from rlaunch.skyrl.spec import SkyRLSpec
 from rlaunch.units import parse_size

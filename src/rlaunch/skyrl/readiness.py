@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rlaunch.launch_config.recipe import get_path
-from rlaunch.rules.defects import findings
+from rlaunch.launch_config.composition import get_path
+from rlaunch.rules.defect_triggers import findings
 from rlaunch.rules.memory import gib
 from rlaunch.runtimes.defects import OPEN, UNVERIFIED
 from rlaunch.secrets import forwarded_names

@@ -9,10 +9,10 @@ from typing import Any
 from rlaunch.artifacts import ArtifactStep
 from rlaunch.artifacts.identity import validate_name, validate_version
 from rlaunch.rules.data import DataFacts
-from rlaunch.skyrl.errors import PreflightError
+from rlaunch.skyrl.config_yaml import entrypoint_of, parse_config_yaml, render_recipe
 from rlaunch.skyrl.fields import require_int, require_str
 from rlaunch.skyrl.preflight import check_plan
-from rlaunch.skyrl.recipe import entrypoint_of, parse_config_yaml, render_recipe
+from rlaunch.skyrl.preflight_error import PreflightError
 from rlaunch.skyrl.retention import SkyRLRetentionPolicy
 from rlaunch.skyrl.role_plan import SkyRLTopology
 from rlaunch.skyrl.runtime import SkyRLRuntime

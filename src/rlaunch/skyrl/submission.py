@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 
 from rlaunch import storage
-from rlaunch.launch_config.layout import temporary_base
-from rlaunch.launch_config.recipe import get_path
+from rlaunch.launch_config.composition import get_path
+from rlaunch.runs.layout import temporary_base
+from rlaunch.skyrl.launch_document import live_run_paths
 from rlaunch.skyrl.plan_view import resume_refusal
-from rlaunch.skyrl.render import live_run_paths
 from rlaunch.skyrl.spec import SkyRLSpec
 
 

@@ -7,7 +7,7 @@ Other ranks join the gang and leave with rank 0's outcome. The task-local direct
 inputs, trainer scratch) is removed when the task ends.
 
 A runtime whose trainer is a Ray driver (`launcher: ray-driver`) gets a Ray cluster across the
-gang first (`rlaunch.task.ray_gang`): rank 0 is the head and runs the driver with RAY_ADDRESS,
+gang first (`rlaunch.task.ray_cluster`): rank 0 is the head and runs the driver with RAY_ADDRESS,
 the other ranks join it and park. On the Ray backend the job already runs inside a Ray cluster:
 its single replica runs the driver attached to that cluster.
 """
@@ -27,13 +27,13 @@ import click
 
 from rlaunch import storage
 from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV, RANK_ENV, WORLD_SIZE_ENV
-from rlaunch.cluster.ray.common import GCS_ADDRESS_ENV as RAY_GCS_ADDRESS_ENV
+from rlaunch.cluster.ray.contract import GCS_ADDRESS_ENV as RAY_GCS_ADDRESS_ENV
 from rlaunch.launch_config import schema
-from rlaunch.launch_config.layout import GANG_OUTCOME, JOINED, attempt_dir
-from rlaunch.launch_config.recipe import set_path
-from rlaunch.launch_config.resume import FINGERPRINT_ENV
+from rlaunch.launch_config.composition import set_path
 from rlaunch.names import sanitize_job_name
 from rlaunch.paths import join_inside, remove_inside
+from rlaunch.runs.layout import GANG_OUTCOME, JOINED, attempt_dir
+from rlaunch.runs.resume import FINGERPRINT_ENV
 from rlaunch.runtimes.environment import RuntimeEnvironment, ensure_environment
 from rlaunch.runtimes.registry import RAY_DRIVER, get_profile
 from rlaunch.storage import utc_now
@@ -159,11 +159,11 @@ def run_ray_gang(
     phases: dict[str, str],
 ) -> int:
     """A Ray-driver runtime: Ray across the gang (or the cluster this job runs in), then the driver."""
-    from rlaunch.task import ray_gang
+    from rlaunch.task import ray_cluster
     from rlaunch.task.rendezvous import rendezvous_for
 
     started_at = time.time()
-    stop = ray_gang.Stop().install()
+    stop = ray_cluster.Stop().install()
     env = ensure_environment(get_profile(doc.runtime.profile), progress=log)
     process_env = runtime_process_env(doc, env, local_root)
     if os.environ.get(BACKEND_ENV) == "ray":
@@ -173,17 +173,17 @@ def run_ray_gang(
             log(f"the Ray backend gave this job no ${RAY_GCS_ADDRESS_ENV}: the driver cannot attach to the cluster")
             return 1
         phases["trainer_started_at"] = utc_now()
-        return ray_gang.run_attached(
+        return ray_cluster.run_attached(
             doc, gcs=gcs, env=process_env, driver_argv=command, cwd=local_root, log=log, stop=stop
         )
     rendezvous = rendezvous_for(doc)
     if rank != 0:
-        return ray_gang.run_worker(
+        return ray_cluster.run_worker(
             doc, rendezvous, rank=rank, python=env.python, env=process_env, started_at=started_at, log=log, stop=stop
         )
     command = entrypoint_command(doc, env, final_document(doc, staged), local_root)
     log(f"running {doc.runtime.profile} entrypoint {doc.runtime.entrypoint} as a Ray driver on {world} node(s)")
-    return ray_gang.run_head(
+    return ray_cluster.run_head(
         doc,
         rendezvous,
         world=world,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlaunch import storage
-from rlaunch.cluster.environment import free_port
+from rlaunch.cluster.job_environment import free_port
 from rlaunch.cluster.ray.replica import run_attempt
 from rlaunch.processes import PROC_ROOT, stat_fields
 

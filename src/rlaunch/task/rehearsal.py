@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rlaunch.launch_config.rehearsal import Milestone, PlacedGroup, RehearsalReport
+from rlaunch.runs.rehearsal_report import Milestone, PlacedGroup, RehearsalReport
 from rlaunch.storage import utc_now
 from rlaunch.task.ray_node import PROBE
 

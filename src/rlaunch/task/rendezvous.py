@@ -45,8 +45,8 @@ from typing import Any
 
 from rlaunch import storage
 from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV
-from rlaunch.launch_config.layout import attempt_dir
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
+from rlaunch.runs.layout import attempt_dir
 
 RENDEZVOUS_DIR = "rendezvous"
 HEAD_FILE = "head.json"

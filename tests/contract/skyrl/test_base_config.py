@@ -23,7 +23,7 @@ def test_committed_base_config_equals_the_installed_package_dump() -> None:
 def test_every_skyrl_leaf_is_a_key_of_the_base_config() -> None:
     from skyrl.train.config import SkyRLTrainConfig
 
-    from rlaunch.launch_config.recipe import leaves
+    from rlaunch.launch_config.composition import leaves
 
     profile = get_profile("fsdp")
     stops = profile.base_shape.stops

@@ -27,11 +27,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlaunch.launch_config.recipe import set_path
+from rlaunch.launch_config.composition import set_path
 from rlaunch.runtimes.registry import get_profile
-from rlaunch.skyrl.errors import PreflightError
+from rlaunch.skyrl.config_yaml import render_recipe
 from rlaunch.skyrl.preflight import check_plan
-from rlaunch.skyrl.recipe import render_recipe
+from rlaunch.skyrl.preflight_error import PreflightError
 from rlaunch.skyrl.role_plan import SkyRLRolePlan, SkyRLTopology
 
 pytestmark = pytest.mark.skyrl

@@ -43,6 +43,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rlaunch.cluster.base import GangBackend
+from rlaunch.cluster.combined_log import LogQuery, pick_lines, rank_prefix
 from rlaunch.cluster.iris import PRIORITIES
 from rlaunch.cluster.iris.connect import (
     IrisConnectionError,
@@ -54,7 +55,6 @@ from rlaunch.cluster.iris.connect import (
     scale_groups,
 )
 from rlaunch.cluster.iris.task import BOOTSTRAP, JOB_ENV, PORT_NAMES, encode_job
-from rlaunch.cluster.logs import LogQuery, pick_lines, rank_prefix
 from rlaunch.cluster.protocol import (
     BACKEND_ENV,
     CapacityError,

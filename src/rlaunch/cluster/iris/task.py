@@ -28,8 +28,8 @@ import os
 import sys
 import time
 
-from rlaunch.cluster.environment import replica_base
 from rlaunch.cluster.iris.connect import is_loopback
+from rlaunch.cluster.job_environment import replica_base
 from rlaunch.cluster.protocol import (
     BACKEND_ENV,
     JOB_ID_ENV,
@@ -53,7 +53,7 @@ except OSError as exc:
              "at the same path on every Iris worker" % (python, exc))
 """
 PORT_NAME = "rendezvous"
-RAY_PORT_NAME = "ray-head"  # the Ray head's GCS port, when the gang bootstraps Ray (rlaunch.task.ray_gang)
+RAY_PORT_NAME = "ray-head"  # the Ray head's GCS port, when the gang bootstraps Ray (rlaunch.task.ray_cluster)
 PORT_NAMES = (PORT_NAME, RAY_PORT_NAME)
 TIMEOUT_ENV = "RLAUNCH_IRIS_RENDEZVOUS_TIMEOUT"
 DEFAULT_TIMEOUT = 600.0

@@ -21,13 +21,13 @@ from typing import Any
 
 import rlaunch
 from rlaunch.cluster.base import GangBackend
-from rlaunch.cluster.environment import base_environment, free_port, replica_base
+from rlaunch.cluster.combined_log import LogQuery
+from rlaunch.cluster.job_environment import base_environment, free_port, replica_base
 from rlaunch.cluster.lifecycle import cancel_message, parent_ended_reason, replica_status
 from rlaunch.cluster.local.capacity import Machine, check_fits, env_number
 from rlaunch.cluster.local.logs import read_log
 from rlaunch.cluster.local.procs import process_alive, stop_groups
 from rlaunch.cluster.local.state import JobDir, existing_job, job_ids, new_job, read_json, write_json_atomic
-from rlaunch.cluster.logs import LogQuery
 from rlaunch.cluster.protocol import (
     BACKEND_ENV,
     JOB_ID_ENV,

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from rlaunch.cluster.logs import LogQuery, pick_lines
+from rlaunch.cluster.combined_log import LogQuery, pick_lines
 
 # A follower notices a job's end at most this late: the launch host follows its child gang and the
 # submitter its coordinator, so this pause is paid twice per launch. A look is two small file reads.

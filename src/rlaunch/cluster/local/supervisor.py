@@ -26,11 +26,11 @@ from types import FrameType
 from typing import IO
 
 from rlaunch.cluster import lifecycle
+from rlaunch.cluster.combined_log import LineBuffer, rank_prefix
 from rlaunch.cluster.lifecycle import Decision, GangLifecycle, Outcome
 from rlaunch.cluster.local.backend import LocalBackend
 from rlaunch.cluster.local.procs import process_identity, stop_groups
 from rlaunch.cluster.local.state import JobDir, write_json_atomic
-from rlaunch.cluster.logs import LineBuffer, rank_prefix
 from rlaunch.cluster.protocol import RANK_ENV, RENDEZVOUS_ENV, JobNotFoundError, JobState
 from rlaunch.secrets import Scrubber
 from rlaunch.storage import utc_now

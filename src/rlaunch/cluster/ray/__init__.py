@@ -4,7 +4,7 @@ Ray is an optional extra (`pip install 'rlaunch[ray]'`); only `backend`, `gang`,
 `capacity`, `kv` and `logs` import it, and only when the backend is chosen. The modules:
 
   backend   `RayBackend`: submit/status/wait/logs/cancel/list through `JobSubmissionClient`
-  gang      `python -m rlaunch.cluster.ray.gang -- ARGV`: the entrypoint of every rlaunch job on Ray;
+  gang      `python -m rlaunch.cluster.ray.job_driver -- ARGV`: the entrypoint of every rlaunch job on Ray;
             it places the gang, runs the replicas, retries, enforces the timeout, watches the parent
   tasks     the remote task that runs one replica attempt inside a placement-group bundle
   replica   one replica attempt as a local process tree (no Ray import)

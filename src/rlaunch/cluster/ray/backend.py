@@ -1,7 +1,7 @@
 """`RayBackend`: rlaunch jobs on an existing Ray cluster, through the Ray Jobs API.
 
 Every rlaunch job is one Ray job whose entrypoint is the gang driver followed by the job's argv
-(`python -m rlaunch.cluster.ray.gang -- ARGV`, built with `shlex.join`; callers only ever give
+(`python -m rlaunch.cluster.ray.job_driver -- ARGV`, built with `shlex.join`; callers only ever give
 argv lists). The Ray submission id *is* the rlaunch job id (`<sanitised name>-<6 chars>`).
 
   submit    refuses what can never fit (see `capacity`) after checking the cluster answers, then
@@ -39,8 +39,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from rlaunch.cluster.base import GangBackend
+from rlaunch.cluster.combined_log import LogQuery
 from rlaunch.cluster.lifecycle import cancel_message, cancel_request, replica_status
-from rlaunch.cluster.logs import LogQuery
 from rlaunch.cluster.protocol import (
     BACKEND_ENV,
     JOB_ID_ENV,
@@ -60,7 +60,7 @@ from rlaunch.cluster.ray.capacity import (
     check_fits_beside,
     fetch_nodes,
 )
-from rlaunch.cluster.ray.common import (
+from rlaunch.cluster.ray.contract import (
     ADDRESS_ENV,
     CHECK_CAPACITY_ENV,
     ENTRYPOINT,
@@ -97,7 +97,7 @@ from rlaunch.processes import actor
 from rlaunch.storage import utc_from_epoch, utc_now
 
 INSTALL_HINT = "pip install 'rlaunch[ray]'"
-DRIVER_MODULE = "rlaunch.cluster.ray.gang"
+DRIVER_MODULE = "rlaunch.cluster.ray.job_driver"
 DEFAULT_KILL_GRACE = 5.0
 REACH_TIMEOUT = 5.0
 STORE_RETRY_SECONDS = 30.0

@@ -22,7 +22,7 @@ import json
 import socket
 from typing import Any
 
-from rlaunch.cluster.ray.common import KV_NAMESPACE, cancel_key, dumps, rendezvous_key, state_key
+from rlaunch.cluster.ray.contract import KV_NAMESPACE, cancel_key, dumps, rendezvous_key, state_key
 
 CONNECT_PROBE_SECONDS = 2.0
 CALL_TIMEOUT_SECONDS = 10

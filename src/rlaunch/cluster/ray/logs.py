@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from rlaunch.cluster.logs import LogQuery, pick_lines
+from rlaunch.cluster.combined_log import LogQuery, pick_lines
 
 STATE_POLL_SECONDS = 0.5
 

@@ -26,10 +26,10 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from rlaunch.cluster.environment import replica_base
-from rlaunch.cluster.logs import LineBuffer
+from rlaunch.cluster.combined_log import LineBuffer
+from rlaunch.cluster.job_environment import replica_base
 from rlaunch.cluster.protocol import RANK_ENV, RENDEZVOUS_ENV
-from rlaunch.cluster.ray.common import DEVICE_VARIABLES, NODE_ID_ENV, NODE_IP_ENV
+from rlaunch.cluster.ray.contract import DEVICE_VARIABLES, NODE_ID_ENV, NODE_IP_ENV
 from rlaunch.secrets import Scrubber
 
 KEEPER_MODULE = "rlaunch.cluster.ray.keeper"

@@ -23,9 +23,9 @@ from typing import Any
 
 import ray
 
-from rlaunch.cluster.environment import free_port
+from rlaunch.cluster.job_environment import free_port
 from rlaunch.cluster.protocol import JOB_ID_ENV
-from rlaunch.cluster.ray.common import GCS_ADDRESS_ENV
+from rlaunch.cluster.ray.contract import GCS_ADDRESS_ENV
 from rlaunch.cluster.ray.kv import StatusStore
 from rlaunch.cluster.ray.replica import replica_cwd, replica_environment, run_attempt
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import rlaunch
-from rlaunch.cluster.environment import base_environment, free_port
+from rlaunch.cluster.job_environment import base_environment, free_port
 from rlaunch.cluster.local.backend import DEFAULT_KILL_GRACE, KILL_GRACE_ENV, LocalBackend
 from rlaunch.cluster.local.state import JobDir
 from rlaunch.cluster.protocol import BACKEND_ENV, NODE_IP_ENV, CapacityError, JobSpec, JobState, JobStatus, Resources

@@ -20,9 +20,9 @@ from typing import Any
 from rlaunch import rules
 from rlaunch.rules.data import DataFacts
 from rlaunch.runtimes.registry import RuntimeProfile, get_profile
-from rlaunch.skyrl.errors import PreflightError
+from rlaunch.skyrl.config_yaml import entrypoint_of, render_recipe
 from rlaunch.skyrl.model_facts import ModelFacts
-from rlaunch.skyrl.recipe import entrypoint_of, render_recipe
+from rlaunch.skyrl.preflight_error import PreflightError
 from rlaunch.skyrl.role_plan import SkyRLTopology
 
 __all__ = ["check_plan", "subject_of"]

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rlaunch.launch_config.composition import RecipeProblem, get_path, has_path
 from rlaunch.launch_config.geometry import ROLE_PLAN_KEYS, rendered_plan
-from rlaunch.launch_config.recipe import RecipeProblem, get_path, has_path
-from rlaunch.rules.common import Subject, Violation, divisor_hint, violation
+from rlaunch.rules.subject import Subject, Violation, divisor_hint, violation
 
 CODES = (
     "recipe.unknown_key",

@@ -4,7 +4,7 @@ The recipe is written on upstream SkyRL 0.4.0 key paths, plus one rlaunch key: `
 (`standard` by default, or `fully_async`). Every geometry and batch key is rendered from the role
 plan; the recipe may repeat one only with the identical typed value. Keys rlaunch owns (paths,
 seed, retention) are injected by the launch host and may not appear in the recipe (both rules
-live in `rlaunch.rules.recipe`).
+live in `rlaunch.rules.recipe_rules`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from rlaunch.launch_config.composition import get_path, has_path, set_path
 from rlaunch.launch_config.geometry import FULLY_ASYNC, FULLY_ASYNC_ENABLED_KEY, ROLE_PLAN_KEYS, rendered_plan
-from rlaunch.launch_config.recipe import get_path, has_path, set_path
 from rlaunch.runtimes.registry import RuntimeProfile
-from rlaunch.skyrl.errors import PreflightError
+from rlaunch.skyrl.preflight_error import PreflightError
 from rlaunch.skyrl.role_plan import SkyRLRolePlan
 
 ENTRYPOINT_KEY = "entrypoint"

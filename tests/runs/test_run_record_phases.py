@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch.launch_config import run_record
-from rlaunch.launch_config.run_record import format_phase_table, phase_table, update_attempt
+from rlaunch.observe.render import format_phase_table, phase_table
+from rlaunch.runs import run_record
+from rlaunch.runs.run_record import update_attempt
 
 
 def at(seconds: float) -> str:

@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rlaunch.launch_config.layout import CheckpointInfo, latest_checkpoint
+from rlaunch.runs.layout import CheckpointInfo, latest_checkpoint
 
 FINGERPRINT_ENV = "RLAUNCH_RUN_FINGERPRINT"
 

@@ -41,8 +41,8 @@ from types import FrameType
 from rlaunch import storage
 from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV, NODE_IP_ENV, RAY_PORT_ENV
 from rlaunch.launch_config import schema
-from rlaunch.launch_config.layout import attempt_dir
-from rlaunch.launch_config.rehearsal import REHEARSED, PlacedGroup, render, report_url
+from rlaunch.runs.layout import attempt_dir
+from rlaunch.runs.rehearsal_report import REHEARSED, PlacedGroup, render, report_url
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.storage import utc_now
 from rlaunch.task import rehearsal

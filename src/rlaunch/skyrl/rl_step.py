@@ -12,15 +12,15 @@ from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.gates import authorisations
-from rlaunch.launch_config.layout import HANDED_DOCUMENT, attempt_dir
-from rlaunch.launch_config.run_record import marked, update_attempt
 from rlaunch.rules import wandb_entity
+from rlaunch.runs.layout import HANDED_DOCUMENT, attempt_dir
+from rlaunch.runs.run_record import marked, update_attempt
 from rlaunch.secrets import refuse_secrets_in
 from rlaunch.skyrl import launcher
-from rlaunch.skyrl.errors import PreflightError
 from rlaunch.skyrl.execution import SkyRLExecution
 from rlaunch.skyrl.gates import gates_section
-from rlaunch.skyrl.render import render_document
+from rlaunch.skyrl.launch_document import render_document
+from rlaunch.skyrl.preflight_error import PreflightError
 from rlaunch.skyrl.spec import SkyRLSpec
 
 EXECUTION_ARG = "skyrl_execution"

@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 
 from rlaunch import storage
-from rlaunch.launch_config import layout
-from rlaunch.launch_config.layout import RunPaths, temporary_root
-
-from .documents import DAY, NAME, rendered_document, rl_step
+from rlaunch.runs import layout
+from rlaunch.runs.layout import RunPaths, temporary_root
+from tests.documents import DAY, NAME, rendered_document, rl_step
 
 
 def test_rendered_document_paths(prefix: str) -> None:

@@ -12,8 +12,6 @@ from typing import Any
 
 from rlaunch import storage
 from rlaunch.artifacts import StepContext
-from rlaunch.launch_config.layout import RunPaths, temporary_root
-from rlaunch.launch_config.resume import run_fingerprint
 from rlaunch.launch_config.schema import (
     SCHEMA_VERSION,
     Allocation,
@@ -28,6 +26,8 @@ from rlaunch.launch_config.schema import (
 from rlaunch.launch_config.task_env import task_environment
 from rlaunch.launch_config.typed import encode
 from rlaunch.names import sanitize_job_name
+from rlaunch.runs.layout import RunPaths, temporary_root
+from rlaunch.runs.resume import run_fingerprint
 from rlaunch.skyrl.execution import SkyRLExecution
 from rlaunch.skyrl.sources import artifact_identity
 from rlaunch.skyrl.spec import SkyRLSpec

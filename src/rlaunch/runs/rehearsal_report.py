@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from rlaunch import storage
-from rlaunch.launch_config.layout import attempt_dir
+from rlaunch.runs.layout import attempt_dir
 
 REPORT_FILE = "rehearsal.json"
 REHEARSED = "rehearsed"

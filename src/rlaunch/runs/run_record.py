@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from rlaunch import storage
-from rlaunch.launch_config.layout import GANG_OUTCOME, JOINED, METRICS, attempt_dir, run_record
+from rlaunch.runs.layout import GANG_OUTCOME, JOINED, METRICS, attempt_dir, run_record
 from rlaunch.statefiles import CorruptStateError
 
 FINAL_STATES = ("succeeded", "failed", "cancelled", "prepared")
@@ -181,38 +181,6 @@ def _update(output_path: str, run_id: str | None, attempt_id: str, fields: dict[
             attempts.append({"attempt_id": attempt_id, **fields})
         storage.write_json_atomic(url, scrub_tree(record))
     return True
-
-
-def _order(name: str) -> int:
-    if name.startswith("replica_") and name.endswith("_joined"):
-        return PHASES.index("replica_joined")
-    return PHASES.index(name) if name in PHASES else len(PHASES)
-
-
-def _moment(value: str) -> datetime.datetime:
-    return datetime.datetime.fromisoformat(value)
-
-
-def phase_table(phases: dict[str, str]) -> list[tuple[str, str, float, float]]:
-    """(phase, time, seconds since the previous phase, seconds since the first), in launch order.
-
-    Phases are ordered by the launch's sequence (then by time), so a clock skew between machines
-    shows as a negative step instead of reordering the table."""
-    known = [(name, at) for name, at in phases.items() if at]
-    known.sort(key=lambda item: (_order(item[0]), _moment(item[1])))
-    rows: list[tuple[str, str, float, float]] = []
-    for index, (name, at) in enumerate(known):
-        moment = _moment(at)
-        since_previous = (moment - _moment(known[index - 1][1])).total_seconds() if index else 0.0
-        rows.append((name, at, since_previous, (moment - _moment(known[0][1])).total_seconds()))
-    return rows
-
-
-def format_phase_table(phases: dict[str, str]) -> list[str]:
-    """The phase table as text lines: `phase  +step  (total)`."""
-    rows = phase_table(phases)
-    width = max((len(name) for name, *_ in rows), default=0)
-    return [f"{name:<{width}}  {step:+7.2f}s  (at {total:7.2f}s)" for name, _, step, total in rows]
 
 
 def _check_shape(record: Any, url: str) -> None:

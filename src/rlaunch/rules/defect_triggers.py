@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.launch_config.recipe import get_path
-from rlaunch.rules.common import Violation, violation
+from rlaunch.rules.subject import Violation, violation
 from rlaunch.runtimes.defects import OPEN, KnownDefect, pinned
 from rlaunch.runtimes.registry import RuntimeProfile
 

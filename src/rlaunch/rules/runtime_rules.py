@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import FULLY_ASYNC, FULLY_ASYNC_ENABLED_KEY, Geometry
-from rlaunch.launch_config.recipe import get_path
-from rlaunch.rules.common import Subject, Violation, violation
+from rlaunch.rules.subject import Subject, Violation, violation
 from rlaunch.runtimes.registry import unsupported_settings
 
 CODES = (

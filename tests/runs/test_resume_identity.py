@@ -12,11 +12,11 @@ import pytest
 from rlaunch import storage
 from rlaunch.host.compose import compose_document
 from rlaunch.host.validate import validate_document
-from rlaunch.launch_config import layout, schema
-from rlaunch.launch_config.resume import foreign_checkpoint, refusal, run_fingerprint
-from rlaunch.skyrl.render import spec_fingerprint
-
-from .documents import rendered_document, rl_step
+from rlaunch.launch_config import schema
+from rlaunch.runs import layout
+from rlaunch.runs.resume import foreign_checkpoint, refusal, run_fingerprint
+from rlaunch.skyrl.launch_document import spec_fingerprint
+from tests.documents import rendered_document, rl_step
 
 DIGEST = "d" * 64
 

@@ -1,4 +1,4 @@
-"""`python -m rlaunch.cluster.ray.gang -- ARGV...`: the entrypoint of every rlaunch job on Ray.
+"""`python -m rlaunch.cluster.ray.job_driver -- ARGV...`: the entrypoint of every rlaunch job on Ray.
 
 The Ray job's entrypoint is this driver followed by the job's own argv (so `ray job list` shows
 what runs). It reads the gang description from $RLAUNCH_RAY_GANG and owns the job from start to
@@ -43,11 +43,11 @@ from types import FrameType
 from typing import Any
 
 from rlaunch.cluster import lifecycle
-from rlaunch.cluster.environment import free_port
+from rlaunch.cluster.combined_log import rank_prefix
+from rlaunch.cluster.job_environment import free_port
 from rlaunch.cluster.lifecycle import Decision, GangLifecycle, Outcome
-from rlaunch.cluster.logs import rank_prefix
 from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV, WORLD_SIZE_ENV, JobState
-from rlaunch.cluster.ray.common import (
+from rlaunch.cluster.ray.contract import (
     ENTRYPOINT,
     EXIT_CANCELLED,
     EXIT_FAILED,
@@ -450,7 +450,7 @@ class Gang:
 
     def _cancel_children(self, reason: str) -> None:
         """Stop this job's unfinished children (their drivers cascade further down)."""
-        from rlaunch.cluster.ray.common import META_PARENT
+        from rlaunch.cluster.ray.contract import META_PARENT
 
         if not self.gcs:
             return
@@ -490,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) < 2 or args[0] != "--":
         print(
-            "usage: python -m rlaunch.cluster.ray.gang -- ARGV...  (gang description in $RLAUNCH_RAY_GANG)",
+            "usage: python -m rlaunch.cluster.ray.job_driver -- ARGV...  (gang description in $RLAUNCH_RAY_GANG)",
             file=sys.stderr,
         )
         return 2
