@@ -26,6 +26,7 @@ from rlaunch.artifacts.plan import PlannedStep, plan_graph, refuse_foreign_steps
 from rlaunch.artifacts.records import Provenance
 from rlaunch.artifacts.step import ArtifactStep
 from rlaunch.errors import UserError
+from rlaunch.waiting import wait_until
 
 Reporter = Callable[[str], None]
 
@@ -167,15 +168,19 @@ class Runner:
 
     def _build(self, step: ArtifactStep[Any], path: str, action: str) -> StepOutcome:
         lock = StepLock(path)
-        waited = False
-        while not lock.try_acquire():
-            if not waited:
+        said = []
+
+        def acquired_or_built() -> str | None:
+            if lock.try_acquire():
+                return "acquired"
+            if not said:
                 holder = lock.holder() or {}
                 self._say(f"  waiting for {step.identity}: being built by {holder.get('owner', 'another runner')}")
-                waited = True
-            if not step.mutable and records.is_succeeded(path):
-                return self._serve(step, path)
-            time.sleep(self.poll_seconds)
+                said.append(True)
+            return "built" if not step.mutable and records.is_succeeded(path) else None
+
+        if wait_until(acquired_or_built, None, f"the build lock of {step.identity}", self.poll_seconds) == "built":
+            return self._serve(step, path)
         try:
             if not step.mutable and records.is_succeeded(path):
                 return self._serve(step, path)

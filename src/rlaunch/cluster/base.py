@@ -16,8 +16,8 @@ descendant) and `list_jobs` (oldest first) over a few transport hooks:
 from __future__ import annotations
 
 import abc
+import contextlib
 import os
-import time
 from collections.abc import Callable, Iterator
 
 from rlaunch.cluster.combined_log import LogQuery
@@ -32,24 +32,11 @@ from rlaunch.cluster.protocol import (
     JobStatus,
 )
 from rlaunch.secrets import Scrubber
+from rlaunch.waiting import WaitTimeout, wait_until
 
 MAX_POLL = 1.0  # the longest pause between two looks at a job that is still running
 FIRST_POLL = 0.05
 CANCEL_EXTRA_SECONDS = 15.0  # beyond the kill grace: how long `cancel` waits for the jobs to end
-
-
-def poll_until(done: Callable[[], bool], timeout: float | None = None) -> bool:
-    """Call `done()` with a growing pause (50 ms up to a second) until it is true or `timeout` passes."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    delay = FIRST_POLL
-    while True:
-        if done():
-            return True
-        if deadline is not None and time.monotonic() >= deadline:
-            return False
-        pause = delay if deadline is None else min(delay, max(deadline - time.monotonic(), 0.0))
-        time.sleep(pause)
-        delay = min(delay * 1.5, MAX_POLL)
 
 
 def descendants(job_id: str, children: Callable[[str], list[str]]) -> list[str]:
@@ -128,8 +115,15 @@ class GangBackend(abc.ABC):
             raise ValueError(f"parent job {parent} already ended ({status.state.value}); a child cannot outlive it")
 
     def wait(self, job_id: str, timeout: float | None = None) -> JobStatus:
-        poll_until(lambda: self._ended(job_id), timeout)
+        """The job's status once it has ended, or as it is after `timeout` seconds."""
+        with contextlib.suppress(WaitTimeout):
+            self._wait_ended(lambda: self._ended(job_id), timeout, f"job {job_id} to end")
         return self.status(job_id)
+
+    @staticmethod
+    def _wait_ended(done: Callable[[], bool], timeout: float | None, what: str) -> None:
+        """A growing pause (50 ms up to a second) between looks at jobs that are still running."""
+        wait_until(done, timeout, what, FIRST_POLL, max_interval=MAX_POLL)
 
     def cancel(self, job_id: str, *, reason: str | None = None) -> JobStatus:
         """Stop the job and every descendant, then wait until they have all ended."""
@@ -148,7 +142,8 @@ class GangBackend(abc.ABC):
             pending[:] = [j for j in pending if not self._ended(j)]
             return not pending
 
-        poll_until(all_ended, self.kill_grace + CANCEL_EXTRA_SECONDS)
+        with contextlib.suppress(WaitTimeout):  # what has not ended by then shows in the returned status
+            self._wait_ended(all_ended, self.kill_grace + CANCEL_EXTRA_SECONDS, f"jobs {', '.join(job_ids)} to end")
 
     def logs(
         self, job_id: str, *, replica: int | None = None, follow: bool = False, tail: int | None = None

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import click
 
 from rlaunch.observe.resolve import RunRef, default_prefix, resolve
+from rlaunch.waiting import wait_until
 
 INTERRUPTED_EXIT = 130
 TAIL = click.IntRange(min=0, max=10**9)  # a deque of the last N lines: bounded, so a huge N is a clear error
@@ -118,11 +118,17 @@ def status(run: str, prefix: str | None, attempt_id: str | None, as_json: bool, 
             click.echo(status_text(snapshot))
         return snapshot.is_terminal or bool(snapshot.damage)  # a damaged record ends --watch: it will not heal
 
+    def shown_ended() -> bool:
+        ended = show()
+        if not ended and not as_json:
+            click.echo(f"\n(refreshing every {interval:g}s until the run ends; Ctrl-C stops watching)")
+        return ended
+
     try:
-        while not show() and watch:
-            if not as_json:
-                click.echo(f"\n(refreshing every {interval:g}s until the run ends; Ctrl-C stops watching)")
-            time.sleep(interval)
+        if watch:
+            wait_until(shown_ended, None, "the run to end", interval)
+        else:
+            show()
     except KeyboardInterrupt:
         sys.exit(INTERRUPTED_EXIT)
     if damage:

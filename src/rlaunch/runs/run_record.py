@@ -39,6 +39,7 @@ from typing import Any
 from rlaunch import storage
 from rlaunch.runs.layout import GANG_OUTCOME, JOINED, METRICS, attempt_dir, run_record
 from rlaunch.statefiles import CorruptStateError
+from rlaunch.waiting import WaitTimeout, wait_until
 
 FINAL_STATES = ("succeeded", "failed", "cancelled", "prepared")
 LOCK_TIMEOUT_SECONDS = 60.0
@@ -209,31 +210,34 @@ def _read_for_update(url: str, run_id: str | None) -> dict[str, Any]:
 def record_lock(url: str) -> Iterator[None]:
     """Exclusive access to the record at `url` for one read-modify-write."""
     if storage.is_local(url):
-        import fcntl
+        from filelock import FileLock  # imported on use: a dry run never locks a record
 
         path = storage.local_path(url)
         directory = os.path.dirname(path)
         os.makedirs(directory, exist_ok=True)
-        with open(os.path.join(directory, f".{os.path.basename(path)}.lock"), "a+b") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)  # released by the kernel even when the holder is killed
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        # An OS file lock: released by the kernel even when the holder is killed.
+        with FileLock(os.path.join(directory, f".{os.path.basename(path)}.lock")):
+            yield
         return
-    lock = f"{url}.lock"
-    deadline = time.monotonic() + LOCK_TIMEOUT_SECONDS
-    while not storage.create_exclusive(lock, storage.dumps({"at": time.time(), "pid": os.getpid()})):
+    lock = f"{url}.lock"  # an object store has no file locks: an exclusive create, taken over when stale
+
+    def taken() -> bool:
+        if storage.create_exclusive(lock, storage.dumps({"at": time.time(), "pid": os.getpid()})):
+            return True
         try:
             holder = storage.read_json(lock) or {}
         except (CorruptStateError, OSError):
             holder = {}
         if time.time() - float(holder.get("at", time.time())) > STALE_LOCK_SECONDS:
             storage.remove(lock)
-            continue
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{lock} has been held for over {LOCK_TIMEOUT_SECONDS:g}s; remove it if no launch runs")
-        time.sleep(0.1)
+        return False
+
+    try:
+        wait_until(taken, LOCK_TIMEOUT_SECONDS, f"the run record lock {lock}", 0.1)
+    except WaitTimeout:
+        raise TimeoutError(
+            f"{lock} has been held for over {LOCK_TIMEOUT_SECONDS:g}s; remove it if no launch runs"
+        ) from None
     try:
         yield
     finally:

@@ -24,13 +24,12 @@ directory to put on PYTHONPATH, the environment variables and the argv of a runt
   wheels the registry does not serve, such as the CPU build of torch). A venv without its
   completion marker is half-built: it is removed and rebuilt, never used. A snapshot is copied to
   a temporary directory, checked against the digest, and renamed into place. Builders serialise
-  on `fcntl` locks under `<root>/.locks/`, so concurrent processes build each thing once.
+  on file locks (`filelock`) under `<root>/.locks/`, so concurrent processes build each thing once.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import hashlib
 import json
 import os
@@ -208,18 +207,20 @@ def _heartbeat(say: Progress, message: Callable[[float], str]) -> Iterator[None]
 
 @contextmanager
 def _locked(path: Path, say: Progress, what: str) -> Iterator[None]:
+    from filelock import FileLock, Timeout  # imported on use: only a build takes this lock
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            say(f"waiting for another process that is building {what} (lock {path})")
-            with _heartbeat(say, lambda s: f"still waiting for {what} ({s:.0f}s)"):
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    lock = FileLock(str(path))  # an OS file lock: released by the kernel even when the holder is killed
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        say(f"waiting for another process that is building {what} (lock {path})")
+        with _heartbeat(say, lambda s: f"still waiting for {what} ({s:.0f}s)"):
+            lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _sha256(data: bytes) -> str:

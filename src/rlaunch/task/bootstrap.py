@@ -38,6 +38,7 @@ from rlaunch.runtimes.environment import RuntimeEnvironment, ensure_environment
 from rlaunch.runtimes.registry import RAY_DRIVER, get_profile
 from rlaunch.storage import utc_now
 from rlaunch.task.staging import stage
+from rlaunch.waiting import wait_until
 
 STAGING_ENV = "RLAUNCH_STAGING_ROOT"
 KEEP_ENV = "RLAUNCH_KEEP_TASK_DIR"  # keep staged inputs and trainer scratch for debugging
@@ -199,11 +200,8 @@ def run_ray_gang(
 
 def wait_for_outcome(doc: schema.SkyRLLaunchConfig, poll_seconds: float = 1.0) -> int:
     url = storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), OUTCOME)
-    while True:
-        outcome = storage.read_json(url)
-        if outcome is not None:
-            return 0 if outcome.get("exit_code") == 0 else 1
-        time.sleep(poll_seconds)
+    outcome = wait_until(lambda: storage.read_json(url), None, f"rank 0's outcome at {url}", poll_seconds)
+    return 0 if outcome.get("exit_code") == 0 else 1
 
 
 @click.command()

@@ -49,6 +49,7 @@ from rlaunch.task import rehearsal
 from rlaunch.task.ray_node import PROBE, NodeSpec, RayNode, RayNodeError, Supervised
 from rlaunch.task.rendezvous import GangOutcome, GangStopped, HeadRecord, Rendezvous, RendezvousTimeout
 from rlaunch.units import parse_size
+from rlaunch.waiting import wait_until
 
 RAY_LOGS = "ray-logs"
 HEARTBEAT_SECONDS = 5.0
@@ -268,12 +269,15 @@ def wait_for_nodes(
     alive: list[int] = []
     reader = threading.Thread(target=lambda: _read_ranks(proc, alive, log), daemon=True)
     reader.start()
-    while proc.poll() is None:
+
+    def probe_ended() -> bool:
         if stop:
             proc.kill()
             proc.wait()
             raise GangStopped(f"rank 0 received {stop.signal} while waiting for the nodes to join")
-        time.sleep(0.2)
+        return proc.poll() is not None
+
+    wait_until(probe_ended, None, f"{world} Ray node(s) to join", 0.2)  # the probe's own TIMEOUT bounds it
     reader.join(timeout=5)
     if proc.returncode == 0:
         log(f"all {world} node(s) are alive in Ray")

@@ -66,7 +66,7 @@ def wait_nodes(address: str, count: int, timeout: float) -> int:
             return 0
         if time.monotonic() >= deadline:
             return TIMED_OUT
-        time.sleep(0.5)
+        time.sleep(0.5)  # this script runs in the runtime's venv, without rlaunch and its wait_until
 
 
 def _node_ranks(client: object) -> dict[str, int]:
@@ -112,7 +112,7 @@ def placement_groups(address: str, tries: int = 5) -> int:
             groups = [_group(info, ranks) for _, info in sorted(state.placement_group_table().items())]
         except Exception as exc:  # noqa: BLE001 - a GCS not answering for a moment is not the end
             print(json.dumps({"error": str(exc)[:300]}), flush=True)
-            time.sleep(1.0 + attempt)
+            time.sleep(1.0 + attempt)  # a retry in the runtime's venv (no rlaunch, no wait_until)
         else:
             print(json.dumps({"placement_groups": groups}), flush=True)
             return 0

@@ -47,6 +47,7 @@ from rlaunch import storage
 from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.runs.layout import attempt_dir
+from rlaunch.waiting import WaitTimeout, wait_until
 
 RENDEZVOUS_DIR = "rendezvous"
 HEAD_FILE = "head.json"
@@ -152,20 +153,21 @@ class Rendezvous(abc.ABC):
         should_stop: Callable[[], bool] = lambda: False,
     ) -> HeadRecord:
         """The current head record; RendezvousTimeout naming rank 0 after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def head() -> HeadRecord | None:
             record = current_head(self.read_head(), attempt_id=attempt_id, job_id=job_id, started_at=started_at)
-            if record is not None:
-                return record
-            if should_stop():
+            if record is None and should_stop():
                 raise GangStopped(f"rank {rank} was stopped while waiting for rank 0's head record")
-            if time.monotonic() >= deadline:
-                raise RendezvousTimeout(
-                    f"rank {rank} waited {timeout:g}s (ray.rendezvous_timeout_seconds) for rank 0 to publish its "
-                    f"Ray head record at {self.describe()}, and rank 0 never did: rank 0 is missing (did it "
-                    "start? see its log); raise ray.rendezvous_timeout_seconds if it is only slow to stage"
-                )
-            time.sleep(POLL_SECONDS)
+            return record
+
+        try:
+            return wait_until(head, timeout, "rank 0's head record", POLL_SECONDS)
+        except WaitTimeout:
+            raise RendezvousTimeout(
+                f"rank {rank} waited {timeout:g}s (ray.rendezvous_timeout_seconds) for rank 0 to publish its "
+                f"Ray head record at {self.describe()}, and rank 0 never did: rank 0 is missing (did it "
+                "start? see its log); raise ray.rendezvous_timeout_seconds if it is only slow to stage"
+            ) from None
 
     def wait_for_outcome(
         self,
@@ -178,11 +180,13 @@ class Rendezvous(abc.ABC):
         """Rank 0's outcome for `head`'s epoch. No limit while rank 0 keeps its heartbeat; fails
         naming rank 0 once its record has not been refreshed for `head_silence` seconds, or when a
         new head (another epoch) replaced it."""
-        last_beat = time.monotonic()
-        while True:
-            outcome = self.read_outcome()
-            if outcome is not None and outcome.gang_epoch == head.gang_epoch:
-                return outcome
+        latest, last_beat = head, time.monotonic()  # the newest head record seen, and when it changed
+
+        def outcome() -> GangOutcome | None:
+            nonlocal latest, last_beat
+            found = self.read_outcome()
+            if found is not None and found.gang_epoch == head.gang_epoch:
+                return found
             if should_stop():
                 raise GangStopped(f"rank {rank} was stopped while parked on rank 0's outcome")
             now = time.monotonic()
@@ -192,14 +196,16 @@ class Rendezvous(abc.ABC):
                     f"rank {rank}: rank 0 was replaced (epoch {head.gang_epoch} -> {current.gang_epoch}) "
                     "without an outcome for the gang this rank joined"
                 )
-            if current is not None and current.written_at != head.written_at:
-                head, last_beat = current, now
+            if current is not None and current.written_at != latest.written_at:
+                latest, last_beat = current, now
             elif now - last_beat > head_silence:
                 raise RendezvousTimeout(
-                    f"rank {rank}: rank 0 ({head.head_host}) stopped refreshing its head record "
+                    f"rank {rank}: rank 0 ({latest.head_host}) stopped refreshing its head record "
                     f"{head_silence:g}s ago and wrote no outcome: rank 0 is missing (see its log)"
                 )
-            time.sleep(POLL_SECONDS)
+            return None
+
+        return wait_until(outcome, None, "rank 0's outcome", POLL_SECONDS)  # no limit while rank 0 beats
 
     def describe(self) -> str:
         return type(self).__name__

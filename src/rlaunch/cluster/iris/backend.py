@@ -37,7 +37,6 @@ import os
 import secrets
 import string
 import sys
-import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -66,6 +65,7 @@ from rlaunch.cluster.protocol import (
     Resources,
 )
 from rlaunch.names import MAX_JOB_NAME
+from rlaunch.waiting import WaitTimeout, wait_until
 
 URL_ENV = "RLAUNCH_IRIS_CONTROLLER_URL"
 URL_ENV_USER = "IRIS_CONTROLLER_URL"  # what a person sets (the experiments and `rlaunch jobs` read it)
@@ -276,23 +276,25 @@ class IrisBackend(GangBackend):
         of it (within one evaluation; the job is still pending) says whether any group can ever hold
         it. If none can, the job is cancelled and CapacityError carries Iris's reason; otherwise (or
         with no verdict within ROUTING_WAIT seconds) it stays submitted."""
-        deadline = time.monotonic() + ROUTING_WAIT
-        while time.monotonic() < deadline:
+
+        def routed() -> tuple[str] | None:
+            """(the autoscaler's reason,) once it routed the job; ("",) once the job left pending."""
             raw = self._raw(job_id)
             if str(getattr(raw.state, "value", raw.state)) != "pending":  # placed (building, running) or ended
-                return
+                return ("",)
             _, found, hint = raw.pending_reason.partition(AUTOSCALER_HINT)
-            if not found:
-                time.sleep(0.2)
-                continue
-            reason = hint.strip().removeprefix(UNMET)
-            if reason.startswith(NEVER_PLACED):
-                self._stop([job_id])
-                raise CapacityError(
-                    f"the Iris cluster can never place job {spec.name!r}: {reason} (the controller reports no "
-                    f"slice size before a slice is live; job {job_id} was cancelled)"
-                )
+            return (hint.strip().removeprefix(UNMET),) if found else None
+
+        try:
+            (reason,) = wait_until(routed, ROUTING_WAIT, f"the autoscaler's routing of job {job_id}", 0.2)
+        except WaitTimeout:
             return
+        if reason.startswith(NEVER_PLACED):
+            self._stop([job_id])
+            raise CapacityError(
+                f"the Iris cluster can never place job {spec.name!r}: {reason} (the controller reports no "
+                f"slice size before a slice is live; job {job_id} was cancelled)"
+            )
 
     @staticmethod
     def _device(resources: Resources) -> tuple[str, str, int]:

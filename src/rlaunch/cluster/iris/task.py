@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
 from rlaunch.cluster.iris.connect import is_loopback
 from rlaunch.cluster.job_environment import replica_base
@@ -39,6 +38,7 @@ from rlaunch.cluster.protocol import (
     RENDEZVOUS_ENV,
     WORLD_SIZE_ENV,
 )
+from rlaunch.waiting import WaitTimeout, wait_until
 
 JOB_ENV = "RLAUNCH_IRIS_JOB"
 MODULE = "rlaunch.cluster.iris.task"
@@ -93,26 +93,27 @@ def rendezvous(info: object, job_id: str, rank: int, world: int) -> str:
         _say(f"rank 0 registered rendezvous {address} as endpoint {name}")
         return address
     timeout = float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT)
-    deadline, delay = time.monotonic() + timeout, 0.1
-    while True:
+    last: list[Exception] = []  # the resolver's latest error while the endpoint is not there
+
+    def resolved() -> str | None:
+        last.clear()
         try:
             found = ctx.resolver.resolve(name)
-            if not found.is_empty:
-                address = found.first().url
-                _say(f"rank {rank} resolved rendezvous {address} from endpoint {name}")
-                return address
         except Exception as exc:  # noqa: BLE001 - not registered yet reads differently across controllers
-            last = exc
-        else:
-            last = None
-        if time.monotonic() >= deadline:
-            raise SystemExit(
-                f"[rlaunch.iris] rank {rank} found no rendezvous endpoint {name} after {timeout:g}s "
-                f"(rank 0 never registered it{f'; last error: {last}' if last else ''}); raise ${TIMEOUT_ENV} "
-                "if rank 0 needs longer to start"
-            )
-        time.sleep(delay)
-        delay = min(delay * 1.5, 2.0)
+            last.append(exc)
+            return None
+        return None if found.is_empty else found.first().url
+
+    try:
+        address = wait_until(resolved, timeout, f"rendezvous endpoint {name}", 0.1, max_interval=2.0)
+    except WaitTimeout:
+        raise SystemExit(
+            f"[rlaunch.iris] rank {rank} found no rendezvous endpoint {name} after {timeout:g}s "
+            f"(rank 0 never registered it{f'; last error: {last[0]}' if last else ''}); raise ${TIMEOUT_ENV} "
+            "if rank 0 needs longer to start"
+        ) from None
+    _say(f"rank {rank} resolved rendezvous {address} from endpoint {name}")
+    return address
 
 
 def encode_job(python: str, argv: list[str], env: dict[str, str], cwd: str | None) -> str:

@@ -49,7 +49,7 @@ def read_log(path: Path, query: LogQuery) -> Iterator[str]:
     done = not query.follow or query.finished()
     yield from pick_lines(reader.read_lines(final=done), query.pick, query.tail)
     delay = 0.05
-    while not done:
+    while not done:  # a stream, not a wait: it yields lines as they come (wait_until returns once)
         time.sleep(delay)
         done = query.finished()
         lines = list(pick_lines(reader.read_lines(final=done), query.pick))

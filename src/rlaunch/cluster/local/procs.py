@@ -9,10 +9,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import time
 from collections.abc import Callable, Iterable
 
 from rlaunch.processes import PROC_ROOT, probe, process_alive, process_identity, stat_fields
+from rlaunch.waiting import WaitTimeout, wait_until
 
 __all__ = ["group_alive", "process_alive", "process_identity", "stop_groups"]
 
@@ -44,12 +44,16 @@ def stop_groups(pgids: Iterable[int], grace: float, tick: Callable[[], None] = l
     live = [g for g in pgids if group_alive(g)]
     for pgid in live:
         signal_group(pgid, signal.SIGTERM)
+
+    def all_gone() -> bool:
+        nonlocal live
+        tick()
+        live = [g for g in live if group_alive(g)]
+        return not live
+
     for sig_deadline, next_signal in ((grace, signal.SIGKILL), (5.0, None)):
-        deadline = time.monotonic() + sig_deadline
-        while live and time.monotonic() < deadline:
-            tick()
-            time.sleep(0.02)
-            live = [g for g in live if group_alive(g)]
+        with contextlib.suppress(WaitTimeout):
+            wait_until(all_gone, sig_deadline, "the process groups to exit", 0.02)
         if next_signal is not None:
             for pgid in live:
                 signal_group(pgid, next_signal)

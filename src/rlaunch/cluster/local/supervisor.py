@@ -196,7 +196,7 @@ class Supervisor:
     def _pump(self, timeout: float) -> None:
         """Copy whatever attempts have printed into their attempt log and the combined log."""
         if not self.selector.get_map():
-            time.sleep(timeout)
+            time.sleep(timeout)  # nothing to select on: pause as long as select() would have
             return
         touched: list[_Attempt] = []
         for key, _ in self.selector.select(timeout):

@@ -18,7 +18,8 @@ Protocol: stdin carries one JSON line `{"argv", "env", "cwd", "grace"}` (the env
 credentials, so it never travels on a command line), then stays open as the lifeline. On
 STATUS_FD the keeper writes `pid <keeper pid>` once running and `exit <code>` at the end (128 + N
 when signal N ended the replica, 127 when it could not start). The replica's stdout and stderr
-are the keeper's. Only the standard library is imported: one keeper starts per attempt.
+are the keeper's. Only the standard library (and the stdlib-only `rlaunch.waiting`) is imported:
+one keeper starts per attempt.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from types import FrameType
 from typing import Any
+
+from rlaunch.waiting import WaitTimeout, wait_until
 
 POLL_SECONDS = 0.05
 START_FAILED_EXIT = 127
@@ -67,13 +69,17 @@ def stop_group(pgid: int, me: int, grace: float, reap: subprocess.Popen[bytes] |
     if not members:
         return
     _signal_all(members, signal.SIGTERM)
+
+    def all_gone() -> bool:
+        nonlocal members
+        if reap is not None:
+            reap.poll()
+        members = _group_members(pgid, me)
+        return not members
+
     for wait, then in ((grace, signal.SIGKILL), (AFTER_KILL_SECONDS, None)):
-        deadline = time.monotonic() + wait
-        while members and time.monotonic() < deadline:
-            if reap is not None:
-                reap.poll()
-            time.sleep(POLL_SECONDS)
-            members = _group_members(pgid, me)
+        with contextlib.suppress(WaitTimeout):
+            wait_until(all_gone, wait, f"process group {pgid} to exit", POLL_SECONDS)
         if then is not None and members:
             _signal_all(members, then)
     if reap is not None:
@@ -123,8 +129,12 @@ def keep(status_fd: int) -> int:
     except OSError as exc:
         print(f"[rlaunch] could not start {argv[0]!r}: {exc}", flush=True)
         return START_FAILED_EXIT
-    while proc.poll() is None and not stopped and not _lifeline_broken():
-        time.sleep(POLL_SECONDS)
+    wait_until(
+        lambda: proc.poll() is not None or stopped or _lifeline_broken(),
+        None,
+        "the replica to exit, a stop signal or the lifeline to break",
+        POLL_SECONDS,
+    )
     # The replica ended, or the attempt is being stopped, or the starter is gone: nothing of this
     # attempt may keep running.
     stop_group(me, me, grace, proc)

@@ -111,7 +111,7 @@ def read_logs(client: Any, job_id: str, query: LogQuery) -> Iterator[str]:
     finally:
         stream.close()
     while not finished():  # the stream broke while the job runs: poll the log instead
-        time.sleep(1.0)
+        time.sleep(1.0)  # a stream, not a wait: it yields lines as they come (wait_until returns once)
         yield from take(client.get_job_logs(job_id)[consumed:])
     # The job is terminal, so its log is complete: read what the stream had not delivered.
     rest = partial + client.get_job_logs(job_id)[consumed:]

@@ -17,7 +17,6 @@ own. Ray never retries it (the driver owns retries, per replica, like the local 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -28,6 +27,7 @@ from rlaunch.cluster.protocol import JOB_ID_ENV
 from rlaunch.cluster.ray.contract import GCS_ADDRESS_ENV
 from rlaunch.cluster.ray.kv import StatusStore
 from rlaunch.cluster.ray.replica import replica_cwd, replica_environment, run_attempt
+from rlaunch.waiting import wait_until
 
 RENDEZVOUS_POLL_SECONDS = 0.05
 
@@ -42,11 +42,8 @@ def _rendezvous(job_env: Mapping[str, str], rank: int, node_ip: str) -> str:
         return address
     if store is None:
         raise RuntimeError(f"rank {rank} cannot reach the cluster's KV to learn the rendezvous")
-    while True:  # the driver cancels this task if rank 0 never gets there
-        found = store.rendezvous(job_id)
-        if found:
-            return found
-        time.sleep(RENDEZVOUS_POLL_SECONDS)
+    # No limit: the driver cancels this task if rank 0 never gets there.
+    return wait_until(lambda: store.rendezvous(job_id), None, "rank 0's rendezvous address", RENDEZVOUS_POLL_SECONDS)
 
 
 @ray.remote(max_retries=0, retry_exceptions=False, num_returns="streaming")
