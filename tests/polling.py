@@ -3,6 +3,7 @@ process checks independent of the code under test."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import textwrap
 import time
@@ -25,6 +26,15 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def run_python(
+    args: list[str], cwd: Path | str, env: dict[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """This interpreter with `args` (`-m module ...` or `-c code`), its output captured as text."""
+    return subprocess.run(
+        [sys.executable, *args], check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def py(code: str) -> tuple[str, ...]:

@@ -153,3 +153,27 @@ def test_the_checker_flags_a_bad_edge(table, module, source):
 )
 def test_the_checker_allows_a_good_edge(table, module, source):
     assert violations(module, source, table) == []
+
+
+def parallel_names(text: str) -> dict[str, int]:
+    """{base name: how many packages hold it} from ARCHITECTURE.md's module-names table."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.replace(" ", "") == "|basename|thesamerolein|")
+    out = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        name, places = (c.strip() for c in line.strip("|").split("|"))
+        out[name.strip("`")] = len(re.findall(r"`[\w/]+`", places)) or 2
+    return out
+
+
+def test_no_two_modules_share_a_base_name_unless_listed_as_parallel_roles():
+    allowed = parallel_names((REPO / "ARCHITECTURE.md").read_text(encoding="utf-8"))
+    by_name: dict[str, list[str]] = {}
+    for path in (SRC / "rlaunch").rglob("*.py"):
+        if path.name not in ("__init__.py", "__main__.py"):
+            by_name.setdefault(path.name, []).append(str(path.relative_to(SRC)))
+    shared = {name: sorted(paths) for name, paths in by_name.items() if len(paths) > 1}
+    unlisted = {name: paths for name, paths in shared.items() if len(paths) > allowed.get(name, 1)}
+    assert unlisted == {}, "modules that share a base name; rename them after what they hold, or list the role"

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
+
+from tests.polling import run_python
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "ray", "transformers", "trl", "vllm", "skyrl")
@@ -38,14 +38,7 @@ def heavy_imported(code: str, stubs: pathlib.Path, cwd: pathlib.Path) -> list[st
     env = {k: v for k, v in os.environ.items() if not k.startswith("RLAUNCH_")}
     env["PYTHONPATH"] = os.pathsep.join([str(stubs), str(REPO)])
     env["RLAUNCH_PREFIX"] = str(cwd / "prefix")
-    out = subprocess.run(
-        [sys.executable, "-c", code + "\n" + REPORT],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = run_python(["-c", code + "\n" + REPORT], cwd, env)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -176,17 +176,29 @@ def dumps(obj: Any) -> bytes:
     return (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8")
 
 
+def _fsynced_temporary(path: str, data: bytes) -> str:
+    """A fully written, fsynced temporary file beside local `path` (its directory created): what an
+    atomic write renames over `path` and an exclusive create links to it."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
 def write_bytes_atomic(url: Location, data: bytes) -> None:
     fs, path = _route(url)
     if fs is None:
-        directory = os.path.dirname(path)
-        os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}")
+        tmp = _fsynced_temporary(path, data)
         try:
-            with open(tmp, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):
@@ -211,13 +223,7 @@ def create_exclusive(url: Location, data: bytes) -> bool:
     """
     fs, path = _route(url)
     if fs is None:
-        directory = os.path.dirname(path)
-        os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}")
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        tmp = _fsynced_temporary(path, data)
         try:
             os.link(tmp, path)
             return True

@@ -48,6 +48,20 @@ def _run_fn(name: str, fail: bool = False):
     return run
 
 
+def _exp_model(
+    artifact_type: type[Any], build_config: Any, deps: tuple[ArtifactStep[Any], ...] = ()
+) -> ArtifactStep[Any]:
+    """`exp/model` of `artifact_type` with its own `build_config` (the problem under test)."""
+    return ArtifactStep(
+        name="exp/model",
+        version=resolve_version("exp/model", None),
+        artifact_type=artifact_type,
+        run=_run_fn("exp/model"),
+        build_config=build_config,
+        deps=deps,
+    )
+
+
 def _step(name: str, *deps: ArtifactStep[Any], version: str | None = None, fail: bool = False, **literals):
     return ArtifactStep(
         name=name,
@@ -101,23 +115,10 @@ def broken(problem: str):
     if problem == "callable":
         return _step("exp/model", callback=print)
     if problem == "runtime-arg":
-        return ArtifactStep(
-            name="exp/model",
-            version=resolve_version("exp/model", None),
-            artifact_type=Directory,
-            run=_run_fn("exp/model"),
-            build_config=lambda ctx: {"gpus": ctx.runtime_arg("gpus")},
-        )
+        return _exp_model(Directory, lambda ctx: {"gpus": ctx.runtime_arg("gpus")})
     if problem == "resolved-at-fingerprint":
         data = _step("exp/data")
-        return ArtifactStep(
-            name="exp/model",
-            version=resolve_version("exp/model", None),
-            artifact_type=Directory,
-            run=_run_fn("exp/model"),
-            build_config=lambda ctx: {"data": ctx.resolved(data).path},
-            deps=(data,),
-        )
+        return _exp_model(Directory, lambda ctx: {"data": ctx.resolved(data).path}, deps=(data,))
     if problem == "failures":
         bad_a = _step("exp/bad-a", fail=True)
         bad_b = _step("exp/bad-b", fail=True)
@@ -125,13 +126,7 @@ def broken(problem: str):
         fine = _step("exp/fine")
         return [after, bad_b, fine]
     if problem == "wrong-type":
-        return ArtifactStep(
-            name="exp/model",
-            version=resolve_version("exp/model", None),
-            artifact_type=Score,
-            run=_run_fn("exp/model"),
-            build_config=lambda ctx: {"output_path": ctx.output_path},
-        )
+        return _exp_model(Score, lambda ctx: {"output_path": ctx.output_path})
     raise AssertionError(problem)
 
 

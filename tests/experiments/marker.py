@@ -91,6 +91,17 @@ def execution(backend: str, ray_port: int | None = None) -> SkyRLExecution:
     return LocalSkyRLExecution(**sizes, **ray)
 
 
+def _built_here(name: str, artifact_type: type[Any], write: Any) -> ArtifactStep:
+    """An input the marker experiment writes itself (`write` gets `{"output_path": ...}`)."""
+    return ArtifactStep(
+        name=name,
+        version=resolve_version(name, None),
+        artifact_type=artifact_type,
+        run=write,
+        build_config=lambda ctx: {"output_path": ctx.output_path},
+    )
+
+
 def marker_rl(
     name: str = "marker/rl",
     *,
@@ -106,20 +117,8 @@ def marker_rl(
     smoke: Any = None,
 ) -> ArtifactStep:
     """An RL step on a marker runtime over the shared marker model and data."""
-    model = ArtifactStep(
-        name="marker/model",
-        version=resolve_version("marker/model", None),
-        artifact_type=HfModel,
-        run=write_model,
-        build_config=lambda ctx: {"output_path": ctx.output_path},
-    )
-    data = ArtifactStep(
-        name="marker/data",
-        version=resolve_version("marker/data", None),
-        artifact_type=PromptData,
-        run=write_data,
-        build_config=lambda ctx: {"output_path": ctx.output_path},
-    )
+    model = _built_here("marker/model", HfModel, write_model)
+    data = _built_here("marker/data", PromptData, write_data)
     plan = SkyRLRolePlan(
         colocate_all=True, policy_num_nodes=replicas, policy_num_gpus_per_node=1, num_inference_engines=replicas,
         inference_engine_tensor_parallel_size=1, inference_engine_pipeline_parallel_size=1,

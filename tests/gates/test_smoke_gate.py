@@ -14,7 +14,7 @@ from rlaunch.cli.experiment import Invocation
 from rlaunch.cli.rl_options import _record_overrides, _smoke_gate
 from rlaunch.launch_config.gates import large_launch
 from rlaunch.skyrl import LocalSkyRLExecution
-from rlaunch.skyrl.gates import large
+from rlaunch.skyrl.gate_checks import large
 from tests.launching import Launcher
 from tests.skyrl import helpers as h
 

@@ -10,7 +10,7 @@ import pytest
 from rlaunch import storage
 from rlaunch.runs.layout import CHECKPOINT_META, LATEST_MARKER, checkpoint_dir
 from rlaunch.runs.run_record import update_attempt
-from rlaunch.skyrl.gates import plan_rows
+from rlaunch.skyrl.gate_checks import plan_rows
 from rlaunch.skyrl.launch_document import live_run_paths, spec_fingerprint
 from rlaunch.skyrl.plan_view import _resume_line
 from tests.skyrl import helpers as h

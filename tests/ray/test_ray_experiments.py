@@ -8,7 +8,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 from ray_clusters import RayCluster
 
 from tests.launching import MULTINODE_SKIP
+from tests.polling import run_python
 
 pytestmark = pytest.mark.ray
 
@@ -36,15 +36,7 @@ def run_experiment(
     module: str, args: list[str], cwd: Path, env: dict[str, str], timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:
     cwd.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        [sys.executable, "-m", module, *args],
-        check=False,
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    done = run_python(["-m", module, *args], cwd, env, timeout=timeout)
     assert done.returncode == 0, (
         f"{module} {args} failed ({done.returncode}):\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
     )
@@ -71,9 +63,7 @@ def plan(module: str, backend: str, tmp_path: Path, stubs: Path) -> dict[str, An
         RLAUNCH_RUNTIME_PLUGINS="tests.plugins.marker_runtime",
         RAY_ADDRESS="http://127.0.0.1:9",  # a dry run must never contact the cluster
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
-    )
+    done = run_python(["-c", code], tmp_path, env)
     assert done.returncode == 0, done.stderr
     *printed, heavy = done.stdout.strip().splitlines()
     assert json.loads(heavy) == [], f"a {backend} dry run of {module} imported {heavy}"

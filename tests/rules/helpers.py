@@ -14,7 +14,8 @@ from rlaunch import rules
 from rlaunch.runtimes.defects import KnownDefect
 from rlaunch.runtimes.registry import Capabilities, RuntimeProfile, get_profile
 from rlaunch.skyrl import ModelFacts, SkyRLTopology, check_plan
-from rlaunch.skyrl.config_yaml import entrypoint_of, render_recipe
+from rlaunch.skyrl.config_yaml import render_recipe
+from rlaunch.skyrl.preflight import subject_of
 from tests.skyrl.helpers import (
     BASE_RECIPE,
     plan,
@@ -78,16 +79,7 @@ def verdict(case: Case) -> list[rules.Violation]:
 def subject(case: Case, **changes: Any) -> rules.Subject:
     """The `Subject` the preflight builds for `case`, with `changes` (what only a document states)."""
     prof = case.profile if isinstance(case.profile, RuntimeProfile) else get_profile(case.profile)
-    made = rules.Subject(
-        num_nodes=case.topo.num_nodes,
-        gpus_per_node=case.topo.gpus_per_node,
-        gpu_variant=case.topo.gpu_variant,
-        plan=dataclasses.asdict(case.topo.role_plan),
-        recipe=case.tree,
-        profile=prof,
-        entrypoint=entrypoint_of(case.tree),
-        seed=case.seed,
-    )
+    made = subject_of(case.topo, case.tree, prof, case.seed, None)
     return dataclasses.replace(made, **changes)
 
 

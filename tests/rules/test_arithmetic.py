@@ -21,6 +21,7 @@ from rlaunch.launch_config.composition import set_path
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules import batches, recipe_rules, runtime_rules, topology
 from rlaunch.rules.subject import Subject, divisor_hint, divisors
+from rlaunch.skyrl import ModelFacts
 
 from .helpers import FSDP, SEED, rendered
 
@@ -292,7 +293,7 @@ def test_the_model_facts_bound_tensor_parallelism_and_the_token_budget(
 ) -> None:
     s = Subject(
         8, 8, "H100", {"inference_engine_tensor_parallel_size": tp}, {}, FSDP, "standard",
-        num_attention_heads=heads, context_length=context,
+        model=ModelFacts(num_attention_heads=heads, context_length=context),
     )  # fmt: skip
     composed = {"trainer": {"max_prompt_length": 7}, "generator": {"sampling_params": {"max_generate_length": 13}}}
     expected: dict[str, dict[str, Any]] = {}

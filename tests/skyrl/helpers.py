@@ -82,44 +82,44 @@ def to_yaml(tree: dict[str, Any]) -> str:
     return yaml.safe_dump(tree, sort_keys=False)
 
 
+# Role plans, each a few changes away from one small valid GPU plan (1 node x 8 GPUs, colocated,
+# 8 engines TP1): the seed's 64-GPU plan, the CPU smoke's one slot and the 2-GPU contract smoke.
+GPU_PLAN: dict[str, Any] = dict(
+    colocate_all=True, policy_num_nodes=1, policy_num_gpus_per_node=8, num_inference_engines=8,
+    inference_engine_tensor_parallel_size=1, inference_engine_pipeline_parallel_size=1,
+    inference_engine_data_parallel_size=1, inference_engine_expert_parallel_size=1,
+    train_batch_size=64, policy_mini_batch_size=32, micro_train_batch_size_per_gpu=2, n_samples_per_prompt=8,
+)  # fmt: skip
+SEED_PLAN = GPU_PLAN | dict(
+    colocate_all=False, policy_num_nodes=4, num_inference_engines=4, inference_engine_data_parallel_size=8,
+    train_batch_size=256, policy_mini_batch_size=64,
+)  # fmt: skip
+CPU_PLAN = GPU_PLAN | dict(
+    policy_num_gpus_per_node=1, num_inference_engines=1,
+    train_batch_size=4, policy_mini_batch_size=4, micro_train_batch_size_per_gpu=4, n_samples_per_prompt=4,
+)  # fmt: skip
+SMOKE_PLAN = GPU_PLAN | dict(
+    policy_num_gpus_per_node=2,
+    num_inference_engines=2,
+    train_batch_size=8,
+    policy_mini_batch_size=8,
+    n_samples_per_prompt=4,
+)
+
+
 def plan(**overrides: Any) -> SkyRLRolePlan:
     """1 node x 8 GPUs, colocated, 8 engines TP1: a valid small GPU plan."""
-    values: dict[str, Any] = dict(
-        colocate_all=True,
-        policy_num_nodes=1,
-        policy_num_gpus_per_node=8,
-        num_inference_engines=8,
-        inference_engine_tensor_parallel_size=1,
-        inference_engine_pipeline_parallel_size=1,
-        inference_engine_data_parallel_size=1,
-        inference_engine_expert_parallel_size=1,
-        train_batch_size=64,
-        policy_mini_batch_size=32,
-        micro_train_batch_size_per_gpu=2,
-        n_samples_per_prompt=8,
-    )
-    values.update(overrides)
-    return SkyRLRolePlan(**values)
+    return SkyRLRolePlan(**(GPU_PLAN | overrides))
 
 
 def seed_plan(**overrides: Any) -> SkyRLRolePlan:
     """The seed's 64-GPU plan: policy 4x8, 4 disaggregated engines TP1 DP8."""
-    values: dict[str, Any] = dict(
-        colocate_all=False,
-        policy_num_nodes=4,
-        policy_num_gpus_per_node=8,
-        num_inference_engines=4,
-        inference_engine_tensor_parallel_size=1,
-        inference_engine_pipeline_parallel_size=1,
-        inference_engine_data_parallel_size=8,
-        inference_engine_expert_parallel_size=1,
-        train_batch_size=256,
-        policy_mini_batch_size=64,
-        micro_train_batch_size_per_gpu=2,
-        n_samples_per_prompt=8,
-    )
-    values.update(overrides)
-    return SkyRLRolePlan(**values)
+    return SkyRLRolePlan(**(SEED_PLAN | overrides))
+
+
+def cpu_plan(**overrides: Any) -> SkyRLRolePlan:
+    """The CPU smoke's plan: one slot, colocated, 4 prompts x 4 samples."""
+    return SkyRLRolePlan(**(CPU_PLAN | overrides))
 
 
 def topology(
@@ -131,35 +131,11 @@ def topology(
 
 
 def seed_topology(**plan_overrides: Any) -> SkyRLTopology:
-    return SkyRLTopology(num_nodes=8, gpus_per_node=8, gpu_variant="H100", role_plan=seed_plan(**plan_overrides))
+    return topology(seed_plan(**plan_overrides), num_nodes=8)
 
 
-def cpu_plan(**overrides: Any) -> SkyRLRolePlan:
-    """The CPU smoke's plan: one slot, colocated, 4 prompts x 4 samples."""
-    values: dict[str, Any] = dict(
-        colocate_all=True,
-        policy_num_nodes=1,
-        policy_num_gpus_per_node=1,
-        num_inference_engines=1,
-        inference_engine_tensor_parallel_size=1,
-        inference_engine_pipeline_parallel_size=1,
-        inference_engine_data_parallel_size=1,
-        inference_engine_expert_parallel_size=1,
-        train_batch_size=4,
-        policy_mini_batch_size=4,
-        micro_train_batch_size_per_gpu=4,
-        n_samples_per_prompt=4,
-    )
-    values.update(overrides)
-    return SkyRLRolePlan(**values)
-
-
-def cpu_topology(
-    role_plan: SkyRLRolePlan | None = None, *, num_nodes: int = 1, gpus_per_node: int = 1, gpu_variant: str = "cpu"
-) -> SkyRLTopology:
-    return SkyRLTopology(
-        num_nodes=num_nodes, gpus_per_node=gpus_per_node, gpu_variant=gpu_variant, role_plan=role_plan or cpu_plan()
-    )
+def cpu_topology(role_plan: SkyRLRolePlan | None = None, **shape: Any) -> SkyRLTopology:
+    return topology(role_plan or cpu_plan(), **({"gpus_per_node": 1, "gpu_variant": "cpu"} | shape))
 
 
 def violations(
@@ -194,24 +170,23 @@ def _never(config: Any) -> None:
     raise AssertionError("these tests never execute this step")
 
 
-def model_step(name: str = "models/qwen3-8b", version: str = DAY) -> ArtifactStep[HfModel]:
+def input_step(name: str, artifact_type: type[Any], version: str = DAY) -> ArtifactStep[Any]:
+    """A built-elsewhere input (a model, a data set) that these tests never execute."""
     return ArtifactStep(
         name=name,
         version=version,
-        artifact_type=HfModel,
-        run=_never,
-        build_config=lambda ctx: {"source": f"hf://{name}", "out": ctx.output_path},
-    )
-
-
-def data_step(name: str = "data/gsm8k", version: str = DAY) -> ArtifactStep[Directory]:
-    return ArtifactStep(
-        name=name,
-        version=version,
-        artifact_type=Directory,
+        artifact_type=artifact_type,
         run=_never,
         build_config=lambda ctx: {"source": f"hf://{name}"},
     )
+
+
+def model_step(name: str = "models/qwen3-8b", version: str = DAY) -> ArtifactStep[HfModel]:
+    return input_step(name, HfModel, version)
+
+
+def data_step(name: str = "data/gsm8k", version: str = DAY) -> ArtifactStep[Directory]:
+    return input_step(name, Directory, version)
 
 
 def spec(
@@ -222,6 +197,7 @@ def spec(
     model: ArtifactStep[Any] | None = None,
     data: ArtifactStep[Any] | None = None,
     validation: ArtifactStep[Any] | None = None,
+    tokenizer_revision: str = REVISION,
     **overrides: Any,
 ) -> SkyRLSpec:
     """The seed's 64-GPU plan as a spec (the builders are new objects every call)."""
@@ -232,7 +208,7 @@ def spec(
         version=DAY,
         config_yaml=to_yaml(BASE_RECIPE if tree is None else tree),
         runtime=SkyRLRuntime(profile),
-        model=ArtifactHfModel(model, tokenizer_revision=REVISION),
+        model=ArtifactHfModel(model, tokenizer_revision=tokenizer_revision),
         train_data=(ArtifactDataSource(data, "train.parquet"),),
         validation_data=(ArtifactDataSource(validation or data, "test.parquet"),),
         topology=topo or seed_topology(),

@@ -6,9 +6,23 @@ Megatron world // (TP x PP x CP) (which must divide exactly); per-GPU sizes are 
 
 from __future__ import annotations
 
+from rlaunch.skyrl import SkyRLTopology
+
 from .helpers import assert_useful, codes, only, plan, recipe, seed_topology, topology, violations
 
 NO_KL = {"algorithm": {"use_kl_loss": False}}
+
+
+def batches(train: int, mini: int, micro: int, n: int) -> SkyRLTopology:
+    """The 1 x 8 GPU plan with these train, mini and micro batch sizes and samples per prompt."""
+    return topology(
+        plan(
+            train_batch_size=train,
+            policy_mini_batch_size=mini,
+            micro_train_batch_size_per_gpu=micro,
+            n_samples_per_prompt=n,
+        )
+    )
 
 
 def megatron(policy: dict | None = None, ref: dict | None = None, **trainer: object) -> dict:
@@ -39,9 +53,7 @@ def test_the_micro_batch_divides_the_sequences_on_a_gpu_not_the_prompts() -> Non
 def test_per_gpu_mini_batch_is_positive() -> None:
     # mini x n // dp = 1 x 4 // 8 = 0 sequences per GPU.
     found = violations(
-        topology(
-            plan(train_batch_size=1, policy_mini_batch_size=1, micro_train_batch_size_per_gpu=1, n_samples_per_prompt=4)
-        ),
+        batches(1, 1, 1, 4),
         recipe(trainer=NO_KL),
     )
     v = only(found, "batch.per_gpu_mini_zero")
@@ -52,13 +64,7 @@ def test_per_gpu_mini_batch_is_positive() -> None:
 
 def test_per_gpu_mini_batch_divisible_by_micro_batch() -> None:
     # mini 16 divides by micro 8, but per GPU 16 x 2 // 8 = 4 does not.
-    found = violations(
-        topology(
-            plan(
-                train_batch_size=32, policy_mini_batch_size=16, micro_train_batch_size_per_gpu=8, n_samples_per_prompt=2
-            )
-        )
-    )
+    found = violations(batches(32, 16, 8, 2))
     assert codes(found) == ["batch.per_gpu_mini_micro"]
     v = found[0]
     assert v.fields == ("role_plan.micro_train_batch_size_per_gpu",)
@@ -68,13 +74,7 @@ def test_per_gpu_mini_batch_divisible_by_micro_batch() -> None:
 
 def test_per_gpu_train_batch_divisible_by_per_gpu_mini_batch() -> None:
     # train 24 % mini 6 == 0, yet per GPU (24 x 3 // 8) = 9 is not a multiple of (6 x 3 // 8) = 2 (floor).
-    found = violations(
-        topology(
-            plan(
-                train_batch_size=24, policy_mini_batch_size=6, micro_train_batch_size_per_gpu=2, n_samples_per_prompt=3
-            )
-        )
-    )
+    found = violations(batches(24, 6, 2, 3))
     assert codes(found) == ["batch.per_gpu_train_mini"]
     v = found[0]
     assert v.fields == ("role_plan.train_batch_size", "role_plan.policy_mini_batch_size")
@@ -83,9 +83,7 @@ def test_per_gpu_train_batch_divisible_by_per_gpu_mini_batch() -> None:
 
 def test_reference_model_needs_train_times_n_at_least_lcm_of_dps() -> None:
     # Megatron policy TP8 -> policy dp 1; the reference keeps TP1 -> ref dp 8; lcm = 8 > 2 x 2.
-    topo = topology(
-        plan(train_batch_size=2, policy_mini_batch_size=2, micro_train_batch_size_per_gpu=1, n_samples_per_prompt=2)
-    )
+    topo = batches(2, 2, 1, 2)
     found = violations(topo, megatron(policy={"tensor_model_parallel_size": 8}), profile="megatron")
     v = only(found, "batch.reference_lcm")
     assert v.fields == ("role_plan.train_batch_size", "role_plan.n_samples_per_prompt")
@@ -97,13 +95,7 @@ def test_reference_model_needs_train_times_n_at_least_lcm_of_dps() -> None:
 
 def test_tail_trim_stride_divides_train_batch() -> None:
     # dp 8, n 1: SkyRL keeps a multiple of 8 / gcd(8, 1) = 8 prompts; 12 is not one (SkyRL #1609).
-    found = violations(
-        topology(
-            plan(
-                train_batch_size=12, policy_mini_batch_size=12, micro_train_batch_size_per_gpu=1, n_samples_per_prompt=1
-            )
-        )
-    )
+    found = violations(batches(12, 12, 1, 1))
     assert codes(found) == ["batch.tail_stride"]
     v = found[0]
     assert v.fields == ("role_plan.train_batch_size", "role_plan.n_samples_per_prompt")
@@ -113,19 +105,7 @@ def test_tail_trim_stride_divides_train_batch() -> None:
 
 def test_tail_trim_stride_uses_the_samples_per_prompt() -> None:
     # Same dp, n 2: stride 8 / gcd(8, 2) = 4, and 12 is a multiple of 4.
-    assert (
-        violations(
-            topology(
-                plan(
-                    train_batch_size=12,
-                    policy_mini_batch_size=12,
-                    micro_train_batch_size_per_gpu=1,
-                    n_samples_per_prompt=2,
-                )
-            )
-        )
-        == []
-    )
+    assert violations(batches(12, 12, 1, 2)) == []
 
 
 def test_fsdp_dp_is_world_over_sequence_parallel() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlaunch.runtimes.registry import get_profile
-from rlaunch.skyrl import SkyRLTopology, check_plan
+from rlaunch.skyrl import check_plan
 from rlaunch.skyrl.config_yaml import render_recipe
 
 from .helpers import (
@@ -151,21 +151,15 @@ def test_strategy_contradicting_the_profile_is_refused(profile: str, written: st
 
 def test_trl_cpu_accepts_the_smoke_shape() -> None:
     assert violations(cpu_topology(), profile="trl-cpu") == []
-    two = SkyRLTopology(
-        num_nodes=1,
-        gpus_per_node=2,
-        gpu_variant="cpu",
-        role_plan=cpu_plan(policy_num_gpus_per_node=2, num_inference_engines=2),
-    )
+    two = topology(cpu_plan(policy_num_gpus_per_node=2, num_inference_engines=2), gpus_per_node=2, gpu_variant="cpu")
     assert violations(two, profile="trl-cpu") == []
 
 
 def test_trl_cpu_is_colocated_only() -> None:
-    topo = SkyRLTopology(
-        num_nodes=1,
+    topo = topology(
+        cpu_plan(colocate_all=False, policy_num_gpus_per_node=2, num_inference_engines=1),
         gpus_per_node=2,
         gpu_variant="cpu",
-        role_plan=cpu_plan(colocate_all=False, policy_num_gpus_per_node=2, num_inference_engines=1),
     )
     found = violations(topo, profile="trl-cpu")
     v = [x for x in found if x.code == "runtime.capability"]

@@ -13,7 +13,7 @@ import pytest
 from rlaunch.artifacts import StepContext
 from rlaunch.launch_config import schema
 from rlaunch.runtimes.registry import get_profile
-from rlaunch.skyrl import PreflightError, SkyRLTopology, check_plan, skyrl_step
+from rlaunch.skyrl import PreflightError, check_plan, skyrl_step
 
 from .helpers import BASE_RECIPE, codes, cpu_topology, iris, plan, recipe, seed_plan, spec, topology
 
@@ -22,47 +22,31 @@ MEGATRON_TP2_PP2 = {"tensor_model_parallel_size": 2, "pipeline_model_parallel_si
 SHAPES = {
     "1x8 colocated": (topology(plan()), BASE_RECIPE, "fsdp"),
     "2x8 colocated": (
-        SkyRLTopology(
-            num_nodes=2,
-            gpus_per_node=8,
-            gpu_variant="H100",
-            role_plan=plan(policy_num_nodes=2, num_inference_engines=8, inference_engine_tensor_parallel_size=2),
+        topology(
+            plan(policy_num_nodes=2, num_inference_engines=8, inference_engine_tensor_parallel_size=2), num_nodes=2
         ),
         BASE_RECIPE,
         "fsdp",
     ),
     "4x8 + 4x8 disaggregated (64 GPUs)": (
-        SkyRLTopology(num_nodes=8, gpus_per_node=8, gpu_variant="H100", role_plan=seed_plan()),
+        topology(seed_plan(), num_nodes=8),
         BASE_RECIPE,
         "fsdp",
     ),
     "megatron TP2 PP2 on 2x8": (
-        SkyRLTopology(
-            num_nodes=2,
-            gpus_per_node=8,
-            gpu_variant="H100",
-            role_plan=plan(policy_num_nodes=2, num_inference_engines=4, inference_engine_tensor_parallel_size=4),
+        topology(
+            plan(policy_num_nodes=2, num_inference_engines=4, inference_engine_tensor_parallel_size=4), num_nodes=2
         ),
         recipe(trainer={"policy": {"megatron_config": MEGATRON_TP2_PP2}, "ref": {"megatron_config": MEGATRON_TP2_PP2}}),
         "megatron",
     ),
     "MoE EP8: 4 engines DP8 EP8 on 8x8": (
-        SkyRLTopology(
-            num_nodes=8,
-            gpus_per_node=8,
-            gpu_variant="H100",
-            role_plan=seed_plan(inference_engine_expert_parallel_size=8),
-        ),
+        topology(seed_plan(inference_engine_expert_parallel_size=8), num_nodes=8),
         BASE_RECIPE,
         "fsdp",
     ),
     "MoE EP8: 1 engine DP8 EP8 next to a 4x8 policy": (
-        SkyRLTopology(
-            num_nodes=5,
-            gpus_per_node=8,
-            gpu_variant="H100",
-            role_plan=seed_plan(num_inference_engines=1, inference_engine_expert_parallel_size=8),
-        ),
+        topology(seed_plan(num_inference_engines=1, inference_engine_expert_parallel_size=8), num_nodes=5),
         BASE_RECIPE,
         "fsdp",
     ),
@@ -114,7 +98,7 @@ BROKEN_RECIPE = recipe(
 
 def test_all_violations_are_reported_at_once() -> None:
     with pytest.raises(PreflightError) as info:
-        spec(topo=SkyRLTopology(num_nodes=8, gpus_per_node=8, gpu_variant="H100", role_plan=BROKEN), tree=BROKEN_RECIPE)
+        spec(topo=topology(BROKEN, num_nodes=8), tree=BROKEN_RECIPE)
     error = info.value
     assert isinstance(error, ValueError)
     assert set(error.codes) >= {
@@ -140,14 +124,7 @@ def test_all_violations_are_reported_at_once() -> None:
 
 def test_a_single_violation_is_raised_as_itself() -> None:
     with pytest.raises(PreflightError) as info:
-        spec(
-            topo=SkyRLTopology(
-                num_nodes=8,
-                gpus_per_node=8,
-                gpu_variant="H100",
-                role_plan=seed_plan(inference_engine_data_parallel_size=1),
-            )
-        )
+        spec(topo=topology(seed_plan(inference_engine_data_parallel_size=1), num_nodes=8))
     assert info.value.code == "topology.gpu_budget"
     assert info.value.codes == ["topology.gpu_budget"]
     assert info.value.to_json()["values"] == {"planned": 36, "allocated": 64}
@@ -183,7 +160,7 @@ def no_io(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_check_plan_is_pure(no_io) -> None:
-    broken = SkyRLTopology(num_nodes=8, gpus_per_node=8, gpu_variant="H100", role_plan=BROKEN)
+    broken = topology(BROKEN, num_nodes=8)
     cases = [(topo, tree, profile) for topo, tree, profile in SHAPES.values()] + [
         (broken, BROKEN_RECIPE, "fsdp"),
         (cpu_topology(gpu_variant="H100"), recipe(trainer={"max_tokens_per_microbatch": 7}), "trl-cpu"),
@@ -201,7 +178,7 @@ def test_preflight_error_survives_pickling() -> None:
     import pickle
 
     with pytest.raises(PreflightError) as info:
-        spec(topo=SkyRLTopology(num_nodes=8, gpus_per_node=8, gpu_variant="H100", role_plan=BROKEN), tree=BROKEN_RECIPE)
+        spec(topo=topology(BROKEN, num_nodes=8), tree=BROKEN_RECIPE)
     again = pickle.loads(pickle.dumps(info.value))
     assert again.codes == info.value.codes
     assert str(again) == str(info.value)

@@ -11,6 +11,23 @@ from rlaunch.skyrl import SkyRLTopology
 from .helpers import assert_useful, codes, only, plan, seed_topology, topology, violations
 
 
+def policy_width(gpus: int) -> SkyRLTopology:
+    """The colocated plan on one 8-GPU node with a policy (and engines) `gpus` wide."""
+    return topology(plan(policy_num_gpus_per_node=gpus, num_inference_engines=gpus))
+
+
+def engines(count: int, *, tp: int = 1, pp: int = 1, dp: int = 1) -> SkyRLTopology:
+    """The colocated 1 x 8 plan with `count` inference engines of TP x PP x DP."""
+    return topology(
+        plan(
+            num_inference_engines=count,
+            inference_engine_tensor_parallel_size=tp,
+            inference_engine_pipeline_parallel_size=pp,
+            inference_engine_data_parallel_size=dp,
+        )
+    )
+
+
 def test_dimensions_must_be_positive() -> None:
     topo = topology(plan(train_batch_size=0, inference_engine_expert_parallel_size=-1), num_nodes=0)
     found = violations(topo)
@@ -43,19 +60,13 @@ def test_policy_nodes_must_fit_the_topology() -> None:
 
 
 def test_policy_gpus_per_node_must_fit_one_node() -> None:
-    v = only(
-        violations(topology(plan(policy_num_gpus_per_node=16, num_inference_engines=16))),
-        "role_plan.policy_gpus_exceed_node",
-    )
+    v = only(violations(policy_width(16)), "role_plan.policy_gpus_exceed_node")
     assert v.fields == ("role_plan.policy_num_gpus_per_node", "topology.gpus_per_node")
     assert_useful(v, "policy_num_gpus_per_node=16", "8 GPUs")
 
 
 def test_node_width_equals_policy_width() -> None:
-    v = only(
-        violations(topology(plan(policy_num_gpus_per_node=4, num_inference_engines=4))),
-        "role_plan.policy_width_mismatch",
-    )
+    v = only(violations(policy_width(4)), "role_plan.policy_width_mismatch")
     assert v.fields == ("role_plan.policy_num_gpus_per_node", "topology.gpus_per_node")
     assert_useful(v, "policy_num_gpus_per_node=4", "gpus_per_node=8")
     assert "policy_num_gpus_per_node=8" in v.fix
@@ -76,26 +87,12 @@ def test_colocated_engine_slice_divides_a_node() -> None:
 
 
 def test_colocated_pipeline_slice_divides_a_node() -> None:
-    v = only(
-        violations(
-            topology(
-                plan(
-                    num_inference_engines=2,
-                    inference_engine_tensor_parallel_size=1,
-                    inference_engine_pipeline_parallel_size=3,
-                )
-            )
-        ),
-        "engine.colocated_slice",
-    )
+    v = only(violations(engines(2, pp=3)), "engine.colocated_slice")
     assert_useful(v, "TP*PP=3")
 
 
 def test_colocated_engines_use_exactly_the_policy_gpus() -> None:
-    v = only(
-        violations(topology(plan(num_inference_engines=3, inference_engine_tensor_parallel_size=2))),
-        "engine.colocated_gpu_mismatch",
-    )
+    v = only(violations(engines(3, tp=2)), "engine.colocated_gpu_mismatch")
     assert v.fields == ("role_plan.num_inference_engines", "role_plan.inference_engine_data_parallel_size")
     assert_useful(v, "policy=8, rollout=6", "3 engines x TP2 x PP1 x DP1")
     assert v.values == {"policy": 8, "rollout": 6}
@@ -104,45 +101,21 @@ def test_colocated_engines_use_exactly_the_policy_gpus() -> None:
 
 def test_colocated_engine_ranks_count_dp() -> None:
     # slice = TP x PP = 2; ranks = slice x DP = 4; 2 engines x 4 = 8 GPUs = the policy: valid.
-    assert (
-        violations(
-            topology(
-                plan(
-                    num_inference_engines=2,
-                    inference_engine_tensor_parallel_size=2,
-                    inference_engine_data_parallel_size=2,
-                )
-            )
-        )
-        == []
-    )
+    assert violations(engines(2, tp=2, dp=2)) == []
     # ... and DP 4 doubles it to 16 GPUs: refused.
-    v = only(
-        violations(
-            topology(
-                plan(
-                    num_inference_engines=2,
-                    inference_engine_tensor_parallel_size=2,
-                    inference_engine_data_parallel_size=4,
-                )
-            )
-        ),
-        "engine.colocated_gpu_mismatch",
-    )
+    v = only(violations(engines(2, tp=2, dp=4)), "engine.colocated_gpu_mismatch")
     assert_useful(v, "policy=8, rollout=16")
 
 
 def test_disaggregated_engine_fits_one_node() -> None:
-    topo = SkyRLTopology(
-        num_nodes=3,
-        gpus_per_node=8,
-        gpu_variant="H100",
-        role_plan=plan(
+    topo = topology(
+        plan(
             colocate_all=False,
             num_inference_engines=1,
             inference_engine_tensor_parallel_size=2,
             inference_engine_data_parallel_size=8,
         ),
+        num_nodes=3,
     )
     v = only(violations(topo), "engine.exceeds_node")
     assert v.fields == (
@@ -156,11 +129,8 @@ def test_disaggregated_engine_fits_one_node() -> None:
 
 def test_disaggregated_engines_never_straddle_nodes() -> None:
     # 8 engines of TP3 = 24 GPUs = 3 nodes' worth, but only two 3-GPU engines fit on an 8-GPU node.
-    topo = SkyRLTopology(
-        num_nodes=4,
-        gpus_per_node=8,
-        gpu_variant="H100",
-        role_plan=plan(colocate_all=False, num_inference_engines=8, inference_engine_tensor_parallel_size=3),
+    topo = topology(
+        plan(colocate_all=False, num_inference_engines=8, inference_engine_tensor_parallel_size=3), num_nodes=4
     )
     v = only(violations(topo), "engine.rollout_packing")
     assert v.fields == ("role_plan.num_inference_engines",)

@@ -7,7 +7,6 @@ import os
 import pathlib
 import re
 import subprocess
-import sys
 from typing import Any
 
 import click
@@ -17,6 +16,7 @@ from click.testing import CliRunner
 from rlaunch.artifacts import ArtifactStep
 from rlaunch.cli import rl_build_options
 from rlaunch.skyrl import LocalSkyRLExecution, skyrl_step
+from tests.polling import run_python
 
 from .helpers import DAY, data_step, iris, spec
 
@@ -145,14 +145,7 @@ def run_example(tmp_path: pathlib.Path, *args: str) -> subprocess.CompletedProce
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RLAUNCH_", "WANDB_"))}
     env["RLAUNCH_PREFIX"] = str(tmp_path / "prefix")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "src")])
-    return subprocess.run(
-        [sys.executable, "-m", "experiments.rl_plan_example", "--version", DAY, *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_python(["-m", "experiments.rl_plan_example", "--version", DAY, *args], tmp_path, env)
 
 
 @pytest.mark.parametrize("stage", ["rl", "evaluation"])
@@ -248,14 +241,7 @@ def test_cpu_smoke_plans_without_running(tmp_path: pathlib.Path, slots: str) -> 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RLAUNCH_", "WANDB_"))}
     env["RLAUNCH_PREFIX"] = str(tmp_path / "prefix")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "src")])
-    done = subprocess.run(
-        [sys.executable, "-m", "experiments.smoke", "--version", DAY, "--stage", "rl", "--slots", slots],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_python(["-m", "experiments.smoke", "--version", DAY, "--stage", "rl", "--slots", slots], tmp_path, env)
     assert done.returncode == 0, done.stderr
     assert "runtime            trl-cpu  source digest " in done.stdout
     assert f"allocation         1 node(s) x {slots} CPU slot" in done.stdout

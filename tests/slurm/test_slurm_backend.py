@@ -219,7 +219,7 @@ def test_a_job_whose_driver_does_not_obey_the_cancel_is_ended_by_slurm(backend, 
 
     job_id = backend.submit(_sleeper("stuck"))
     wait_for(lambda: backend.status(job_id).state is JobState.RUNNING, WAIT, "the job to run")
-    wanted = [b"-m", b"rlaunch.cluster.slurm.driver", str(backend.root).encode()]
+    wanted = [b"-m", b"rlaunch.cluster.slurm.job_driver", str(backend.root).encode()]
     (driver,) = [pid for pid in _pids() if _cmdline(pid)[1:4] == wanted]
     os.kill(driver, signal.SIGSTOP)  # it can no longer see the cancel request
     status = backend.cancel(job_id, reason="stuck driver")  # scancel's SIGCONT + SIGTERM wake it up

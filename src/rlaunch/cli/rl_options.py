@@ -94,7 +94,7 @@ class CoordinatorExecutor:
 def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
     from rlaunch.cluster.job_environment import job_environment
     from rlaunch.launch_config.task_env import passed_through
-    from rlaunch.skyrl.gates import StoredFacts, old_runtime_note
+    from rlaunch.skyrl.gate_checks import StoredFacts, old_runtime_note
     from rlaunch.skyrl.submission import submission_problems
 
     if invocation.module is None:
@@ -187,13 +187,13 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
 
 def _given(invocation: Invocation) -> dict[str, str]:
     """The gate authorisations on the command line (`retry`, `skip_smoke_gate`) -> their reasons."""
-    from rlaunch.skyrl.gates import GATE_OPTIONS
+    from rlaunch.skyrl.gate_checks import GATE_OPTIONS
 
     return {name: invocation.options[name] for name in GATE_OPTIONS if invocation.options.get(name) is not None}
 
 
 def _authorisation_problems(invocation: Invocation) -> list[str]:
-    from rlaunch.skyrl.gates import GATE_OPTIONS
+    from rlaunch.skyrl.gate_checks import GATE_OPTIONS
 
     return [
         f"{GATE_OPTIONS[name]} needs a reason (it is kept in the run record)"
@@ -204,7 +204,7 @@ def _authorisation_problems(invocation: Invocation) -> list[str]:
 
 def _gate_problems(step: Any, invocation: Invocation) -> list[str]:
     """The version and retry gates for one RL step `--run` would launch."""
-    from rlaunch.skyrl.gates import launch_problems
+    from rlaunch.skyrl.gate_checks import launch_problems
 
     found = launch_problems(step.spec, invocation.prefix, retry_given="retry" in _given(invocation))
     return [f"{step.identity}: {p}" for p in found]
@@ -217,7 +217,7 @@ def _authorised_env(invocation: Invocation) -> dict[str, str]:
     from rlaunch import storage
     from rlaunch.processes import actor
     from rlaunch.secrets import scrub
-    from rlaunch.skyrl.gates import AUTHORISED_ENV
+    from rlaunch.skyrl.gate_checks import AUTHORISED_ENV
 
     given = {
         name: {"reason": scrub(reason), "by": actor(), "at": storage.utc_now()}

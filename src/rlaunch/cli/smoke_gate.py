@@ -20,7 +20,7 @@ from rlaunch.skyrl.parity import differences, shape_of_step
 def gate_problems(step: Any, prefix: str) -> list[str]:
     """Why `step` may not be submitted yet (empty: its smoke passed and parity holds, or it is a
     small launch that declares none)."""
-    from rlaunch.skyrl.gates import undeclared_smoke
+    from rlaunch.skyrl.gate_checks import undeclared_smoke
 
     smoke = step.smoke
     if smoke is None:

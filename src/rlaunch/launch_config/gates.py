@@ -3,7 +3,7 @@
 Each gate reads a version's stored facts (the run record's attempts, the declared smoke's record)
 and the document's `gates` section, and says why a launch may not go (None: it may). Both sides
 apply the same functions: the experiment side in the dry run and before it submits a coordinator
-(`rlaunch.skyrl.gates`), and the launch host on the document it is given, so no path skips them.
+(`rlaunch.skyrl.gate_checks`), and the launch host on the document it is given, so no path skips them.
 
     version    a version is one runtime: an attempt recorded under another runtime source digest
                refuses the launch (fix: a new version) unless that digest is declared compatible

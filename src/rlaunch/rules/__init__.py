@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.rules import batches, data, defect_triggers, recipe_rules, roles, runtime_rules, topology
+from rlaunch.rules import batches, data_rules, defect_triggers, recipe_rules, roles, runtime_rules, topology
 from rlaunch.rules.recipe_rules import recipe_problem, wandb_entity
 from rlaunch.rules.subject import MAX_SIZE, Subject, Violation, divisor_hint, divisors, violation
 
@@ -40,7 +40,13 @@ __all__ = [
 MEMORY_CODES = ("memory.model_states", "memory.engine_weights", "memory.kv_one_sequence")
 CODES: tuple[str, ...] = tuple(
     dict.fromkeys(
-        topology.CODES + batches.CODES + runtime_rules.CODES + recipe_rules.CODES + roles.CODES + defect_triggers.CODES + MEMORY_CODES
+        topology.CODES
+        + batches.CODES
+        + runtime_rules.CODES
+        + recipe_rules.CODES
+        + roles.CODES
+        + defect_triggers.CODES
+        + MEMORY_CODES
     )
 )
 TOO_LARGE = frozenset({"topology.too_large", "role_plan.too_large"})
@@ -77,7 +83,7 @@ def check_written(s: Subject) -> list[Violation]:
         + recipe_rules.plan_disagreements(s)
         + recipe_rules.launcher_owned(s)
         + recipe_rules.explicitness(s)
-        + data.data_rules(s)
+        + data_rules.data_rules(s)
     )
 
 

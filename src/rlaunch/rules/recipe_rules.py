@@ -264,8 +264,11 @@ def wandb_entity(composed: Mapping[str, Any], entity: str | None, setting: str) 
 
 
 def model_rules(s: Subject, c: Mapping[str, Any]) -> list[Violation]:
+    if s.model is None:
+        return []
     out = []
-    heads, tp = s.num_attention_heads, s.plan["inference_engine_tensor_parallel_size"]
+    model = s.model
+    heads, tp = model.num_attention_heads, s.plan["inference_engine_tensor_parallel_size"]
     if heads and heads % tp:
         out.append(
             violation(
@@ -277,20 +280,19 @@ def model_rules(s: Subject, c: Mapping[str, Any]) -> list[Violation]:
                 tp=tp,
             )
         )
-    if s.model_revision and s.tokenizer_revision and s.model_revision != s.tokenizer_revision:
+    recorded, pinned = model.revision, model.tokenizer_revision
+    if recorded and pinned and recorded != pinned:
         out.append(
             violation(
                 "model.revision_mismatch",
                 ["model.tokenizer_revision"],
-                f"the spec pins tokenizer revision {s.tokenizer_revision!r} but the model artifact recorded "
-                f"revision {s.model_revision!r}",
-                f"pin tokenizer_revision={s.model_revision!r}, or point the model at an artifact built from "
-                f"{s.tokenizer_revision!r}",
-                pinned=s.tokenizer_revision,
-                recorded=s.model_revision,
+                f"the spec pins tokenizer revision {pinned!r} but the model artifact recorded revision {recorded!r}",
+                f"pin tokenizer_revision={recorded!r}, or point the model at an artifact built from {pinned!r}",
+                pinned=pinned,
+                recorded=recorded,
             )
         )
-    context = s.context_length
+    context = model.context_length
     budget = get_path(c, "trainer.max_prompt_length") + get_path(c, "generator.sampling_params.max_generate_length")
     if context and budget > context:
         out.append(

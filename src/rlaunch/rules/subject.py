@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rlaunch.runtimes.registry import RuntimeProfile
 
@@ -37,6 +37,19 @@ class Violation:
         return f"[{self.code}] {self.message} (field: {', '.join(fields or self.fields)}). Fix: {self.fix}"
 
 
+class ModelRecord(Protocol):
+    """What the rules read of a model: the preflight's `ModelFacts` and the document's model input."""
+
+    @property
+    def num_attention_heads(self) -> int | None: ...
+    @property
+    def context_length(self) -> int | None: ...
+    @property
+    def revision(self) -> str | None: ...  # the source commit the model artifact recorded or pins
+    @property
+    def tokenizer_revision(self) -> str | None: ...  # what the spec pins it against
+
+
 @dataclass(frozen=True)
 class Subject:
     """What the rules judge, however it was written (an experiment's spec or a launch document).
@@ -44,7 +57,8 @@ class Subject:
     `plan`: role-plan field -> value; `recipe`: the recipe as written (sparse, role plan not
     rendered on the experiment side; the document's `skyrl` section at the host, which carries the
     role plan itself: `plan_in_recipe`); `seed` (named `seed_source` in messages), `source_digest`
-    and the model facts are checked when given; `architecture` turns on the memory rules.
+    and the model's recorded facts (`model`) are checked when given; `architecture` turns on the
+    memory rules.
     """
 
     num_nodes: int
@@ -56,15 +70,12 @@ class Subject:
     entrypoint: Any
     seed: int | None = None
     source_digest: str | None = None
-    num_attention_heads: int | None = None
-    context_length: int | None = None
-    model_revision: str | None = None  # the source commit the model artifact recorded or pins
-    tokenizer_revision: str | None = None  # what the spec pins it against
+    model: ModelRecord | None = None
     architecture: Architecture | Unsized | None = None  # sizes the memory rules (None: not known)
     host_memory_bytes: int | None = None  # per node; a CPU slot's capacity is its share
     seed_source: str = "SkyRLSpec.seed"
     plan_in_recipe: bool = False
-    data: tuple[Any, ...] = ()  # `rlaunch.rules.data.DataFacts` of each data source, when recorded
+    data: tuple[Any, ...] = ()  # `rlaunch.rules.data_rules.DataFacts` of each data source, when recorded
 
 
 def violation(code: str, fields: list[str], message: str, fix: str, **values: Any) -> Violation:

@@ -110,7 +110,7 @@ class RuntimeProfile:
         default_factory=dict
     )  # fixed variables for the trainer (launch_config.task_env)
     env_passthrough: tuple[str, ...] = ()  # names / PREFIX* patterns copied from the submitting environment
-    data_fields: tuple[str, ...] = ()  # the fields every data row must carry (rlaunch.rules.data)
+    data_fields: tuple[str, ...] = ()  # the fields every data row must carry (rlaunch.rules.data_rules)
 
     @property
     def lock_file(self) -> Path:

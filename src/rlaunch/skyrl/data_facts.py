@@ -5,7 +5,7 @@ relative to the artifact. For JSON lines every row is read: its field names (the
 rows) and, for a field some rows lack, the index of the first such row. For parquet the footer
 alone is read (no pyarrow here): the row count and the top-level columns, which every row has.
 The preflight reads these facts to refuse data whose rows lack a field the runtime reads
-(`rlaunch.rules.data`), before anything is allocated.
+(`rlaunch.rules.data_rules`), before anything is allocated.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from rlaunch.launch_config.geometry import Geometry
 from rlaunch.runs.layout import RunPaths, latest_checkpoint
 from rlaunch.runs.resume import foreign_checkpoint, refusal
 from rlaunch.skyrl.execution import SkyRLExecution
-from rlaunch.skyrl.gates import large, plan_rows, smoke_line
+from rlaunch.skyrl.gate_checks import large, plan_rows, smoke_line
 from rlaunch.skyrl.launch_document import live_run_paths, spec_fingerprint
 from rlaunch.skyrl.memory_fit import MemoryReport, memory_report
 from rlaunch.skyrl.parity import differences, shape_of_spec, shape_of_step

@@ -18,7 +18,7 @@ from rlaunch.runs.run_record import marked, update_attempt
 from rlaunch.secrets import refuse_secrets_in
 from rlaunch.skyrl import launcher
 from rlaunch.skyrl.execution import SkyRLExecution
-from rlaunch.skyrl.gates import gates_section
+from rlaunch.skyrl.gate_checks import gates_section
 from rlaunch.skyrl.launch_document import render_document
 from rlaunch.skyrl.preflight_error import PreflightError
 from rlaunch.skyrl.spec import SkyRLSpec

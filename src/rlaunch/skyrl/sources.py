@@ -15,7 +15,7 @@ from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, Directory, StepContext, records
 from rlaunch.launch_config.schema import DataInput, ModelInput
 from rlaunch.paths import ConfinementError, relative_path_problem
-from rlaunch.rules.data import DataFacts
+from rlaunch.rules.data_rules import DataFacts
 from rlaunch.skyrl.fields import require_str
 from rlaunch.skyrl.model_facts import ModelFacts
 

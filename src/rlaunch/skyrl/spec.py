@@ -8,7 +8,7 @@ from typing import Any
 
 from rlaunch.artifacts import ArtifactStep
 from rlaunch.artifacts.identity import validate_name, validate_version
-from rlaunch.rules.data import DataFacts
+from rlaunch.rules.data_rules import DataFacts
 from rlaunch.skyrl.config_yaml import entrypoint_of, parse_config_yaml, render_recipe
 from rlaunch.skyrl.fields import require_int, require_str
 from rlaunch.skyrl.preflight import check_plan

@@ -1,7 +1,7 @@
 """`SlurmBackend`: rlaunch jobs as Slurm jobs; the gang lifecycle runs inside the allocation.
 
 A job is one Slurm job of `replicas` nodes (one task per node). Its batch script runs the gang
-driver (`rlaunch.cluster.slurm.driver`: the local backend's supervisor with Slurm as transport)
+driver (`rlaunch.cluster.slurm.job_driver`: the local backend's supervisor with Slurm as transport)
 on the first node; the driver starts each replica's attempt as a job step on its own node
 (`srun --nodes=1 --ntasks=1 --relative=<rank>`), copies the steps' output into the job's log
 files, retries a failed replica as the lifecycle says, obeys cancel requests and cancels the
@@ -47,7 +47,7 @@ ROOT_ENV = "RLAUNCH_SLURM_ROOT"
 PLACEMENT_ENV = "RLAUNCH_SLURM_PLACEMENT"  # the placement, forwarded so a job's children queue alike
 JOB_ENV = "RLAUNCH_SLURM_JOB"  # argv, environment and working directory of the job, for its driver
 SITE_SETTINGS = ("SLURM_CONF",)  # Slurm's own settings that travel with every job (and to its sbatch)
-DRIVER_MODULE = "rlaunch.cluster.slurm.driver"
+DRIVER_MODULE = "rlaunch.cluster.slurm.job_driver"
 QUEUE_TTL_SECONDS = 1.0
 
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rlaunch import rules
-from rlaunch.rules.data import DataFacts
+from rlaunch.rules.data_rules import DataFacts
 from rlaunch.runtimes.registry import RuntimeProfile, get_profile
 from rlaunch.skyrl.config_yaml import entrypoint_of, render_recipe
 from rlaunch.skyrl.model_facts import ModelFacts
@@ -66,10 +66,7 @@ def subject_of(
         profile=profile,
         entrypoint=entrypoint_of(recipe),
         seed=seed,
-        num_attention_heads=model.num_attention_heads if model else None,
-        context_length=model.context_length if model else None,
-        model_revision=model.revision if model else None,
-        tokenizer_revision=model.tokenizer_revision if model else None,
+        model=model,
         architecture=model.architecture if model else None,
         data=tuple(data),
     )

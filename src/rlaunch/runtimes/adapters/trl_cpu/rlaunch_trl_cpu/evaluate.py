@@ -95,12 +95,12 @@ def evaluate(
     batch_size: int = 16,
 ) -> dict:
     from . import data, rewards
-    from .storage import sha256_file
-    from .trainer import _quiet_libraries, weight_files
+    from .libraries import quiet_libraries
+    from .storage import weight_digests
 
     started = time.time()
     rewards.get(env_class)
-    _quiet_libraries()
+    quiet_libraries()
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -124,7 +124,7 @@ def evaluate(
         temperature=temperature,
         samples=samples,
     )
-    weights = {name: sha256_file(os.path.join(model_dir, name)) for name in weight_files(model_dir)}
+    weights = weight_digests(model_dir)
     return {
         **summarise(scores),
         "prompts": len(rows),

@@ -176,6 +176,18 @@ def sha256_file(path: str) -> str:
     return digest.hexdigest()
 
 
+def weight_files(directory: str) -> list[str]:
+    """A saved model's weight files: its safetensors, else its `pytorch_model*.bin`."""
+    names = sorted(os.listdir(directory))
+    safetensors = [n for n in names if n.endswith(".safetensors")]
+    return safetensors or [n for n in names if n.endswith(".bin") and n.startswith("pytorch_model")]
+
+
+def weight_digests(directory: str) -> dict[str, str]:
+    """weight file name -> its sha256: what a model-load record and an evaluation report name."""
+    return {name: sha256_file(os.path.join(directory, name)) for name in weight_files(directory)}
+
+
 # ---------------------------------------------------------------- records
 
 

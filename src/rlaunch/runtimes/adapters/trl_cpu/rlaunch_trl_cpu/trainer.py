@@ -33,6 +33,7 @@ from typing import Any
 
 from . import checkpoints, data, recipe, rewards, storage
 from .checkpoints import CheckpointStore
+from .libraries import quiet_libraries
 
 ENV_ATTEMPT_DIR = "RLAUNCH_ATTEMPT_DIR"
 ENV_TASK_DIR = "RLAUNCH_TASK_DIR"
@@ -96,16 +97,10 @@ def _clean(value: Any) -> Any:
 # ---------------------------------------------------------------- model-load record
 
 
-def weight_files(directory: str) -> list[str]:
-    names = sorted(os.listdir(directory))
-    safetensors = [n for n in names if n.endswith(".safetensors")]
-    return safetensors or [n for n in names if n.endswith(".bin") and n.startswith("pytorch_model")]
-
-
 def model_load_record(configured: str, loaded_dir: str, identity: str, model: Any, **extra: Any) -> dict[str, Any]:
     import hashlib
 
-    files = {name: storage.sha256_file(os.path.join(loaded_dir, name)) for name in weight_files(loaded_dir)}
+    files = storage.weight_digests(loaded_dir)
     if len(files) == 1:
         weights = next(iter(files.values()))
     else:
@@ -161,24 +156,6 @@ def _barrier() -> None:
         dist.barrier()
 
 
-def _quiet_libraries() -> None:
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import warnings
-
-    import transformers
-
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    try:
-        from huggingface_hub.utils import disable_progress_bars
-
-        disable_progress_bars()
-    except ImportError:  # pragma: no cover
-        pass
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", category=UserWarning)
-
-
 def _prompt_length(tokenizer: Any, messages: list[dict[str, str]]) -> int:
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return len(tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -212,7 +189,7 @@ def run(skyrl: dict[str, Any], *, export_hf: bool = False) -> None:
     if not ctx.digest:
         ctx.log("warning: RLAUNCH_RUNTIME_DIGEST is not set; checkpoints carry no runtime digest")
 
-    _quiet_libraries()
+    quiet_libraries()
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

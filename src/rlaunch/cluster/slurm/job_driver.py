@@ -1,4 +1,4 @@
-"""`python -m rlaunch.cluster.slurm.driver <root>`: the batch script of every rlaunch Slurm job.
+"""`python -m rlaunch.cluster.slurm.job_driver <root>`: the batch script of every rlaunch Slurm job.
 
 It runs on the allocation's first node as the job's gang driver: the local backend's supervisor
 with `SlurmBackend` as its transport (each replica attempt a job step on its node). The job's
