@@ -322,10 +322,11 @@ def get_file(url: Location, local: str) -> None:
         fs.get_file(path, local)
 
 
-def copy_hashed(url: Location, local: str, *, chunk: int = 8 << 20) -> tuple[str, int]:
+def copy_hashed(url: Location, local: str, *, chunk: int = 256 << 10) -> tuple[str, int]:
     """Copy the file at `url` to the local path `local`, hashing the bytes as they pass: one read of
-    the source, no read-back; returns (sha256 hex, size). Thread-friendly: file I/O and hashlib
-    release the GIL on large buffers, so several copies run at disk speed in parallel."""
+    the source, no read-back; returns (sha256 hex, size). A chunk small enough to stay in the CPU's
+    cache between hashing and writing (8 MiB measured twice as slow as 256 KiB). Thread-friendly:
+    file I/O and hashlib release the GIL on large buffers, so several copies run in parallel."""
     import hashlib
 
     fs, path = _route(url)
