@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rlaunch import storage
@@ -255,7 +255,13 @@ def resolve(reference: str, prefix: str | None = None, attempt_id: str | None = 
             if pending is None or attempt_id is not None:
                 raise RunNotFoundError(f"no RL run {reference} under {base} (set --prefix or RLAUNCH_PREFIX)")
             return pending
-        return at_path(output_path, prefix=base, attempt_id=attempt_id)
+        ref = at_path(output_path, prefix=base, attempt_id=attempt_id)
+        if attempt_id is None and ref.job_id is None and ref.damage is None and not (ref.record or {}).get("attempts"):
+            # a record written at submission (the smoke gate's override) before the coordinator started
+            pending = _pending_coordinator(reference, output_path, base)
+            if pending is not None:
+                return replace(ref, job_id=pending.job_id)
+        return ref
     if _looks_like_path(reference):
         return at_path(reference, prefix=prefix, attempt_id=attempt_id)
     return by_job_id(reference, default_prefix(prefix), attempt_id)
