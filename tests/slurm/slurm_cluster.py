@@ -25,9 +25,10 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from rlaunch.waiting import WaitTimeout, wait_until
 
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 DAEMONS = ("slurmctld", "slurmd", "munged", "sbatch")
@@ -204,22 +205,24 @@ def start(root: Path) -> SlurmCluster:
     except SlurmUnavailable:
         stop(cluster)  # what did start is stopped again
         raise
-    deadline = time.monotonic() + START_TIMEOUT
-    while True:
+    seen: list[str] = []
+
+    def idle() -> bool:
         try:
-            states = cluster.command("sinfo", "-h", "-N", "-o", "%N %t").split()
+            seen[:] = cluster.command("sinfo", "-h", "-N", "-o", "%N %t").split()
         except (RuntimeError, subprocess.TimeoutExpired):
-            states = []
-        idle = {states[i] for i in range(0, len(states) - 1, 2) if states[i + 1] == "idle"}
-        if idle >= set(NODES):
-            return cluster
-        if time.monotonic() > deadline:
-            stop(cluster)
-            raise SlurmUnavailable(
-                f"Slurm's nodes were not idle {START_TIMEOUT:g}s after start (sinfo: {' '.join(states) or 'no answer'}) "
-                f"[{_log_tail(root)}]"
-            )
-        time.sleep(0.5)
+            seen[:] = []
+        return {seen[i] for i in range(0, len(seen) - 1, 2) if seen[i + 1] == "idle"} >= set(NODES)
+
+    try:
+        wait_until(idle, START_TIMEOUT, "both Slurm nodes to be idle", interval=0.5)
+    except WaitTimeout:
+        stop(cluster)
+        raise SlurmUnavailable(
+            f"Slurm's nodes were not idle {START_TIMEOUT:g}s after start (sinfo: {' '.join(seen) or 'no answer'}) "
+            f"[{_log_tail(root)}]"
+        ) from None
+    return cluster
 
 
 def _pids(root: Path) -> list[int]:
@@ -243,19 +246,17 @@ def _alive(pid: int) -> bool:
 
 def stop(cluster: SlurmCluster) -> list[int]:
     """Cancel every job, then stop the daemons by PID; returns the PIDs still alive after the wait."""
-    with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
+    with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired, WaitTimeout):
         cluster.command("scancel", "--user=root", timeout=10)
-        deadline = time.monotonic() + STOP_TIMEOUT
-        while cluster.command("squeue", "-h", "-o", "%i", timeout=10).strip() and time.monotonic() < deadline:
-            time.sleep(0.5)
+        empty = lambda: not cluster.command("squeue", "-h", "-o", "%i", timeout=10).strip()  # noqa: E731
+        wait_until(empty, STOP_TIMEOUT, "the test cluster's jobs to end", interval=0.5)
     pids = _pids(cluster.root)
     ordered = [*pids[1:], *pids[:1]]  # munged.pid sorts first; stop it last
     for pid in ordered:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    with contextlib.suppress(WaitTimeout):
+        wait_until(lambda: not any(_alive(p) for p in pids), STOP_TIMEOUT, "the Slurm daemons to exit", interval=0.2)
     left = [p for p in pids if _alive(p)]
     for pid in left:
         with contextlib.suppress(ProcessLookupError):
