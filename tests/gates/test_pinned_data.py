@@ -107,7 +107,7 @@ def test_a_dataset_missing_a_field_the_runtime_reads_is_refused_at_plan_time(hub
         "first_missing": {"reward_spec": 2, "answer": 0},
     }
     with pytest.raises(PreflightError) as caught:
-        h.spec(train_data=(ArtifactDataSource(data, "train.jsonl"),), validation_data=())
+        h.planned(h.spec(train_data=(ArtifactDataSource(data, "train.jsonl"),), validation_data=()))
     (violation,) = [v for v in caught.value.violations if v.code == "data.missing_field"]
     assert violation.values == {"split": "train.jsonl", "field": "reward_spec", "row": 2}
     assert "train_data[0] data/arith@2026.11.30 split 'train.jsonl': row 2 has no field 'reward_spec'" in str(violation)

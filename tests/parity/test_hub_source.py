@@ -94,7 +94,7 @@ def test_a_disagreeing_tokenizer_revision_fails_the_preflight(hub: Path, tmp_pat
     pinned = dataclasses.replace(unbuilt, model=ArtifactHfModel(model, tokenizer_revision=NEW))
     assert pinned.model.stored_facts().revision == NEW  # `main` resolved to NEW and was recorded
     with pytest.raises(PreflightError) as caught:
-        dataclasses.replace(unbuilt, model=ArtifactHfModel(model, tokenizer_revision=OLD))
+        h.planned(dataclasses.replace(unbuilt, model=ArtifactHfModel(model, tokenizer_revision=OLD)))
     mismatch = [v for v in caught.value.violations if v.code == "model.revision_mismatch"]
     assert len(mismatch) == 1
     assert mismatch[0].values == {"pinned": OLD, "recorded": NEW}
@@ -105,7 +105,7 @@ def test_a_tokenizer_revision_disagreeing_with_the_pinned_commit_fails_before_fe
     agreeing = dataclasses.replace(h.spec(), model=ArtifactHfModel(model, tokenizer_revision=OLD))
     assert agreeing.model.stored_facts().revision == OLD
     with pytest.raises(PreflightError) as caught:
-        dataclasses.replace(agreeing, model=ArtifactHfModel(model, tokenizer_revision=NEW))
+        h.planned(dataclasses.replace(agreeing, model=ArtifactHfModel(model, tokenizer_revision=NEW)))
     assert [v.values for v in caught.value.violations if v.code == "model.revision_mismatch"] == [
         {"pinned": NEW, "recorded": OLD}
     ]

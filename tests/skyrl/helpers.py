@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from rlaunch import storage
 from rlaunch.artifacts import ArtifactStep, Directory
 from rlaunch.skyrl import (
     ArtifactDataSource,
@@ -25,7 +26,10 @@ from rlaunch.skyrl import (
     SkyRLSpec,
     SkyRLTopology,
     check_plan,
+    skyrl_step,
 )
+from rlaunch.skyrl.planning import preflight
+from rlaunch.skyrl.rl_step import SkyRLArtifactStep
 
 DAY = "2026.11.30"
 REVISION = "9c925d64d72725edaf899c6cb9c377fd0709d9c5"
@@ -271,3 +275,11 @@ LLAMA_31_405B = {
     "num_hidden_layers": 126,
     "num_attention_heads": 128,
 }
+
+
+def planned(s: SkyRLSpec, execution: Any = None) -> SkyRLArtifactStep:
+    """`s` as an RL step, planned under RLAUNCH_PREFIX: the preflight that `--run` and the dry run
+    run when the graph is planned (a PreflightError listing every violation), else the step."""
+    step = skyrl_step(s, execution or iris(), export_hf=True)
+    preflight([step], storage.default_prefix())
+    return step

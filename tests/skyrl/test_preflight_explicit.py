@@ -21,6 +21,7 @@ from .helpers import (
     iris,
     local,
     only,
+    planned,
     recipe,
     seed_topology,
     spec,
@@ -42,15 +43,15 @@ def test_wandb_logger_needs_an_explicit_project() -> None:
 def test_wandb_logger_needs_an_entity_on_the_execution() -> None:
     s = spec(tree=WANDB_RECIPE)
     with pytest.raises(PreflightError) as info:
-        skyrl_step(s, iris(wandb_entity=None))
+        planned(s, iris(wandb_entity=None))
     assert info.value.code == "explicit.wandb_entity"
     assert info.value.fields == ("execution.wandb_entity",)
     assert "IrisSkyRLExecution(wandb_entity=...)" in info.value.fix
     with pytest.raises(PreflightError, match="explicit.wandb_entity"):
-        skyrl_step(s, local())
-    assert skyrl_step(s, iris(wandb_entity="my-lab")).name == s.name
+        planned(s, local())
+    assert planned(s, iris(wandb_entity="my-lab")).name == s.name
     # The console logger needs no W&B identity at all.
-    assert skyrl_step(spec(), local()).name == s.name
+    assert planned(spec(), local()).name == s.name
 
 
 @pytest.mark.parametrize(
@@ -116,7 +117,7 @@ def test_spec_reads_the_model_record_for_context_length_and_heads(prefix: str) -
     model = _built_model(prefix, context_length=2048, heads=12)
     topo = seed_topology(inference_engine_tensor_parallel_size=8, inference_engine_data_parallel_size=1)
     with pytest.raises(PreflightError) as info:
-        spec(model=model, topo=topo)
+        planned(spec(model=model, topo=topo))
     assert sorted(info.value.codes) == ["model.context_budget", "model.tp_heads"]
     budget = [v for v in info.value.violations if v.code == "model.context_budget"][0]
     assert "4096 exceeds the model's context length 2048" in budget.message

@@ -15,7 +15,7 @@ from rlaunch.launch_config import schema
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import PreflightError, check_plan, skyrl_step
 
-from .helpers import BASE_RECIPE, codes, cpu_topology, iris, plan, recipe, seed_plan, spec, topology
+from .helpers import BASE_RECIPE, codes, cpu_topology, iris, plan, planned, recipe, seed_plan, spec, topology
 
 MEGATRON_TP2_PP2 = {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2}
 
@@ -98,7 +98,7 @@ BROKEN_RECIPE = recipe(
 
 def test_all_violations_are_reported_at_once() -> None:
     with pytest.raises(PreflightError) as info:
-        spec(topo=topology(BROKEN, num_nodes=8), tree=BROKEN_RECIPE)
+        planned(spec(topo=topology(BROKEN, num_nodes=8), tree=BROKEN_RECIPE))
     error = info.value
     assert isinstance(error, ValueError)
     assert set(error.codes) >= {
@@ -124,7 +124,7 @@ def test_all_violations_are_reported_at_once() -> None:
 
 def test_a_single_violation_is_raised_as_itself() -> None:
     with pytest.raises(PreflightError) as info:
-        spec(topo=topology(seed_plan(inference_engine_data_parallel_size=1), num_nodes=8))
+        planned(spec(topo=topology(seed_plan(inference_engine_data_parallel_size=1), num_nodes=8)))
     assert info.value.code == "topology.gpu_budget"
     assert info.value.codes == ["topology.gpu_budget"]
     assert info.value.to_json()["values"] == {"planned": 36, "allocated": 64}
@@ -178,7 +178,7 @@ def test_preflight_error_survives_pickling() -> None:
     import pickle
 
     with pytest.raises(PreflightError) as info:
-        spec(topo=topology(BROKEN, num_nodes=8), tree=BROKEN_RECIPE)
+        planned(spec(topo=topology(BROKEN, num_nodes=8), tree=BROKEN_RECIPE))
     again = pickle.loads(pickle.dumps(info.value))
     assert again.codes == info.value.codes
     assert str(again) == str(info.value)

@@ -18,7 +18,7 @@ import click
 from rlaunch import storage
 from rlaunch.artifacts.identity import InvalidIdentityError, validate_name, validate_version
 from rlaunch.artifacts.plan import PlannedStep, plan_graph, refuse_foreign_steps
-from rlaunch.artifacts.step import ArtifactStep
+from rlaunch.artifacts.step import ArtifactStep, graph_handles
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.boundary import error_boundary
 from rlaunch.cli import plan_text
@@ -254,6 +254,7 @@ def _plan_or_run(
             prefix=storage.default_prefix(),
             options=executor_options,
         )
+        preflight_rl_steps(handles, invocation.prefix)
         planned = plan_graph(handles, invocation.prefix)
         executor.check(handles, invocation)
     except (ValueError, TypeError, LookupError) as exc:
@@ -264,6 +265,17 @@ def _plan_or_run(
         _print_plan(planned, handles, invocation, options.plan_format)
         return
     sys.exit(executor.run(handles, invocation))
+
+
+def preflight_rl_steps(handles: list[ArtifactStep[Any]], prefix: str) -> None:
+    """The preflight of every RL step in the graph, before it is planned: a spec reads nothing when
+    it is built, so what storage holds is judged here (one PreflightError listing every violation)."""
+    if "rlaunch.skyrl.rl_step" not in sys.modules:
+        return  # no RL step exists without its module: a main that builds none loads no RL code
+    from rlaunch.skyrl.planning import preflight
+    from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+
+    preflight([s for s in graph_handles(handles) if isinstance(s, SkyRLArtifactStep)], prefix)
 
 
 def _print_plan(

@@ -12,7 +12,6 @@ from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.gates import authorisations
-from rlaunch.rules import wandb_entity
 from rlaunch.runs.layout import HANDED_DOCUMENT, attempt_dir
 from rlaunch.runs.run_record import marked, update_attempt
 from rlaunch.secrets import refuse_secrets_in
@@ -20,7 +19,6 @@ from rlaunch.skyrl import launcher
 from rlaunch.skyrl.execution import SkyRLExecution
 from rlaunch.skyrl.gate_checks import gates_section
 from rlaunch.skyrl.launch_document import render_document
-from rlaunch.skyrl.preflight_error import PreflightError
 from rlaunch.skyrl.spec import SkyRLSpec
 
 EXECUTION_ARG = "skyrl_execution"
@@ -71,7 +69,6 @@ def skyrl_step(
         raise TypeError(
             f"skyrl_step needs an execution (LocalSkyRLExecution, RaySkyRLExecution, IrisSkyRLExecution, SlurmSkyRLExecution), got {execution!r}"
         )
-    _check_execution(spec, execution)
     if smoke is not None and not isinstance(smoke, SkyRLArtifactStep):
         raise TypeError(f"skyrl_step(smoke=...) must be another skyrl_step, got {smoke!r}")
 
@@ -106,12 +103,6 @@ def skyrl_step(
         export_hf=export_hf,
         smoke=smoke,
     )
-
-
-def _check_execution(spec: SkyRLSpec, execution: SkyRLExecution) -> None:
-    found = wandb_entity(spec.composed_recipe, execution.wandb_entity, f"{type(execution).__name__}(wandb_entity=...)")
-    if found:
-        raise PreflightError.combine([PreflightError.from_violation(v) for v in found])
 
 
 def run_skyrl(config: dict[str, Any]) -> SkyRLRun:

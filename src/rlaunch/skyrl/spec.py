@@ -1,4 +1,10 @@
-"""`SkyRLSpec`: the identity of an RL run. Constructing one runs the whole preflight."""
+"""`SkyRLSpec`: the identity of an RL run, a pure value.
+
+Constructing one checks its own fields (types, names, the recipe parses) and reads nothing: no
+storage, no environment. The preflight over the plan and what storage holds of its model and data
+(`stored_violations`) runs when the graph is planned (`rlaunch.skyrl.planning`), again in the RL
+step once its inputs are built, and in the launch host on the document.
+"""
 
 from __future__ import annotations
 
@@ -61,12 +67,11 @@ class SkyRLSpec:
                 raise TypeError(f"SkyRLSpec data sources must be ArtifactDataSource, got {source!r}")
         for digest in self.compatible_checkpoint_digests:
             require_str("SkyRLSpec", "compatible_checkpoint_digests[]", digest)
-        self.check_stored(None)
+        self.recipe  # noqa: B018 - the recipe parses (a PreflightError naming config_yaml otherwise)
 
-    def check_stored(self, prefix: str | None) -> None:
-        """The preflight over the plan and the stored facts of its model and data under `prefix`:
-        at construction, and again in the RL step once its inputs are built (before allocation)."""
-        violations = check_plan(
+    def stored_violations(self, prefix: str | None) -> list[PreflightError]:
+        """The preflight over the plan and the stored facts of its model and data under `prefix`."""
+        return check_plan(
             self.topology,
             self.recipe,
             self.runtime.runtime_profile,
@@ -74,6 +79,11 @@ class SkyRLSpec:
             model=self.model.stored_facts(prefix),
             data=self.data_facts(prefix),
         )
+
+    def check_stored(self, prefix: str | None) -> None:
+        """`stored_violations` raised as one PreflightError: in the RL step once its inputs are built
+        (before allocation); planning the graph runs it for every RL step first (`planning`)."""
+        violations = self.stored_violations(prefix)
         if violations:
             raise PreflightError.combine(violations)
 
