@@ -185,6 +185,11 @@ CASES: dict[str, tuple[str, Edit]] = {
         "megatron",
         both(sets(megatron, context_parallel_size=2), sets(trainer, remove_microbatch_padding=False)),
     ),
+    "strategy.megatron_routing_replay": (
+        "megatron",
+        sets(megatron, moe_enable_routing_replay=True, transformer_config_kwargs={"moe_router_fusion": True}),
+    ),
+    "strategy.megatron_fp8": ("megatron", sets(megatron, fp8_param=True, fp8_recipe="mxfp8")),
     "strategy.sequence_parallel": (
         "fsdp",
         sets(policy, sequence_parallel_size=3),

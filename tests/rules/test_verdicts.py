@@ -128,6 +128,42 @@ CASES: dict[str, Case] = {
         ),
         "megatron",
     ),
+    # The reference's routing replay is refused with the fused router although no reference is built.
+    "strategy.megatron_routing_replay": seed(
+        recipe(
+            trainer={
+                "algorithm": {"use_kl_loss": False},
+                "ref": {
+                    "megatron_config": {
+                        "moe_enable_routing_replay": True,
+                        "transformer_config_kwargs": {
+                            "moe_router_fusion": True,
+                            "virtual_pipeline_model_parallel_size": 2,
+                        },
+                    }
+                },
+            }
+        ),
+        "megatron",
+    ),
+    "strategy.megatron_routing_replay #2": seed(
+        recipe(trainer={"policy": {"megatron_config": {"moe_enable_routing_replay": True}}}), "megatron"
+    ),
+    "strategy.megatron_routing_replay #3": seed(
+        recipe(generator={"inference_engine": {"enable_return_routed_experts": True}})
+    ),
+    # The top-level FP8 fields fold into the transformer kwargs unless those name them.
+    "strategy.megatron_fp8": seed(
+        recipe(
+            trainer={
+                "ref": {"megatron_config": {"fp8_param": True, "transformer_config_kwargs": {"fp8_recipe": "MXFP8"}}}
+            }
+        ),
+        "megatron",
+    ),
+    "strategy.megatron_fp8 #2": seed(
+        recipe(trainer={"policy": {"megatron_config": {"fp8_param": True, "fp8_recipe": "blockwise"}}}), "megatron"
+    ),
     "strategy.sequence_parallel": seed(
         recipe(trainer={"policy": {"sequence_parallel_size": 3}, "ref": {"sequence_parallel_size": 0}})
     ),

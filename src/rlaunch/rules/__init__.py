@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.rules import batches, data_rules, defect_triggers, recipe_rules, roles, runtime_rules, topology
+from rlaunch.rules import batches, data_rules, defect_triggers, megatron, recipe_rules, roles, runtime_rules, topology
 from rlaunch.rules.recipe_rules import recipe_problem, wandb_entity
 from rlaunch.rules.subject import MAX_SIZE, Subject, Violation, divisor_hint, divisors, violation
 
@@ -42,6 +42,7 @@ CODES: tuple[str, ...] = tuple(
     dict.fromkeys(
         topology.CODES
         + batches.CODES
+        + megatron.CODES
         + runtime_rules.CODES
         + recipe_rules.CODES
         + roles.CODES
@@ -99,6 +100,7 @@ def composed_rules(s: Subject, composed: Mapping[str, Any], *, sound: bool) -> l
     out += runtime_rules.runtime_rules(s, composed)
     out += recipe_rules.recipe_rules(composed)
     out += roles.role_rules(geo, composed)
+    out += megatron.megatron_rules(composed)
     out += recipe_rules.wandb_project(s, composed)
     if sound:
         out += recipe_rules.model_rules(s, composed)

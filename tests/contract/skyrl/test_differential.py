@@ -96,11 +96,32 @@ def role_settings(draw: st.DrawFn, strategy: str) -> dict[str, Any]:
     }
 
 
+def megatron_features(draw: st.DrawFn, trainer: dict[str, Any], generator: dict[str, Any]) -> None:
+    """Megatron settings SkyRL checks in each role (built or not): routing replay, FP8 recipes."""
+    config = trainer.setdefault(draw(st.sampled_from(["policy", "ref"])), {}).setdefault("megatron_config", {})
+    config["moe_enable_routing_replay"] = draw(st.booleans())
+    kwargs = {"moe_router_fusion": draw(st.booleans())}
+    if draw(st.booleans()):
+        kwargs["virtual_pipeline_model_parallel_size"] = draw(st.sampled_from([1, 2]))
+    if draw(st.booleans()):
+        kwargs["fp8_recipe"] = draw(st.sampled_from(["mxfp8", "blockwise"]))
+    config["transformer_config_kwargs"] = kwargs
+    config["fp8_param"] = draw(st.sampled_from([None, True, False, "off"]))
+    config["fp8_recipe"] = draw(st.sampled_from([None, "mxfp8", "MXFP8 ", "blockwise"]))
+    if draw(st.booleans()):
+        config["ddp_config"] = {"fp8_param_gather": True}
+    if draw(st.booleans()):
+        engine = generator.setdefault("inference_engine", {})
+        engine["enable_return_routed_experts"] = True
+        engine["distributed_executor_backend"] = draw(st.sampled_from(["mp", "mp", "ray"]))
+
+
 def policy_dp(trainer: dict[str, Any], strategy: str, world: int) -> int:
     policy = trainer.get("policy", {})
     sizes = [policy.get("sequence_parallel_size", 1)]
     if strategy == "megatron":
-        sizes = list(policy.get("megatron_config", {}).values()) or [1]
+        config = policy.get("megatron_config", {})
+        sizes = [config.get(f"{kind}_parallel_size", 1) for kind in ("tensor_model", "pipeline_model", "context")]
     model_parallel = math.prod(sizes)
     return world // model_parallel if model_parallel > 0 and world % model_parallel == 0 else 0
 
@@ -158,10 +179,12 @@ def plans(draw: st.DrawFn) -> dict[str, Any]:
         if draw(st.sampled_from([False] * 3 + [True])):
             trainer["critic"]["model"] = {"path": "/models/critic"}
             trainer["critic_mini_batch_size"] = sizes["policy_mini_batch_size"]
+    if draw(st.sampled_from([False] * 7 + [True])):  # MoE routing replay and FP8, in either role
+        megatron_features(draw, trainer, recipe["generator"])
     if draw(st.sampled_from([False] * 9 + [True])):  # the language model alone, in each role
         trainer.setdefault("policy", {})["language_model_only"] = True
         trainer.setdefault("ref", {})["language_model_only"] = draw(st.booleans())
-        recipe["generator"]["inference_engine"] = {"language_model_only": draw(st.booleans())}
+        recipe["generator"].setdefault("inference_engine", {})["language_model_only"] = draw(st.booleans())
     if draw(st.booleans()):
         recipe["entrypoint"] = "fully_async"
         if draw(st.booleans()):  # what the fully-async trainer asserts, so its other rules are reached
@@ -235,11 +258,17 @@ def tags(case: dict[str, Any]) -> list[str]:
     return out
 
 
-# SkyRL's refusals the draw must reach: the reference geometry under Megatron (issue 22).
+# SkyRL's refusals the draw must reach: the reference geometry under Megatron (issue 22) and the
+# Megatron settings SkyRL checks in each role.
 REFERENCE_REFUSALS = {
     "reference world vs TP*PP*CP": "ref_world_size",
     "Ulysses on the reference under Megatron": "found ref.sequence_parallel_size",
     "context parallel without remove_microbatch_padding (policy or reference)": "context parallel is only supported",
+    "routing replay with the fused router (policy or reference)": "moe_router_fusion=True",
+    "routing replay with interleaved pipelines (policy or reference)": "virtual_pipeline_model_parallel_size",
+    "rollout router replay": "rollout router replay",
+    "mxfp8 with fp8_param (policy or reference)": "not supported with fp8_recipe=mxfp8",
+    "policy fp8_param without fp8_param_gather": "fp8_param_gather=true",
 }
 
 
