@@ -18,6 +18,7 @@ from rlaunch import storage
 from rlaunch.artifacts import ArtifactStep, RunFailedError, Runner, records
 from rlaunch.skyrl import ArtifactDataSource, PreflightError, PromptData
 from rlaunch.skyrl.hub import UnpinnedRevisionError, hf_dataset_source
+from tests.hub_cache import use_offline_hub_cache
 from tests.skyrl import helpers as h
 
 REPO_ID = "tiny-org/prompts"
@@ -41,8 +42,7 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (snapshot / "README.md").write_text("not staged")
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(PINNED)
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    use_offline_hub_cache(cache, monkeypatch)
     monkeypatch.setenv("RLAUNCH_PREFIX", str(tmp_path / "prefix"))
     return snapshot
 

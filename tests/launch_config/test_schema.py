@@ -58,7 +58,7 @@ def test_round_trip_keeps_types(document: dict[str, Any]) -> None:
         ("run.export_hf", 1, "run.export_hf: expected bool, got 1"),
         ("runtime.profile", 3, "runtime.profile: expected str, got 3"),
         ("run.submission", "later", "run.submission: 'later' is not one of ['prepare', 'detach', 'wait']"),
-        ("cluster.backend", "slurm", "cluster.backend: 'slurm' is not one of ['local', 'ray', 'iris']"),
+        ("cluster.backend", "kubernetes", "cluster.backend: 'kubernetes' is not one of ['local', 'ray', 'iris', 'slurm']"),
         ("inputs.train_data", "train.parquet", "inputs.train_data: expected a list"),
         ("artifacts", "somewhere", "artifacts: expected a mapping for ArtifactsSection"),
     ],

@@ -12,6 +12,7 @@ import pytest
 from rlaunch.artifacts import ArtifactStep, RunFailedError, Runner, records
 from rlaunch.skyrl import ArtifactHfModel, HfModel, ModelFacts, PreflightError
 from rlaunch.skyrl.hub import UnpinnedRevisionError, fetch_model, hf_model_source
+from tests.hub_cache import use_offline_hub_cache
 from tests.skyrl import helpers as h
 
 pytestmark = pytest.mark.parity
@@ -34,12 +35,7 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (snapshot / "tokenizer.json").write_text(json.dumps({"version": commit[:4]}))
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(NEW)
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    # huggingface_hub reads both once, at import: point an already imported one at this test's cache.
-    constants = pytest.importorskip("huggingface_hub.constants")
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    use_offline_hub_cache(cache, monkeypatch)
     monkeypatch.setenv("RLAUNCH_PREFIX", str(tmp_path / "prefix"))
     return repo
 
