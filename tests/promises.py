@@ -426,7 +426,7 @@ PROMISES = (
         "Data rows carry the fields the runtime reads, checked before allocation",
         (
             _one(
-                "src/rlaunch/rules/data.py",
+                "src/rlaunch/rules/data_rules.py",
                 "                if row is None:\n",
                 "                if True:\n",
                 "rows lacking a field read as fine",
