@@ -109,6 +109,8 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         "attempt_id": ATTEMPT, "state": "succeeded", "artifact": data["run"]["artifact"], "backend": "local",
         "placement": {"root": str(tmp_path / "no-jobs")}, "resolved_config_uri": str(attempt / "resolved-launch.yaml"),
         "runtime_profile": "fsdp", "runtime_digest": doc.runtime.source_digest, "submitted_at": "t0",
+        "finished_at": "t9", "fingerprint": "f" * 64, "topology": {"num_nodes": 8, "note": "as recorded"},
+        "argv": ["--version", "v"], "phases": {"submitted": "t0"}, "failure": "an earlier hiccup",
     }  # fmt: skip
     write(
         out / "run_record.json", {"run_id": doc.run.id, "attempts": [{"attempt_id": "older", "state": "failed"}, entry]}
@@ -120,8 +122,11 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     write(attempt / "model_load.json", {
         "configured_path": "/stage/m", "loaded_path": "/stage/m", "identity": doc.inputs.model.identity,
         "weights_sha256": "ab", "resumed_from_step": 1, "architecture": "Qwen3ForCausalLM", "num_parameters": 8,
+        "weight_files": {"model.safetensors": "ab"},
     })  # fmt: skip
-    steps = [{"step": s, "time": 100.0 + 30 * s, "loss": 0.1 * s} for s in (1, 2, 3)]
+    model_record = {"result": {"files": {"model.safetensors": "ab", "config.json": "cc", "x.bin": "dd"}}}
+    write(Path(doc.inputs.model.uri) / ".artifact.json", model_record)
+    steps = [{"step": s, "time": 100.0 + 30 * s, "loss": 0.1 * s, "training_step": (s + 1) // 2} for s in (1, 2, 3)]
     write(attempt / "metrics.jsonl", "".join(json.dumps(s) + "\n" for s in steps))
     for step in (1, 3):
         write(ckpt / f"global_step_{step}" / "rlaunch_checkpoint.json", {"runtime_digest": doc.runtime.source_digest})
@@ -145,9 +150,23 @@ def snapshot(run: dict[str, Any], attempt_id: str | None = None) -> RunStatus:
 def test_every_piece_is_read_from_its_file(run: dict[str, Any]) -> None:
     doc, s = run["doc"], snapshot(run)
     assert (s.reference, s.attempt_id, s.attempt_number, s.attempts_total) == ("ref", ATTEMPT, 2, 2)
+    assert (s.output_path, s.artifact, s.fingerprint, s.backend) == (
+        str(run["out"]),
+        doc.run.artifact,
+        "f" * 64,
+        "local",
+    )
+    assert (s.runtime_profile, s.runtime_digest) == ("fsdp", doc.runtime.source_digest)
+    assert (s.submitted_at, s.finished_at, s.failure) == ("t0", "t9", "an earlier hiccup")
+    assert (s.argv, s.phases, s.topology) == (
+        ["--version", "v"],
+        {"submitted": "t0"},
+        {"num_nodes": 8, "note": "as recorded"},
+    )
+    assert s.damage is None
     assert s.state == "succeeded" and s.record_state == "succeeded" and s.run_id == doc.run.id
     assert s.document_uri == str(run["attempt"] / "resolved-launch.yaml")
-    assert s.attempt_dir == str(run["attempt"]) and s.topology["num_nodes"] == 8
+    assert s.attempt_dir == str(run["attempt"])
     t = s.tasks
     assert (t.expected_replicas, t.expected_trainer_processes, t.trainer_launcher) == (8, 1, "ray-driver")
     assert [j.rank for j in t.replicas] == list(range(8)) and t.missing_replicas == [] and t.missing_trainers == []
@@ -158,9 +177,14 @@ def test_every_piece_is_read_from_its_file(run: dict[str, Any]) -> None:
     assert m.identity == m.expected_identity == doc.inputs.model.identity and m.input_uri == doc.inputs.model.uri
     assert m.configured == doc.inputs.model.local_path  # the recipe names no trainer.policy.model.path
     assert (m.weights_sha256, m.resumed_from_step, m.architecture, m.num_parameters) == ("ab", 1, "Qwen3ForCausalLM", 8)
+    assert m.weight_files == {"model.safetensors": "ab"}
+    assert m.expected_weight_files == {
+        "model.safetensors": "ab",
+        "x.bin": "dd",
+    }  # weights only, from the model's record
     st = s.steps
-    assert (st.count, st.first_step, st.latest_step, st.latest_training_step) == (3, 1, 3, 3)
-    assert st.increasing and st.complete and st.last == {"step": 3, "time": 190.0, "loss": 0.30000000000000004}
+    assert (st.count, st.first_step, st.latest_step, st.latest_training_step) == (3, 1, 3, 2)
+    assert st.increasing and st.complete and st.last["loss"] == pytest.approx(0.3) and st.last["training_step"] == 2
     assert st.steps_per_minute == pytest.approx(2.0) and st.url == str(run["attempt"] / "metrics.jsonl")
     assert st.final_step == 3
     c = s.checkpoints
@@ -171,7 +195,7 @@ def test_every_piece_is_read_from_its_file(run: dict[str, Any]) -> None:
     assert s.terminal == Terminal(str(run["out"] / "terminal.json"), True, "succeeded", ATTEMPT, 3, None)
     assert s.export.wanted and s.export.uri == str(run["policy"]) and s.export.present
     assert s.export.files == ["config.json", "model.safetensors"]
-    assert s.cancelled is None and s.failure is None
+    assert s.cancelled is None
 
 
 def test_an_earlier_attempt_is_shown_with_what_it_left(run: dict[str, Any]) -> None:
@@ -184,11 +208,12 @@ def test_before_the_host_finished_the_export_is_the_trainers_and_a_cancel_is_nam
     (run["out"] / "terminal.json").unlink()
     write(
         run["out"] / "cancellations" / f"{ATTEMPT}.json",
-        {"by": {"user": "ann", "host": "h"}, "at": "t1", "reason": "oops"},
+        {"by": {"user": "ann"}, "at": "t1", "reason": "oops"},
     )
     s = snapshot(run)
     assert not s.terminal.exists and s.export.uri == str(run["policy"]) and s.export.present
-    assert s.cancelled == Cancellation(by="ann@h", at="t1", reason="oops")
+    assert s.cancelled == Cancellation(by="ann@?", at="t1", reason="oops")
+    assert s.terminal == Terminal(uri=str(run["out"] / "terminal.json"))
     (run["policy"] / "config.json").unlink()
     (run["policy"] / "model.safetensors").unlink()
     assert snapshot(run).export.uri is None
@@ -206,3 +231,49 @@ def test_damaged_or_missing_evidence_is_named_not_guessed(run: dict[str, Any]) -
     (run["ckpt"] / "global_step_3" / "rlaunch_checkpoint.json").write_text("[]")
     write(run["ckpt"] / "latest", "3")
     assert snapshot(run).checkpoints.latest_meta is None
+
+
+def test_a_cancel_the_record_carries_and_one_by_name_only(run: dict[str, Any]) -> None:
+    record = json.loads((run["out"] / "run_record.json").read_text())
+    record["attempts"][-1]["cancelled"] = {"by": "ci-bot", "at": "t2"}
+    write(run["out"] / "run_record.json", record)
+    assert snapshot(run).cancelled == Cancellation(by="ci-bot", at="t2", reason=None)
+    write(run["out"] / "cancellations" / f"{ATTEMPT}.json", {"by": {"host": "h"}, "at": "t3"})
+    assert snapshot(run).cancelled == Cancellation(by="?@h", at="t3", reason=None)
+
+
+def test_without_a_resolved_document_the_handed_over_one_or_the_artifact_records_is_read(run: dict[str, Any]) -> None:
+    record = json.loads((run["out"] / "run_record.json").read_text())
+    entry = record["attempts"][-1]
+    entry.pop("resolved_config_uri")
+    handed = run["attempt"] / "launch.yaml"
+    handed.write_text((run["attempt"] / "resolved-launch.yaml").read_text())
+    entry["launch_document_uri"] = str(handed)
+    write(run["out"] / "run_record.json", record)
+    assert snapshot(run).document_uri == str(handed)
+    entry.pop("launch_document_uri")
+    write(run["out"] / "run_record.json", record)
+    assert snapshot(run).document_uri is None and snapshot(run).tasks.expected_replicas is None
+    data = schema.loads((run["attempt"] / "resolved-launch.yaml").read_text()).to_dict()
+    write(run["out"] / ".artifact.json", {"config": {"launch_document": data}})
+    s = snapshot(run)
+    assert s.document_uri is None and s.tasks.expected_replicas == 8 and s.checkpoints.latest_step == 3
+
+
+def test_markers_sort_by_rank_and_an_unknown_profile_trusts_their_world_size(run: dict[str, Any]) -> None:
+    joined = run["attempt"] / "joined"
+    for rank in (2, 1):
+        write(joined / f"trainer-rank-{rank}.json", {"world_size": 4})
+    record = json.loads((run["out"] / "run_record.json").read_text())
+    record["attempts"][-1]["runtime_profile"] = "no-such-profile"
+    write(run["out"] / "run_record.json", record)
+    t = snapshot(run).tasks
+    assert [j.rank for j in t.trainers] == [0, 1, 2] and t.expected_trainer_processes == 4
+    assert (t.trainer_launcher, t.missing_trainers) == (None, [3])
+
+
+def test_a_damaged_record_is_carried_into_the_snapshot(run: dict[str, Any]) -> None:
+    (run["out"] / "run_record.json").write_text("{")
+    s = snapshot(run)
+    assert s.damage and "run_record.json is damaged" in s.damage
+    assert s.attempt_id == ATTEMPT and s.terminal.exists  # rebuilt from the terminal manifest
