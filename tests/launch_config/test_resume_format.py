@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+import pytest
+
 from rlaunch.runs.layout import CheckpointInfo
 from rlaunch.runs.resume import identity_view, refusal, run_fingerprint
 
@@ -62,3 +64,9 @@ def test_the_refusal_names_what_differs_and_what_to_declare() -> None:
     assert "run fingerprint unknown (written before fingerprints were recorded) (this run: " in unknown
     assert f"and runtime digest unknown (this runtime: {'d' * 16})" in unknown
     assert unknown.endswith("compatible_checkpoint_digests=(None,))")
+
+
+def test_a_recipe_with_nan_gets_no_fingerprint() -> None:
+    """NaN has no JSON text: a fingerprint over one would be JSON no reader parses back."""
+    with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
+        run_fingerprint({**DOCUMENT, "skyrl": {"trainer": {"lr": float("nan")}}})
