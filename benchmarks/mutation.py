@@ -140,12 +140,19 @@ AREAS = (
         ("tests/test_storage_atomic.py", "tests/test_storage_local.py", "tests/artifacts/test_storage.py"),
         only=tuple(
             f"rlaunch.storage.x_{f}__mutmut_*"
-            for f in ("dumps", "write_bytes_atomic", "write_json_atomic", "write_text_atomic", "create_exclusive")
+            for f in (
+                "dumps",
+                "_fsynced_temporary",
+                "write_bytes_atomic",
+                "write_json_atomic",
+                "write_text_atomic",
+                "create_exclusive",
+            )
         ),
     ),
     Area(
         "resume",
-        ("src/rlaunch/launch_config/resume.py",),
+        ("src/rlaunch/runs/resume.py",),
         (
             "tests/launch_config/test_resume_format.py",
             "tests/launch_config/test_resume_identity.py",
@@ -265,7 +272,7 @@ EQUIVALENT: dict[str, str] = {
     **{
         f"rlaunch.paths.x_location_problem__mutmut_{n}": "the '..' check on the whole URL instead of the part after "
         "its scheme: a scheme ('gs:') and the empty part after it are never '..'"
-        for n in (13, 21)
+        for n in (13, 23)
     },
     "rlaunch.paths.x_remove_inside__mutmut_7": "follow_last=None instead of False: equally falsy",
     # storage_atomic

@@ -35,7 +35,7 @@ def _one(path: str, old: str, new: str, weakening: str, *tests: str) -> Guard:
 
 
 _STAGING = "tests/task/test_staging.py"
-_RESUME = "tests/launch_config/test_resume_identity.py"
+_RESUME = "tests/runs/test_resume_identity.py"
 _GUARDS = "tests/runtimes/test_checkpoint_guards.py"
 _SECRETS = "tests/cluster/test_secrets.py"
 _STATE = "tests/cluster/test_state_files.py"
@@ -69,7 +69,7 @@ PROMISES = (
         "No resume across runtimes",
         (
             _one(
-                "src/rlaunch/launch_config/resume.py",
+                "src/rlaunch/runs/resume.py",
                 "if info.runtime_digest in (digest, *accepted) and info.fingerprint in (fingerprint, *accepted):",
                 "if info.fingerprint in (fingerprint, *accepted):",
                 "the plan's and host's runtime digest compare deleted",
@@ -95,14 +95,14 @@ PROMISES = (
         "No resume across runs (another recipe, plan or input)",
         (
             _one(
-                "src/rlaunch/launch_config/resume.py",
+                "src/rlaunch/runs/resume.py",
                 "if info.runtime_digest in (digest, *accepted) and info.fingerprint in (fingerprint, *accepted):",
                 "if info.runtime_digest in (digest, *accepted):",
                 "the plan's and host's fingerprint compare deleted",
                 f"{_RESUME}::test_a_checkpoint_of_another_recipe_is_refused_naming_both_fingerprints",
             ),
             _one(
-                "src/rlaunch/launch_config/resume.py",
+                "src/rlaunch/runs/resume.py",
                 "and info.fingerprint in (fingerprint, *accepted):",
                 "and info.fingerprint in (None, fingerprint, *accepted):",
                 "a checkpoint without a fingerprint read as fine",
@@ -128,7 +128,7 @@ PROMISES = (
         "No credential outside the allow-list reaches a job",
         (
             _one(
-                "src/rlaunch/cluster/environment.py",
+                "src/rlaunch/cluster/job_environment.py",
                 "return {k: v for k, v in source.items() if k in BASE_VARIABLES or k.startswith(BASE_PREFIXES)}",
                 "return dict(source)",
                 "the allow-list widened to the whole environment",
@@ -277,7 +277,7 @@ PROMISES = (
                 f"{_VERDICT}::test_an_identity_differing_only_in_its_last_character_fails",
             ),
             _one(
-                "src/rlaunch/rules/runtime.py",
+                "src/rlaunch/rules/runtime_rules.py",
                 "if s.source_digest == installed:",
                 "if s.source_digest[:16] == installed[:16]:",
                 "the runtime digest compared by the 16 characters a plan prints",
@@ -315,11 +315,9 @@ PROMISES = (
         (
             _one(
                 "src/rlaunch/storage.py",
-                '            with open(tmp, "wb") as handle:\n                handle.write(data)\n'
-                "                handle.flush()\n                os.fsync(handle.fileno())\n"
-                "            os.replace(tmp, path)",
-                '            with open(path, "wb") as handle:\n                handle.write(data)\n'
-                "                handle.flush()\n                os.fsync(handle.fileno())",
+                "        tmp = _fsynced_temporary(path, data)\n        try:\n            os.replace(tmp, path)",
+                '        with open(path, "wb") as handle:\n            handle.write(data)\n'
+                "            os.fsync(handle.fileno())\n        tmp = path\n        try:\n            pass",
                 "the record written in place",
                 f"{_STORAGE}::test_an_atomic_write_interrupted_mid_way_leaves_the_old_file",
                 f"{_STORAGE}::test_an_atomic_write_never_exposes_a_partial_file",
