@@ -318,10 +318,13 @@ def _check_venv_python(what: str, python: str, venv: Path) -> None:
 
 
 def _uv(args: list[str]) -> subprocess.CompletedProcess[str]:
-    """Run uv (the `uv` wheel's binary) with stderr folded into stdout; never downloads a Python."""
+    """Run uv (the `uv` wheel's binary) with stderr folded into stdout; never downloads a Python.
+
+    uv trusts the machine's certificate store, as pip does: with its own roots only, a machine whose
+    index traffic passes a local CA fails every package its caches do not hold yet (a cold HOME)."""
     from uv import find_uv_bin
 
-    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1", "UV_SYSTEM_CERTS": "1"}
     return subprocess.run([find_uv_bin(), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
 
