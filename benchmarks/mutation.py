@@ -280,6 +280,8 @@ EQUIVALENT: dict[str, str] = {
     "rlaunch.storage.x_write_text_atomic__mutmut_7": "encode('UTF-8') instead of 'utf-8': the same codec",
     # resume
     "rlaunch.runs.resume.x_run_fingerprint__mutmut_18": "encode('UTF-8') instead of 'utf-8': the same codec",
+    "rlaunch.runs.resume.x_run_fingerprint__mutmut_5": "allow_nan=None instead of False: equally falsy, NaN still "
+    "refused",
     # secrets
     **{
         f"rlaunch.secrets.xǁScrubberǁsafe_cut__mutmut_{n}": "searching for a value from the start: the extra spans "

@@ -6,6 +6,7 @@ out by hand under a temporary prefix (no launch: tests/observe/test_run_states.p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 
 from rlaunch.launch_config import schema
 from rlaunch.observe.collect import Cancellation, RunStatus, Terminal, collect, effective_state, iso_time
-from rlaunch.observe.resolve import at_path
+from rlaunch.observe.resolve import RunRef, at_path
 from rlaunch.observe.run_jobs import JobView
 from tests.documents import rendered_document
 
@@ -277,3 +278,43 @@ def test_a_damaged_record_is_carried_into_the_snapshot(run: dict[str, Any]) -> N
     s = snapshot(run)
     assert s.damage and "run_record.json is damaged" in s.damage
     assert s.attempt_id == ATTEMPT and s.terminal.exists  # rebuilt from the terminal manifest
+
+
+def test_what_the_record_leaves_out_comes_from_the_document_and_the_attempt_manifest(run: dict[str, Any]) -> None:
+    record = json.loads((run["out"] / "run_record.json").read_text())
+    entry = record["attempts"][-1]
+    for key in ("artifact", "topology", "failure"):
+        entry.pop(key)
+    write(run["out"] / "run_record.json", record)
+    write(Path(run["doc"].artifacts.attempts_root) / f"{ATTEMPT}.json", {"result": {"failure": "the host said why"}})
+    ref = at_path(str(run["out"]), prefix=run["prefix"])
+    s = collect(ref)
+    assert ref.artifact is None and s.reference == str(run["out"]) and s.artifact is None
+    assert s.topology == dataclasses.asdict(run["doc"].cluster.allocation)
+    assert s.failure == "the host said why"
+    data = s.to_json()
+    assert data["tasks"]["missing_replicas"] == [] and data["tasks"]["missing_trainer_processes"] == []
+    assert data["export"]["present"] is True and data["is_terminal"] is True and data["state"] == "succeeded"
+    json.dumps(data)
+
+
+def test_without_any_document_the_attempt_directory_is_where_the_handed_over_one_was(run: dict[str, Any]) -> None:
+    record = json.loads((run["out"] / "run_record.json").read_text())
+    entry = record["attempts"][-1]
+    entry.pop("resolved_config_uri")
+    entry["launch_document_uri"] = str(run["attempt"] / "missing.yaml")
+    write(run["out"] / "run_record.json", record)
+    s = snapshot(run)
+    assert s.document_uri is None and s.attempt_dir == str(run["attempt"])
+    assert s.tasks.expected_replicas is None and [j.rank for j in s.tasks.replicas] == list(range(8))
+
+
+def test_a_damaged_record_with_nothing_else_is_damaged(tmp_path: Path) -> None:
+    ref = RunRef(output_path=str(tmp_path / "x"), prefix=None, artifact=None, record=None, damage="it is damaged")
+    s = collect(ref, "x@1")
+    assert (s.state, s.state_reason, s.damage) == (
+        "damaged",
+        "no other state of the run names an attempt",
+        "it is damaged",
+    )
+    assert collect(RunRef(output_path=str(tmp_path / "x"), prefix=None, artifact=None, record=None)).state == "pending"
