@@ -14,7 +14,16 @@ from typing import Any
 import pytest
 
 from rlaunch.launch_config import schema
-from rlaunch.observe.collect import Cancellation, RunStatus, Terminal, collect, effective_state, iso_time
+from rlaunch.launch_config.failures import DETERMINISTIC, OPERATIONAL, UNCLASSIFIED, FailureClass
+from rlaunch.observe.collect import (
+    Authorised,
+    Cancellation,
+    RunStatus,
+    Terminal,
+    collect,
+    effective_state,
+    iso_time,
+)
 from rlaunch.observe.resolve import RunRef, at_path
 from rlaunch.observe.run_jobs import JobView
 from tests.documents import rendered_document
@@ -318,3 +327,55 @@ def test_a_damaged_record_with_nothing_else_is_damaged(tmp_path: Path) -> None:
         "it is damaged",
     )
     assert collect(RunRef(output_path=str(tmp_path / "x"), prefix=None, artifact=None, record=None)).state == "pending"
+
+
+def rewrite_attempt(run: dict[str, Any], **changes: Any) -> None:
+    """Change the shown attempt's entry in the run record (a key set to None is removed)."""
+    record = json.loads((run["out"] / "run_record.json").read_text())
+    entry = record["attempts"][-1]
+    for key, value in changes.items():
+        entry.pop(key, None) if value is None else entry.update({key: value})
+    write(run["out"] / "run_record.json", record)
+
+
+def test_the_retry_authorisation_names_who_when_and_why(run: dict[str, Any]) -> None:
+    assert snapshot(run).retry is None
+    rewrite_attempt(run, retry={"by": {"user": "ann", "host": "h1"}, "at": "t5", "reason": "node lost"})
+    s = snapshot(run)
+    assert s.retry == Authorised(by="ann@h1", at="t5", reason="node lost")
+    assert s.to_json()["retry"] == {"by": "ann@h1", "at": "t5", "reason": "node lost"}
+    rewrite_attempt(run, retry={"by": "ci-bot"})
+    assert snapshot(run).retry == Authorised(by="ci-bot", at=None, reason=None)
+    rewrite_attempt(run, retry=True)  # not an authorisation record: nothing is shown as authorised
+    assert snapshot(run).retry is None
+
+
+def test_a_failed_attempt_is_classified_as_recorded_else_from_its_failure(run: dict[str, Any]) -> None:
+    (run["out"] / "terminal.json").unlink()
+    recorded = {"kind": DETERMINISTIC, "cause": "data-format error", "evidence": "KeyError: 'prompt'", "rule": "r1"}
+    rewrite_attempt(run, failure_class=recorded)
+    assert snapshot(run).failure_class is None  # a succeeded attempt has no failure class
+    rewrite_attempt(run, state="failed")
+    s = snapshot(run)
+    assert s.failure_class == FailureClass(DETERMINISTIC, "data-format error", "KeyError: 'prompt'", "r1")
+    assert s.to_json()["failure_class"]["kind"] == DETERMINISTIC
+    rewrite_attempt(run, failure_class=None, failure="step 2\ntorch.OutOfMemoryError: CUDA out of memory")
+    assert snapshot(run).failure_class == FailureClass(
+        OPERATIONAL, "killed for memory", "torch.OutOfMemoryError: CUDA out of memory"
+    )
+    rewrite_attempt(run, failure=None)
+    assert snapshot(run).failure_class == FailureClass(UNCLASSIFIED, "no known signature", "")
+
+
+def test_the_wandb_run_is_the_recorded_one_else_the_trainers(run: dict[str, Any]) -> None:
+    assert snapshot(run).wandb is None
+    trainers = {"project": "p", "id": "run-1", "url": "https://wandb.example/p/run-1"}
+    write(run["attempt"] / "wandb.json", trainers)
+    assert snapshot(run).wandb == trainers
+    rewrite_attempt(run, wandb={"project": "p", "id": "run-2"})
+    s = snapshot(run)
+    assert s.wandb == {"project": "p", "id": "run-2"} and s.to_json()["wandb"] == {"project": "p", "id": "run-2"}
+    rewrite_attempt(run, wandb="run-2")  # not a run record: the trainer's is shown
+    assert snapshot(run).wandb == trainers
+    write(run["attempt"] / "wandb.json", ["run-1"])
+    assert snapshot(run).wandb is None
