@@ -5,49 +5,37 @@ reason. A hand-written document cannot go around them."""
 from __future__ import annotations
 
 import json
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from rlaunch import storage
 from rlaunch.host.cli import launch
 from rlaunch.launch_config.loader import dump_yaml
 from rlaunch.runs.run_record import update_attempt
 from tests.documents import rendered_document
 
-
-@pytest.fixture(autouse=True)
-def prefix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    for name in ("RLAUNCH_PREFIX", "RLAUNCH_TEMP_PREFIX", "RLAUNCH_JOB_ID", "RLAUNCH_BACKEND", "RAY_ADDRESS"):
-        monkeypatch.delenv(name, raising=False)
-    root = tmp_path / "prefix"
-    monkeypatch.setenv(storage.PREFIX_ENV, str(root))
-    monkeypatch.chdir(tmp_path)
-    previous = signal.getsignal(signal.SIGTERM)
-    yield root
-    signal.signal(signal.SIGTERM, previous)
+pytestmark = pytest.mark.usefixtures("signal_handlers")
 
 
-def _launch(prefix: Path, edit: Callable[[dict[str, Any]], None]) -> tuple[int, dict[str, Any], str]:
-    doc = rendered_document(str(prefix))
+def _launch(prefix: str, edit: Callable[[dict[str, Any]], None]) -> tuple[int, dict[str, Any], str]:
+    doc = rendered_document(prefix)
     doc["run"]["submission"] = "prepare"  # builds the child job, submits nothing
     doc["cluster"].update(backend="local", placement={})
     edit(doc)
-    path = prefix.parent / "doc.yaml"
+    path = Path(prefix).parent / "doc.yaml"
     path.write_text(dump_yaml(doc))
     done = CliRunner().invoke(launch, ["--config", str(path)])
     return done.exit_code, json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
 
 
-def _earlier(prefix: Path, doc: dict[str, Any], **fields: Any) -> None:
+def _earlier(prefix: str, doc: dict[str, Any], **fields: Any) -> None:
     update_attempt(doc["artifacts"]["output_path"], doc["run"]["id"], "earlier", fields)
 
 
-def test_a_large_document_without_a_smoke_or_a_skip_is_refused(prefix: Path) -> None:
+def test_a_large_document_without_a_smoke_or_a_skip_is_refused(prefix: str) -> None:
     code, result, stderr = _launch(prefix, lambda d: d.pop("gates"))
     assert code == 2
     assert "large launch (it runs on a GPU runtime) and it declares no smoke" in result["failure"]
@@ -55,17 +43,15 @@ def test_a_large_document_without_a_smoke_or_a_skip_is_refused(prefix: Path) -> 
     assert code == 0 and result["state"] == "prepared", result
 
 
-def test_a_declared_smoke_that_has_not_run_is_refused(prefix: Path) -> None:
+def test_a_declared_smoke_that_has_not_run_is_refused(prefix: str) -> None:
     def declare(doc: dict[str, Any]) -> None:
-        doc["gates"] = {
-            "smoke": {"identity": "smoke/rl@2026.11.30", "output_path": str(prefix / "smoke/rl/2026.11.30")}
-        }
+        doc["gates"] = {"smoke": {"identity": "smoke/rl@2026.11.30", "output_path": f"{prefix}/smoke/rl/2026.11.30"}}
 
     code, result, _ = _launch(prefix, declare)
     assert code == 2 and "the declared smoke smoke/rl@2026.11.30 has not run" in result["failure"]
 
 
-def test_a_failed_version_needs_the_retry_authorisation_in_the_document(prefix: Path) -> None:
+def test_a_failed_version_needs_the_retry_authorisation_in_the_document(prefix: str) -> None:
     def failed_before(doc: dict[str, Any]) -> None:
         _earlier(prefix, doc, state="failed", runtime_digest=doc["runtime"]["source_digest"])
 
@@ -79,7 +65,7 @@ def test_a_failed_version_needs_the_retry_authorisation_in_the_document(prefix: 
     assert code == 0 and result["state"] == "prepared", result
 
 
-def test_an_attempt_under_another_runtime_refuses_the_version(prefix: Path) -> None:
+def test_an_attempt_under_another_runtime_refuses_the_version(prefix: str) -> None:
     def other_runtime(doc: dict[str, Any]) -> None:
         _earlier(prefix, doc, state="succeeded", runtime_digest="f" * 64)
 

@@ -20,15 +20,6 @@ from rlaunch.cli import build_options
 DAY = "2026.11.30"
 
 
-@pytest.fixture(autouse=True)
-def prefix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "prefix"
-    monkeypatch.setenv("RLAUNCH_PREFIX", str(root))
-    monkeypatch.delenv("RLAUNCH_JOB_ID", raising=False)
-    monkeypatch.chdir(tmp_path)
-    return root
-
-
 def smoke_rl() -> object:
     """The CPU smoke's RL step (trl-cpu: no runtime plugin enters this process's registry)."""
     return smoke.rl_step(smoke.model_step(smoke.tokenizer_step()), smoke.dataset_step(), 1, steps=4)
@@ -45,23 +36,23 @@ def _written(root: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("run", [True, False], ids=["run", "plan"])
-def test_a_build_options_main_refuses_an_rl_step_before_building_anything(prefix: Path, run: bool) -> None:
+def test_a_build_options_main_refuses_an_rl_step_before_building_anything(prefix: str, run: bool) -> None:
     done = CliRunner().invoke(plain_main, ["--version", DAY, *(["--run"] if run else [])])
     assert done.exit_code == 2, done.output
     assert "smoke/rl@2026.11.30 (launched only by @rl_build_options)" in done.output
     assert "decorate the experiment's main with @rl_build_options" in done.output
-    assert _written(prefix) == []  # not even the model and data steps before it
+    assert _written(Path(prefix)) == []  # not even the model and data steps before it
 
 
-def test_the_artifact_runner_refuses_an_rl_step_it_would_build(prefix: Path) -> None:
+def test_the_artifact_runner_refuses_an_rl_step_it_would_build(prefix: str) -> None:
     with build_context(BuildContext(VersionCodex(DAY))):
         step = smoke_rl()
     with pytest.raises(SubmissionPathError, match="@rl_build_options"):
-        Runner(str(prefix), report=lambda line: None).run([step])
-    assert _written(prefix) == []
+        Runner(prefix, report=lambda line: None).run([step])
+    assert _written(Path(prefix)) == []
 
 
-def test_a_graph_without_rl_still_runs_under_build_options(prefix: Path) -> None:
+def test_a_graph_without_rl_still_runs_under_build_options(prefix: str) -> None:
     from experiments.hello import main as hello
 
     done = CliRunner().invoke(hello, ["--version", DAY, "--run"])

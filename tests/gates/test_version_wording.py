@@ -3,10 +3,6 @@ runtime digest"), and a served version whose runtime changed says where its resu
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from rlaunch import storage
 from rlaunch.runs.layout import CHECKPOINT_META, LATEST_MARKER, checkpoint_dir
 from rlaunch.runs.run_record import update_attempt
@@ -16,13 +12,6 @@ from rlaunch.skyrl.plan_view import _resume_line
 from tests.skyrl import helpers as h
 
 OLD = "0123456789abcdef" * 4
-
-
-@pytest.fixture
-def prefix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    root = str(tmp_path / "prefix")
-    monkeypatch.setenv("RLAUNCH_PREFIX", root)
-    return root
 
 
 def _attempt(spec, prefix: str, state: str, digest: str = OLD) -> None:

@@ -14,7 +14,7 @@ VERSION = "2026.11.30"
 
 
 @pytest.fixture
-def document(launcher: Launcher) -> dict:
+def finished_document(launcher: Launcher) -> dict:
     """The launch document of a finished marker run (its own terminal manifest already exists)."""
     done = launcher.run("-m", "tests.experiments.marker", "--version", VERSION, "--run")
     assert done.returncode == 0, done.stderr
@@ -40,19 +40,19 @@ def attempt_manifest(launcher: Launcher, attempt: str) -> dict:
     return json.loads(path.read_text())
 
 
-def test_prepare_validates_and_builds_the_child_without_submitting(launcher: Launcher, document: dict) -> None:
+def test_prepare_validates_and_builds_the_child_without_submitting(launcher: Launcher, finished_document: dict) -> None:
     jobs = len(launcher.backend().list_jobs())
-    document["run"]["submission"] = "prepare"
-    code, result, stderr = launch(launcher, document, "prepare1")
+    finished_document["run"]["submission"] = "prepare"
+    code, result, stderr = launch(launcher, finished_document, "prepare1")
     assert code == 0 and result["state"] == "prepared" and result["child_job_id"] is None
     assert "prepared child job marker-rl-prepare1: 1 replica(s)" in stderr
     assert len(launcher.backend().list_jobs()) == jobs
     assert not (launcher.prefix / "prepare1-terminal.json").exists()
 
 
-def test_detach_submits_and_returns_without_manifests(launcher: Launcher, document: dict) -> None:
-    document["run"]["submission"] = "detach"
-    code, result, _ = launch(launcher, document, "detach1")
+def test_detach_submits_and_returns_without_manifests(launcher: Launcher, finished_document: dict) -> None:
+    finished_document["run"]["submission"] = "detach"
+    code, result, _ = launch(launcher, finished_document, "detach1")
     assert code == 0 and result["state"] == "submitted" and result["child_job_id"]
     backend = launcher.backend()
     assert backend.wait(result["child_job_id"], timeout=120).state.value == "succeeded"
@@ -61,8 +61,8 @@ def test_detach_submits_and_returns_without_manifests(launcher: Launcher, docume
     assert any(a["attempt_id"] == "detach1" and a["state"] == "running" for a in record["attempts"])
 
 
-def test_wait_supervises_and_writes_attempt_and_terminal_manifests(launcher: Launcher, document: dict) -> None:
-    code, result, stderr = launch(launcher, document, "wait1")
+def test_wait_supervises_and_writes_attempt_and_terminal_manifests(launcher: Launcher, finished_document: dict) -> None:
+    code, result, stderr = launch(launcher, finished_document, "wait1")
     assert code == 0 and result["state"] == "succeeded" and result["child_job_state"] == "succeeded"
     assert result["model"]["global_step"] == 4 and Path(result["model"]["policy_export_uri"]).is_dir()
     assert "[rlaunch.task rank 0] joined gang as rank 0 of 1" in stderr  # the child's log, streamed
@@ -86,29 +86,29 @@ def test_wait_supervises_and_writes_attempt_and_terminal_manifests(launcher: Lau
     ],
 )
 def test_a_bad_document_fails_before_submission_naming_the_problem(
-    launcher: Launcher, document: dict, edit, expected: str
+    launcher: Launcher, finished_document: dict, edit, expected: str
 ) -> None:
     jobs = len(launcher.backend().list_jobs())
-    edit(document)
-    code, result, _ = launch(launcher, document, "bad1")
+    edit(finished_document)
+    code, result, _ = launch(launcher, finished_document, "bad1")
     assert code == 2 and result["state"] == "failed" and expected in result["failure"]
     assert result["child_job_id"] is None and len(launcher.backend().list_jobs()) == jobs
     assert attempt_manifest(launcher, "bad1")["result"]["state"] == "failed"
     assert not (launcher.prefix / "bad1-terminal.json").exists()
 
 
-def test_unknown_document_keys_are_refused_naming_the_path(launcher: Launcher, document: dict) -> None:
-    document["run"]["color"] = "blue"
-    code, result, _ = launch(launcher, document, "bad2")
+def test_unknown_document_keys_are_refused_naming_the_path(launcher: Launcher, finished_document: dict) -> None:
+    finished_document["run"]["color"] = "blue"
+    code, result, _ = launch(launcher, finished_document, "bad2")
     assert code == 2 and result["state"] == "failed" and "run.color: unknown key" in result["failure"]
 
 
-def test_a_checkpoint_of_another_runtime_digest_is_not_resumed(launcher: Launcher, document: dict) -> None:
-    root = Path(document["artifacts"]["checkpoint_root"])
+def test_a_checkpoint_of_another_runtime_digest_is_not_resumed(launcher: Launcher, finished_document: dict) -> None:
+    root = Path(finished_document["artifacts"]["checkpoint_root"])
     (root / "global_step_9").mkdir(parents=True)
     (root / "global_step_9" / "rlaunch_checkpoint.json").write_text(json.dumps({"runtime_digest": "f" * 64}))
     (root / "latest").write_text("9")
     jobs = len(launcher.backend().list_jobs())
-    code, result, _ = launch(launcher, document, "foreign1")
+    code, result, _ = launch(launcher, finished_document, "foreign1")
     assert code == 2 and result["state"] == "failed" and "fresh RL artifact version" in result["failure"]
     assert len(launcher.backend().list_jobs()) == jobs

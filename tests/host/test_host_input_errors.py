@@ -4,8 +4,7 @@ the fix, exit 2, and still exactly one JSON result on stdout (never a traceback)
 from __future__ import annotations
 
 import json
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +17,10 @@ from tests.documents import rendered_document
 
 
 @pytest.fixture(autouse=True)
-def root(prefix: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """The shared isolated prefix, with no local accelerators and the SIGTERM handler restored."""
+def root(prefix: str, monkeypatch: pytest.MonkeyPatch, signal_handlers: None) -> Path:
+    """The shared isolated prefix, with no local accelerators and the signal handlers restored."""
     monkeypatch.setenv("RLAUNCH_LOCAL_ACCELERATORS", "0")
-    previous = signal.getsignal(signal.SIGTERM)  # the host installs its own SIGTERM handler
-    yield Path(prefix)
-    signal.signal(signal.SIGTERM, previous)
+    return Path(prefix)
 
 
 def refused(config: str) -> tuple[dict[str, Any], str]:

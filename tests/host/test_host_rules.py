@@ -14,7 +14,6 @@ import copy
 import dataclasses
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlaunch import rules, storage
+from rlaunch import rules
 from rlaunch.artifacts import StepContext
 from rlaunch.cli.admin import main as rlaunch_main
 from rlaunch.cluster.local.backend import LocalBackend
@@ -50,6 +49,7 @@ from tests.skyrl.helpers import (
     topology,
 )
 
+pytestmark = pytest.mark.usefixtures("signal_handlers")  # the host installs its own SIGTERM handler
 Doc = dict[str, Any]
 Edit = Callable[[Doc], None]
 SRC = Path(__file__).resolve().parents[2] / "src" / "rlaunch"
@@ -72,31 +72,19 @@ register_profile(
 
 
 @pytest.fixture(scope="module")
-def prefix(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("host-rules")
-
-
-@pytest.fixture(scope="module")
-def bases(prefix: Path) -> dict[str, Doc]:
-    """Valid launch documents rendered by the experiment side, one per runtime shape."""
-    jobs = str(prefix / ".jobs")
-    mp = pytest.MonkeyPatch()
-    mp.setenv(storage.PREFIX_ENV, str(prefix))
-    for name in ("RLAUNCH_TEMP_PREFIX", "RLAUNCH_REGION"):
-        mp.delenv(name, raising=False)
-    try:
-        shapes = {
-            "fsdp": spec(),
-            "megatron": spec(profile="megatron"),
-            "cpu": spec(profile="trl-cpu", topo=cpu_topology()),
-            "colocated": spec(topo=topology()),
-        }
-        out = {}
-        for shape, s in shapes.items():
-            step = skyrl_step(s, local(jobs_root=jobs))
-            out[shape] = step.build_config(StepContext.for_run(step, str(prefix)))["launch_document"]
-    finally:
-        mp.undo()
+def bases(module_prefix: str) -> dict[str, Doc]:
+    """Valid launch documents rendered by the experiment side, one per runtime shape (once per module)."""
+    jobs = f"{module_prefix}/.jobs"
+    shapes = {
+        "fsdp": spec(),
+        "megatron": spec(profile="megatron"),
+        "cpu": spec(profile="trl-cpu", topo=cpu_topology()),
+        "colocated": spec(topo=topology()),
+    }
+    out = {}
+    for shape, s in shapes.items():
+        step = skyrl_step(s, local(jobs_root=jobs))
+        out[shape] = step.build_config(StepContext.for_run(step, module_prefix))["launch_document"]
     return out
 
 
@@ -265,19 +253,16 @@ CASES: dict[str, tuple[str, Edit]] = {
 }
 
 
-def host_launch(prefix: Path, doc: Doc, name: str) -> dict[str, Any]:
+def host_launch(prefix: str, doc: Doc, name: str) -> dict[str, Any]:
     """Write `doc` as a fresh attempt and run `rlaunch launch --config` on it; the one JSON result."""
+    root = Path(prefix)
     doc["run"]["attempt_id"] = name
     doc["cluster"]["job_name"] = f"rules-{name}"
-    doc["artifacts"]["terminal_manifest_uri"] = str(prefix / "terminal" / f"{name}.json")
-    path = prefix / "docs" / f"{name}.yaml"
-    path.parent.mkdir(exist_ok=True)
+    doc["artifacts"]["terminal_manifest_uri"] = str(root / "terminal" / f"{name}.json")
+    path = root / "docs" / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(doc))
-    handler = signal.getsignal(signal.SIGTERM)  # the host installs its own; keep pytest's
-    try:
-        done = CliRunner().invoke(rlaunch_main, ["launch", "--config", str(path)])
-    finally:
-        signal.signal(signal.SIGTERM, handler)
+    done = CliRunner().invoke(rlaunch_main, ["launch", "--config", str(path)])
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 1, f"stdout must be one JSON result, got {done.stdout!r}"
     result = json.loads(lines[0])
@@ -285,9 +270,9 @@ def host_launch(prefix: Path, doc: Doc, name: str) -> dict[str, Any]:
     return result
 
 
-def nothing_submitted(prefix: Path, doc: Doc, result: dict[str, Any]) -> None:
+def nothing_submitted(prefix: str, doc: Doc, result: dict[str, Any]) -> None:
     assert result["child_job_id"] is None and result["resolved_config_uri"] is None
-    assert LocalBackend(root=str(prefix / ".jobs")).list_jobs() == []
+    assert LocalBackend(root=f"{prefix}/.jobs").list_jobs() == []
     attempt = Path(doc["artifacts"]["attempts_root"]) / doc["run"]["attempt_id"]
     assert not (attempt / "resolved-launch.yaml").exists()
     assert not Path(doc["artifacts"]["terminal_manifest_uri"]).exists()
@@ -316,38 +301,35 @@ def test_every_code_a_rule_or_the_preflight_writes_is_registered() -> None:
     assert not unregistered, {code: found[code] for code in unregistered}
 
 
-def test_the_base_documents_are_accepted(prefix: Path, bases: dict[str, Doc]) -> None:
+def test_the_base_documents_are_accepted(module_prefix: str, bases: dict[str, Doc]) -> None:
     for base in bases.values():
         validate_document(schema.from_dict(copy.deepcopy(base)))
     result = host_launch(
-        prefix, copy.deepcopy(bases["cpu"]) | {"run": {**bases["cpu"]["run"], "submission": "prepare"}}, "ok"
+        module_prefix, copy.deepcopy(bases["cpu"]) | {"run": {**bases["cpu"]["run"], "submission": "prepare"}}, "ok"
     )
     assert result["state"] == "prepared" and result["violations"] == []
 
 
-def test_the_repository_experiments_render_documents_the_host_accepts(prefix: Path) -> None:
+def test_the_repository_experiments_render_documents_the_host_accepts(module_prefix: str) -> None:
     from experiments import rl_plan_example, smoke
     from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 
-    mp = pytest.MonkeyPatch()
-    mp.setenv(storage.PREFIX_ENV, str(prefix))
-    try:
-        with build_context(BuildContext(VersionCodex("2026.11.30"))):
-            model, data = smoke.model_step(smoke.tokenizer_step()), smoke.dataset_step()
-            steps = [smoke.rl_step(model, data, slots, 4) for slots in (1, 2)] + [rl_plan_example.rl_step(False)]
-            for step in steps:
-                doc = step.build_config(StepContext.for_run(step, str(prefix)))["launch_document"]
-                validate_document(schema.from_dict(doc))
-    finally:
-        mp.undo()
+    with build_context(BuildContext(VersionCodex("2026.11.30"))):
+        model, data = smoke.model_step(smoke.tokenizer_step()), smoke.dataset_step()
+        steps = [smoke.rl_step(model, data, slots, 4) for slots in (1, 2)] + [rl_plan_example.rl_step(False)]
+        for step in steps:
+            doc = step.build_config(StepContext.for_run(step, module_prefix))["launch_document"]
+            validate_document(schema.from_dict(doc))
 
 
 @pytest.mark.parametrize("code", sorted(CASES))
-def test_the_host_refuses_a_document_with_the_preflight_code(prefix: Path, bases: dict[str, Doc], code: str) -> None:
+def test_the_host_refuses_a_document_with_the_preflight_code(
+    module_prefix: str, bases: dict[str, Doc], code: str
+) -> None:
     shape, edit = CASES[code]
     doc = copy.deepcopy(bases[shape])
     edit(doc)
-    result = host_launch(prefix, doc, code.replace(".", "-"))
+    result = host_launch(module_prefix, doc, code.replace(".", "-"))
     assert result["state"] == "failed", result
     hits = [v for v in result["violations"] if v["code"] == code]
     assert hits, f"{code} not among {[v['code'] for v in result['violations']]}"
@@ -355,13 +337,13 @@ def test_the_host_refuses_a_document_with_the_preflight_code(prefix: Path, bases
     for v in hits:
         assert v["fix"] and v["message"]
         assert all(f.split(".")[0] in ("skyrl", "cluster", "runtime", "run", "inputs") for f in v["fields"]), v
-    nothing_submitted(prefix, doc, result)
+    nothing_submitted(module_prefix, doc, result)
 
 
-def test_the_run_record_keeps_the_memory_table_of_a_refused_document(prefix: Path, bases: dict[str, Doc]) -> None:
+def test_the_run_record_keeps_the_memory_table_of_a_refused_document(module_prefix: str, bases: dict[str, Doc]) -> None:
     doc = copy.deepcopy(bases["fsdp"])
     CASES["memory.model_states"][1](doc)
-    result = host_launch(prefix, doc, "memory-record")
+    result = host_launch(module_prefix, doc, "memory-record")
     assert result["state"] == "failed"
     record = json.loads((Path(doc["artifacts"]["output_path"]) / "run_record.json").read_text())
     (entry,) = [a for a in record["attempts"] if a["attempt_id"] == "memory-record"]
@@ -382,24 +364,26 @@ def test_document_memory_sizes_what_the_document_says(bases: dict[str, Doc]) -> 
     assert table["kv_cache"]["max_model_len"] == 4096
 
 
-def test_the_zero_tensor_parallel_reproducer_names_the_document_field(prefix: Path, bases: dict[str, Doc]) -> None:
+def test_the_zero_tensor_parallel_reproducer_names_the_document_field(
+    module_prefix: str, bases: dict[str, Doc]
+) -> None:
     doc = copy.deepcopy(bases["fsdp"])
     engine(doc)["tensor_parallel_size"] = 0
-    result = host_launch(prefix, doc, "tp0")
+    result = host_launch(module_prefix, doc, "tp0")
     (v,) = [v for v in result["violations"] if v["code"] == "role_plan.non_positive"]
     assert v["fields"] == ["skyrl.generator.inference_engine.tensor_parallel_size"] and v["values"] == {"value": 0}
 
 
-def test_the_reproducer_through_the_real_command(prefix: Path, bases: dict[str, Doc]) -> None:
+def test_the_reproducer_through_the_real_command(module_prefix: str, bases: dict[str, Doc]) -> None:
     """`python -m rlaunch launch --config` in its own process: one JSON result, exit 1, no traceback."""
     doc = copy.deepcopy(bases["fsdp"])
     engine(doc)["tensor_parallel_size"] = 0
     doc["run"]["attempt_id"] = "tp0-process"
-    doc["artifacts"]["terminal_manifest_uri"] = str(prefix / "terminal" / "tp0-process.json")
-    path = prefix / "docs" / "tp0-process.yaml"
-    path.parent.mkdir(exist_ok=True)
+    doc["artifacts"]["terminal_manifest_uri"] = f"{module_prefix}/terminal/tp0-process.json"
+    path = Path(module_prefix) / "docs" / "tp0-process.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(doc))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RLAUNCH_")} | {"RLAUNCH_PREFIX": str(prefix)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RLAUNCH_")} | {"RLAUNCH_PREFIX": module_prefix}
     done = subprocess.run(
         [sys.executable, "-m", "rlaunch", "launch", "--config", str(path)],
         capture_output=True, text=True, env=env, timeout=120,
@@ -408,7 +392,7 @@ def test_the_reproducer_through_the_real_command(prefix: Path, bases: dict[str, 
     (line,) = done.stdout.strip().splitlines()
     result = json.loads(line)
     assert [v["code"] for v in result["violations"]] == ["role_plan.non_positive"]
-    nothing_submitted(prefix, doc, result)
+    nothing_submitted(module_prefix, doc, result)
 
 
 @pytest.mark.parametrize(
@@ -428,22 +412,24 @@ def test_rule_fields_are_named_by_their_document_paths(field: str, path: str) ->
     assert document_path(field) == path
 
 
-def test_an_unknown_runtime_profile_is_a_document_error(prefix: Path, bases: dict[str, Doc]) -> None:
+def test_an_unknown_runtime_profile_is_a_document_error(module_prefix: str, bases: dict[str, Doc]) -> None:
     doc = copy.deepcopy(bases["fsdp"])
     doc["runtime"]["profile"] = "no-such-runtime"
-    result = host_launch(prefix, doc, "unknown-profile")
+    result = host_launch(module_prefix, doc, "unknown-profile")
     assert result["state"] == "failed" and "runtime.profile: runtime profile 'no-such-runtime'" in result["failure"]
 
 
-def test_a_document_runs_its_base_defaults_so_a_missing_seed_disagrees(prefix: Path, bases: dict[str, Doc]) -> None:
+def test_a_document_runs_its_base_defaults_so_a_missing_seed_disagrees(
+    module_prefix: str, bases: dict[str, Doc]
+) -> None:
     doc = copy.deepcopy(bases["fsdp"])
     del trainer(doc)["seed"]
-    result = host_launch(prefix, doc, "no-seed")
+    result = host_launch(module_prefix, doc, "no-seed")
     (v,) = [v for v in result["violations"] if v["code"] == "recipe.disagrees_with_plan"]
     assert v["fields"] == ["skyrl.trainer.seed"] and v["values"]["plan"] == 17
 
 
-def test_the_preflight_and_the_host_agree_on_a_broken_plan(prefix: Path, bases: dict[str, Doc]) -> None:
+def test_the_preflight_and_the_host_agree_on_a_broken_plan(module_prefix: str, bases: dict[str, Doc]) -> None:
     """The same mistakes, made once through the experiment side and once by hand, get the same codes."""
     from rlaunch.skyrl import check_plan
     from tests.skyrl.helpers import seed_topology
@@ -453,7 +439,7 @@ def test_the_preflight_and_the_host_agree_on_a_broken_plan(prefix: Path, bases: 
     doc = copy.deepcopy(bases["fsdp"])
     trainer(doc).update(train_batch_size=250, max_training_steps=0)
     engine(doc).update(data_parallel_size=1)
-    result = host_launch(prefix, doc, "broken")
+    result = host_launch(module_prefix, doc, "broken")
     assert sorted(v["code"] for v in result["violations"]) == preflight
     assert BASE_RECIPE["trainer"]["ckpt_interval"] == 20  # the builders were not mutated
 

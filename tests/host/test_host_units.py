@@ -31,18 +31,11 @@ from rlaunch.launch_config.geometry import ROLE_PLAN_KEYS
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.runs.resume import run_fingerprint
 from rlaunch.runtimes.registry import RAY_DRIVER, get_profile, register_profile
-from tests.documents import rendered_document
 from tests.host.test_host_rules import Doc, Edit, alloc, both, engine, sets, trainer
 
 # The fsdp runtime (a Ray driver) started by torchrun instead: its child job stays the whole gang on Ray.
 TORCHRUN_PROFILE = "fsdp-under-torchrun"
 register_profile(dataclasses.replace(get_profile("fsdp"), name=TORCHRUN_PROFILE, launcher="torchrun"))
-
-
-@pytest.fixture
-def document(prefix: str) -> Doc:
-    """The seed's 64-GPU document (8 nodes x 8 H100, policy 4 x 8, four DP8 engines, seed 17)."""
-    return rendered_document(prefix)
 
 
 def refusal(d: Doc) -> DocumentRefused:

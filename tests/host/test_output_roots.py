@@ -13,22 +13,12 @@ from typing import Any
 
 import pytest
 
-from rlaunch import storage
 from rlaunch.host.launch import LaunchRefusedError, execute_launch
 from rlaunch.host.outputs import ForeignOutputError, output_problems, refuse_foreign_outputs
 from rlaunch.launch_config import schema
-from tests.documents import rendered_document
 
 ROOTS = ("output_path", "export_root", "checkpoint_root", "attempts_root")
 SENTINEL = "sentinel.txt"
-
-
-@pytest.fixture
-def document(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    for name in ("RLAUNCH_PREFIX", "RLAUNCH_TEMP_PREFIX"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv(storage.PREFIX_ENV, str(tmp_path / "prefix"))
-    return rendered_document(str(tmp_path / "prefix"))
 
 
 def with_sentinel(tmp_path: Path, doc: dict[str, Any], field: str) -> Path:

@@ -20,12 +20,6 @@ from rlaunch.launch_config.typed import DocumentError, decode
 from rlaunch.paths import ConfinementError, inside, remove_inside
 from rlaunch.task.bootstrap import stage_inputs
 from rlaunch.task.staging import stage
-from tests.documents import rendered_document
-
-
-@pytest.fixture
-def document(prefix: str) -> dict[str, Any]:
-    return rendered_document(prefix)
 
 
 def victim(tmp_path: Path) -> Path:

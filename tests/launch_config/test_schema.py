@@ -11,12 +11,6 @@ import yaml
 from rlaunch import storage
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.typed import DocumentError
-from tests.documents import rendered_document
-
-
-@pytest.fixture
-def document(prefix: str) -> dict[str, Any]:
-    return rendered_document(prefix)
 
 
 def problems_of(data: Any) -> list[str]:
@@ -58,7 +52,11 @@ def test_round_trip_keeps_types(document: dict[str, Any]) -> None:
         ("run.export_hf", 1, "run.export_hf: expected bool, got 1"),
         ("runtime.profile", 3, "runtime.profile: expected str, got 3"),
         ("run.submission", "later", "run.submission: 'later' is not one of ['prepare', 'detach', 'wait']"),
-        ("cluster.backend", "kubernetes", "cluster.backend: 'kubernetes' is not one of ['local', 'ray', 'iris', 'slurm']"),
+        (
+            "cluster.backend",
+            "kubernetes",
+            "cluster.backend: 'kubernetes' is not one of ['local', 'ray', 'iris', 'slurm']",
+        ),
         ("inputs.train_data", "train.parquet", "inputs.train_data: expected a list"),
         ("artifacts", "somewhere", "artifacts: expected a mapping for ArtifactsSection"),
     ],

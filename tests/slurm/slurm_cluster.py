@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlaunch.waiting import WaitTimeout, wait_until
+from tests.polling import pid_alive
 
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 DAEMONS = ("slurmctld", "slurmd", "munged", "sbatch")
@@ -233,17 +234,6 @@ def _pids(root: Path) -> list[int]:
     return pids
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with contextlib.suppress(OSError):
-        if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
-            return False
-    return True
-
-
 def stop(cluster: SlurmCluster) -> list[int]:
     """Cancel every job, then stop the daemons by PID; returns the PIDs still alive after the wait."""
     with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired, WaitTimeout):
@@ -256,8 +246,8 @@ def stop(cluster: SlurmCluster) -> list[int]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     with contextlib.suppress(WaitTimeout):
-        wait_until(lambda: not any(_alive(p) for p in pids), STOP_TIMEOUT, "the Slurm daemons to exit", interval=0.2)
-    left = [p for p in pids if _alive(p)]
+        wait_until(lambda: not any(pid_alive(p) for p in pids), STOP_TIMEOUT, "the Slurm daemons to exit", interval=0.2)
+    left = [p for p in pids if pid_alive(p)]
     for pid in left:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

@@ -8,13 +8,11 @@ from __future__ import annotations
 import copy
 import json
 import os
-import signal
 import socket
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -243,15 +241,6 @@ def test_the_trainer_process_gets_the_run_identity_in_its_environment(
         "RLAUNCH_TASK_DIR": "/task",
     }  # fmt: skip
     assert os.environ["PATH"] == process_env["PATH"]  # inherited
-
-
-@pytest.fixture
-def signal_handlers() -> Iterator[None]:
-    """A Ray-driver task installs its own SIGTERM/SIGINT/SIGHUP handlers: put pytest's back."""
-    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-    yield
-    for sig, handler in saved.items():
-        signal.signal(sig, handler)
 
 
 @pytest.mark.parametrize(("rank", "publishes"), [(0, True), (1, False)])
