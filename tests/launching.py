@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ MARKER_PLUGIN = "tests.plugins.marker_runtime"
 # A multi-node launch is a large launch: the smoke gate needs a smoke or a reason. The launcher's own
 # multi-node tests rehearse the launch path on a test runtime that trains nothing, and say so.
 MULTINODE_SKIP = ("--skip-smoke-gate", "a launcher test of a multi-node gang on a test runtime")
+SMOKE_VERSION = "2026.11.30"
 
 
 class Launcher:
@@ -47,3 +50,47 @@ class Launcher:
         from rlaunch.cluster.local.backend import LocalBackend
 
         return LocalBackend(root=str(self.prefix / ".jobs"))
+
+
+def checkout_launcher(prefix: Path, extra_env: dict[str, str]) -> Launcher:
+    """A Launcher for a cluster tier: its jobs run rlaunch from the checkout, so each needs src/ on its path too."""
+    return Launcher(prefix, {**extra_env, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "src")])})
+
+
+def cpu_smoke_through(launcher: Launcher, backend: str) -> tuple[str, str]:
+    """Run the CPU smoke on `backend` and check what every backend's run shows: a succeeded attempt
+    and terminal manifest, the evaluation report, `verify-smoke` PASS and `status` naming both jobs.
+    Returns the coordinator's and the child's job ids."""
+    done = launcher.run(
+        "-m", "experiments.smoke", "--version", SMOKE_VERSION, "--backend", backend, "--run", timeout=1800
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert f"via {backend}" in done.stdout
+    rl = launcher.prefix / "smoke" / "rl" / SMOKE_VERSION
+    (attempt,) = json.loads((rl / "run_record.json").read_text())["attempts"]
+    assert attempt["backend"] == backend and attempt["state"] == "succeeded"
+    assert json.loads((rl / "terminal.json").read_text())["result"]["state"] == "succeeded"
+    assert json.loads((launcher.prefix / "smoke" / "eval" / SMOKE_VERSION / "report.json").read_text())["n"] == 16
+    run = f"smoke/rl@{SMOKE_VERSION}"
+    verdict = launcher.run("-m", "rlaunch", "verify-smoke", run, timeout=300)
+    assert verdict.returncode == 0 and ": PASS" in verdict.stdout, verdict.stdout + verdict.stderr
+    coordinator, child = attempt["coordinator_job_id"], attempt["child_job_id"]
+    status = launcher.run("-m", "rlaunch", "status", run, timeout=300)
+    assert status.returncode == 0 and coordinator in status.stdout and child in status.stdout, status.stdout
+    return coordinator, child
+
+
+def copied_marker_launcher(root: Path) -> Launcher:
+    """A Launcher into `root/prefix` whose marker runtime is a copy under `root/plugins`, so that
+    `release_copied_marker(root)` can change the runtime's files (and so its runtime digest)."""
+    plugins = root / "plugins"
+    shutil.copytree(
+        REPO / MARKER_PLUGIN.replace(".", "/"), plugins / "copied_marker", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return Launcher(root / "prefix", {"RLAUNCH_RUNTIME_PLUGINS": "copied_marker", "PYTHONPATH": f"{plugins}:{REPO}"})
+
+
+def release_copied_marker(root: Path) -> None:
+    """A new release of the copied marker runtime: one more line in its adapter."""
+    entry = root / "plugins" / "copied_marker" / "adapter" / "rlaunch_test_marker" / "entry.py"
+    entry.write_text(entry.read_text() + "\n# a new runtime release\n")

@@ -155,18 +155,9 @@ def marker_rl(
 @click.option("--replicas", default=1, show_default=True, help="Nodes of the child gang (1 device slot each).")
 @click.option("--export/--no-export", default=True)
 @rl_build_options
-def main(
-    backend: str, scenario: str, runtime: str, steps: int, ray_port: int | None, replicas: int, export: bool
-) -> ArtifactStep:
-    return marker_rl(
-        backend=backend,
-        scenario=scenario,
-        runtime=runtime,
-        steps=steps,
-        ray_port=ray_port,
-        replicas=replicas,
-        export=export,
-    )
+def main(**options: Any) -> ArtifactStep:
+    """The marker RL step the options describe (each option is a keyword of `marker_rl`)."""
+    return marker_rl(**options)
 
 
 if __name__ == "__main__":

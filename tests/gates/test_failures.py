@@ -27,26 +27,35 @@ def _status_line(launcher: Launcher) -> list[str]:
 
 
 @pytest.mark.e2e
-def test_a_runtime_import_error_is_deterministic(launcher: Launcher) -> None:
-    failed = launcher.run("-m", "tests.experiments.marker", "--version", DAY, "--scenario", "missing_module", "--run")
+@pytest.mark.parametrize(
+    ("scenario", "kind", "cause", "evidence", "head"),
+    [
+        (
+            "missing_module",
+            DETERMINISTIC,
+            "runtime import error",
+            "ModuleNotFoundError: No module named 'rlaunch_marker_missing_dependency'",
+            "deterministic: runtime import error; fix the inputs",
+        ),
+        (
+            "sigkill_at_2",
+            OPERATIONAL,
+            "killed for memory",
+            "exit code -9",
+            'operational: killed for memory; resubmit with --retry "<reason>"',
+        ),
+    ],
+)
+def test_a_failed_trainer_is_classified_in_the_record_and_in_status(
+    launcher: Launcher, scenario: str, kind: str, cause: str, evidence: str, head: str
+) -> None:
+    failed = launcher.run("-m", "tests.experiments.marker", "--version", DAY, "--scenario", scenario, "--run")
     assert failed.returncode != 0
     found = _attempt(launcher)["failure_class"]
-    assert (found["kind"], found["cause"]) == (DETERMINISTIC, "runtime import error")
-    assert "No module named 'rlaunch_marker_missing_dependency'" in found["evidence"]
-    head, evidence = _status_line(launcher)
-    assert "deterministic: runtime import error; fix the inputs" in head
-    assert "rlaunch_marker_missing_dependency" in evidence
-
-
-@pytest.mark.e2e
-def test_a_trainer_killed_by_sigkill_is_operational(launcher: Launcher) -> None:
-    failed = launcher.run("-m", "tests.experiments.marker", "--version", DAY, "--scenario", "sigkill_at_2", "--run")
-    assert failed.returncode != 0
-    found = _attempt(launcher)["failure_class"]
-    assert (found["kind"], found["cause"]) == (OPERATIONAL, "killed for memory")
-    assert found["evidence"].startswith("exit code -9")
-    head, _ = _status_line(launcher)
-    assert 'operational: killed for memory; resubmit with --retry "<reason>"' in head
+    assert (found["kind"], found["cause"]) == (kind, cause)
+    assert found["evidence"].startswith(evidence)
+    shown_head, shown_evidence = _status_line(launcher)
+    assert head in shown_head and shown_evidence.split() == ["evidence:", *found["evidence"].split()]
 
 
 @pytest.mark.parametrize(

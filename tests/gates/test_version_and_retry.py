@@ -5,12 +5,11 @@ submitted) and in the host (`rlaunch launch --config` on the document itself).""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.launching import REPO, Launcher
+from tests.launching import Launcher, copied_marker_launcher, release_copied_marker
 
 pytestmark = pytest.mark.e2e
 
@@ -30,15 +29,7 @@ def _row(plan: str, label: str) -> str:
 def test_a_version_that_failed_before_its_first_checkpoint_is_refused_after_the_runtime_changed(
     tmp_path: Path,
 ) -> None:
-    plugins = tmp_path / "plugins"
-    shutil.copytree(
-        REPO / "tests" / "plugins" / "marker_runtime",
-        plugins / "copied_marker",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
-    launcher = Launcher(
-        tmp_path / "prefix", {"RLAUNCH_RUNTIME_PLUGINS": "copied_marker", "PYTHONPATH": f"{plugins}:{REPO}"}
-    )
+    launcher = copied_marker_launcher(tmp_path)
     failed = launcher.run(*MARKER, "--scenario", "fail_at_1", "--run")
     assert failed.returncode != 0
     (attempt,) = _record(launcher)["attempts"]
@@ -46,8 +37,7 @@ def test_a_version_that_failed_before_its_first_checkpoint_is_refused_after_the_
     assert attempt["state"] == "failed" and old_digest  # every attempt carries its runtime digest
     assert not list(launcher.prefix.glob(".tmp/*/marker/rl/*/checkpoints/latest"))  # no checkpoint to guard it
 
-    entry = plugins / "copied_marker" / "adapter" / "rlaunch_test_marker" / "entry.py"
-    entry.write_text(entry.read_text() + "\n# a new runtime release\n")
+    release_copied_marker(tmp_path)
     plan = launcher.run(*MARKER, "--scenario", "fail_at_1")
     assert plan.returncode == 0, plan.stderr[-3000:]
     version = _row(plan.stdout, "version")

@@ -6,7 +6,6 @@ runs them in a Python 3.12 environment it builds (or says in one line why it can
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import tempfile
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.iris.iris_cluster import IrisCluster, iris_importable, start, stop
+from tests.live_clusters import cluster_env, jobs_finished_by_the_test, stopped_at_the_end
 
 if not iris_importable():
     collect_ignore_glob = ["test_*.py"]
@@ -23,20 +23,13 @@ if not iris_importable():
 
 @pytest.fixture(scope="session")
 def iris_cluster() -> Iterator[IrisCluster]:
-    cluster = start()
-    try:
-        yield cluster
-    finally:
-        left = stop(cluster)
-        assert not left, f"processes of the test Iris cluster outlived it (killed now): {left}"
+    yield from stopped_at_the_end(start(), stop, "Iris cluster")
 
 
 @pytest.fixture
 def iris_env(iris_cluster: IrisCluster, monkeypatch: pytest.MonkeyPatch) -> IrisCluster:
     """IRIS_CONTROLLER_URL for this test; no developer rlaunch or Iris settings."""
-    for name in [k for k in os.environ if k.startswith(("RLAUNCH_", "IRIS_"))]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("IRIS_CONTROLLER_URL", iris_cluster.url)
+    cluster_env(monkeypatch, ("RLAUNCH_", "IRIS_"), IRIS_CONTROLLER_URL=iris_cluster.url)
     return iris_cluster
 
 
@@ -44,13 +37,9 @@ def iris_env(iris_cluster: IrisCluster, monkeypatch: pytest.MonkeyPatch) -> Iris
 def backend(iris_env: IrisCluster) -> Iterator[object]:
     from rlaunch.cluster.iris.backend import IrisBackend
 
-    backend = IrisBackend(cluster_config=str(iris_env.config), scheduling_timeout_seconds=120)
-    before = {s.job_id for s in backend.list_jobs()}
-    yield backend
-    left = [s.job_id for s in backend.list_jobs() if s.job_id not in before and not s.state.terminal]
-    for job_id in left:
-        backend.cancel(job_id, reason="test teardown")
-    assert not left, f"jobs left running after the test (cancelled now): {left}"
+    yield from jobs_finished_by_the_test(
+        IrisBackend(cluster_config=str(iris_env.config), scheduling_timeout_seconds=120)
+    )
 
 
 @pytest.fixture

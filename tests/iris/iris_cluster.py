@@ -23,44 +23,41 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 CANARY = "RLAUNCH_TEST_IRIS_CANARY_TOKEN"
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 30.0
 
-CONFIG = """\
-name: {name}
-platform:
-  local:
-controller:
-  local:
-    port: 0
-worker_provider: {{}}
-scale_groups:
-  cpu:
-    num_vms: 1
-    resources: {{cpu: 16, ram: 32GB, disk: 100GB, device_type: cpu, device_variant: cpu, capacity_type: on-demand}}
-    buffer_slices: 0
-    max_slices: 4
-    slice_template: {{num_vms: 1, local: {{}}}}
-  cpu-pair:
-    num_vms: 2
-    resources: {{cpu: 8, ram: 16GB, disk: 50GB, device_type: cpu, device_variant: cpu, capacity_type: on-demand}}
-    buffer_slices: 0
-    max_slices: 1
-    slice_template: {{num_vms: 2, local: {{}}}}
-  h100x8:
-    num_vms: 2
-    resources: {{cpu: 32, ram: 256GB, disk: 500GB, device_type: gpu, device_variant: H100, device_count: 8, capacity_type: on-demand}}
-    buffer_slices: 0
-    max_slices: 1
-    slice_template: {{num_vms: 2, local: {{}}}}
-  v100x4:
-    num_vms: 2
-    resources: {{cpu: 8, ram: 32GB, disk: 50GB, device_type: gpu, device_variant: V100, device_count: 4, capacity_type: on-demand}}
-    buffer_slices: 0
-    max_slices: 1
-    slice_template: {{num_vms: 2, local: {{}}}}
-"""
+
+def _scale_group(num_vms: int, max_slices: int, **resources: object) -> dict[str, object]:
+    """Slices of `num_vms` local VMs with these resources each, none kept warm."""
+    return {
+        "num_vms": num_vms,
+        "resources": {**resources, "capacity_type": "on-demand"},
+        "buffer_slices": 0,
+        "max_slices": max_slices,
+        "slice_template": {"num_vms": num_vms, "local": {}},
+    }
+
+
+def _config(name: str) -> str:
+    """The cluster's config: a local controller on a free port and the scale groups the module docstring lists."""
+    gpu, cpu = {"device_type": "gpu"}, {"device_type": "cpu", "device_variant": "cpu"}
+    groups = {
+        "cpu": _scale_group(1, 4, cpu=16, ram="32GB", disk="100GB", **cpu),
+        "cpu-pair": _scale_group(2, 1, cpu=8, ram="16GB", disk="50GB", **cpu),
+        "h100x8": _scale_group(2, 1, cpu=32, ram="256GB", disk="500GB", **gpu, device_variant="H100", device_count=8),
+        "v100x4": _scale_group(2, 1, cpu=8, ram="32GB", disk="50GB", **gpu, device_variant="V100", device_count=4),
+    }
+    config = {
+        "name": name,
+        "platform": {"local": None},
+        "controller": {"local": {"port": 0}},
+        "worker_provider": {},
+        "scale_groups": groups,
+    }
+    return yaml.safe_dump(config, sort_keys=False)
 
 
 @dataclass
@@ -77,6 +74,11 @@ class IrisCluster:
         """The `iris` CLI of this interpreter."""
         return str(Path(sys.executable).with_name("iris"))
 
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`iris --controller-url <this cluster> <args>`, its output captured."""
+        argv = [self.iris, "--controller-url", self.url, *args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
 
 def iris_importable() -> bool:
     import importlib.util
@@ -88,7 +90,7 @@ def start() -> IrisCluster:
     name = f"rlaunch-test-{uuid.uuid4().hex[:8]}"
     workdir = Path(tempfile.mkdtemp(prefix="rlaunch-iris-"))
     config = workdir / "cluster.yaml"
-    config.write_text(CONFIG.format(name=name))
+    config.write_text(_config(name))
     log = workdir / "cluster.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RLAUNCH_", "IRIS_"))}
     env.update({CANARY: "must-not-reach-replicas", "TMPDIR": str(workdir)})

@@ -285,12 +285,7 @@ def test_rlaunch_jobs_and_the_iris_cli_see_the_same_job(backend, iris_env: IrisC
     assert json.loads(shown.stdout)["state"] == "succeeded"
     logs = subprocess.run([*rlaunch, "logs", job_id], capture_output=True, text=True, timeout=60)
     assert "hello from iris" in logs.stdout
-    iris_logs = subprocess.run(
-        [iris_env.iris, "--controller-url", iris_env.url, "job", "logs", job_id],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    iris_logs = iris_env.cli("job", "logs", job_id)
     assert "hello from iris" in iris_logs.stdout + iris_logs.stderr
 
 

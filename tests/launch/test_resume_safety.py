@@ -3,25 +3,16 @@ recipe), is never resumed: the plan says so and `--run` refuses before anything 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-from tests.launching import REPO, Launcher
+from tests.launching import Launcher, copied_marker_launcher, release_copied_marker
 
 VERSION = "2026.11.30"
 MARKER = ("-m", "tests.experiments.marker", "--version", VERSION, "--scenario", "fail_at_3")
 
 
 def test_changed_runtime_digest_refuses_resume_in_plan_and_run(tmp_path: Path) -> None:
-    plugins = tmp_path / "plugins"
-    shutil.copytree(
-        REPO / "tests" / "plugins" / "marker_runtime",
-        plugins / "copied_marker",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
-    launcher = Launcher(
-        tmp_path / "prefix", {"RLAUNCH_RUNTIME_PLUGINS": "copied_marker", "PYTHONPATH": f"{plugins}:{REPO}"}
-    )
+    launcher = copied_marker_launcher(tmp_path)
 
     failed = launcher.run(*MARKER, "--run")
     assert failed.returncode != 0  # fails at step 3, after committing the step-2 checkpoint
@@ -29,8 +20,7 @@ def test_changed_runtime_digest_refuses_resume_in_plan_and_run(tmp_path: Path) -
     plan = launcher.run(*MARKER)
     assert plan.returncode == 0 and "would resume step 2 (same run fingerprint" in plan.stdout
 
-    entry = plugins / "copied_marker" / "adapter" / "rlaunch_test_marker" / "entry.py"
-    entry.write_text(entry.read_text() + "\n# a new runtime release\n")
+    release_copied_marker(tmp_path)
     replan = launcher.run(*MARKER)
     assert replan.returncode == 0
     assert "REFUSED" in replan.stdout and "fresh RL artifact version" in replan.stdout

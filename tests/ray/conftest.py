@@ -11,11 +11,12 @@ after each test any rlaunch job it left unfinished is cancelled and the test fai
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 from ray_clusters import RAY_MISSING, RayCluster, cluster_environment, ray_importable, start_head, stop
+
+from tests.live_clusters import cluster_env, jobs_finished_by_the_test, stopped_at_the_end
 
 CLUSTER_CPUS = 4
 CLUSTER_MEMORY = 8 * 10**9
@@ -26,20 +27,15 @@ def ray_cluster() -> Iterator[RayCluster]:
     if not ray_importable():
         pytest.skip(RAY_MISSING)
     cluster = start_head(num_cpus=CLUSTER_CPUS, memory=CLUSTER_MEMORY, env=cluster_environment())
-    try:
-        yield cluster
-    finally:
-        left = stop(cluster)
-        assert not left, f"processes of the test Ray cluster outlived it (killed now): {left}"
+    yield from stopped_at_the_end(cluster, stop, "Ray cluster")
 
 
 @pytest.fixture
 def ray_env(ray_cluster: RayCluster, monkeypatch: pytest.MonkeyPatch) -> RayCluster:
     """RAY_ADDRESS (the dashboard) and the GCS address for this test; no developer settings."""
-    for name in [k for k in os.environ if k.startswith(("RLAUNCH_", "RAY_"))]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("RAY_ADDRESS", ray_cluster.dashboard)
-    monkeypatch.setenv("RLAUNCH_RAY_GCS_ADDRESS", ray_cluster.gcs)
+    cluster_env(
+        monkeypatch, ("RLAUNCH_", "RAY_"), RAY_ADDRESS=ray_cluster.dashboard, RLAUNCH_RAY_GCS_ADDRESS=ray_cluster.gcs
+    )
     return ray_cluster
 
 
@@ -47,9 +43,4 @@ def ray_env(ray_cluster: RayCluster, monkeypatch: pytest.MonkeyPatch) -> RayClus
 def backend(ray_env: RayCluster) -> Iterator[object]:
     from rlaunch.cluster.ray.backend import RayBackend
 
-    backend = RayBackend(kill_grace=1.0)
-    yield backend
-    left = [s.job_id for s in backend.list_jobs() if not s.state.terminal]
-    for job_id in left:
-        backend.cancel(job_id, reason="test teardown")
-    assert not left, f"jobs left running after the test (cancelled now): {left}"
+    yield from jobs_finished_by_the_test(RayBackend(kill_grace=1.0))

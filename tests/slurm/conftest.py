@@ -6,7 +6,6 @@ not coming up), every test of the tier is skipped with the one line saying why.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.live_clusters import cluster_env, jobs_finished_by_the_test, stopped_at_the_end
 from tests.slurm.slurm_cluster import SlurmCluster, SlurmUnavailable, start, stop
 
 
@@ -26,18 +26,25 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
         shutil.rmtree(root, ignore_errors=True)
         pytest.skip(f"slurm tier skipped: {exc}")
     try:
-        yield cluster
+        yield from stopped_at_the_end(cluster, stop, "Slurm cluster")
     finally:
-        left = stop(cluster)
-        assert not left, f"Slurm daemons outlived the test cluster (killed now): {left}"
         shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
 def slurm_env(slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SlurmCluster:
     """SLURM_CONF for this test, the jobs' root under its tmp_path; no developer settings."""
-    for name in [k for k in os.environ if k.startswith(("RLAUNCH_", "SLURM_"))]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
-    monkeypatch.setenv("RLAUNCH_SLURM_ROOT", str(tmp_path / "slurm-jobs"))
+    cluster_env(
+        monkeypatch,
+        ("RLAUNCH_", "SLURM_"),
+        SLURM_CONF=str(slurm_cluster.conf),
+        RLAUNCH_SLURM_ROOT=str(tmp_path / "slurm-jobs"),
+    )
     return slurm_cluster
+
+
+@pytest.fixture
+def backend(slurm_env: SlurmCluster) -> Iterator[object]:
+    from rlaunch.cluster.slurm.backend import SlurmBackend
+
+    yield from jobs_finished_by_the_test(SlurmBackend(kill_grace=2.0))

@@ -3,7 +3,6 @@ reason, cancel (queued and running, cascading to children), retries, and the que
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,18 +13,6 @@ from tests.slurm.slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.slurm
 WAIT = 120.0  # a job's whole life here; every wait below is bounded by it
-
-
-@pytest.fixture
-def backend(slurm_env: SlurmCluster) -> Iterator[object]:
-    from rlaunch.cluster.slurm.backend import SlurmBackend
-
-    backend = SlurmBackend(kill_grace=2.0)
-    yield backend
-    left = [s.job_id for s in backend.list_jobs() if not s.state.terminal]
-    for job_id in left:
-        backend.cancel(job_id, reason="test teardown")
-    assert not left, f"jobs left running after the test (cancelled now): {left}"
 
 
 def test_a_gang_runs_one_replica_per_node_and_its_log_has_both(backend, slurm_env: SlurmCluster) -> None:
