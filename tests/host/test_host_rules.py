@@ -30,7 +30,7 @@ from rlaunch import rules
 from rlaunch.artifacts import StepContext
 from rlaunch.cli.admin import main as rlaunch_main
 from rlaunch.cluster.local.backend import LocalBackend
-from rlaunch.host.validate import DocumentRefused, document_memory, document_path, validate_document
+from rlaunch.host.validate import DocumentRefused, document_memory, validate_document
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.rules.recipe_rules import EXPLICIT_KEYS
@@ -393,23 +393,6 @@ def test_the_reproducer_through_the_real_command(module_prefix: str, bases: dict
     result = json.loads(line)
     assert [v["code"] for v in result["violations"]] == ["role_plan.non_positive"]
     nothing_submitted(module_prefix, doc, result)
-
-
-@pytest.mark.parametrize(
-    ("field", "path"),
-    [
-        ("role_plan.train_batch_size", "skyrl.trainer.train_batch_size"),
-        ("role_plan.inference_engine_data_parallel_size", "skyrl.generator.inference_engine.data_parallel_size"),
-        ("role_plan", "skyrl"),
-        ("topology.num_nodes", "cluster.allocation.num_nodes"),
-        ("config_yaml.trainer.seed", "skyrl.trainer.seed"),
-        ("config_yaml.entrypoint", "runtime.entrypoint"),
-        ("execution.wandb_entity", "cluster.wandb_entity"),
-        ("runtime.profile", "runtime.profile"),
-    ],
-)
-def test_rule_fields_are_named_by_their_document_paths(field: str, path: str) -> None:
-    assert document_path(field) == path
 
 
 def test_an_unknown_runtime_profile_is_a_document_error(module_prefix: str, bases: dict[str, Doc]) -> None:

@@ -59,6 +59,10 @@ def only(d: Doc, code: str) -> rules.Violation:
     [
         *((f"role_plan.{name}", f"skyrl.{key}") for name, key in ROLE_PLAN_KEYS.items()),
         ("role_plan.something_else", "skyrl.something_else"),
+        ("role_plan", "skyrl"),
+        ("topology.num_nodes", "cluster.allocation.num_nodes"),
+        ("config_yaml.trainer.seed", "skyrl.trainer.seed"),
+        ("runtime.profile", "runtime.profile"),
         ("config_yaml.entrypoint", "runtime.entrypoint"),
         ("config_yaml.entrypoints", "skyrl.entrypoints"),
         ("config_yaml.trainer.placement", "skyrl.trainer.placement"),

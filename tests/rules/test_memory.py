@@ -249,51 +249,41 @@ def test_engine_weights_equal_vllms_loaded_weights() -> None:
 # --- published launches that ran are not refused; published failures are refused or tight ---------
 
 
-def test_skyrl_32b_gsm8k_example_is_neither_refused_nor_tight() -> None:
-    """NovaSky-AI/SkyRL skyrl-train/examples/gsm8k/run_32b_gsm8k.sh: Qwen2.5-32B-Instruct, fsdp2,
-    colocated on 2 nodes x 8 GPUs, 4 engines x TP4, micro batches of 8, 512 + 1024 tokens,
-    gpu_memory_utilization 0.8 (sized on 80 GB H100s)."""
-    topo = topology(
-        plan(
-            policy_num_nodes=2,
-            num_inference_engines=4,
-            inference_engine_tensor_parallel_size=4,
-            train_batch_size=32,
-            policy_mini_batch_size=32,
-            micro_train_batch_size_per_gpu=8,
-            n_samples_per_prompt=4,
-        ),
-        num_nodes=2,
-    )
+def gsm8k_example(nodes: int, gpus: int, tp: int, micro: int):
+    """The shape of SkyRL's gsm8k example scripts: colocated on `nodes` x `gpus`, 4 engines x TP `tp`,
+    32 prompts x 4 samples in one mini batch, micro batches of `micro`."""
+    shape = plan(
+        policy_num_nodes=nodes, policy_num_gpus_per_node=gpus, num_inference_engines=4,
+        inference_engine_tensor_parallel_size=tp, train_batch_size=32, policy_mini_batch_size=32,
+        micro_train_batch_size_per_gpu=micro, n_samples_per_prompt=4,
+    )  # fmt: skip
+    return topology(shape, num_nodes=nodes, gpus_per_node=gpus)
+
+
+# NovaSky-AI/SkyRL skyrl-train/examples/gsm8k, 512 + 1024 tokens, gpu_memory_utilization 0.8:
+SKYRL_GSM8K_EXAMPLES = {
+    # run_32b_gsm8k.sh: Qwen2.5-32B-Instruct, fsdp2, 2 nodes x 8 GPUs, TP4, micro batches of 8 (sized on 80 GB H100s)
+    "run_32b_gsm8k.sh": (
+        QWEN25_32B,
+        gsm8k_example(nodes=2, gpus=8, tp=4, micro=8),
+        {"micro_forward_batch_size_per_gpu": 8, "algorithm": {"use_kl_loss": False}},
+        {"inference_engine": {"gpu_memory_utilization": 0.8}},
+    ),
+    # run_gsm8k.sh: Qwen2.5-1.5B-Instruct on 4 GPUs, TP1, micro batches of 4
+    "run_gsm8k.sh": (QWEN25_15B, gsm8k_example(nodes=1, gpus=4, tp=1, micro=4), {}, {}),
+}
+
+
+@pytest.mark.parametrize("script", sorted(SKYRL_GSM8K_EXAMPLES))
+def test_skyrl_gsm8k_examples_are_neither_refused_nor_tight(script: str) -> None:
+    model, topo, trainer, generator = SKYRL_GSM8K_EXAMPLES[script]
     tree = recipe(
-        trainer={"max_prompt_length": 512, "micro_forward_batch_size_per_gpu": 8, "algorithm": {"use_kl_loss": False}},
-        generator={
-            "sampling_params": {"max_generate_length": 1024},
-            "inference_engine": {"gpu_memory_utilization": 0.8},
-        },
+        trainer={"max_prompt_length": 512, **trainer},
+        generator={"sampling_params": {"max_generate_length": 1024}, **generator},
     )
-    rep = report(QWEN25_32B, topo, tree)
+    rep = report(model, topo, tree)
     assert rep.violations == () and rep.warnings == (), rep.warnings
     assert {r.status for r in rep.table.rows} == {"ok"}
-
-
-def test_skyrl_gsm8k_example_is_neither_refused_nor_tight() -> None:
-    """NovaSky-AI/SkyRL skyrl-train/examples/gsm8k/run_gsm8k.sh: Qwen2.5-1.5B-Instruct colocated on
-    4 GPUs, 4 engines x TP1, micro batches of 4, 512 + 1024 tokens, gpu_memory_utilization 0.8."""
-    topo = topology(
-        plan(
-            policy_num_gpus_per_node=4,
-            num_inference_engines=4,
-            train_batch_size=32,
-            policy_mini_batch_size=32,
-            micro_train_batch_size_per_gpu=4,
-            n_samples_per_prompt=4,
-        ),
-        gpus_per_node=4,
-    )
-    tree = recipe(trainer={"max_prompt_length": 512}, generator={"sampling_params": {"max_generate_length": 1024}})
-    rep = report(QWEN25_15B, topo, tree)
-    assert rep.violations == () and rep.warnings == ()
 
 
 @pytest.mark.parametrize(

@@ -123,6 +123,15 @@ def run_entry(
     )
 
 
+def run_small_recipe(
+    env, assets: dict[str, Any], root: Path, overrides: dict[str, Any], attempt: str = "att", nproc: int = 1
+) -> subprocess.CompletedProcess:
+    """`small_recipe` with the dotted `overrides`, run by the trl-cpu entry as attempt `root/<attempt>`
+    (its final config beside it as `<attempt>.yaml`, the task directory `root/t`)."""
+    final = write_final(root / f"{attempt}.yaml", small_recipe(assets, root, **overrides))
+    return run_entry(env, final, attempt=str(root / attempt), task_dir=root / "t", nproc=nproc)
+
+
 def run_group(argv: list[str], *, env: dict[str, str], cwd: Path | None = None, timeout: float = 300):
     """subprocess.run in its own session; on timeout the whole group (torchrun and its workers)
     is killed, so nothing outlives the test, and the output so far is reported."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import explain, metrics, run_entry, run_module, small_recipe, write_final
+from .helpers import explain, metrics, run_entry, run_module, run_small_recipe, small_recipe, write_final
 
 
 def _sha(path: Path) -> str:
@@ -133,18 +133,12 @@ def test_export_reloads_and_generates(full_run, trl_env, tiny_assets):
 
 def test_resume_continues_to_the_same_final_step(full_run, trl_env, tiny_assets, tmp_path):
     env, _ = trl_env
-    first = small_recipe(tiny_assets, tmp_path, trainer__max_training_steps=2)
-    result = run_entry(
-        env, write_final(tmp_path / "a.yaml", first), attempt=str(tmp_path / "att1"), task_dir=tmp_path / "t"
-    )
+    result = run_small_recipe(env, tiny_assets, tmp_path, {"trainer.max_training_steps": 2}, "att1")
     assert result.returncode == 0, explain(result)
     assert [m["step"] for m in metrics(tmp_path / "att1")] == [1, 2]
     assert (tmp_path / "ckpts" / "latest").read_text().strip() == "2"
 
-    second = small_recipe(tiny_assets, tmp_path)  # max_training_steps 4, resume_mode latest
-    result = run_entry(
-        env, write_final(tmp_path / "b.yaml", second), attempt=str(tmp_path / "att2"), task_dir=tmp_path / "t"
-    )
+    result = run_small_recipe(env, tiny_assets, tmp_path, {}, "att2")  # max_training_steps 4, resume_mode latest
     assert result.returncode == 0, explain(result)
     resumed = metrics(tmp_path / "att2")
     assert [m["step"] for m in resumed] == [3, 4]
@@ -199,41 +193,29 @@ def test_checkpoint_from_another_digest_is_refused(full_run, trl_env):
 
 def test_unhonoured_recipe_keys_are_refused(trl_env, tiny_assets, tmp_path):
     env, _ = trl_env
-    recipe = small_recipe(
-        tiny_assets,
-        tmp_path,
-        trainer__hf_save_interval=5,
-        trainer__algorithm__advantage_estimator="rloo",
-        trainer__logger="wandb",
-    )
-    result = run_entry(
-        env, write_final(tmp_path / "F.yaml", recipe), attempt=str(tmp_path / "att"), task_dir=tmp_path / "t"
-    )
+    unhonoured = {
+        "trainer.hf_save_interval": 5,
+        "trainer.algorithm.advantage_estimator": "rloo",
+        "trainer.logger": "wandb",
+    }
+    result = run_small_recipe(env, tiny_assets, tmp_path, unhonoured)
     assert result.returncode == 2, explain(result)
-    for key, value in (
-        ("trainer.hf_save_interval", "5"),
-        ("trainer.algorithm.advantage_estimator", "'rloo'"),
-        ("trainer.logger", "'wandb'"),
-    ):
-        assert f"{key} = {value}" in result.stderr, result.stderr
+    for key, value in unhonoured.items():
+        assert f"{key} = {value!r}" in result.stderr, result.stderr
     assert "['console']" in result.stderr and "['grpo']" in result.stderr
     assert not (tmp_path / "ckpts").exists()
 
 
 def test_two_slots_under_torchrun_train_together(trl_env, tiny_assets, tmp_path):
     env, _ = trl_env
-    recipe = small_recipe(
-        tiny_assets,
-        tmp_path,
-        trainer__placement__policy_num_gpus_per_node=2,
-        trainer__placement__ref_num_gpus_per_node=2,
-        generator__inference_engine__num_engines=2,
-        trainer__micro_train_batch_size_per_gpu=4,
-        trainer__max_training_steps=2,
-    )
-    result = run_entry(
-        env, write_final(tmp_path / "F.yaml", recipe), attempt=str(tmp_path / "att"), task_dir=tmp_path / "t", nproc=2
-    )
+    two_slots = {
+        "trainer.placement.policy_num_gpus_per_node": 2,
+        "trainer.placement.ref_num_gpus_per_node": 2,
+        "generator.inference_engine.num_engines": 2,
+        "trainer.micro_train_batch_size_per_gpu": 4,
+        "trainer.max_training_steps": 2,
+    }
+    result = run_small_recipe(env, tiny_assets, tmp_path, two_slots, nproc=2)
     assert result.returncode == 0, explain(result)
     for rank in (0, 1):
         marker = json.loads((tmp_path / "att" / "joined" / f"trainer-rank-{rank}.json").read_text())
@@ -250,14 +232,7 @@ def test_two_slots_under_torchrun_train_together(trl_env, tiny_assets, tmp_path)
 
 def test_wrong_process_count_is_refused(trl_env, tiny_assets, tmp_path):
     env, _ = trl_env
-    recipe = small_recipe(
-        tiny_assets,
-        tmp_path,
-        trainer__placement__policy_num_gpus_per_node=2,
-        generator__inference_engine__num_engines=2,
-    )
-    result = run_entry(
-        env, write_final(tmp_path / "F.yaml", recipe), attempt=str(tmp_path / "att"), task_dir=tmp_path / "t"
-    )
+    two_slots = {"trainer.placement.policy_num_gpus_per_node": 2, "generator.inference_engine.num_engines": 2}
+    result = run_small_recipe(env, tiny_assets, tmp_path, two_slots)  # started as one process
     assert result.returncode == 2, explain(result)
     assert "--nproc_per_node=2" in result.stderr

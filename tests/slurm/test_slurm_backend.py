@@ -15,15 +15,16 @@ pytestmark = pytest.mark.slurm
 WAIT = 120.0  # a job's whole life here; every wait below is bounded by it
 
 
+def submit_pair(backend, name: str, code: str, **fields: object) -> str:
+    """Submit `code` as a job of two replicas (one on each node); its id."""
+    return backend.submit(JobSpec(name=name, argv=py(code), replicas=2, **fields))
+
+
 def test_a_gang_runs_one_replica_per_node_and_its_log_has_both(backend, slurm_env: SlurmCluster) -> None:
-    job_id = backend.submit(
-        JobSpec(
-            name="hello",
-            argv=py(
-                "import os; e = os.environ; print('rank', e['RLAUNCH_REPLICA_RANK'], 'of', e['RLAUNCH_WORLD_SIZE'], 'on', e['SLURMD_NODENAME'], e['RLAUNCH_NODE_IP'], 'meets at', e['RLAUNCH_RENDEZVOUS'].split(':')[0])"
-            ),
-            replicas=2,
-        )
+    job_id = submit_pair(
+        backend,
+        "hello",
+        "import os; e = os.environ; print('rank', e['RLAUNCH_REPLICA_RANK'], 'of', e['RLAUNCH_WORLD_SIZE'], 'on', e['SLURMD_NODENAME'], e['RLAUNCH_NODE_IP'], 'meets at', e['RLAUNCH_RENDEZVOUS'].split(':')[0])",
     )
     assert job_id in slurm_env.command("squeue", "-h", "-t", "all", "-o", "%i").split()
     status = backend.wait(job_id, timeout=WAIT)
@@ -35,30 +36,22 @@ def test_a_gang_runs_one_replica_per_node_and_its_log_has_both(backend, slurm_en
 
 
 def test_each_replica_holds_its_nodes_gpus_and_cpus(backend) -> None:
-    job_id = backend.submit(
-        JobSpec(
-            name="gpus",
-            argv=py(
-                "import os; e = os.environ; print(e['SLURMD_NODENAME'], e['CUDA_VISIBLE_DEVICES'], e['SLURM_CPUS_PER_TASK'])"
-            ),
-            replicas=2,
-            resources=Resources(cpu=2, accelerators=2, accelerator_type="H100"),
-        )
+    job_id = submit_pair(
+        backend,
+        "gpus",
+        "import os; e = os.environ; print(e['SLURMD_NODENAME'], e['CUDA_VISIBLE_DEVICES'], e['SLURM_CPUS_PER_TASK'])",
+        resources=Resources(cpu=2, accelerators=2, accelerator_type="H100"),
     )
     assert backend.wait(job_id, timeout=WAIT).state is JobState.SUCCEEDED
     assert sorted(backend.logs(job_id)) == ["[rank 0] n1 0,1 2", "[rank 1] n2 0,1 2"]
 
 
 def test_a_failing_replica_is_retried_once_then_the_job_fails_with_its_reason(backend) -> None:
-    job_id = backend.submit(
-        JobSpec(
-            name="flaky",
-            argv=py(
-                "import os, sys; print('attempt of', os.environ['RLAUNCH_REPLICA_RANK']); sys.exit(3 if os.environ['RLAUNCH_REPLICA_RANK'] == '1' else 0)"
-            ),
-            replicas=2,
-            max_retries=1,
-        )
+    job_id = submit_pair(
+        backend,
+        "flaky",
+        "import os, sys; print('attempt of', os.environ['RLAUNCH_REPLICA_RANK']); sys.exit(3 if os.environ['RLAUNCH_REPLICA_RANK'] == '1' else 0)",
+        max_retries=1,
     )
     status = backend.wait(job_id, timeout=WAIT)
     assert status.state is JobState.FAILED

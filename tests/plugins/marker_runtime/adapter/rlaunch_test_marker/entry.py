@@ -136,13 +136,18 @@ def run(skyrl: dict, export_hf: bool = False) -> int:
     return 0
 
 
-def main() -> None:
+def read_document() -> tuple[dict, bool]:
+    """The launch document `--config` names: its `skyrl` section, and whether to export."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--config", required=True)
     args = parser.parse_args()
     with open(args.config, encoding="utf-8") as handle:
         document = yaml.safe_load(handle)
-    sys.exit(run(document["skyrl"], bool((document.get("run") or {}).get("export_hf"))))
+    return document["skyrl"], bool((document.get("run") or {}).get("export_hf"))
+
+
+def main() -> None:
+    sys.exit(run(*read_document()))
 
 
 if __name__ == "__main__":

@@ -12,17 +12,15 @@ places nothing).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 
 import ray
-import yaml
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from rlaunch_test_marker.entry import _get, _write, run
+from rlaunch_test_marker.entry import _get, _write, read_document, run
 
 PLACEMENT_TIMEOUT = 120.0
 
@@ -60,12 +58,7 @@ def spread(skyrl: dict) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--config", required=True)
-    args = parser.parse_args()
-    with open(args.config, encoding="utf-8") as handle:
-        document = yaml.safe_load(handle)
-    skyrl, export_hf = document["skyrl"], bool((document.get("run") or {}).get("export_hf"))
+    skyrl, export_hf = read_document()
     address = os.environ["RAY_ADDRESS"]  # the gang's cluster: never start one here
     ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     print(f"driver attached to {address}: {len(ray.nodes())} node(s)", flush=True)
