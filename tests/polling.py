@@ -42,6 +42,31 @@ def py(code: str) -> tuple[str, ...]:
     return (sys.executable, "-c", textwrap.dedent(code))
 
 
+# Replica code (prepend it: `py(HANDSHAKE + code)`) for the two ranks of a gang to meet at
+# RLAUNCH_RENDEZVOUS: `handshake(timeout)` in rank 0 listens there and returns what rank 1 sends
+# ("hello from rank 1"); rank 1 connects, retrying until `timeout`, and returns None.
+HANDSHAKE = """
+def handshake(timeout):
+    import os, socket, time
+    host, port = os.environ["RLAUNCH_RENDEZVOUS"].rsplit(":", 1)
+    if os.environ["RLAUNCH_REPLICA_RANK"] == "0":
+        server = socket.create_server(("", int(port)))
+        server.settimeout(timeout)
+        connection, _ = server.accept()
+        return connection.recv(64).decode()
+    deadline = time.time() + timeout
+    while True:
+        try:
+            connection = socket.create_connection((host, int(port)), timeout=1)
+            break
+        except OSError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.05)
+    connection.sendall(b"hello from rank 1")
+"""
+
+
 def read_pids(path: Path) -> list[int]:
     """Pids a replica wrote (one per line) once it is ready."""
     text = path.read_text() if path.exists() else ""

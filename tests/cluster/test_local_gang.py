@@ -12,36 +12,22 @@ import pytest
 
 from rlaunch.cluster.local.backend import LocalBackend
 from rlaunch.cluster.protocol import JobSpec, JobState
+from tests.polling import HANDSHAKE
 
 from .helpers import job_file, py
 
 GANG = """
-import json, os, socket, time
-rank = int(os.environ["RLAUNCH_REPLICA_RANK"])
-host, port = os.environ["RLAUNCH_RENDEZVOUS"].rsplit(":", 1)
+import json, os
 keys = ("RLAUNCH_JOB_ID", "RLAUNCH_REPLICA_RANK", "RLAUNCH_WORLD_SIZE", "RLAUNCH_RENDEZVOUS")
 print(json.dumps({k: os.environ[k] for k in keys}))
-if rank == 0:
-    server = socket.create_server((host, int(port)))
-    server.settimeout(20)
-    conn, _ = server.accept()
-    print("peer says", conn.recv(100).decode())
-else:
-    deadline = time.time() + 20
-    while True:
-        try:
-            sock = socket.create_connection((host, int(port)), timeout=1)
-            break
-        except OSError:
-            if time.time() > deadline:
-                raise
-            time.sleep(0.05)
-    sock.sendall(b"hello from rank 1")
+heard = handshake(20)
+if heard is not None:
+    print("peer says", heard)
 """
 
 
 def test_gang_replicas_get_distinct_ranks_one_rendezvous_and_run_together(backend: LocalBackend) -> None:
-    job_id = backend.submit(JobSpec(name="gang", argv=py(GANG), replicas=2))
+    job_id = backend.submit(JobSpec(name="gang", argv=py(HANDSHAKE + GANG), replicas=2))
     status = backend.wait(job_id, timeout=30)
     assert status.state == JobState.SUCCEEDED, status
 

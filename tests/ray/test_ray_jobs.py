@@ -13,6 +13,7 @@ from ray_clusters import CLUSTER_ONLY_VARIABLE, RayCluster
 from ray_helpers import pid_alive, py, ray_job_record, read_pids, wait_for
 
 from rlaunch.cluster.protocol import CapacityError, JobSpec, JobState, Resources
+from tests.polling import HANDSHAKE
 
 pytestmark = pytest.mark.ray
 
@@ -65,38 +66,25 @@ def test_entrypoint_job_replays_its_argv_with_entrypoint_resources_and_an_isolat
 
 
 GANG = """
-    import os, pathlib, socket, sys, time
-    rank = int(os.environ["RLAUNCH_REPLICA_RANK"])
-    world = int(os.environ["RLAUNCH_WORLD_SIZE"])
-    host, port = os.environ["RLAUNCH_RENDEZVOUS"].rsplit(":", 1)
-    print(f"rank {{rank}} of {{world}} rendezvous {{host}}:{{port}}", flush=True)
-    if rank == 1 and not pathlib.Path({marker!r}).exists():
-        pathlib.Path({marker!r}).touch()
-        print("rank 1 fails its first attempt", flush=True)
-        sys.exit(3)
-    if rank == 0:
-        server = socket.create_server(("", int(port)))
-        server.settimeout(60)
-        connection, _ = server.accept()
-        print("rank 0 heard:", connection.recv(64).decode(), flush=True)
-    else:
-        deadline = time.time() + 60
-        while True:
-            try:
-                connection = socket.create_connection((host, int(port)), timeout=5)
-                break
-            except OSError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.1)
-        connection.sendall(b"hello from rank 1")
+import os, pathlib, sys
+rank = int(os.environ["RLAUNCH_REPLICA_RANK"])
+world = int(os.environ["RLAUNCH_WORLD_SIZE"])
+host, port = os.environ["RLAUNCH_RENDEZVOUS"].rsplit(":", 1)
+print(f"rank {{rank}} of {{world}} rendezvous {{host}}:{{port}}", flush=True)
+if rank == 1 and not pathlib.Path({marker!r}).exists():
+    pathlib.Path({marker!r}).touch()
+    print("rank 1 fails its first attempt", flush=True)
+    sys.exit(3)
+heard = handshake(60)
+if heard is not None:
+    print("rank 0 heard:", heard, flush=True)
 """
 
 
 def test_two_replica_gang_gets_ranks_a_shared_rendezvous_and_per_replica_retries(backend, tmp_path: Path) -> None:
     spec = JobSpec(
         name="gang",
-        argv=py(GANG.format(marker=str(tmp_path / "failed-once"))),
+        argv=py(HANDSHAKE + GANG.format(marker=str(tmp_path / "failed-once"))),
         replicas=2,
         max_retries=1,
         resources=Resources(cpu=1),
