@@ -43,22 +43,15 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(PINNED)
     use_offline_hub_cache(cache, monkeypatch)
-    monkeypatch.setenv("RLAUNCH_PREFIX", str(tmp_path / "prefix"))
     return snapshot
 
 
-def _prefix(tmp_path: Path) -> str:
-    return str(tmp_path / "prefix")
-
-
-def test_a_pinned_dataset_is_staged_from_the_hub_cache_with_checksums_and_split_facts(
-    hub: Path, tmp_path: Path
-) -> None:
+def test_a_pinned_dataset_is_staged_from_the_hub_cache_with_checksums_and_split_facts(hub: Path, prefix: str) -> None:
     step = hf_dataset_source(
         "data/prompts", REPO_ID, PINNED, files=("data/*.jsonl", "data/test.parquet"), version="2026.11.30"
     )
-    Runner(_prefix(tmp_path), report=lambda line: None).run([step])
-    result = records.read_record(step.path(_prefix(tmp_path)))["result"]
+    Runner(prefix, report=lambda line: None).run([step])
+    result = records.read_record(step.path(prefix))["result"]
     assert result["revision"] == PINNED and result["source"] == f"hf://datasets/{REPO_ID}"
     expected = {f"data/{p.name}": hashlib.sha256(p.read_bytes()).hexdigest() for p in (hub / "data").iterdir()}
     assert result["files"] == expected  # README.md was not asked for
@@ -66,21 +59,21 @@ def test_a_pinned_dataset_is_staged_from_the_hub_cache_with_checksums_and_split_
         "data/test.parquet": {"rows": 2, "fields": ["prompt", "reward_spec", "env_class"], "first_missing": {}},
         "data/train.jsonl": {"rows": 2, "fields": ["prompt", "reward_spec"], "first_missing": {}},
     }
-    staged = Path(step.path(_prefix(tmp_path))) / "data" / "train.jsonl"
+    staged = Path(step.path(prefix)) / "data" / "train.jsonl"
     assert staged.read_text() == (hub / "data" / "train.jsonl").read_text()
 
 
-def test_a_wrong_revision_is_refused(hub: Path, tmp_path: Path) -> None:
+def test_a_wrong_revision_is_refused(hub: Path, prefix: str) -> None:
     with pytest.raises(UnpinnedRevisionError, match="revision='main' is a branch or tag"):
         hf_dataset_source("data/prompts", REPO_ID, "main", files=("data/train.jsonl",), version="2026.11.30")
     missing = hf_dataset_source("data/prompts", REPO_ID, OTHER, files=("data/train.jsonl",), version="2026.11.30")
     with pytest.raises(RunFailedError) as caught:
-        Runner(_prefix(tmp_path), report=lambda line: None).run([missing])
+        Runner(prefix, report=lambda line: None).run([missing])
     assert f"could not fetch {REPO_ID}@{OTHER} (a dataset)" in caught.value.failed[0].error
-    assert records.read_record(missing.path(_prefix(tmp_path))) is None
+    assert records.read_record(missing.path(prefix)) is None
     absent = hf_dataset_source("data/prompts", REPO_ID, PINNED, files=("data/valid.jsonl",), version="2026.11.30")
     with pytest.raises(RunFailedError) as caught:
-        Runner(_prefix(tmp_path), report=lambda line: None).run([absent])
+        Runner(prefix, report=lambda line: None).run([absent])
     assert "has no file matching ['data/valid.jsonl']" in caught.value.failed[0].error
 
 
@@ -96,11 +89,11 @@ def _rows_step(rows: list[dict], name: str = "data/arith") -> ArtifactStep[Promp
     )  # fmt: skip
 
 
-def test_a_dataset_missing_a_field_the_runtime_reads_is_refused_at_plan_time(hub: Path, tmp_path: Path) -> None:
+def test_a_dataset_missing_a_field_the_runtime_reads_is_refused_at_plan_time(hub: Path, prefix: str) -> None:
     rows = [*ROWS, {"prompt": [{"role": "user", "content": "3 + 3?"}], "answer": "6"}, *ROWS]
     data = _rows_step(rows)
-    Runner(_prefix(tmp_path), report=lambda line: None).run([data])
-    recorded = records.read_record(data.path(_prefix(tmp_path)))["result"]["splits"]["train.jsonl"]
+    Runner(prefix, report=lambda line: None).run([data])
+    recorded = records.read_record(data.path(prefix))["result"]["splits"]["train.jsonl"]
     assert recorded == {
         "rows": 5,
         "fields": ["prompt", "reward_spec", "answer"],
@@ -114,9 +107,9 @@ def test_a_dataset_missing_a_field_the_runtime_reads_is_refused_at_plan_time(hub
     assert "runtime fsdp reads" in str(violation)
 
 
-def test_the_rl_step_checks_data_built_in_the_same_run_before_the_host_allocates(hub: Path, tmp_path: Path) -> None:
+def test_the_rl_step_checks_data_built_in_the_same_run_before_the_host_allocates(hub: Path, prefix: str) -> None:
     data = _rows_step([{"question": "1 + 1?"}], name="data/raw")
     spec = h.spec(train_data=(ArtifactDataSource(data, "train.jsonl"),), validation_data=())  # not built: not judged
-    Runner(_prefix(tmp_path), report=lambda line: None).run([data])
+    Runner(prefix, report=lambda line: None).run([data])
     with pytest.raises(PreflightError, match="row 0 has no field 'prompt'"):
-        spec.check_stored(_prefix(tmp_path))
+        spec.check_stored(prefix)

@@ -26,7 +26,6 @@ from rlaunch.observe.collect import (
 )
 from rlaunch.observe.resolve import RunRef, at_path
 from rlaunch.observe.run_jobs import JobView
-from tests.documents import rendered_document
 
 ATTEMPT = "a1b2c3d4e5f6"
 OK = Terminal(exists=True, state="succeeded", attempt_id=ATTEMPT)
@@ -101,22 +100,18 @@ def write(path: Path, content: Any) -> None:
 
 
 @pytest.fixture
-def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def run(prefix: str, document: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The files a finished run leaves: 8 replicas, one ray-driver trainer, 3 steps, 2 checkpoints."""
-    for name in ("RLAUNCH_PREFIX", "RLAUNCH_TEMP_PREFIX", "RLAUNCH_LOCAL_ROOT"):
-        monkeypatch.delenv(name, raising=False)
-    prefix = tmp_path / "prefix"
-    monkeypatch.setenv("RLAUNCH_PREFIX", str(prefix))
-    data = rendered_document(str(prefix))
-    data["run"].update(attempt_id=ATTEMPT, export_hf=True)
-    data["skyrl"]["trainer"]["max_training_steps"] = 3
-    doc = schema.from_dict(data)
+    monkeypatch.delenv("RLAUNCH_LOCAL_ROOT", raising=False)
+    document["run"].update(attempt_id=ATTEMPT, export_hf=True)
+    document["skyrl"]["trainer"]["max_training_steps"] = 3
+    doc = schema.from_dict(document)
     art = doc.artifacts
     attempt = Path(art.attempts_root) / ATTEMPT
     write(attempt / "resolved-launch.yaml", schema.dumps(doc))
     out, ckpt, export = Path(art.output_path), Path(art.checkpoint_root), Path(art.export_root)
     entry = {
-        "attempt_id": ATTEMPT, "state": "succeeded", "artifact": data["run"]["artifact"], "backend": "local",
+        "attempt_id": ATTEMPT, "state": "succeeded", "artifact": document["run"]["artifact"], "backend": "local",
         "placement": {"root": str(tmp_path / "no-jobs")}, "resolved_config_uri": str(attempt / "resolved-launch.yaml"),
         "runtime_profile": "fsdp", "runtime_digest": doc.runtime.source_digest, "submitted_at": "t0",
         "finished_at": "t9", "fingerprint": "f" * 64, "topology": {"num_nodes": 8, "note": "as recorded"},
@@ -150,7 +145,7 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         "model": {"global_step": 3, "policy_export_uri": str(policy)},
     }
     write(out / "terminal.json", {"config": {}, "result": result})
-    return {"prefix": str(prefix), "doc": doc, "attempt": attempt, "out": out, "ckpt": ckpt, "policy": policy}
+    return {"prefix": prefix, "doc": doc, "attempt": attempt, "out": out, "ckpt": ckpt, "policy": policy}
 
 
 def snapshot(run: dict[str, Any], attempt_id: str | None = None) -> RunStatus:
