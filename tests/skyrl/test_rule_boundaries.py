@@ -9,6 +9,7 @@ colocated 1 x 8 plan, or the one-slot CPU plan.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,14 +103,41 @@ def ten(engine_gpus: int, engines: int) -> dict[str, Any]:
     return {"topo": SkyRLTopology(3, 10, "H100", role)}
 
 
+def crossing(
+    code: str,
+    case: Callable[..., dict[str, Any]],
+    name: str,
+    accepted: Any,
+    refused: Any,
+    values: dict[str, Any],
+    message: str = "",
+    **fixed: Any,
+) -> Edge:
+    """The edge of one number: `case(name=accepted, **fixed)` passes, `case(name=refused, **fixed)` is refused."""
+    return Edge(code, case(**fixed, **{name: accepted}), case(**fixed, **{name: refused}), values, message)
+
+
+def trainer(**keys: Any) -> dict[str, Any]:
+    return seed_recipe(recipe(trainer=keys))
+
+
+def prefill(num_prefill: int) -> dict[str, Any]:
+    return seed_recipe(recipe(generator={"inference_engine": {"enable_pd": True, "num_prefill": num_prefill}}))
+
+
+def multi_turn(max_turns: int, max_input_length: int) -> dict[str, Any]:
+    return seed_recipe(recipe(generator={"max_turns": max_turns, "max_input_length": max_input_length}))
+
+
+def fully_async_seed(workers: int = 320, **plan_values: Any) -> dict[str, Any]:
+    return seed_recipe(fully_async(workers), **plan_values)
+
+
+# A table, one edge a line where it fits.
+# fmt: off
 EDGES = [
-    Edge("role_plan.non_positive", colocated(n_samples_per_prompt=1), colocated(n_samples_per_prompt=0), {"value": 0}),
-    Edge(
-        "role_plan.too_large",
-        seed(train_batch_size=MAX_SIZE),
-        seed(train_batch_size=MAX_SIZE + 1),
-        {"bits": 63},
-    ),
+    crossing("role_plan.non_positive", colocated, "n_samples_per_prompt", 1, 0, {"value": 0}),
+    crossing("role_plan.too_large", seed, "train_batch_size", MAX_SIZE, MAX_SIZE + 1, {"bits": 63}),
     Edge("topology.non_positive", colocated(), {"topo": topology(num_nodes=0)}, {"value": 0}),
     Edge(
         "role_plan.policy_nodes_exceed_topology",
@@ -117,16 +145,12 @@ EDGES = [
         {"topo": topology(plan(policy_num_nodes=3, num_inference_engines=24), num_nodes=2)},
         {"policy_num_nodes": 3, "num_nodes": 2},
     ),
-    Edge(
-        "role_plan.policy_gpus_exceed_node",
-        seed(),
-        seed(policy_num_gpus_per_node=9),
+    crossing(
+        "role_plan.policy_gpus_exceed_node", seed, "policy_num_gpus_per_node", 8, 9,
         {"policy_num_gpus_per_node": 9, "gpus_per_node": 8},
     ),
-    Edge(
-        "role_plan.policy_width_mismatch",
-        seed(),
-        seed(policy_num_gpus_per_node=7),
+    crossing(
+        "role_plan.policy_width_mismatch", seed, "policy_num_gpus_per_node", 8, 7,
         {"policy_num_gpus_per_node": 7, "gpus_per_node": 8},
     ),
     Edge(
@@ -137,12 +161,7 @@ EDGES = [
         ),
         {"slice": 3, "gpus_per_node": 8},
     ),
-    Edge(
-        "engine.colocated_gpu_mismatch",
-        colocated(num_inference_engines=8),
-        colocated(num_inference_engines=7),
-        {"policy": 8, "rollout": 7},
-    ),
+    crossing("engine.colocated_gpu_mismatch", colocated, "num_inference_engines", 8, 7, {"policy": 8, "rollout": 7}),
     Edge(
         "engine.exceeds_node",
         seed(num_inference_engines=4, inference_engine_data_parallel_size=8),
@@ -151,49 +170,24 @@ EDGES = [
     ),
     Edge("engine.rollout_packing", wide(3), wide(4), {"needed_nodes": 6, "free_nodes": 4}),
     Edge("engine.rollout_packing", ten(5, 4), ten(4, 5), {"needed_nodes": 3, "free_nodes": 2}),
-    Edge(
-        "engine.expert_parallel",
-        seed(inference_engine_expert_parallel_size=8),
-        seed(inference_engine_expert_parallel_size=7),
-        {"tp_times_dp": 8, "ep": 7},
+    crossing("engine.expert_parallel", seed, "inference_engine_expert_parallel_size", 8, 7, {"tp_times_dp": 8, "ep": 7}),
+    crossing(
+        "engine.expert_parallel_skyrl", seed, "inference_engine_expert_parallel_size", 1, 4, {"tp_times_dp": 8, "ep": 4}
     ),
-    Edge(
-        "engine.expert_parallel_skyrl",
-        seed(inference_engine_expert_parallel_size=1),
-        seed(inference_engine_expert_parallel_size=4),
-        {"tp_times_dp": 8, "ep": 4},
+    crossing("topology.gpu_budget", seed, "num_inference_engines", 4, 3, {"planned": 56, "allocated": 64}),
+    crossing("batch.train_mini", seed, "train_batch_size", 320, 324, {"train": 324, "mini": 64}),
+    crossing("batch.micro_forward", trainer, "micro_forward_batch_size_per_gpu", 1, 0, {"value": 0}),
+    crossing(
+        "batch.per_gpu_mini_zero", seed, "n_samples_per_prompt", 8, 7, {"mini": 4, "n": 7, "dp": 32},
+        policy_mini_batch_size=4, micro_train_batch_size_per_gpu=1,
     ),
-    Edge("topology.gpu_budget", seed(), seed(num_inference_engines=3), {"planned": 56, "allocated": 64}),
-    Edge("batch.train_mini", seed(train_batch_size=320), seed(train_batch_size=324), {"train": 324, "mini": 64}),
-    Edge(
-        "batch.micro_forward",
-        seed_recipe(recipe(trainer={"micro_forward_batch_size_per_gpu": 1})),
-        seed_recipe(recipe(trainer={"micro_forward_batch_size_per_gpu": 0})),
-        {"value": 0},
+    crossing(
+        "batch.per_gpu_mini_micro", seed, "micro_train_batch_size_per_gpu", 16, 32, {"per_gpu_mini": 16, "micro": 32}
     ),
-    Edge(
-        "batch.per_gpu_mini_zero",
-        seed(policy_mini_batch_size=4, micro_train_batch_size_per_gpu=1),
-        seed(policy_mini_batch_size=4, micro_train_batch_size_per_gpu=1, n_samples_per_prompt=7),
-        {"mini": 4, "n": 7, "dp": 32},
-    ),
-    Edge(
-        "batch.per_gpu_mini_micro",
-        seed(micro_train_batch_size_per_gpu=16),
-        seed(micro_train_batch_size_per_gpu=32),
-        {"per_gpu_mini": 16, "micro": 32},
-    ),
-    Edge(
-        "batch.per_gpu_train_mini",
-        seed(train_batch_size=128),
-        seed(train_batch_size=96),
-        {"per_gpu_train": 24, "per_gpu_mini": 16},
-    ),
-    Edge(
-        "batch.reference_lcm",
-        seed(train_batch_size=4, policy_mini_batch_size=4, micro_train_batch_size_per_gpu=1),
-        seed(train_batch_size=4, policy_mini_batch_size=4, micro_train_batch_size_per_gpu=1, n_samples_per_prompt=7),
-        {"train_times_n": 28, "lcm": 32},
+    crossing("batch.per_gpu_train_mini", seed, "train_batch_size", 128, 96, {"per_gpu_train": 24, "per_gpu_mini": 16}),
+    crossing(
+        "batch.reference_lcm", seed, "n_samples_per_prompt", 8, 7, {"train_times_n": 28, "lcm": 32},
+        train_batch_size=4, policy_mini_batch_size=4, micro_train_batch_size_per_gpu=1,
     ),
     Edge(
         "batch.tail_stride",
@@ -211,30 +205,20 @@ EDGES = [
         ),
         seed_recipe(recipe(trainer={"policy": {"sequence_parallel_size": 33}})),
         {"sp": 33, "world": 32},
-    ),  # fmt: skip
-    Edge(
-        "strategy.megatron_non_positive",
-        megatron(pipeline_model_parallel_size=1),
-        megatron(pipeline_model_parallel_size=0),
-        {"value": 0},
     ),
+    crossing("strategy.megatron_non_positive", megatron, "pipeline_model_parallel_size", 1, 0, {"value": 0}),
     Edge(
         "strategy.megatron_world",
         megatron(tensor_model_parallel_size=4, pipeline_model_parallel_size=2),
         megatron(tensor_model_parallel_size=3),
         {"world": 32, "model_parallel": 3},
     ),
-    Edge(
-        "strategy.megatron_expert",
-        megatron(expert_model_parallel_size=32),
-        megatron(expert_model_parallel_size=3),
-        {"world": 32, "expert_parallel": 3},
+    crossing(
+        "strategy.megatron_expert", megatron, "expert_model_parallel_size", 32, 3, {"world": 32, "expert_parallel": 3}
     ),
-    Edge(
-        "strategy.megatron_expert",
-        megatron(pipeline_model_parallel_size=2, expert_model_parallel_size=16),
-        megatron(pipeline_model_parallel_size=2, expert_model_parallel_size=32),
-        {"world": 32, "expert_parallel": 64},  # PP counts: EP 32 alone would divide the world
+    crossing(  # PP counts: EP 32 alone would divide the world
+        "strategy.megatron_expert", megatron, "expert_model_parallel_size", 16, 32, {"world": 32, "expert_parallel": 64},
+        pipeline_model_parallel_size=2,
     ),
     Edge(
         "strategy.megatron_context_parallel",
@@ -242,83 +226,48 @@ EDGES = [
         MEGATRON_CP2_PADDED,
         {"policy_cp": 2},
     ),
-    Edge(
-        "entrypoint.fully_async_batch",
-        seed_recipe(FULLY_ASYNC, train_batch_size=64),
-        seed_recipe(FULLY_ASYNC, train_batch_size=128),
-        {"train": 128, "mini": 64},
+    crossing("entrypoint.fully_async_batch", fully_async_seed, "train_batch_size", 64, 128, {"train": 128, "mini": 64}),
+    crossing(
+        "entrypoint.fully_async_workers", fully_async_seed, "workers", 320, 321,
+        {"workers": 321, "least": 64, "most": 320}, train_batch_size=64,
     ),
-    Edge(
-        "entrypoint.fully_async_workers",
-        seed_recipe(
-            fully_async(320),
-            train_batch_size=64,
-        ),
-        seed_recipe(
-            fully_async(321),
-            train_batch_size=64,
-        ),
-        {"workers": 321, "least": 64, "most": 320},
-    ),  # fmt: skip
-    Edge(
-        "entrypoint.fully_async_workers",
-        seed_recipe(fully_async(64), train_batch_size=64),
-        seed_recipe(fully_async(63), train_batch_size=64),
-        {"workers": 63, "least": 64, "most": 320},
-    ),  # fmt: skip
+    crossing(
+        "entrypoint.fully_async_workers", fully_async_seed, "workers", 64, 63,
+        {"workers": 63, "least": 64, "most": 320}, train_batch_size=64,
+    ),
     Edge("runtime.capability", cpu(num_nodes=1), cpu(num_nodes=2), {"value": 2}),
     Edge(
         "model.tp_heads",
         model(heads=32),
         model(heads=12, inference_engine_tensor_parallel_size=8, inference_engine_data_parallel_size=1),
         {"heads": 12, "tp": 8},
-    ),  # fmt: skip
+    ),
     Edge("model.context_budget", model(context=4096), model(context=4095), {"budget": 4096, "context_length": 4095}),
-    Edge(
-        "recipe.max_training_steps",
-        seed_recipe(recipe(trainer={"max_training_steps": 1})),
-        seed_recipe(recipe(trainer={"max_training_steps": 0})),
-        {"value": 0},
-    ),
-    Edge(
-        "recipe.prefill_decode",
-        seed_recipe(recipe(generator={"inference_engine": {"enable_pd": True, "num_prefill": 3}})),
-        seed_recipe(recipe(generator={"inference_engine": {"enable_pd": True, "num_prefill": 4}})),
-        {"num_prefill": 4, "num_engines": 4},
-    ),
-    Edge(
-        "recipe.prefill_decode",
-        seed_recipe(recipe(generator={"inference_engine": {"enable_pd": True, "num_prefill": 1}})),
-        seed_recipe(recipe(generator={"inference_engine": {"enable_pd": True, "num_prefill": 0}})),
-        {"num_prefill": 0, "num_engines": 4},
-    ),
+    crossing("recipe.max_training_steps", trainer, "max_training_steps", 1, 0, {"value": 0}),
+    crossing("recipe.prefill_decode", prefill, "num_prefill", 3, 4, {"num_prefill": 4, "num_engines": 4}),
+    crossing("recipe.prefill_decode", prefill, "num_prefill", 1, 0, {"num_prefill": 0, "num_engines": 4}),
     Edge(
         "recipe.prefill_decode",
         {"topo": nodes(6, num_inference_engines=2)["topo"], "tree": PREFILL_ONE},
         {"topo": nodes(5, num_inference_engines=1)["topo"], "tree": PREFILL_ONE},
         {"num_prefill": 1, "num_engines": 1},
     ),
-    Edge(
-        "recipe.input_length",
-        seed_recipe(recipe(generator={"max_turns": 2, "max_input_length": 1024})),
-        seed_recipe(recipe(generator={"max_turns": 2, "max_input_length": 1023})),
-        {"value": 1023},
-        "must be at least trainer.max_prompt_length=1024",
+    crossing(
+        "recipe.input_length", multi_turn, "max_input_length", 1024, 1023, {"value": 1023},
+        "must be at least trainer.max_prompt_length=1024", max_turns=2,
     ),
-    Edge(
-        "recipe.input_length",
-        seed_recipe(recipe(generator={"max_turns": 1, "max_input_length": 1024})),
-        seed_recipe(recipe(generator={"max_turns": 1, "max_input_length": 1025})),
-        {"value": 1025},
-        "must equal trainer.max_prompt_length=1024",
+    crossing(
+        "recipe.input_length", multi_turn, "max_input_length", 1024, 1025, {"value": 1025},
+        "must equal trainer.max_prompt_length=1024", max_turns=1,
     ),
     Edge(
         "strategy.megatron_context_parallel",
         seed_recipe(recipe(trainer={"remove_microbatch_padding": False}), MEGATRON),
         MEGATRON_CP2_PADDED,
         {"policy_cp": 2},
-    ),  # fmt: skip
+    ),
 ]
+# fmt: on
 
 
 def verdict(case: dict[str, Any]) -> list[Any]:
