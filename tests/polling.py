@@ -77,6 +77,6 @@ def pid_alive(pid: int) -> bool:
     """Independent of the code under test: /proc says the process exists and is not a zombie."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except OSError:  # gone (or going: a read can race the exit)
         return False
     return stat.rpartition(")")[2].split()[0] not in ("Z", "X")

@@ -30,6 +30,7 @@ import yaml
 from rlaunch.cluster.protocol import JobSpec, JobState
 from rlaunch.task.rendezvous import HeadRecord, StorageRendezvous
 from tests.launching import MULTINODE_SKIP, REPO, Launcher
+from tests.polling import pid_alive
 
 pytestmark = [
     pytest.mark.multinode,
@@ -65,20 +66,12 @@ def node_records(attempt: Path) -> dict[int, dict[str, Any]]:
     return {int(p.stem.split("-")[1]): json.loads(p.read_text()) for p in nodes.glob("rank-*.json")}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
-            return handle.read().rpartition(")")[2].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-
-
 def _mentioning(text: str) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             with contextlib.suppress(OSError):
-                if text.encode() in Path(f"/proc/{entry}/cmdline").read_bytes() and _alive(int(entry)):
+                if text.encode() in Path(f"/proc/{entry}/cmdline").read_bytes() and pid_alive(int(entry)):
                     found.append(int(entry))
     return found
 
@@ -89,7 +82,7 @@ def ray_leftovers(attempt: Path) -> list[int]:
     records = node_records(attempt).values()
     deadline = time.monotonic() + LEFTOVER_WAIT
     while True:
-        left = {p for r in records for p in r.get("ray_pids", []) if _alive(p)}
+        left = {p for r in records for p in r.get("ray_pids", []) if pid_alive(p)}
         for record in records:
             if record.get("ray_temp_dir"):
                 left.update(_mentioning(record["ray_temp_dir"]))
