@@ -177,3 +177,50 @@ def test_no_two_modules_share_a_base_name_unless_listed_as_parallel_roles():
     shared = {name: sorted(paths) for name, paths in by_name.items() if len(paths) > 1}
     unlisted = {name: paths for name, paths in shared.items() if len(paths) > allowed.get(name, 1)}
     assert unlisted == {}, "modules that share a base name; rename them after what they hold, or list the role"
+
+
+# The views of a planned run read the launch document and the stored facts, nothing of the spec.
+DOCUMENT_VIEWS = (
+    "rlaunch.skyrl.plan_view",
+    "rlaunch.skyrl.readiness",
+    "rlaunch.skyrl.parity",
+    "rlaunch.skyrl.resume_check",
+    "rlaunch.skyrl.gate_checks",
+    "rlaunch.skyrl.submission",
+)
+SPEC = "rlaunch.skyrl.spec"
+
+
+def reaches(start: str, target: str, graph: dict[str, list[str]]) -> list[str] | None:
+    """An import path from `start` to `target` through rlaunch modules (None: there is none)."""
+    paths: dict[str, list[str]] = {start: [start]}
+    todo = [start]
+    while todo:
+        module = todo.pop()
+        for dep in graph.get(module, ()):
+            if dep not in paths:
+                paths[dep] = [*paths[module], dep]
+                if dep == target:
+                    return paths[dep]
+                todo.append(dep)
+    return None
+
+
+def import_graph() -> dict[str, list[str]]:
+    graph = {}
+    for module, path in modules():
+        graph[module] = imported(module, path.read_text(encoding="utf-8"), path.name == "__init__.py")
+    return graph
+
+
+@pytest.mark.parametrize("view", DOCUMENT_VIEWS)
+def test_the_document_views_never_import_the_spec(view):
+    graph = import_graph()
+    assert view in graph, f"{view} is not a module under src/ (update DOCUMENT_VIEWS)"
+    assert reaches(view, SPEC, graph) is None, f"{view} imports the spec: {' -> '.join(reaches(view, SPEC, graph))}"
+
+
+def test_the_spec_check_finds_an_indirect_import():
+    graph = {"a": ["b"], "b": ["c", SPEC], "c": []}
+    assert reaches("a", SPEC, graph) == ["a", "b", SPEC]
+    assert reaches("c", SPEC, graph) is None

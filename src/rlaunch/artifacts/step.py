@@ -39,8 +39,8 @@ class ArtifactStep(Generic[A]):
     deps: tuple[ArtifactStep[Any], ...] = ()
     runtime_args: Mapping[str, Any] = field(default_factory=dict)
     expected_fingerprint: str | None = None
-    describe: Callable[[Any], list[str]] | None = None
-    facts: Callable[[Any], Mapping[str, Any]] | None = None  # the plan's numbers as data (`--plan-format json`)
+    describe: Callable[[str], list[str]] | None = None  # the plan's lines for this step under a prefix
+    facts: Callable[[str], Mapping[str, Any]] | None = None  # the plan's numbers as data (`--plan-format json`)
     submitted_by: ClassVar[str | None] = None  # the only path that may launch it (None: any runner)
 
     def __post_init__(self) -> None:

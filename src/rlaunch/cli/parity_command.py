@@ -1,8 +1,8 @@
 """`rlaunch parity SMOKE LARGE`: does a smoke rehearse a large run? Exit 0 when parity holds.
 
-Both runs are read from storage (name@version, the artifact's path, or a job id): their launch
-documents, and the records of the artifacts they consumed. A large run that has not been launched
-yet is compared in its own plan instead (the dry run prints the smoke gate section).
+Both runs are read from storage (name@version, the artifact's path, or a job id): parity compares
+their launch documents, nothing else. A large run that has not been launched yet is compared in
+its own plan instead (the dry run prints the smoke gate section).
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ def parity(smoke: str, large: str, prefix: str | None) -> None:
     """Compare SMOKE with LARGE: runtime, strategy, entrypoint, artifact hand-offs, role geometry,
     checkpoint and export policy. Scale (nodes, batch sizes, steps) may differ. Exit 1 on a
     difference, 2 when a run is not found."""
-    from rlaunch.host.validate import document_memory
-    from rlaunch.skyrl.parity import differences
+    from rlaunch.rules.document_subject import memory_table
+    from rlaunch.skyrl.parity import differences, shape_of_document
 
     loaded = [_load(reference, default_prefix(prefix)) for reference in (smoke, large)]
-    shapes = [_shape(*item) for item in loaded]
+    shapes = [shape_of_document(document, identity) for document, identity in loaded]
     found = differences(*shapes)
     click.echo("memory per device (smoke | large): estimate / capacity GiB, status")
-    for line in memory_lines(*(document_memory(document) for document, _, _ in loaded)):
+    for line in memory_lines(*(memory_table(document).as_dict() for document, _ in loaded)):
         click.echo(f"  {line}")
     if not found:
         click.echo(f"parity holds: {shapes[0].identity} rehearses {shapes[1].identity}")
@@ -58,9 +58,7 @@ def memory_lines(smoke: dict, large: dict) -> list[str]:
     return lines
 
 
-def _load(reference: str, prefix: str):  # noqa: ANN202 - (document, identity, record reader)
-    from rlaunch import storage
-    from rlaunch.artifacts import records
+def _load(reference: str, prefix: str):  # noqa: ANN202 - (SkyRLLaunchConfig, identity), imported lazily
     from rlaunch.observe.collect import launch_document
 
     try:
@@ -75,16 +73,4 @@ def _load(reference: str, prefix: str):  # noqa: ANN202 - (document, identity, r
             f"error: {reference} has no launch document under {prefix}; launch it (or dry-run it) first", err=True
         )
         raise SystemExit(2)
-    base = ref.prefix or prefix
-
-    def read_record(identity: str) -> dict | None:
-        name, _, version = identity.partition("@")
-        return records.read_record(storage.join(base, name, version))
-
-    return document, ref.artifact or reference, read_record
-
-
-def _shape(document, identity: str, read_record):  # noqa: ANN001, ANN202 - RunShape, imported lazily
-    from rlaunch.skyrl.parity import shape_of_record
-
-    return shape_of_record(identity, document, read_record)
+    return document, ref.artifact or reference

@@ -16,17 +16,13 @@ ACTION_LABEL = {
 }
 
 
-def _details(planned: list[PlannedStep]) -> list[tuple[str, list[str]]]:
-    out = []
-    for p in planned:
-        if p.step.describe is not None:
-            out.append((p.step.identity, p.step.describe(p.step.fingerprint_config)))
-    return out
+def _details(planned: list[PlannedStep], prefix: str) -> list[tuple[str, list[str]]]:
+    return [(p.step.identity, p.step.describe(prefix)) for p in planned if p.step.describe is not None]
 
 
 def plan_text(planned: list[PlannedStep], prefix: str, terminal: list[str]) -> str:
     lines: list[str] = []
-    for identity, detail in _details(planned):
+    for identity, detail in _details(planned, prefix):
         lines.append(f"== {identity} ==")
         lines.extend(detail)
         lines.append("")
@@ -51,8 +47,8 @@ def plan_json(planned: list[PlannedStep], prefix: str, terminal: list[str]) -> s
         "prefix": prefix,
         "terminal": terminal,
         "steps": [p.to_json() for p in planned],
-        "details": {identity: detail for identity, detail in _details(planned)},
-        "facts": {p.step.identity: dict(p.step.facts(p.step.fingerprint_config)) for p in planned if p.step.facts},
+        "details": {identity: detail for identity, detail in _details(planned, prefix)},
+        "facts": {p.step.identity: dict(p.step.facts(prefix)) for p in planned if p.step.facts},
         "resolved_versions": [p.step.identity for p in planned],
     }
     return json.dumps(payload, indent=2)

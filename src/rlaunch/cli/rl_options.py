@@ -94,7 +94,7 @@ class CoordinatorExecutor:
 def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
     from rlaunch.cluster.job_environment import job_environment
     from rlaunch.launch_config.task_env import passed_through
-    from rlaunch.skyrl.gate_checks import StoredFacts, old_runtime_note
+    from rlaunch.skyrl.gate_checks import old_runtime_note
     from rlaunch.skyrl.submission import submission_problems
 
     if invocation.module is None:
@@ -107,7 +107,10 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
     _finalise_dead_attempts(steps, invocation.prefix)
     pending = [p for p in plan_graph(handles, invocation.prefix) if p.action in ("run", "rebuild")]
     launched = [s for s in steps if any(p.step is s for p in pending)]
-    problems = [p for s in steps for p in submission_problems(s.spec, invocation.prefix)]
+    prefix = invocation.prefix
+    problems = [
+        p for s in steps for p in submission_problems(s.planned_document(prefix), s.stored_facts(prefix), prefix)
+    ]
     problems += _authorisation_problems(invocation)
     problems += [p for s in launched for p in _gate_problems(s, invocation)]
     refused, overrides = _smoke_gate(launched, invocation)
@@ -121,7 +124,7 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
         for handle in handles:
             click.echo(f"  served from storage {handle.identity} -> {handle.path(invocation.prefix)}")
         for step in steps:
-            note = old_runtime_note(step.spec, StoredFacts.read(step.spec, invocation.prefix))
+            note = old_runtime_note(step.planned_document(prefix), step.stored_facts(prefix))
             if note:
                 click.echo(f"  {step.identity}: {note}")
         click.echo("Every step is served from storage; nothing to submit.")
@@ -206,7 +209,10 @@ def _gate_problems(step: Any, invocation: Invocation) -> list[str]:
     """The version and retry gates for one RL step `--run` would launch."""
     from rlaunch.skyrl.gate_checks import launch_problems
 
-    found = launch_problems(step.spec, invocation.prefix, retry_given="retry" in _given(invocation))
+    prefix = invocation.prefix
+    found = launch_problems(
+        step.planned_document(prefix), step.stored_facts(prefix), retry_given="retry" in _given(invocation)
+    )
     return [f"{step.identity}: {p}" for p in found]
 
 

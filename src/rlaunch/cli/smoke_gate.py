@@ -14,7 +14,7 @@ from rlaunch import storage
 from rlaunch.processes import actor
 from rlaunch.runs.run_record import add_gate_override
 from rlaunch.secrets import scrub
-from rlaunch.skyrl.parity import differences, shape_of_step
+from rlaunch.skyrl.parity import differences, shape_of_document
 
 
 def gate_problems(step: Any, prefix: str) -> list[str]:
@@ -22,11 +22,11 @@ def gate_problems(step: Any, prefix: str) -> list[str]:
     small launch that declares none)."""
     from rlaunch.skyrl.gate_checks import undeclared_smoke
 
-    smoke = step.smoke
+    smoke, document = step.smoke, step.planned_document(prefix)
     if smoke is None:
-        problem = undeclared_smoke(step.spec, step.execution)
+        problem = undeclared_smoke(document)
         return [f"{step.identity}: {problem}"] if problem else []
-    found = differences(shape_of_step(smoke), shape_of_step(step))
+    found = differences(shape_of_document(smoke.planned_document(prefix)), shape_of_document(document))
     problems = [f"parity with smoke {smoke.identity}: {d.line()}" for d in found]
     problems += _verdict_problems(smoke.identity, prefix)
     return [f"{step.identity}: {p}" for p in problems]

@@ -23,7 +23,7 @@ from rlaunch.host.compose import compose_document
 from rlaunch.host.export import ExportError, terminal_export
 from rlaunch.host.manifests import FAILED, PREPARED, REHEARSED, SUBMITTED, SUCCEEDED, LaunchResult, write_manifests
 from rlaunch.host.outputs import ForeignOutputError, refuse_foreign_outputs
-from rlaunch.host.validate import DocumentRefused, document_memory, validate_document
+from rlaunch.host.validate import DocumentRefused, validate_document
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.failures import classify
@@ -37,6 +37,7 @@ from rlaunch.launch_config.gates import (
     version_problem,
 )
 from rlaunch.launch_config.typed import DocumentError
+from rlaunch.rules.document_subject import memory_table
 from rlaunch.runs.layout import GANG_OUTCOME, RESOLVED_DOCUMENT, WANDB_RUN, attempt_dir
 from rlaunch.runs.rehearsal_report import read_report, render
 from rlaunch.runs.resume import foreign_checkpoint, refusal
@@ -313,5 +314,5 @@ def _record(
         **({"failure_class": result.failure_class} if result.failure_class else {}),
         **(extra or {}),
         "phases": phases or {},
-        "memory": document_memory(doc),
+        "memory": memory_table(doc).as_dict(),
     })  # fmt: skip

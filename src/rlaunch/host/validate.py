@@ -12,12 +12,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from rlaunch import rules
-from rlaunch.launch_config.geometry import ROLE_PLAN_KEYS, Geometry, plan_values
+from rlaunch.launch_config.geometry import ROLE_PLAN_KEYS
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.launch_config.typed import DocumentError
-from rlaunch.rules.architecture import from_hf_config
-from rlaunch.runtimes.registry import RuntimeProfile, UnknownRuntimeError, get_profile
-from rlaunch.units import parse_size
+from rlaunch.rules.document_subject import document_subject
+from rlaunch.runtimes.registry import UnknownRuntimeError, get_profile
 
 # Where the experiment side's fields live in a launch document (longest prefix first).
 _DOCUMENT_PATHS = (
@@ -63,54 +62,6 @@ def document_path(field: str) -> str:
         if field == prefix or field.startswith(prefix + "."):
             return path + field[len(prefix) :]
     return field
-
-
-def _host_memory(memory: str) -> int | None:
-    try:
-        return parse_size(memory, field="cluster.allocation.memory")
-    except ValueError:
-        return None  # the schema names a malformed size; the memory rules just cannot size a CPU slot
-
-
-def document_subject(doc: SkyRLLaunchConfig, profile: RuntimeProfile, composed: dict[str, Any]) -> rules.Subject:
-    """What the rules judge in a launch document (its recipe carries the role plan)."""
-    model, alloc = doc.inputs.model, doc.cluster.allocation
-    return rules.Subject(
-        num_nodes=alloc.num_nodes,
-        gpus_per_node=alloc.gpus_per_node,
-        gpu_variant=alloc.gpu_variant,
-        plan=plan_values(composed),
-        recipe=doc.skyrl,
-        profile=profile,
-        entrypoint=doc.runtime.entrypoint,
-        seed=doc.run.seed,
-        source_digest=doc.runtime.source_digest,
-        model=model,
-        architecture=from_hf_config(model.hf_config) if model.hf_config else None,
-        host_memory_bytes=_host_memory(alloc.memory),
-        seed_source="run.seed",
-        plan_in_recipe=True,
-    )
-
-
-def document_memory(doc: SkyRLLaunchConfig) -> dict[str, Any]:
-    """The per-GPU memory table of a launch document's plan, as plain data (the run record keeps it,
-    `rlaunch parity` compares it); `unsized` says why a part could not be sized."""
-    from rlaunch.rules import memory
-
-    try:
-        profile = get_profile(doc.runtime.profile)
-    except UnknownRuntimeError as exc:
-        return memory.MemoryTable(None, unsized=(str(exc),)).as_dict()
-    composed, problems = profile.compose(doc.skyrl)
-    if problems:
-        return memory.MemoryTable(None, unsized=("the recipe does not compose",)).as_dict()
-    subject = document_subject(doc, profile, composed)
-    try:
-        geo = Geometry.from_recipe(composed)
-        return memory.table_for(subject, geo, composed).as_dict()
-    except (ArithmeticError, KeyError, TypeError, ValueError) as exc:  # a refused document's sizes
-        return memory.MemoryTable(None, unsized=(f"cannot size this plan: {type(exc).__name__}: {exc}",)).as_dict()
 
 
 def validate_document(doc: SkyRLLaunchConfig) -> dict[str, Any]:

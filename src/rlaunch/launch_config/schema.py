@@ -70,7 +70,22 @@ class Allocation:
 
 
 @dataclass(frozen=True)
+class CoordinatorSection:
+    """The coordinator job that submitted this document: its resources and deadline (for a reader:
+    the host does not allocate it, the experiment's `--run` did)."""
+
+    cpu: float
+    memory: str
+    disk: str
+    timeout_hours: float
+
+
+@dataclass(frozen=True)
 class ClusterSection:
+    """Where and how the run is placed. `execution` names the experiment's execution class and
+    `defaults` its launch settings the experiment left at their defaults (readiness marks them);
+    a hand-written document leaves both empty."""
+
     backend: BackendName
     job_name: str
     allocation: Allocation
@@ -80,6 +95,9 @@ class ClusterSection:
     timeout_seconds: int = 0
     wandb_entity: str | None = None
     task_env: Mapping[str, str] = field(default_factory=dict)  # every task's and trainer's extra environment
+    coordinator: CoordinatorSection | None = None
+    execution: str | None = None
+    defaults: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.max_retries < 0:
@@ -128,15 +146,19 @@ class RaySection:
 
 @dataclass(frozen=True)
 class ArtifactsSection(RunPaths):
-    """Where the run's files live (the fields of `layout.RunPaths`) and how many checkpoints resume keeps."""
+    """Where the run's files live (the fields of `layout.RunPaths`), how many checkpoints resume
+    keeps and how many days temporary storage (checkpoints, attempts) is kept."""
 
     resume_checkpoint_count: int = 2
+    temporary_storage_ttl_days: int = 14
 
     def __post_init__(self) -> None:
         if not 1 <= self.resume_checkpoint_count <= 5:
             raise ValueError(
                 f"artifacts.resume_checkpoint_count={self.resume_checkpoint_count} must be between 1 and 5"
             )
+        if self.temporary_storage_ttl_days <= 0:
+            raise ValueError(f"artifacts.temporary_storage_ttl_days={self.temporary_storage_ttl_days} must be positive")
 
 
 @dataclass(frozen=True)
@@ -149,6 +171,7 @@ class ModelInput:
     context_length: int | None = None
     revision: str | None = None  # the source commit the model artifact recorded, when it has one
     hf_config: Mapping[str, Any] | None = None  # its config.json: the architecture the memory rules size
+    artifact_type: str | None = None  # the model artifact's type (smoke parity compares hand-offs)
 
 
 @dataclass(frozen=True)
@@ -158,13 +181,18 @@ class DataInput:
     local_path: str
     relative_path: str = ""
     kind: Literal["directory"] = "directory"
+    artifact_type: str | None = None  # the data artifact's type (smoke parity compares hand-offs)
 
 
 @dataclass(frozen=True)
 class InputsSection:
+    """The run's inputs. `graph` is the artifact graph behind them with names and versions erased,
+    one `Type(dependency, ...)` text per distinct input artifact (smoke parity compares it)."""
+
     model: ModelInput
     train_data: tuple[DataInput, ...] = ()
     validation_data: tuple[DataInput, ...] = ()
+    graph: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -240,8 +268,8 @@ def from_dict(data: Any) -> SkyRLLaunchConfig:
     return config
 
 
-# Every ArtifactsSection field but the retention count is a storage location.
-_LOCATIONS = tuple(f.name for f in dataclasses.fields(ArtifactsSection) if f.name != "resume_checkpoint_count")
+# Every RunPaths field of ArtifactsSection is a storage location (the rest is retention).
+_LOCATIONS = tuple(f.name for f in dataclasses.fields(RunPaths))
 
 
 def confinement_problems(config: SkyRLLaunchConfig) -> list[str]:

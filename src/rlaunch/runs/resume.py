@@ -48,12 +48,13 @@ def foreign_checkpoint(
 ) -> CheckpointInfo | None:
     """The latest checkpoint under `checkpoint_root` when another runtime or another run wrote it."""
     info = latest_checkpoint(checkpoint_root)
-    if info is None:
-        return None
+    return None if info is None or accepts(info, digest, fingerprint, compatible) else info
+
+
+def accepts(info: CheckpointInfo, digest: str, fingerprint: str, compatible: Iterable[str] = ()) -> bool:
+    """Whether a run of runtime `digest` and run `fingerprint` may resume `info` (the same run, or declared)."""
     accepted = (*compatible,)
-    if info.runtime_digest in (digest, *accepted) and info.fingerprint in (fingerprint, *accepted):
-        return None
-    return info
+    return info.runtime_digest in (digest, *accepted) and info.fingerprint in (fingerprint, *accepted)
 
 
 def refusal(info: CheckpointInfo, digest: str, fingerprint: str) -> str:

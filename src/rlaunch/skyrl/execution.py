@@ -23,6 +23,19 @@ from rlaunch.placement import RayPlacement, SlurmPlacement
 from rlaunch.skyrl.fields import require_int, require_number, require_str
 from rlaunch.units import parse_size
 
+# What a large launch must not leave to a default without saying so (readiness marks each).
+LAUNCH_FIELDS = (
+    "cpu",
+    "memory",
+    "disk",
+    "coordinator_cpu",
+    "coordinator_memory",
+    "coordinator_disk",
+    "coordinator_timeout_hours",
+    "job_timeout_seconds",
+    "max_retries",
+)
+
 
 @dataclass(frozen=True, kw_only=True)
 class SkyRLExecution(abc.ABC):
@@ -54,6 +67,10 @@ class SkyRLExecution(abc.ABC):
     def stated(self, name: str) -> bool:
         """Whether the experiment gave `name` (else the field's default is used)."""
         return name in getattr(self, "_stated", frozenset())
+
+    def defaults(self) -> tuple[str, ...]:
+        """The launch settings left to their defaults (the document's `cluster.defaults`)."""
+        return tuple(name for name in LAUNCH_FIELDS if not self.stated(name))
 
     def __post_init__(self) -> None:
         owner = type(self).__name__

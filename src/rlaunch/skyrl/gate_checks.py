@@ -1,104 +1,62 @@
 """The launch gates on the experiment side: what the plan says of them, what `--run` refuses.
 
-The rules are `rlaunch.launch_config.gates` (the host applies them too); this module gathers the
-stored facts an RL step's gates read (its run record's attempts, the declared smoke's record, the
-terminal manifest) and renders the document's `gates` section: the declared smoke, the smoke
-gate's threshold, and the operator's authorisations. Those come to the coordinator from the
-submitting process in `$RLAUNCH_AUTHORISED` (reason, who, when, set once at submission).
+The rules are `rlaunch.launch_config.gates` (the host applies them too). Here they read the launch
+document a step would launch (`planning.planned_document`) and its stored facts (`stored_facts`:
+the run record's attempts, the terminal manifest, the declared smoke's attempts), never the spec.
+The document's `gates` section is rendered with the document (`launch_document.gates_section`).
 """
 
 from __future__ import annotations
 
-import json
-import os
-from dataclasses import dataclass
-from typing import Any
-
-from rlaunch import storage
 from rlaunch.launch_config.gates import (
     declared_compatible,
     foreign_digests,
     large_launch,
-    recorded_attempts,
     retry_needed,
     retry_problem,
     smoke_problem,
     smoke_record_problem,
     version_problem,
 )
-from rlaunch.launch_config.schema import Authorisation, DeclaredSmoke, GatesSection
-from rlaunch.launch_config.typed import decode
-from rlaunch.skyrl.execution import SkyRLExecution
-from rlaunch.skyrl.launch_document import live_run_paths
-from rlaunch.skyrl.spec import SkyRLSpec
+from rlaunch.launch_config.schema import Authorisation, GatesSection, SkyRLLaunchConfig
+from rlaunch.runtimes.registry import get_profile
+from rlaunch.skyrl.stored_facts import StoredFacts
 
 AUTHORISED_ENV = "RLAUNCH_AUTHORISED"
 GATE_OPTIONS = {"retry": "--retry", "skip_smoke_gate": "--skip-smoke-gate"}
 
 
-@dataclass(frozen=True)
-class StoredFacts:
-    """What an RL version's gates read from storage (one place, so it can move with the run record)."""
-
-    attempts: list[dict[str, Any]]
-    served: bool  # its terminal manifest exists: --run serves it, nothing is launched
-
-    @classmethod
-    def read(cls, spec: SkyRLSpec, prefix: str) -> StoredFacts:
-        paths = live_run_paths(spec, prefix)
-        return cls(recorded_attempts(paths.output_path), storage.exists(paths.terminal_manifest_uri))
-
-
-def authorised() -> dict[str, Authorisation]:
-    """The authorisations this coordinator was submitted with (none outside a coordinator)."""
-    raw = json.loads(os.environ.get(AUTHORISED_ENV) or "{}")
-    return {name: decode(Authorisation, value, what=GATE_OPTIONS[name]) for name, value in raw.items()}
-
-
-def gates_section(smoke: Any, execution: SkyRLExecution, prefix: str) -> GatesSection:
-    """The document's `gates`: the declared smoke, the threshold, the authorisations given."""
-    declared = None
-    if smoke is not None:
-        declared = DeclaredSmoke(smoke.identity, live_run_paths(smoke.spec, prefix).output_path)
-    given = authorised()
-    return GatesSection(
-        smoke=declared,
-        smoke_gate_nodes=execution.smoke_gate_nodes,
-        retry=given.get("retry"),
-        skip_smoke_gate=given.get("skip_smoke_gate"),
-    )
-
-
-def large(spec: SkyRLSpec, execution: SkyRLExecution) -> str | None:
-    profile = spec.runtime.runtime_profile
+def large(document: SkyRLLaunchConfig) -> str | None:
+    """Why the document's launch counts as large (None: small)."""
+    profile = get_profile(document.runtime.profile)
     return large_launch(
         profile.capabilities.accelerator,
-        spec.topology.num_nodes,
-        execution.smoke_gate_nodes,
+        document.cluster.allocation.num_nodes,
+        document.gates.smoke_gate_nodes,
         rehearsal=profile.rehearsal,
     )
 
 
-def launch_problems(spec: SkyRLSpec, prefix: str, *, retry_given: bool) -> list[str]:
+def launch_problems(document: SkyRLLaunchConfig, facts: StoredFacts, *, retry_given: bool) -> list[str]:
     """Why `--run` may not launch this RL version: the version and retry gates (the smoke gate is
     `rlaunch.cli.smoke_gate`'s, with the smoke's verdict and parity)."""
-    facts = StoredFacts.read(spec, prefix)
+    runtime = document.runtime
     gates = GatesSection(retry=Authorisation("given on the command line") if retry_given else None)
     found = [
-        version_problem(facts.attempts, spec.runtime.source_digest, spec.compatible_checkpoint_digests),
+        version_problem(facts.attempts, runtime.source_digest, runtime.compatible_checkpoint_digests),
         retry_problem(facts.attempts, gates),
     ]
     return [p for p in found if p]
 
 
-def undeclared_smoke(spec: SkyRLSpec, execution: SkyRLExecution) -> str | None:
+def undeclared_smoke(document: SkyRLLaunchConfig) -> str | None:
     """Why a launch that declares no smoke is refused (None: it is small)."""
-    return smoke_problem(large(spec, execution), GatesSection())
+    return smoke_problem(large(document), GatesSection())
 
 
-def old_runtime_note(spec: SkyRLSpec, facts: StoredFacts) -> str | None:
+def old_runtime_note(document: SkyRLLaunchConfig, facts: StoredFacts) -> str | None:
     """For a served version whose runtime changed since: where its stored result came from."""
-    digest = spec.runtime.source_digest
+    digest = document.runtime.source_digest
     old = foreign_digests(facts.attempts, digest)
     if not facts.served or not old:
         return None
@@ -108,13 +66,12 @@ def old_runtime_note(spec: SkyRLSpec, facts: StoredFacts) -> str | None:
     )
 
 
-def plan_rows(spec: SkyRLSpec, prefix: str) -> list[tuple[str, str]]:
+def plan_rows(document: SkyRLLaunchConfig, facts: StoredFacts) -> list[tuple[str, str]]:
     """The plan's `version` and `retry` rows: what the gates would say of `--run` now."""
-    facts = StoredFacts.read(spec, prefix)
-    digest, compatible = spec.runtime.source_digest, spec.compatible_checkpoint_digests
+    digest, compatible = document.runtime.source_digest, document.runtime.compatible_checkpoint_digests
     refused = version_problem(facts.attempts, digest, compatible)
     declared = declared_compatible(facts.attempts, digest, compatible)
-    served_old = old_runtime_note(spec, facts)
+    served_old = old_runtime_note(document, facts)
     if served_old:
         version = served_old
     elif refused:
@@ -135,14 +92,13 @@ def plan_rows(spec: SkyRLSpec, prefix: str) -> list[tuple[str, str]]:
     return [("version", version), ("retry", retry)]
 
 
-def smoke_line(spec: SkyRLSpec, execution: SkyRLExecution, smoke: Any, prefix: str) -> str:
+def smoke_line(document: SkyRLLaunchConfig, facts: StoredFacts) -> str:
     """The smoke gate's requirement for this launch and, when a smoke is declared, whether it has run."""
-    why = large(spec, execution)
+    smoke = document.gates.smoke
     if smoke is None:
+        why = large(document)
         if why is None:
             return "smoke gate: none declared; not required (a small launch)"
-        return f"smoke gate: REQUIRED, none declared: {undeclared_smoke(spec, execution)}"
-    waiting = smoke_record_problem(
-        recorded_attempts(live_run_paths(smoke.spec, prefix).output_path), smoke.identity, spec.runtime.source_digest
-    )
+        return f"smoke gate: REQUIRED, none declared: {undeclared_smoke(document)}"
+    waiting = smoke_record_problem(facts.smoke_attempts or (), smoke.identity, document.runtime.source_digest)
     return f"waiting: {waiting}" if waiting else "its stored run succeeded (--run also checks its verify-smoke verdict)"

@@ -2,12 +2,19 @@
 
 At fingerprint time placement is replaced by placeholders, so the document bears exactly the
 run's identity: runtime and digest, allocation shape, recipe with the role plan rendered in,
-input identities, retention and seed.
+input identities and the graph behind them, retention and seed. Once placement is real the
+document carries everything its readers need (the host, and the plan's views: the plan view,
+readiness, parity, the resume check), so none of them goes back to the spec. Its `gates` section
+carries the declared smoke, the smoke gate's threshold and the operator's authorisations, which
+come to the coordinator from the submitting process in `$RLAUNCH_AUTHORISED` (reason, who, when,
+set once at submission).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 from typing import Any
 
 from rlaunch import storage
@@ -16,7 +23,10 @@ from rlaunch.launch_config.schema import (
     SCHEMA_VERSION,
     Allocation,
     ArtifactsSection,
+    Authorisation,
     ClusterSection,
+    CoordinatorSection,
+    DeclaredSmoke,
     GatesSection,
     InputsSection,
     RunSection,
@@ -24,12 +34,13 @@ from rlaunch.launch_config.schema import (
     from_dict,
 )
 from rlaunch.launch_config.task_env import task_environment
-from rlaunch.launch_config.typed import encode
+from rlaunch.launch_config.typed import decode, encode
 from rlaunch.names import sanitize_job_name
 from rlaunch.runs.layout import RunPaths, temporary_root
-from rlaunch.runs.resume import run_fingerprint
 from rlaunch.skyrl.execution import SkyRLExecution
-from rlaunch.skyrl.sources import artifact_identity
+from rlaunch.skyrl.gate_checks import AUTHORISED_ENV, GATE_OPTIONS
+from rlaunch.skyrl.model_facts import StoredModel
+from rlaunch.skyrl.sources import graph_shape
 from rlaunch.skyrl.spec import SkyRLSpec
 
 PLACEHOLDER = "<placement>"
@@ -51,35 +62,24 @@ def run_paths(spec: SkyRLSpec, ctx: StepContext) -> RunPaths:
     return live_run_paths(spec, ctx.prefix)
 
 
-def spec_fingerprint(spec: SkyRLSpec) -> str:
-    """The run fingerprint the host will stamp on this spec's rendered document, computed from the
-    spec (no dependency needs to be built): the same identity view, produced from the same values."""
-    topology = spec.topology
-    view = {
-        "skyrl": spec.rendered_recipe(),
-        "run": {"seed": spec.seed},
-        "runtime": {"profile": spec.runtime.profile, "entrypoint": spec.entrypoint},
-        "cluster": {
-            "allocation": {
-                "num_nodes": topology.num_nodes,
-                "gpus_per_node": topology.gpus_per_node,
-                "gpu_variant": topology.gpu_variant,
-            }
-        },
-        "inputs": {
-            "model": {
-                "identity": artifact_identity(spec.model.step),
-                "tokenizer_revision": spec.model.tokenizer_revision,
-            },
-            "train_data": [
-                {"identity": artifact_identity(s.step), "relative_path": s.relative_path} for s in spec.train_data
-            ],
-            "validation_data": [
-                {"identity": artifact_identity(s.step), "relative_path": s.relative_path} for s in spec.validation_data
-            ],
-        },
-    }
-    return run_fingerprint(view)
+def authorised() -> dict[str, Authorisation]:
+    """The authorisations this coordinator was submitted with (none outside a coordinator)."""
+    raw = json.loads(os.environ.get(AUTHORISED_ENV) or "{}")
+    return {name: decode(Authorisation, value, what=GATE_OPTIONS[name]) for name, value in raw.items()}
+
+
+def gates_section(smoke: Any, execution: SkyRLExecution, prefix: str) -> GatesSection:
+    """The document's `gates`: the declared smoke, the threshold, the authorisations given."""
+    declared = None
+    if smoke is not None:
+        declared = DeclaredSmoke(smoke.identity, live_run_paths(smoke.spec, prefix).output_path)
+    given = authorised()
+    return GatesSection(
+        smoke=declared,
+        smoke_gate_nodes=execution.smoke_gate_nodes,
+        retry=given.get("retry"),
+        skip_smoke_gate=given.get("skip_smoke_gate"),
+    )
 
 
 def allocation(spec: SkyRLSpec, execution: SkyRLExecution) -> Allocation:
@@ -103,8 +103,10 @@ def render_document(
     attempt_id: str,
     export_hf: bool,
     gates: GatesSection | None = None,
+    model: StoredModel | None = None,
 ) -> dict[str, Any]:
-    """The launch document as plain data (validated against the schema when placement is real)."""
+    """The launch document as plain data (validated against the schema when placement is real);
+    `model` is what storage holds of the model (`stored_facts`), for its facts in `inputs.model`."""
     paths = run_paths(spec, ctx)
     rid = run_id(spec)
     topology = spec.topology
@@ -157,16 +159,29 @@ def render_document(
                 task_env=task_environment(
                     (profile.task_env, execution.task_env), (*profile.env_passthrough, *execution.env_passthrough)
                 ),
+                coordinator=CoordinatorSection(
+                    cpu=float(execution.coordinator_cpu),
+                    memory=execution.coordinator_memory,
+                    disk=execution.coordinator_disk,
+                    timeout_hours=float(execution.coordinator_timeout_hours),
+                ),
+                execution=type(execution).__name__,
+                defaults=execution.defaults(),
             )
         )
     sections["artifacts"] = encode(
-        ArtifactsSection(**dataclasses.asdict(paths), resume_checkpoint_count=spec.retention.resume_checkpoint_count)
+        ArtifactsSection(
+            **dataclasses.asdict(paths),
+            resume_checkpoint_count=spec.retention.resume_checkpoint_count,
+            temporary_storage_ttl_days=spec.retention.temporary_storage_ttl_days,
+        )
     )
     sections["inputs"] = encode(
         InputsSection(
-            model=spec.model.locator(ctx),
+            model=spec.model.locator(ctx, model),
             train_data=tuple(s.locator(ctx) for s in spec.train_data),
             validation_data=tuple(s.locator(ctx) for s in spec.validation_data),
+            graph=tuple(sorted(graph_shape(step) for step in spec.deps())),
         )
     )
     sections["skyrl"] = spec.rendered_recipe()

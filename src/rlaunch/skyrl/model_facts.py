@@ -1,4 +1,5 @@
-"""`ModelFacts`: the architecture facts of a model that the preflight checks a plan against.
+"""`ModelFacts`: the architecture facts of a model that the preflight checks a plan against;
+`StoredModel`: those facts with what storage recorded of the model besides.
 
 Its own module, free of the artifact graph, so the preflight can take it without importing
 `skyrl.sources` (and through it the artifact package and storage). `from_hf_config` reads them
@@ -50,6 +51,17 @@ class ModelFacts:
             context_length=self.context_length or read.context_length,
             architecture=read.architecture,
         )
+
+
+@dataclass(frozen=True)
+class StoredModel:
+    """A model artifact as storage knows it (`rlaunch.skyrl.stored_facts`); an unbuilt one: what
+    its step pins and declares."""
+
+    facts: ModelFacts = ModelFacts()  # revision: the recorded one, else the commit its step pins
+    recorded_revision: str | None = None  # what the built artifact recorded (the document carries only this)
+    config: Mapping[str, Any] | None = None  # the config.json it recorded, else the one its step declares
+    exported_uri: str | None = None  # its own Hugging Face export (a model trained by an RL step)
 
 
 def _count(value: Any) -> bool:

@@ -8,8 +8,9 @@ differ (node count, GPUs per node, engine count, batch sizes, steps, intervals);
 * runtime   - profile and source digest (the same code runs);
 * strategy  - the trainer strategy and the policy's model-parallel sharding;
 * entrypoint - standard or fully_async;
-* hand-offs - the shape of the graph behind the run's inputs (artifact types, recursively, names
-  and versions erased), the model artifact's type, and each data source's type and file;
+* hand-offs - the shape of the graph behind the run's inputs (the document's `inputs.graph`:
+  artifact types, recursively, names and versions erased), the model artifact's type, and each
+  data source's type and file;
 * geometry  - colocated or disaggregated, TP/PP/EP/DP of one engine, reference model on or off;
 * checkpoint - whether checkpoints are written and how a relaunch resumes;
 * export    - the terminal Hugging Face export and whether periodic exports are written;
@@ -20,17 +21,14 @@ differ (node count, GPUs per node, engine count, batch sizes, steps, intervals);
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rlaunch.artifacts import ArtifactStep
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import FULLY_ASYNC, Geometry
-from rlaunch.launch_config.schema import DataInput, SkyRLLaunchConfig
+from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.runtimes.registry import get_profile
-
-GraphShape = tuple[str, tuple[Any, ...]]
 
 
 @dataclass(frozen=True)
@@ -119,60 +117,23 @@ def _memory_switches(composed: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def shape_of_step(step: Any) -> RunShape:
-    """The shape of an RL step built with `skyrl_step` (in memory: the whole graph is known)."""
-    return shape_of_spec(step.spec, step.export_hf)
-
-
-def shape_of_spec(spec: Any, export_hf: bool) -> RunShape:
-    return RunShape.of(
-        f"{spec.name}@{spec.version}",
-        spec.runtime.profile,
-        spec.runtime.source_digest,
-        spec.entrypoint,
-        spec.composed_recipe,
-        export_hf,
-        {
-            "graph": tuple(sorted(graph_shape(dep, _type_of_step, _deps_of_step) for dep in spec.deps())),
-            "model": graph_shape(spec.model.step, _type_of_step, _deps_of_step)[0],
-            "train data": tuple((_type_of_step(s.step), s.relative_path) for s in spec.train_data),
-            "validation data": tuple((_type_of_step(s.step), s.relative_path) for s in spec.validation_data),
-        },
-    )
-
-
-def shape_of_record(identity: str, document: SkyRLLaunchConfig, read_record: Callable[[str], Any]) -> RunShape:
-    """The shape of a launched RL step from its launch document; `read_record(identity)` gives a
-    stored artifact record (its `result_type` and `deps`), or None when that artifact was never built."""
+def shape_of_document(document: SkyRLLaunchConfig, identity: str | None = None) -> RunShape:
+    """The shape of the run a launch document describes (a launched one, or a plan's)."""
     profile = get_profile(document.runtime.profile)
     composed, _ = profile.compose(document.skyrl)
     inputs = document.inputs
-
-    def type_of(dep: str) -> str:
-        record = read_record(dep) or {}
-        return str(record.get("result_type") or "?")
-
-    def deps_of(dep: str) -> tuple[str, ...]:
-        record = read_record(dep) or {}
-        return tuple(record.get("deps") or ())
-
-    def source(locator: DataInput) -> tuple[str, str]:
-        return (type_of(_identity(locator.identity)), locator.relative_path)
-
-    used = [inputs.model, *inputs.train_data, *inputs.validation_data]
-    distinct = list(dict.fromkeys(_identity(locator.identity) for locator in used))
     return RunShape.of(
-        identity,
+        identity or document.run.artifact or document.run.id,
         document.runtime.profile,
         document.runtime.source_digest,
         document.runtime.entrypoint,
         composed,
         document.run.export_hf,
         {
-            "graph": tuple(sorted(graph_shape(dep, type_of, deps_of) for dep in distinct)),
-            "model": type_of(_identity(inputs.model.identity)),
-            "train data": tuple(source(s) for s in inputs.train_data),
-            "validation data": tuple(source(s) for s in inputs.validation_data),
+            "graph": tuple(inputs.graph),
+            "model": inputs.model.artifact_type,
+            "train data": tuple((d.artifact_type, d.relative_path) for d in inputs.train_data),
+            "validation data": tuple((d.artifact_type, d.relative_path) for d in inputs.validation_data),
         },
     )
 
@@ -188,21 +149,3 @@ def differences(smoke: RunShape, large: RunShape) -> list[Difference]:
     if smoke.entrypoint != large.entrypoint:
         out.append(Difference("entrypoint", "entrypoint", smoke.entrypoint, large.entrypoint))
     return out
-
-
-def graph_shape(node: Any, type_of: Callable[[Any], str], deps_of: Callable[[Any], tuple[Any, ...]]) -> GraphShape:
-    """(artifact type, sorted shapes of its dependencies): the graph with names and versions erased."""
-    return (type_of(node), tuple(sorted(graph_shape(d, type_of, deps_of) for d in deps_of(node))))
-
-
-def _type_of_step(step: ArtifactStep[Any]) -> str:
-    return step.artifact_type.type_name()
-
-
-def _deps_of_step(step: ArtifactStep[Any]) -> tuple[ArtifactStep[Any], ...]:
-    return tuple(step.deps)
-
-
-def _identity(locator_identity: str) -> str:
-    """`name@version:fingerprint` (a document's input identity) -> `name@version`."""
-    return locator_identity.split(":", 1)[0]

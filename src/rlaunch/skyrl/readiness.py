@@ -2,10 +2,12 @@
 
 The seed asks that, before a large launch, host resources, credentials, context budget,
 checkpoint/export policy, W&B identity and the runtime's required backend fixes are explicit.
-`readiness(...)` returns one item per concern: its value, where the value came from, and a state
-(`ok`, `missing` - nothing states it, `warn` - stated but worth a look). Pure except for reading
-the model artifact's stored facts and the submitting environment's variable *names*; a credential
-value is never read into an item.
+`readiness(document, facts, memory)` reads the launch document a step would launch, its stored
+facts and its memory table, and returns one item per concern: its value, where the value came
+from, and a state (`ok`, `missing` - nothing states it, `warn` - stated but worth a look,
+`default` - the experiment left it to its execution's default, as the document's
+`cluster.defaults` says). It reads the submitting environment's variable *names* only; a
+credential value is never read into an item.
 """
 
 from __future__ import annotations
@@ -16,19 +18,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlaunch.launch_config.composition import get_path
+from rlaunch.launch_config.geometry import Geometry
+from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.rules.defect_triggers import findings
-from rlaunch.rules.memory import gib
+from rlaunch.rules.memory import MemoryTable, gib
 from rlaunch.runtimes.defects import OPEN, UNVERIFIED
+from rlaunch.runtimes.registry import get_profile
 from rlaunch.secrets import forwarded_names
-from rlaunch.skyrl.execution import SkyRLExecution
-from rlaunch.skyrl.memory_fit import MemoryReport
-from rlaunch.skyrl.spec import SkyRLSpec
+from rlaunch.skyrl.stored_facts import StoredFacts
 
 OK, MISSING, WARN, DEFAULT = "ok", "missing", "warn", "default"
 HOST_FIELDS = ("cpu", "memory", "disk")
 COORDINATOR_FIELDS = ("coordinator_cpu", "coordinator_memory", "coordinator_disk", "coordinator_timeout_hours")
-# What a large launch must not leave to a default without saying so (listed by `relied_defaults`).
-LAUNCH_FIELDS = (*HOST_FIELDS, *COORDINATOR_FIELDS, "job_timeout_seconds", "max_retries")
 ENGINE_MAX_LEN = "generator.inference_engine.engine_init_kwargs.max_model_len"
 
 
@@ -45,18 +46,18 @@ class ReadinessItem:
 
 
 def readiness(
-    spec: SkyRLSpec, execution: SkyRLExecution, *, export_hf: bool, memory: MemoryReport | None = None
+    document: SkyRLLaunchConfig, facts: StoredFacts, memory: MemoryTable | None = None
 ) -> list[ReadinessItem]:
-    composed = spec.composed_recipe
+    composed, _ = get_profile(document.runtime.profile).compose(document.skyrl)
     return [
-        *_host_resources(spec, execution),
+        *_host_resources(document, composed),
         *_credentials(composed),
-        _context_budget(spec, composed),
+        _context_budget(document, facts, composed),
         *([_memory_fit(memory)] if memory is not None else []),
-        _checkpoint_policy(spec, composed),
-        _export_policy(composed, export_hf),
-        _wandb_identity(spec, execution, composed),
-        *_backend_fixes(spec, composed),
+        _checkpoint_policy(document, composed),
+        _export_policy(composed, document.run.export_hf),
+        _wandb_identity(document, composed),
+        *_backend_fixes(document, composed),
     ]
 
 
@@ -73,15 +74,36 @@ def render(items: list[ReadinessItem], *, large: bool = False, defaults: list[st
     return lines
 
 
-def _host_resources(spec: SkyRLSpec, execution: SkyRLExecution) -> list[ReadinessItem]:
+def launch_values(document: SkyRLLaunchConfig) -> dict[str, Any]:
+    """Each launch setting an execution states (its field name) -> its value in the document."""
+    cluster, alloc, coordinator = document.cluster, document.cluster.allocation, document.cluster.coordinator
+    values: dict[str, Any] = {
+        "cpu": alloc.cpu,
+        "memory": alloc.memory,
+        "disk": alloc.disk,
+        "job_timeout_seconds": cluster.timeout_seconds,
+        "max_retries": cluster.max_retries,
+    }
+    if coordinator is not None:
+        values |= {
+            "coordinator_cpu": coordinator.cpu,
+            "coordinator_memory": coordinator.memory,
+            "coordinator_disk": coordinator.disk,
+            "coordinator_timeout_hours": coordinator.timeout_hours,
+        }
+    return values
+
+
+def _host_resources(document: SkyRLLaunchConfig, composed: Mapping[str, Any]) -> list[ReadinessItem]:
     """Per role and for the coordinator: each value, `[default]` where the experiment stated none."""
-    kind = type(execution).__name__
+    cluster = document.cluster
+    kind, defaults, values = cluster.execution or "the launch document", set(cluster.defaults), launch_values(document)
 
     def value(name: str, text: str) -> str:
-        return text if execution.stated(name) else f"{text} [default]"
+        return f"{text} [default]" if name in defaults else text
 
     def item(label: str, prefix: str, names: tuple[str, ...], texts: tuple[str, ...]) -> ReadinessItem:
-        defaulted = [n for n in names if not execution.stated(n)]
+        defaulted = [n for n in names if n in defaults]
         source = f"{kind}({', '.join(n for n in names if n not in defaulted)})" if len(defaulted) < len(names) else ""
         if defaulted:
             source = "; ".join(filter(None, (source, f"{kind} defaults for {', '.join(defaulted)}")))
@@ -89,26 +111,31 @@ def _host_resources(spec: SkyRLSpec, execution: SkyRLExecution) -> list[Readines
             label, prefix + ", ".join(value(n, t) for n, t in zip(names, texts)), source, DEFAULT if defaulted else OK
         )
 
-    per_node = (f"{execution.cpu:g} CPU", f"{execution.memory} memory", f"{execution.disk} disk")
-    plan, topo = spec.topology.role_plan, spec.topology
-    if plan.colocate_all:
-        roles = [("policy+rollout", topo.num_nodes)]
+    alloc, geo = cluster.allocation, Geometry.from_recipe(composed)
+    per_node = (f"{alloc.cpu:g} CPU", f"{alloc.memory} memory", f"{alloc.disk} disk")
+    if geo.colocate_all:
+        roles = [("policy+rollout", alloc.num_nodes)]
     else:
-        roles = [("policy hosts", plan.policy_num_nodes), ("rollout hosts", topo.num_nodes - plan.policy_num_nodes)]
+        roles = [("policy hosts", geo.policy_nodes), ("rollout hosts", alloc.num_nodes - geo.policy_nodes)]
     items = [item(label, f"{nodes} node(s), each ", HOST_FIELDS, per_node) for label, nodes in roles]
+    if "coordinator_cpu" not in values:
+        return [
+            *items,
+            ReadinessItem("coordinator", "not stated", "the launch document has no cluster.coordinator", MISSING),
+        ]
     coordinator = (
-        f"{execution.coordinator_cpu:g} CPU",
-        f"{execution.coordinator_memory} memory",
-        f"{execution.coordinator_disk} disk",
-        f"{execution.coordinator_timeout_hours:g}h deadline",
+        f"{values['coordinator_cpu']:g} CPU",
+        f"{values['coordinator_memory']} memory",
+        f"{values['coordinator_disk']} disk",
+        f"{values['coordinator_timeout_hours']:g}h deadline",
     )
     return [*items, item("coordinator", "", COORDINATOR_FIELDS, coordinator)]
 
 
-def relied_defaults(execution: SkyRLExecution) -> list[str]:
+def relied_defaults(document: SkyRLLaunchConfig) -> list[str]:
     """Every launch setting left to its default (a large launch lists them: `name=value`)."""
-    kind = type(execution).__name__
-    return [f"{kind}.{n}={getattr(execution, n)!r}" for n in LAUNCH_FIELDS if not execution.stated(n)]
+    kind, values = document.cluster.execution or "cluster", launch_values(document)
+    return [f"{kind}.{n}={values.get(n)!r}" for n in document.cluster.defaults]
 
 
 def _credentials(composed: Mapping[str, Any]) -> list[ReadinessItem]:
@@ -129,15 +156,15 @@ def _credentials(composed: Mapping[str, Any]) -> list[ReadinessItem]:
     return items
 
 
-def _context_budget(spec: SkyRLSpec, composed: Mapping[str, Any]) -> ReadinessItem:
+def _context_budget(document: SkyRLLaunchConfig, facts: StoredFacts, composed: Mapping[str, Any]) -> ReadinessItem:
     prompt = get_path(composed, "trainer.max_prompt_length")
     generate = get_path(composed, "generator.sampling_params.max_generate_length")
     budget = (prompt or 0) + (generate or 0)
     limits, sources = [], []
-    context = spec.model.stored_facts().context_length
+    context = facts.model.facts.context_length
     if context:
         limits.append(f"model context {context}")
-        sources.append(f"{spec.model.step.identity} config.json")
+        sources.append(f"{document.inputs.model.identity.split(':', 1)[0]} config.json")
     engine = get_path(composed, ENGINE_MAX_LEN, None)
     if engine:
         limits.append(f"engine max_model_len {engine}")
@@ -156,9 +183,8 @@ def _context_budget(spec: SkyRLSpec, composed: Mapping[str, Any]) -> ReadinessIt
     )
 
 
-def _memory_fit(memory: MemoryReport) -> ReadinessItem:
+def _memory_fit(table: MemoryTable) -> ReadinessItem:
     """Tight or unsized memory is worth a look before a large launch; a certain failure never gets here."""
-    table = memory.table
     source = "model config.json, device table, recipe (rlaunch.rules.memory)"
     if table.device is None:
         return ReadinessItem("memory fit", "; ".join(table.unsized), source, WARN)
@@ -176,8 +202,8 @@ def _memory_fit(memory: MemoryReport) -> ReadinessItem:
     )
 
 
-def _checkpoint_policy(spec: SkyRLSpec, composed: Mapping[str, Any]) -> ReadinessItem:
-    retention = spec.retention
+def _checkpoint_policy(document: SkyRLLaunchConfig, composed: Mapping[str, Any]) -> ReadinessItem:
+    retention = document.artifacts
     return ReadinessItem(
         "checkpoints",
         f"every {get_path(composed, 'trainer.ckpt_interval')} step(s), resume_mode "
@@ -194,22 +220,22 @@ def _export_policy(composed: Mapping[str, Any], export_hf: bool) -> ReadinessIte
     return ReadinessItem("export", f"{final}; {cadence}", "skyrl_step(export_hf); recipe trainer.hf_save_interval")
 
 
-def _wandb_identity(spec: SkyRLSpec, execution: SkyRLExecution, composed: Mapping[str, Any]) -> ReadinessItem:
+def _wandb_identity(document: SkyRLLaunchConfig, composed: Mapping[str, Any]) -> ReadinessItem:
     if not _uses_wandb(composed):
         return ReadinessItem("W&B identity", "not used (trainer.logger is not wandb)", "recipe trainer.logger")
-    entity, project = execution.wandb_entity, get_path(composed, "trainer.project_name")
-    value = f"entity {entity or '?'}, project {project or '?'}, run {spec.name}@{spec.version}"
+    entity, project = document.cluster.wandb_entity, get_path(composed, "trainer.project_name")
+    value = f"entity {entity or '?'}, project {project or '?'}, run {document.run.artifact or document.run.id}"
     state = OK if entity and project else MISSING
     return ReadinessItem(
         "W&B identity",
         value,
-        f"{type(execution).__name__}.wandb_entity; recipe trainer.project_name; artifact identity",
+        f"{document.cluster.execution or 'cluster'}.wandb_entity; recipe trainer.project_name; artifact identity",
         state,
     )
 
 
-def _backend_fixes(spec: SkyRLSpec, composed: Mapping[str, Any]) -> list[ReadinessItem]:
-    profile = spec.runtime.runtime_profile
+def _backend_fixes(document: SkyRLLaunchConfig, composed: Mapping[str, Any]) -> list[ReadinessItem]:
+    profile = get_profile(document.runtime.profile)
     source = f"runtime {profile.name} known_defects, lock {profile.lock_file.name}"
     found = findings(profile, composed)
     if not found:

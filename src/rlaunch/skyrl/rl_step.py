@@ -12,14 +12,15 @@ from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.gates import authorisations
+from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.runs.layout import HANDED_DOCUMENT, attempt_dir
 from rlaunch.runs.run_record import marked, update_attempt
 from rlaunch.secrets import refuse_secrets_in
-from rlaunch.skyrl import launcher
+from rlaunch.skyrl import launcher, planning
 from rlaunch.skyrl.execution import SkyRLExecution
-from rlaunch.skyrl.gate_checks import gates_section
-from rlaunch.skyrl.launch_document import render_document
+from rlaunch.skyrl.launch_document import gates_section, render_document
 from rlaunch.skyrl.spec import SkyRLSpec
+from rlaunch.skyrl.stored_facts import StoredFacts
 
 EXECUTION_ARG = "skyrl_execution"
 
@@ -52,6 +53,26 @@ class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
     export_hf: bool = False
     smoke: SkyRLArtifactStep | None = None
     submitted_by: ClassVar[str | None] = "@rl_build_options"  # its coordinator alone launches it
+    # What planning read and rendered under each prefix: gathered once, shared by every reader.
+    _planned: dict[str, tuple[StoredFacts, SkyRLLaunchConfig | None]] = field(
+        default_factory=dict, init=False, repr=False
+    )
+
+    def stored_facts(self, prefix: str) -> StoredFacts:
+        """What storage under `prefix` holds for this run, gathered on first use (`planning`): the
+        preflight, the plan's views and the submission checks all read this one value."""
+        if prefix not in self._planned:
+            smoke = None if self.smoke is None else self.smoke.spec
+            self._planned[prefix] = (planning.stored_facts(self.spec, prefix, smoke), None)  # type: ignore[arg-type]
+        return self._planned[prefix][0]
+
+    def planned_document(self, prefix: str) -> SkyRLLaunchConfig:
+        """The launch document `--run` would hand the host now (`planning.planned_document`)."""
+        facts, document = self.stored_facts(prefix), self._planned[prefix][1]
+        if document is None:
+            document = planning.planned_document(self, prefix, facts)
+            self._planned[prefix] = (facts, document)
+        return document
 
     def __repr__(self) -> str:
         return f"SkyRLArtifactStep({self.identity})"
@@ -75,10 +96,20 @@ def skyrl_step(
     def build_config(ctx: StepContext) -> dict[str, Any]:
         placement = None if ctx.is_fingerprint else ctx.runtime_arg(EXECUTION_ARG)
         attempt = "<attempt_id>" if ctx.is_fingerprint else uuid.uuid4().hex[:12]
-        if not ctx.is_fingerprint:
-            spec.check_stored(ctx.prefix)  # the inputs are built now: their recorded facts are checked
+        facts = None
+        if not ctx.is_fingerprint:  # the inputs are built now: what they recorded is read and checked
+            facts = planning.stored_facts(spec, ctx.prefix)
+            planning.check(spec, placement, facts)
         gates = None if ctx.is_fingerprint else gates_section(smoke, placement, ctx.prefix)
-        document = render_document(spec, placement, ctx, attempt_id=attempt, export_hf=export_hf, gates=gates)
+        document = render_document(
+            spec,
+            placement,
+            ctx,
+            attempt_id=attempt,
+            export_hf=export_hf,
+            gates=gates,
+            model=None if facts is None else facts.model,
+        )
         refuse_secrets_in(document, f"the launch document of {spec.name}@{spec.version}")
         return {
             "artifact": {"name": spec.name, "version": spec.version},
@@ -86,9 +117,14 @@ def skyrl_step(
             "launch_document": document,
         }
 
-    from rlaunch.skyrl.plan_view import describe_step, plan_memory
+    from rlaunch.rules.document_subject import memory_table
+    from rlaunch.skyrl.plan_view import describe_step
 
-    return SkyRLArtifactStep(
+    def describe(prefix: str) -> list[str]:
+        planned_smoke = None if smoke is None else smoke.planned_document(prefix)
+        return describe_step(step.planned_document(prefix), step.stored_facts(prefix), planned_smoke)
+
+    step = SkyRLArtifactStep(
         name=spec.name,
         version=spec.version,
         artifact_type=SkyRLRun,
@@ -96,13 +132,14 @@ def skyrl_step(
         build_config=build_config,
         deps=spec.deps(),
         runtime_args={EXECUTION_ARG: execution},
-        describe=lambda config: describe_step(spec, execution, config, smoke=smoke),
-        facts=lambda config: {"memory": plan_memory(spec, execution).table.as_dict()},
+        describe=describe,
+        facts=lambda prefix: {"memory": memory_table(step.planned_document(prefix)).as_dict()},
         spec=spec,
         execution=execution,
         export_hf=export_hf,
         smoke=smoke,
     )
+    return step
 
 
 def run_skyrl(config: dict[str, Any]) -> SkyRLRun:

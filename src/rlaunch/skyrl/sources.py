@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlaunch import storage
-from rlaunch.artifacts import Artifact, ArtifactStep, Directory, StepContext, records
+from rlaunch.artifacts import Artifact, ArtifactStep, Directory, StepContext
 from rlaunch.launch_config.schema import DataInput, ModelInput
 from rlaunch.paths import ConfinementError, relative_path_problem
-from rlaunch.rules.data_rules import DataFacts
 from rlaunch.skyrl.fields import require_str
-from rlaunch.skyrl.model_facts import ModelFacts
+from rlaunch.skyrl.model_facts import StoredModel
 
 STAGED_MODELS = "models"
 STAGED_DATA = "data"
@@ -78,6 +77,16 @@ def artifact_identity(step: ArtifactStep[Any]) -> str:
     return f"{step.identity}:{step.fingerprint}"
 
 
+def artifact_type(step: ArtifactStep[Any]) -> str:
+    return step.artifact_type.type_name()
+
+
+def graph_shape(step: ArtifactStep[Any]) -> str:
+    """The graph behind `step` with names and versions erased: `Type(dependency, ...)`, sorted."""
+    deps = sorted(graph_shape(dep) for dep in step.deps)
+    return f"{artifact_type(step)}({', '.join(deps)})"
+
+
 def _stage_name(step: ArtifactStep[Any]) -> str:
     return posixpath.basename(step.name)
 
@@ -98,47 +107,26 @@ class ArtifactHfModel:
     def deps(self) -> tuple[ArtifactStep[Any], ...]:
         return (self.step,)
 
-    def stored_facts(self, prefix: str | None = None) -> ModelFacts:
-        """Architecture facts from the model step's stored record, when it has been built; the source
-        revision it recorded, else the commit its step pins (a hub source), so a disagreeing
-        tokenizer revision is caught before anything is fetched; the architecture from the config.json
-        it recorded, else the one its step declares."""
-        record = records.read_record(self.step.path(prefix))
-        result = (record or {}).get("result") or {}
-        return ModelFacts(
-            result.get("num_attention_heads"),
-            result.get("context_length"),
-            result.get("revision") or pinned_commit(self.step),
-            self.tokenizer_revision,
-        ).with_config(result.get("hf_config") or declared_config(self.step))
-
-    def locator(self, ctx: StepContext) -> ModelInput:
+    def locator(self, ctx: StepContext, stored: StoredModel | None = None) -> ModelInput:
+        """The document's model input; `stored` (what storage holds of the model: `stored_facts`)
+        fills its facts once placement is real (never while fingerprinting)."""
         root = ctx.artifact_path(self.step)
-        facts = ModelFacts()
+        stored = StoredModel() if ctx.is_fingerprint or stored is None else stored
         uri = root
-        hf_config = None
-        if not ctx.is_fingerprint:
-            value = ctx.resolved(self.step)
-            facts = ModelFacts(
-                getattr(value, "num_attention_heads", None),
-                getattr(value, "context_length", None),
-                getattr(value, "revision", None),
-            )
-            hf_config = getattr(value, "hf_config", None) or declared_config(self.step)
-            exported = getattr(value, "hf_model_uri", None)
-            if self.relative_path is None and exported:
-                uri = exported
         if self.relative_path:
             uri = storage.join(root, self.relative_path)
+        elif stored.exported_uri:
+            uri = stored.exported_uri
         return ModelInput(
             uri=uri,
             identity=f"<{self.step.identity}>" if ctx.is_fingerprint else artifact_identity(self.step),
             local_path=f"{STAGED_MODELS}/{_stage_name(self.step)}",
             tokenizer_revision=self.tokenizer_revision,
-            num_attention_heads=facts.num_attention_heads,
-            context_length=facts.context_length,
-            revision=facts.revision,
-            hf_config=hf_config,
+            num_attention_heads=stored.facts.num_attention_heads,
+            context_length=stored.facts.context_length,
+            revision=stored.recorded_revision,
+            hf_config=stored.config,
+            artifact_type=artifact_type(self.step),
         )
 
 
@@ -156,20 +144,13 @@ class ArtifactDataSource:
     def deps(self) -> tuple[ArtifactStep[Any], ...]:
         return (self.step,)
 
-    def stored_facts(self, role: str, prefix: str | None = None) -> DataFacts | None:
-        """The splits the data artifact recorded when it was built (None: not built, or no facts)."""
-        record = records.read_record(self.step.path(prefix))
-        splits = ((record or {}).get("result") or {}).get("splits")
-        if not isinstance(splits, dict):
-            return None
-        return DataFacts(role, self.step.identity, self.relative_path, splits)
-
     def locator(self, ctx: StepContext) -> DataInput:
         return DataInput(
             uri=ctx.artifact_path(self.step),
             identity=f"<{self.step.identity}>" if ctx.is_fingerprint else artifact_identity(self.step),
             local_path=f"{STAGED_DATA}/{_stage_name(self.step)}",
             relative_path=self.relative_path,
+            artifact_type=artifact_type(self.step),
         )
 
 

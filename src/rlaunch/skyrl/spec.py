@@ -2,8 +2,8 @@
 
 Constructing one checks its own fields (types, names, the recipe parses) and reads nothing: no
 storage, no environment. The preflight over the plan and what storage holds of its model and data
-(`stored_violations`) runs when the graph is planned (`rlaunch.skyrl.planning`), again in the RL
-step once its inputs are built, and in the launch host on the document.
+runs when the graph is planned (`rlaunch.skyrl.planning`), again in the RL step once its inputs
+are built, and in the launch host on the document.
 """
 
 from __future__ import annotations
@@ -14,11 +14,8 @@ from typing import Any
 
 from rlaunch.artifacts import ArtifactStep
 from rlaunch.artifacts.identity import validate_name, validate_version
-from rlaunch.rules.data_rules import DataFacts
 from rlaunch.skyrl.config_yaml import entrypoint_of, parse_config_yaml, render_recipe
 from rlaunch.skyrl.fields import require_int, require_str
-from rlaunch.skyrl.preflight import check_plan
-from rlaunch.skyrl.preflight_error import PreflightError
 from rlaunch.skyrl.retention import SkyRLRetentionPolicy
 from rlaunch.skyrl.role_plan import SkyRLTopology
 from rlaunch.skyrl.runtime import SkyRLRuntime
@@ -31,7 +28,7 @@ class SkyRLSpec:
 
     `compatible_checkpoint_digests` declares runtime digests and run fingerprints whose
     checkpoints this run may resume (after compatibility was established); by default a resume
-    across a runtime change or a changed recipe is refused (`launch_config.resume`).
+    across a runtime change or a changed recipe is refused (`rlaunch.runs.resume`).
     """
 
     name: str
@@ -68,30 +65,6 @@ class SkyRLSpec:
         for digest in self.compatible_checkpoint_digests:
             require_str("SkyRLSpec", "compatible_checkpoint_digests[]", digest)
         self.recipe  # noqa: B018 - the recipe parses (a PreflightError naming config_yaml otherwise)
-
-    def stored_violations(self, prefix: str | None) -> list[PreflightError]:
-        """The preflight over the plan and the stored facts of its model and data under `prefix`."""
-        return check_plan(
-            self.topology,
-            self.recipe,
-            self.runtime.runtime_profile,
-            seed=self.seed,
-            model=self.model.stored_facts(prefix),
-            data=self.data_facts(prefix),
-        )
-
-    def check_stored(self, prefix: str | None) -> None:
-        """`stored_violations` raised as one PreflightError: in the RL step once its inputs are built
-        (before allocation); planning the graph runs it for every RL step first (`planning`)."""
-        violations = self.stored_violations(prefix)
-        if violations:
-            raise PreflightError.combine(violations)
-
-    def data_facts(self, prefix: str | None = None) -> list[DataFacts]:
-        """What the data artifacts recorded of their splits (those built, with facts)."""
-        sources = [(f"train_data[{i}]", s) for i, s in enumerate(self.train_data)]
-        sources += [(f"validation_data[{i}]", s) for i, s in enumerate(self.validation_data)]
-        return [f for role, source in sources if (f := source.stored_facts(role, prefix)) is not None]
 
     @functools.cached_property
     def recipe(self) -> dict[str, Any]:

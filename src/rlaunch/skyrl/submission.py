@@ -1,4 +1,6 @@
-"""Checks that need this environment or storage, run right before a coordinator is submitted."""
+"""Checks that need this environment or storage, run right before a coordinator is submitted.
+
+They read the launch document the step would launch and its stored facts (`planning`)."""
 
 from __future__ import annotations
 
@@ -6,25 +8,24 @@ import os
 
 from rlaunch import storage
 from rlaunch.launch_config.composition import get_path
+from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.runs.layout import temporary_base
-from rlaunch.skyrl.launch_document import live_run_paths
-from rlaunch.skyrl.plan_view import resume_refusal
-from rlaunch.skyrl.spec import SkyRLSpec
+from rlaunch.runtimes.registry import get_profile
+from rlaunch.skyrl.resume_check import resume_refusal
+from rlaunch.skyrl.stored_facts import StoredFacts
 
 
-def submission_problems(spec: SkyRLSpec, prefix: str) -> list[str]:
-    """Reasons `--run` must not submit `spec` (empty when it may)."""
-    problems = []
-    paths = live_run_paths(spec, prefix)
+def submission_problems(document: SkyRLLaunchConfig, facts: StoredFacts, prefix: str) -> list[str]:
+    """Reasons `--run` must not submit the run of `document` under `prefix` (empty when it may)."""
+    who, problems = document.run.artifact, []
     for root in dict.fromkeys((prefix, temporary_base(prefix))):
         problem = storage.writable_problem(root)
         if problem:
-            problems.append(f"{spec.name}@{spec.version}: {problem} (outputs go to {paths.output_path})")
-    refusal = resume_refusal(spec, prefix)
+            problems.append(f"{who}: {problem} (outputs go to {document.artifacts.output_path})")
+    refusal = resume_refusal(document, facts)
     if refusal:
-        problems.append(f"{spec.name}@{spec.version}: {refusal}")
-    if get_path(spec.composed_recipe, "trainer.logger") == "wandb" and not os.environ.get("WANDB_API_KEY"):
-        problems.append(
-            f"{spec.name}@{spec.version}: trainer.logger is wandb but WANDB_API_KEY is not set here, so it cannot be forwarded"
-        )
+        problems.append(f"{who}: {refusal}")
+    composed, _ = get_profile(document.runtime.profile).compose(document.skyrl)
+    if get_path(composed, "trainer.logger") == "wandb" and not os.environ.get("WANDB_API_KEY"):
+        problems.append(f"{who}: trainer.logger is wandb but WANDB_API_KEY is not set here, so it cannot be forwarded")
     return problems

@@ -1,0 +1,88 @@
+"""`StoredFacts`: what planning one RL step reads from storage, gathered once and passed down.
+
+A `SkyRLSpec` and a `skyrl_step` are pure descriptions: building them reads nothing. Everything
+the preflight, the launch document and its views (the plan view, readiness, the resume check, the
+gates) need from storage is read here, by `gather`, into one frozen value:
+
+* the model: its architecture facts and `config.json` as the built artifact recorded them (else as
+  its step declares them), the source revision it recorded (else the commit its step pins), and
+  its own export (an RL run's Hugging Face model) when it has one;
+* the data: what each built data artifact recorded of its splits;
+* the run: its latest checkpoint (with the runtime digest and run fingerprint it was written
+  under), the run record's attempts and whether the terminal manifest exists (the version is served);
+* the declared smoke: its run record's attempts (None when no smoke is declared).
+
+Planning gathers it once per RL step and prefix (`SkyRLArtifactStep.stored_facts`); the RL step
+gathers it again once its inputs are built, right before it renders the document it launches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rlaunch import storage
+from rlaunch.artifacts import ArtifactStep, records
+from rlaunch.launch_config.gates import recorded_attempts
+from rlaunch.rules.data_rules import DataFacts
+from rlaunch.runs.layout import CheckpointInfo, RunPaths, latest_checkpoint
+from rlaunch.skyrl.model_facts import ModelFacts, StoredModel
+from rlaunch.skyrl.sources import ArtifactDataSource, ArtifactHfModel, declared_config, pinned_commit
+
+
+@dataclass(frozen=True)
+class StoredFacts:
+    """One RL step's view of storage at one moment (see the module docstring)."""
+
+    model: StoredModel = StoredModel()
+    data: tuple[DataFacts, ...] = ()
+    checkpoint: CheckpointInfo | None = None
+    attempts: tuple[Mapping[str, Any], ...] = ()
+    served: bool = False  # the terminal manifest exists: `--run` serves the version, nothing is launched
+    smoke_attempts: tuple[Mapping[str, Any], ...] | None = None  # None: no smoke declared
+
+
+def gather(
+    model: ArtifactHfModel,
+    data: Sequence[tuple[str, ArtifactDataSource]],
+    prefix: str,
+    paths: RunPaths,
+    smoke_output_path: str | None = None,
+) -> StoredFacts:
+    """Read, once, what planning a run of `model` on `data` (role, source) under `prefix` needs;
+    `paths` are the run's own roots, `smoke_output_path` the declared smoke's."""
+    return StoredFacts(
+        model=stored_model(model, prefix),
+        data=tuple(f for role, source in data if (f := _data_facts(role, source, prefix)) is not None),
+        checkpoint=latest_checkpoint(paths.checkpoint_root),
+        attempts=tuple(recorded_attempts(paths.output_path)),
+        served=storage.exists(paths.terminal_manifest_uri),
+        smoke_attempts=None if smoke_output_path is None else tuple(recorded_attempts(smoke_output_path)),
+    )
+
+
+def stored_model(model: ArtifactHfModel, prefix: str | None = None) -> StoredModel:
+    """The model's facts from its step's stored record when it has been built; the source revision
+    it recorded, else the commit its step pins (so a disagreeing tokenizer revision is caught before
+    anything is fetched); the architecture from the config.json it recorded, else the declared one."""
+    result = _result(model.step, prefix)
+    recorded = result.get("revision")
+    config = result.get("hf_config") or declared_config(model.step)
+    facts = ModelFacts(
+        result.get("num_attention_heads"),
+        result.get("context_length"),
+        recorded or pinned_commit(model.step),
+        model.tokenizer_revision,
+    ).with_config(config)
+    return StoredModel(facts, recorded, config, result.get("hf_model_uri"))
+
+
+def _data_facts(role: str, source: ArtifactDataSource, prefix: str) -> DataFacts | None:
+    """The splits a data artifact recorded when it was built (None: not built, or no facts)."""
+    splits = _result(source.step, prefix).get("splits")
+    return DataFacts(role, source.step.identity, source.relative_path, splits) if isinstance(splits, dict) else None
+
+
+def _result(step: ArtifactStep[Any], prefix: str | None) -> dict[str, Any]:
+    return (records.read_record(step.path(prefix)) or {}).get("result") or {}
