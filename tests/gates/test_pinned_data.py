@@ -16,7 +16,7 @@ import pytest
 
 from rlaunch import storage
 from rlaunch.artifacts import ArtifactStep, RunFailedError, Runner, records
-from rlaunch.skyrl import ArtifactDataSource, PreflightError, PromptData
+from rlaunch.skyrl import ArtifactDataSource, PreflightError, PromptData, planning
 from rlaunch.skyrl.hub import UnpinnedRevisionError, hf_dataset_source
 from tests.hub_cache import use_offline_hub_cache
 from tests.skyrl import helpers as h
@@ -112,4 +112,4 @@ def test_the_rl_step_checks_data_built_in_the_same_run_before_the_host_allocates
     spec = h.spec(train_data=(ArtifactDataSource(data, "train.jsonl"),), validation_data=())  # not built: not judged
     Runner(prefix, report=lambda line: None).run([data])
     with pytest.raises(PreflightError, match="row 0 has no field 'prompt'"):
-        spec.check_stored(prefix)
+        planning.check(spec, h.iris(), planning.stored_facts(spec, prefix))

@@ -47,7 +47,7 @@ def test_the_threshold_is_the_users_and_a_gpu_runtime_is_always_large() -> None:
     assert large_launch("cpu", 2, LocalSkyRLExecution(smoke_gate_nodes=2).smoke_gate_nodes) is None
     assert large_launch("cpu", 1, 1) is None  # the CPU smoke needs no smoke
     one_gpu_node = h.spec(topo=h.topology(num_nodes=1, gpus_per_node=8))
-    assert large(one_gpu_node, h.iris(smoke_gate_nodes=8)) == "it runs on a GPU runtime"
+    assert large(h.planned_view(one_gpu_node, h.iris(smoke_gate_nodes=8))[0]) == "it runs on a GPU runtime"
     assert large_launch("gpu", 2, 1, rehearsal=True) is None  # a rehearsal runtime never trains
 
 
@@ -79,6 +79,6 @@ def test_the_64_gpu_example_waits_for_its_gpu_smoke_and_goes_only_with_a_recorde
 
 
 def _describe(step) -> list[str]:  # noqa: ANN001 - a SkyRL step
-    from rlaunch.artifacts import StepContext
+    from rlaunch import storage
 
-    return step.describe(step.build_config(StepContext.for_fingerprint(step)))
+    return step.describe(storage.default_prefix())

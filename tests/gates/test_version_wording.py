@@ -5,13 +5,26 @@ from __future__ import annotations
 
 from rlaunch import storage
 from rlaunch.runs.layout import CHECKPOINT_META, LATEST_MARKER, checkpoint_dir
+from rlaunch.runs.resume import run_fingerprint
 from rlaunch.runs.run_record import update_attempt
 from rlaunch.skyrl.gate_checks import plan_rows
-from rlaunch.skyrl.launch_document import live_run_paths, spec_fingerprint
+from rlaunch.skyrl.launch_document import live_run_paths
 from rlaunch.skyrl.plan_view import _resume_line
 from tests.skyrl import helpers as h
 
 OLD = "0123456789abcdef" * 4
+
+
+def _rows(spec, prefix: str) -> dict[str, str]:
+    return dict(plan_rows(*h.planned_view(spec, prefix=prefix)))
+
+
+def _resume(spec, prefix: str) -> str:
+    return _resume_line(*h.planned_view(spec, prefix=prefix))
+
+
+def _fingerprint(spec, prefix: str) -> str:
+    return run_fingerprint(h.planned_view(spec, prefix=prefix)[0].to_dict())
 
 
 def _attempt(spec, prefix: str, state: str, digest: str = OLD) -> None:
@@ -22,7 +35,7 @@ def _attempt(spec, prefix: str, state: str, digest: str = OLD) -> None:
 def _checkpoint(spec, prefix: str, digest: str = OLD) -> None:
     root = live_run_paths(spec, prefix).checkpoint_root
     storage.write_text_atomic(storage.join(root, LATEST_MARKER), "2")
-    meta = {"runtime_digest": digest, "run_fingerprint": spec_fingerprint(spec)}
+    meta = {"runtime_digest": digest, "run_fingerprint": _fingerprint(spec, prefix)}
     storage.write_json_atomic(storage.join(checkpoint_dir(root, 2), CHECKPOINT_META), meta)
 
 
@@ -30,10 +43,10 @@ def test_declared_compatibility_is_named_with_both_digests(prefix: str) -> None:
     spec = h.spec(compatible_checkpoint_digests=(OLD,))
     _attempt(spec, prefix, "failed")
     _checkpoint(spec, prefix)
-    rows = dict(plan_rows(spec, prefix))
+    rows = _rows(spec, prefix)
     assert rows["version"].startswith("compatible by declaration")
     assert OLD[:16] in rows["version"] and spec.runtime.source_digest[:16] in rows["version"]
-    resume = _resume_line(spec, prefix, live_run_paths(spec, prefix))
+    resume = _resume(spec, prefix)
     assert resume.startswith("would resume step 2, compatible by declaration")
     assert OLD[:16] in resume and spec.runtime.source_digest[:16] in resume
     assert "same run fingerprint" not in resume
@@ -42,7 +55,7 @@ def test_declared_compatibility_is_named_with_both_digests(prefix: str) -> None:
 def test_without_the_declaration_the_version_is_refused(prefix: str) -> None:
     spec = h.spec()
     _attempt(spec, prefix, "failed")
-    version = dict(plan_rows(spec, prefix))["version"]
+    version = _rows(spec, prefix)["version"]
     assert version.startswith("REFUSED") and f"compatible_checkpoint_digests=({OLD!r},)" in version
 
 
@@ -50,7 +63,7 @@ def test_a_served_version_says_its_result_came_from_the_old_runtime(prefix: str)
     spec = h.spec()
     _attempt(spec, prefix, "succeeded")
     storage.write_json_atomic(live_run_paths(spec, prefix).terminal_manifest_uri, {"state": "succeeded"})
-    version = dict(plan_rows(spec, prefix))["version"]
+    version = _rows(spec, prefix)["version"]
     assert version.startswith("served from storage: the stored result came from the old runtime")
     assert OLD[:16] in version and spec.runtime.source_digest[:16] in version
 
@@ -59,9 +72,9 @@ def test_same_runtime_says_so(prefix: str) -> None:
     spec = h.spec()
     _attempt(spec, prefix, "succeeded", digest=spec.runtime.source_digest)
     _checkpoint(spec, prefix, digest=spec.runtime.source_digest)
-    assert dict(plan_rows(spec, prefix))["version"] == "1 recorded attempt(s), all under this runtime"
-    resume = _resume_line(spec, prefix, live_run_paths(spec, prefix))
+    assert _rows(spec, prefix)["version"] == "1 recorded attempt(s), all under this runtime"
+    resume = _resume(spec, prefix)
     assert resume == (
-        f"would resume step 2 (same run fingerprint {spec_fingerprint(spec)[:16]} and runtime digest "
+        f"would resume step 2 (same run fingerprint {_fingerprint(spec, prefix)[:16]} and runtime digest "
         f"{spec.runtime.source_digest[:16]})"
     )

@@ -30,9 +30,10 @@ from rlaunch import rules
 from rlaunch.artifacts import StepContext
 from rlaunch.cli.admin import main as rlaunch_main
 from rlaunch.cluster.local.backend import LocalBackend
-from rlaunch.host.validate import DocumentRefused, document_memory, validate_document
+from rlaunch.host.validate import DocumentRefused, validate_document
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.typed import DocumentError
+from rlaunch.rules.document_subject import memory_table
 from rlaunch.rules.recipe_rules import EXPLICIT_KEYS
 from rlaunch.runtimes.defects import KnownDefect
 from rlaunch.runtimes.registry import get_profile, register_profile
@@ -355,11 +356,11 @@ def test_the_run_record_keeps_the_memory_table_of_a_refused_document(module_pref
 
 def test_document_memory_sizes_what_the_document_says(bases: dict[str, Doc]) -> None:
     doc = copy.deepcopy(bases["fsdp"])
-    assert document_memory(schema.from_dict(copy.deepcopy(doc)))["unsized"] == [
+    assert memory_table(schema.from_dict(copy.deepcopy(doc))).as_dict()["unsized"] == [
         "cannot size the model: the model's architecture is not known (no config.json facts recorded)"
     ]
     doc["inputs"]["model"]["hf_config"] = LLAMA_31_8B
-    table = document_memory(schema.from_dict(doc))
+    table = memory_table(schema.from_dict(doc)).as_dict()
     assert table["unsized"] == [] and {r["status"] for r in table["rows"]} == {"ok"}
     assert table["kv_cache"]["max_model_len"] == 4096
 

@@ -12,6 +12,7 @@ import pytest
 from rlaunch.artifacts import ArtifactStep, RunFailedError, Runner, records
 from rlaunch.skyrl import ArtifactHfModel, HfModel, ModelFacts, PreflightError
 from rlaunch.skyrl.hub import UnpinnedRevisionError, fetch_model, hf_model_source
+from rlaunch.skyrl.stored_facts import stored_model
 from tests.hub_cache import use_offline_hub_cache
 from tests.skyrl import helpers as h
 
@@ -88,7 +89,7 @@ def test_a_disagreeing_tokenizer_revision_fails_the_preflight(hub: Path, tmp_pat
     unbuilt = h.spec(model=model)  # nothing recorded yet: nothing to disagree with
     _build(model, tmp_path)
     pinned = dataclasses.replace(unbuilt, model=ArtifactHfModel(model, tokenizer_revision=NEW))
-    assert pinned.model.stored_facts().revision == NEW  # `main` resolved to NEW and was recorded
+    assert stored_model(pinned.model).facts.revision == NEW  # `main` resolved to NEW and was recorded
     with pytest.raises(PreflightError) as caught:
         h.planned(dataclasses.replace(unbuilt, model=ArtifactHfModel(model, tokenizer_revision=OLD)))
     mismatch = [v for v in caught.value.violations if v.code == "model.revision_mismatch"]
@@ -99,7 +100,7 @@ def test_a_disagreeing_tokenizer_revision_fails_the_preflight(hub: Path, tmp_pat
 def test_a_tokenizer_revision_disagreeing_with_the_pinned_commit_fails_before_fetching(hub: Path) -> None:
     model = hf_model_source("models/tiny", REPO_ID, OLD, version="2026.11.30")
     agreeing = dataclasses.replace(h.spec(), model=ArtifactHfModel(model, tokenizer_revision=OLD))
-    assert agreeing.model.stored_facts().revision == OLD
+    assert stored_model(agreeing.model).facts.revision == OLD
     with pytest.raises(PreflightError) as caught:
         h.planned(dataclasses.replace(agreeing, model=ArtifactHfModel(model, tokenizer_revision=NEW)))
     assert [v.values for v in caught.value.violations if v.code == "model.revision_mismatch"] == [
@@ -117,10 +118,10 @@ def _sizable(hub: Path, commit: str) -> dict:
 def test_the_record_carries_the_config_and_the_plan_sizes_it(hub: Path, tmp_path: Path) -> None:
     config = _sizable(hub, OLD)
     step = hf_model_source("models/tiny", REPO_ID, OLD, version="2026.11.30")
-    assert ArtifactHfModel(step, tokenizer_revision=OLD).stored_facts().architecture is None  # nothing known yet
+    assert stored_model(ArtifactHfModel(step, tokenizer_revision=OLD)).facts.architecture is None  # nothing known yet
     record = _build(step, tmp_path)
     assert record["result"]["hf_config"] == config
-    facts = ArtifactHfModel(step, tokenizer_revision=OLD).stored_facts(str(tmp_path / "prefix"))
+    facts = stored_model(ArtifactHfModel(step, tokenizer_revision=OLD), str(tmp_path / "prefix")).facts
     assert facts.architecture == ModelFacts.from_hf_config(config).architecture
     assert facts.architecture.layers == 32 and facts.architecture.kv_heads == 8
 
@@ -128,7 +129,7 @@ def test_the_record_carries_the_config_and_the_plan_sizes_it(hub: Path, tmp_path
 def test_a_declared_config_sizes_the_plan_before_fetching_and_must_match(hub: Path, tmp_path: Path) -> None:
     config = _sizable(hub, OLD)
     step = hf_model_source("models/tiny", REPO_ID, OLD, version="2026.11.30", config=config)
-    facts = ArtifactHfModel(step, tokenizer_revision=OLD).stored_facts()  # unbuilt: the declared config
+    facts = stored_model(ArtifactHfModel(step, tokenizer_revision=OLD)).facts  # unbuilt: the declared config
     assert facts.architecture == ModelFacts.from_hf_config(config).architecture
     assert _build(step, tmp_path)["result"]["hf_config"] == config
     wrong = hf_model_source(

@@ -74,10 +74,14 @@ def test_an_open_defect_the_geometry_triggers_is_a_preflight_violation() -> None
     assert "tail batches crash" in violation.message
 
 
+def _view(execution=None, *, export_hf: bool = True, **spec_kwargs):
+    """The planned launch document and stored facts readiness reads (never the spec)."""
+    return h.planned_view(h.spec(**spec_kwargs), execution, export_hf=export_hf)
+
+
 def _items(execution=None, **spec_kwargs) -> dict[str, list]:
-    spec = h.spec(**spec_kwargs)
     out: dict[str, list] = {}
-    for item in readiness(spec, execution or h.iris(), export_hf=True):
+    for item in readiness(*_view(execution, **spec_kwargs)):
         out.setdefault(item.label, []).append(item)
     return out
 
@@ -95,8 +99,8 @@ def test_readiness_names_a_missing_wandb_key_without_its_value(monkeypatch: pyte
 
 
 def test_readiness_marks_a_missing_wandb_entity() -> None:
-    spec = h.spec(tree=h.WANDB_RECIPE)
-    items = {i.label: i for i in readiness(spec, h.iris(wandb_entity=None), export_hf=False)}
+    view = _view(h.iris(wandb_entity=None), export_hf=False, tree=h.WANDB_RECIPE)
+    items = {i.label: i for i in readiness(*view)}
     assert items["W&B identity"].state == MISSING
     assert items["export"].value.startswith("no terminal export")
 
@@ -126,7 +130,7 @@ def test_host_resources_mark_every_default_for_every_role_and_the_coordinator() 
     (coordinator,) = _items(stated)["coordinator"]  # the same values, stated: no longer defaults
     assert coordinator.state == OK and "[default]" not in coordinator.value
     sized = h.iris(memory="1600GB", cpu=96, disk="4TB", max_retries=0)
-    assert relied_defaults(sized) == [
+    assert relied_defaults(_view(sized)[0]) == [
         "IrisSkyRLExecution.coordinator_cpu=4.0",
         "IrisSkyRLExecution.coordinator_memory='16GB'",
         "IrisSkyRLExecution.coordinator_disk='64GB'",
@@ -134,9 +138,10 @@ def test_host_resources_mark_every_default_for_every_role_and_the_coordinator() 
 
 
 def test_a_large_plan_lists_every_default_it_relies_on() -> None:
-    lines = render(list(_items().values())[0], large=True, defaults=relied_defaults(h.iris()))
+    defaults = relied_defaults(_view(h.iris())[0])
+    lines = render(list(_items().values())[0], large=True, defaults=defaults)
     assert lines[-1].startswith("  a large launch relying on 3 default(s): IrisSkyRLExecution.coordinator_cpu=4.0")
-    assert render(list(_items().values())[0], large=False, defaults=relied_defaults(h.iris()))[-1].startswith("  [")
+    assert render(list(_items().values())[0], large=False, defaults=defaults)[-1].startswith("  [")
 
 
 @pytest.mark.parametrize("module", ["experiments.smoke", "experiments.rl_plan_example", "experiments.cpu_scaled"])

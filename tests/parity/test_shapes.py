@@ -7,12 +7,18 @@ from typing import Any
 
 import pytest
 
+from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep
 from rlaunch.skyrl import SkyRLRuntime, skyrl_step
-from rlaunch.skyrl.parity import differences, shape_of_spec, shape_of_step
+from rlaunch.skyrl.parity import RunShape, differences, shape_of_document
 from tests.skyrl import helpers as h
 
 pytestmark = pytest.mark.parity
+
+
+def shape_of_spec(spec: Any, export_hf: bool) -> RunShape:
+    """The shape of the document `--run` would launch for `spec` (parity reads documents only)."""
+    return shape_of_document(h.planned_view(spec, export_hf=export_hf)[0])
 
 
 def _kinds(smoke: Any, large: Any) -> dict[str, list[str]]:
@@ -29,7 +35,9 @@ def test_cpu_smoke_rehearses_the_scaled_cpu_run() -> None:
     with build_context(BuildContext(VersionCodex("2026.11.30", {}))):
         large = cpu_scaled.scaled_step(slots=1)
     assert large.smoke is not None
-    assert differences(shape_of_step(large.smoke), shape_of_step(large)) == []
+    prefix = storage.default_prefix()
+    smoke_document, large_document = large.smoke.planned_document(prefix), large.planned_document(prefix)
+    assert differences(shape_of_document(smoke_document), shape_of_document(large_document)) == []
     # scale really differs: the batch, the steps
     assert large.spec.topology.role_plan.train_batch_size > large.smoke.spec.topology.role_plan.train_batch_size
     assert (
@@ -135,9 +143,16 @@ def test_a_memory_switch_difference_is_named() -> None:
 def test_the_large_plan_names_its_smoke_and_every_difference() -> None:
     from rlaunch.skyrl.plan_view import parity_lines
 
-    smoke = skyrl_step(h.spec(topo=h.topology()), h.iris(), export_hf=True)
+    prefix = "/nonexistent-prefix"
+    smoke = skyrl_step(h.spec(name="checkpoints/smoke", topo=h.topology()), h.iris(), export_hf=True)
     large = h.spec(topo=h.topology(), runtime=SkyRLRuntime("fsdp"), tree=h.recipe(trainer={"resume_mode": "none"}))
-    lines = parity_lines(large, h.iris(), True, smoke, "/nonexistent-prefix")
+
+    def lines_for(spec: Any) -> list[str]:
+        document, facts = h.planned_view(spec, smoke=smoke, prefix=prefix)
+        return parity_lines(document, facts, smoke.planned_document(prefix))
+
+    lines = lines_for(large)
     assert lines[0].startswith(f"smoke gate: {smoke.identity}; parity FAILS, 1 difference(s)")
     assert "[checkpoint] resume_mode: smoke 'latest', large 'none'" in lines[1]
-    assert "parity holds" in parity_lines(h.spec(topo=h.topology()), h.iris(), True, smoke, "/nonexistent-prefix")[0]
+    assert "has not run" in lines[-1]
+    assert "parity holds" in lines_for(h.spec(topo=h.topology()))[0]

@@ -23,6 +23,7 @@ def test_rendered_document_paths(prefix: str) -> None:
         "resolved_config_uri": f"{durable}/resolved-launch.yaml",
         "terminal_manifest_uri": f"{durable}/terminal.json",
         "resume_checkpoint_count": 3,
+        "temporary_storage_ttl_days": 14,
     }
 
 

@@ -15,7 +15,6 @@ from rlaunch.host.validate import validate_document
 from rlaunch.launch_config import schema
 from rlaunch.runs import layout
 from rlaunch.runs.resume import foreign_checkpoint, refusal, run_fingerprint
-from rlaunch.skyrl.launch_document import spec_fingerprint
 from tests.documents import rendered_document, rl_step
 
 DIGEST = "d" * 64
@@ -34,7 +33,8 @@ def checkpoint(root: str, step: int, **meta: Any) -> None:
 def test_the_plan_and_the_host_compute_the_same_fingerprint(prefix: str) -> None:
     document = rendered_document(prefix)
     resolved = resolve(schema.from_dict(document))
-    assert resolved.run.fingerprint == spec_fingerprint(rl_step().spec) == run_fingerprint(document)
+    planned = rl_step().planned_document(prefix).to_dict()  # what the plan's resume check hashes
+    assert resolved.run.fingerprint == run_fingerprint(planned) == run_fingerprint(document)
     # the resolved document keeps it through a YAML round trip (the child reads it from there)
     assert schema.loads(schema.dumps(resolved)).run.fingerprint == resolved.run.fingerprint
 

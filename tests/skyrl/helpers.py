@@ -13,6 +13,7 @@ import yaml
 
 from rlaunch import storage
 from rlaunch.artifacts import ArtifactStep, Directory
+from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.skyrl import (
     ArtifactDataSource,
     ArtifactHfModel,
@@ -30,6 +31,7 @@ from rlaunch.skyrl import (
 )
 from rlaunch.skyrl.planning import preflight
 from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+from rlaunch.skyrl.stored_facts import StoredFacts
 
 DAY = "2026.11.30"
 REVISION = "9c925d64d72725edaf899c6cb9c377fd0709d9c5"
@@ -283,3 +285,13 @@ def planned(s: SkyRLSpec, execution: Any = None) -> SkyRLArtifactStep:
     step = skyrl_step(s, execution or iris(), export_hf=True)
     preflight([step], storage.default_prefix())
     return step
+
+
+def planned_view(
+    s: SkyRLSpec, execution: Any = None, *, export_hf: bool = True, smoke: Any = None, prefix: str | None = None
+) -> tuple[SkyRLLaunchConfig, StoredFacts]:
+    """What the plan's views read for `s` under `prefix` (default RLAUNCH_PREFIX): the launch
+    document `--run` would launch, and the step's stored facts."""
+    step = skyrl_step(s, execution or iris(), export_hf=export_hf, smoke=smoke)
+    where = prefix or storage.default_prefix()
+    return step.planned_document(where), step.stored_facts(where)

@@ -10,6 +10,7 @@ import pytest
 
 from rlaunch.artifacts import ArtifactStep, Runner, StepContext
 from rlaunch.skyrl import HfModel, ModelFacts, PreflightError, skyrl_step
+from rlaunch.skyrl.stored_facts import stored_model
 
 from .helpers import (
     BASE_RECIPE,
@@ -123,7 +124,7 @@ def test_spec_reads_the_model_record_for_context_length_and_heads(prefix: str) -
     assert "4096 exceeds the model's context length 2048" in budget.message
     # A budget inside the recorded context and a TP dividing the heads pass.
     ok = recipe(trainer={"max_prompt_length": 512}, generator={"sampling_params": {"max_generate_length": 1536}})
-    assert spec(model=model, tree=ok, topo=seed_topology()).model.stored_facts() == ModelFacts(
+    assert stored_model(spec(model=model, tree=ok, topo=seed_topology()).model).facts == ModelFacts(
         num_attention_heads=12, context_length=2048, tokenizer_revision=REVISION
     )
 
@@ -134,7 +135,7 @@ def test_an_unbuilt_model_has_no_facts_to_check() -> None:
             name="models/unbuilt", version=DAY, artifact_type=HfModel, run=lambda c: None, build_config=lambda ctx: {}
         )
     )
-    assert s.model.stored_facts() == ModelFacts(tokenizer_revision=REVISION)
+    assert stored_model(s.model).facts == ModelFacts(tokenizer_revision=REVISION)
 
 
 def test_model_facts_reach_the_launch_document(prefix: str) -> None:

@@ -14,7 +14,7 @@ from rlaunch.cli import rl_build_options
 from rlaunch.skyrl import LocalSkyRLExecution, skyrl_step
 from rlaunch.skyrl.submission import submission_problems
 
-from .helpers import DAY, spec
+from .helpers import DAY, planned_view, spec
 
 
 @click.command()
@@ -33,7 +33,7 @@ def unwritable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_an_unwritable_prefix_is_a_submission_problem(unwritable: Path) -> None:
-    (problem, *_) = submission_problems(spec(), str(unwritable))
+    (problem, *_) = submission_problems(*planned_view(spec()), str(unwritable))
     assert f"{unwritable} is not writable" in problem and "RLAUNCH_PREFIX" in problem
 
 
@@ -46,4 +46,4 @@ def test_run_with_an_unwritable_prefix_submits_nothing(unwritable: Path, tmp_pat
 
 
 def test_a_writable_prefix_is_no_problem(prefix: str) -> None:
-    assert submission_problems(spec(), prefix) == []
+    assert submission_problems(*planned_view(spec(), prefix=prefix), prefix) == []

@@ -176,6 +176,8 @@ def render_document(
             temporary_storage_ttl_days=spec.retention.temporary_storage_ttl_days,
         )
     )
+    if ctx.is_fingerprint:  # like the temporary root it names, the TTL is retention, not identity
+        del sections["artifacts"]["temporary_storage_ttl_days"]
     sections["inputs"] = encode(
         InputsSection(
             model=spec.model.locator(ctx, model),
