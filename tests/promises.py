@@ -70,8 +70,8 @@ PROMISES = (
         (
             _one(
                 "src/rlaunch/runs/resume.py",
-                "if info.runtime_digest in (digest, *accepted) and info.fingerprint in (fingerprint, *accepted):",
-                "if info.fingerprint in (fingerprint, *accepted):",
+                "return info.runtime_digest in (digest, *accepted) and info.fingerprint in (fingerprint, *accepted)",
+                "return info.fingerprint in (fingerprint, *accepted)",
                 "the plan's and host's runtime digest compare deleted",
                 f"{_RESUME}::test_both_digests_must_match",
             ),
@@ -96,15 +96,15 @@ PROMISES = (
         (
             _one(
                 "src/rlaunch/runs/resume.py",
-                "if info.runtime_digest in (digest, *accepted) and info.fingerprint in (fingerprint, *accepted):",
-                "if info.runtime_digest in (digest, *accepted):",
+                "return info.runtime_digest in (digest, *accepted) and info.fingerprint in (fingerprint, *accepted)",
+                "return info.runtime_digest in (digest, *accepted)",
                 "the plan's and host's fingerprint compare deleted",
                 f"{_RESUME}::test_a_checkpoint_of_another_recipe_is_refused_naming_both_fingerprints",
             ),
             _one(
                 "src/rlaunch/runs/resume.py",
-                "and info.fingerprint in (fingerprint, *accepted):",
-                "and info.fingerprint in (None, fingerprint, *accepted):",
+                "and info.fingerprint in (fingerprint, *accepted)",
+                "and info.fingerprint in (None, fingerprint, *accepted)",
                 "a checkpoint without a fingerprint read as fine",
                 f"{_RESUME}::test_a_checkpoint_without_a_fingerprint_is_refused",
             ),
@@ -413,7 +413,7 @@ PROMISES = (
         (
             _one(
                 "src/rlaunch/skyrl/readiness.py",
-                'return text if execution.stated(name) else f"{text} [default]"',
+                'return f"{text} [default]" if name in defaults else text',
                 "return text",
                 "defaults shown like stated values",
                 "tests/parity/test_readiness.py::test_host_resources_mark_every_default_for_every_role_and_the_coordinator",

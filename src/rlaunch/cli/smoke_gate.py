@@ -46,12 +46,10 @@ def _verdict_problems(identity: str, prefix: str) -> list[str]:
 
 
 def record_override(step: Any, prefix: str, reason: str, problems: list[str]) -> None:
-    from rlaunch.skyrl.launch_document import live_run_paths, run_id
-
-    paths = live_run_paths(step.spec, prefix)
+    document = step.planned_document(prefix)
     add_gate_override(
-        paths.output_path,
-        run_id(step.spec),
+        document.artifacts.output_path,
+        document.run.id,
         {
             "smoke": step.smoke.identity if step.smoke is not None else None,
             "reason": scrub(reason),

@@ -1,0 +1,100 @@
+"""After rendering, the launch document is the truth: planning reads storage once per RL step, and
+the plan's views (plan view, readiness, parity, the resume check, the gates' rows) read only the
+document `--run` would launch and those stored facts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from experiments import rl_plan_example
+from rlaunch import storage
+from rlaunch.artifacts import records
+from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
+from rlaunch.launch_config import schema
+from rlaunch.skyrl import planning, stored_facts
+from rlaunch.skyrl.parity import differences, shape_of_document
+from rlaunch.skyrl.plan_view import describe_step
+from rlaunch.skyrl.readiness import DEFAULT, MISSING, readiness
+
+from .helpers import DAY, iris, planned_view, spec
+
+DIRECTORY = "rlaunch.artifacts.artifact.Directory"
+
+
+def _example(prefix: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv(storage.PREFIX_ENV, prefix)
+    with build_context(BuildContext(VersionCodex(DAY))):
+        return rl_plan_example.rl_step(broken=False)
+
+
+def test_planning_gathers_each_rl_steps_stored_facts_once(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    step = _example(prefix, monkeypatch)
+    gathered: list[str] = []
+    real = planning.gather
+
+    def counting(model: Any, *args: Any, **kwargs: Any) -> Any:
+        gathered.append(model.step.identity)
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(planning, "gather", counting)
+    steps = [step, step.smoke]
+    planning.preflight(steps, prefix)  # the dry run's and --run's order: preflight, plan, views
+    for each in steps:
+        assert each.describe(prefix) and each.facts(prefix)["memory"]["rows"]
+        each.planned_document(prefix)
+    assert len(gathered) == 2, gathered  # one per RL step, whatever reads it
+
+
+def test_the_views_read_no_storage(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    step = _example(prefix, monkeypatch)
+    document, facts = step.planned_document(prefix), step.stored_facts(prefix)
+    smoke = step.smoke.planned_document(prefix)
+    expected = describe_step(document, facts, smoke)
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"a view read storage: {args[:1]}")
+
+    with monkeypatch.context() as guard:
+        for name in ("_route", "filesystem", "exists", "read_json", "read_text", "list_names"):
+            guard.setattr(storage, name, refuse)
+        guard.setattr(records, "read_record", refuse)
+        assert describe_step(document, facts, smoke) == expected
+    assert "parity holds" in "\n".join(expected)
+
+
+def test_the_document_carries_what_the_views_need(prefix: str) -> None:
+    document, _ = planned_view(spec(), iris(), prefix=prefix)
+    cluster = document.cluster
+    assert cluster.execution == "IrisSkyRLExecution"
+    assert cluster.coordinator is not None and cluster.coordinator.timeout_hours == 48.0
+    assert set(cluster.defaults) == {"coordinator_cpu", "coordinator_memory", "coordinator_disk"}
+    assert document.artifacts.temporary_storage_ttl_days == 14
+    assert document.inputs.model.artifact_type == "rlaunch.skyrl.sources.HfModel"
+    assert [d.artifact_type for d in document.inputs.train_data] == [DIRECTORY]
+    assert document.inputs.graph == (f"{DIRECTORY}()", "rlaunch.skyrl.sources.HfModel()")
+
+
+def test_parity_compares_two_documents_even_hand_edited_ones(prefix: str) -> None:
+    smoke, _ = planned_view(spec(), prefix=prefix)
+    large = schema.loads(schema.dumps(planned_view(spec(), prefix=prefix)[0]))  # through YAML, as stored
+    assert differences(shape_of_document(smoke), shape_of_document(large)) == []
+    edited = schema.dumps(large).replace(f"artifact_type: {DIRECTORY}", "artifact_type: my.Parquet")
+    found = differences(shape_of_document(smoke), shape_of_document(schema.loads(edited)))
+    assert {(d.kind, d.field) for d in found} == {("handoffs", "train data"), ("handoffs", "validation data")}
+
+
+def test_readiness_of_a_document_without_an_experiment_names_what_it_lacks(prefix: str) -> None:
+    document, facts = planned_view(spec(), iris(), prefix=prefix)
+    items = {i.label: i for i in readiness(document, facts)}
+    assert items["coordinator"].state == DEFAULT
+    bare = schema.from_dict(
+        {
+            **document.to_dict(),
+            "cluster": {**document.to_dict()["cluster"], "coordinator": None, "execution": None, "defaults": []},
+        }
+    )
+    items = {i.label: i for i in readiness(bare, stored_facts.StoredFacts())}
+    assert items["coordinator"].state == MISSING and "no cluster.coordinator" in items["coordinator"].source
+    assert items["policy hosts"].source == "the launch document(cpu, memory, disk)"
