@@ -46,7 +46,9 @@ class SkyRLRun(Artifact):
 
 @dataclass(frozen=True, eq=False)
 class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
-    """An RL step: an ArtifactStep that also keeps its spec and execution for the launcher's checks."""
+    """An RL step: an ArtifactStep that also keeps its spec and execution (what planning renders),
+    and per prefix the stored facts and launch document planning produced (what the plan's views,
+    the gates and the submission checks read)."""
 
     spec: SkyRLSpec | None = None
     execution: SkyRLExecution | None = None
