@@ -441,7 +441,7 @@ PROMISES = (
                 "    return next((s for s in SIGNATURES if s.pattern.search(line)), None)",
                 "    return None",
                 "log signatures ignored",
-                f"{_FAILURES}::test_a_runtime_import_error_is_deterministic",
+                f"{_FAILURES}::test_a_failed_trainer_is_classified_in_the_record_and_in_status",
                 f"{_FAILURES}::test_the_line_nearest_the_end_decides_and_a_refusal_names_its_rule",
             ),
         ),
