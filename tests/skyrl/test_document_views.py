@@ -98,3 +98,28 @@ def test_readiness_of_a_document_without_an_experiment_names_what_it_lacks(prefi
     items = {i.label: i for i in readiness(bare, stored_facts.StoredFacts())}
     assert items["coordinator"].state == MISSING and "no cluster.coordinator" in items["coordinator"].source
     assert items["policy hosts"].source == "the launch document(cpu, memory, disk)"
+
+
+def test_run_reads_the_record_again_after_closing_a_dead_attempt(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--run` closes attempts whose jobs are gone before its gates run: they read the closed state."""
+    from rlaunch.cli import rl_options
+    from rlaunch.observe import finalise
+    from rlaunch.runs.run_record import close_attempt, update_attempt
+    from rlaunch.skyrl import skyrl_step
+    from rlaunch.skyrl.gate_checks import launch_problems
+    from rlaunch.skyrl.launch_document import live_run_paths
+
+    step = skyrl_step(spec(), iris(), export_hf=True)
+    output = live_run_paths(step.spec, prefix).output_path
+    update_attempt(output, "run", "a1", {"state": "running", "runtime_digest": step.spec.runtime.source_digest})
+    assert [a["state"] for a in step.stored_facts(prefix).attempts] == ["running"]
+
+    def jobs_gone(output_path: str, where: str | None, by: str) -> list[str]:  # what finalise does, minus the backend
+        close_attempt(output_path, "a1", {"state": "failed", "failure": "its jobs were gone", "closed_by": by})
+        return ["a1"]
+
+    monkeypatch.setattr(finalise, "finalise_open_attempts", jobs_gone)
+    rl_options._finalise_dead_attempts([step], prefix)
+    assert [a["state"] for a in step.stored_facts(prefix).attempts] == ["failed"]
+    (problem,) = launch_problems(step.planned_document(prefix), step.stored_facts(prefix), retry_given=False)
+    assert "the latest attempt a1 failed" in problem and "--retry" in problem

@@ -270,8 +270,11 @@ def _finalise_dead_attempts(steps: list[Any], prefix: str) -> None:
     from rlaunch.observe.finalise import finalise_open_attempts
 
     for step in steps:
-        for attempt_id in finalise_open_attempts(step.path(prefix), prefix, by="the next rlaunch --run"):
+        closed = finalise_open_attempts(step.path(prefix), prefix, by="the next rlaunch --run")
+        for attempt_id in closed:
             click.echo(f"  recorded attempt {attempt_id} of {step.identity} as ended: its jobs were gone", err=True)
+        if closed:
+            step.forget(prefix)  # the gates must read the record as it is now
 
 
 def jobs_command(backend: str) -> str:

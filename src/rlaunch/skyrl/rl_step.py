@@ -68,6 +68,11 @@ class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
             self._planned[prefix] = (planning.stored_facts(self.spec, prefix, smoke), None)  # type: ignore[arg-type]
         return self._planned[prefix][0]
 
+    def forget(self, prefix: str) -> None:
+        """Drop what planning read under `prefix`: storage changed since (`--run` closed a dead
+        attempt), so the next reader gathers the facts and renders the document anew."""
+        self._planned.pop(prefix, None)
+
     def planned_document(self, prefix: str) -> SkyRLLaunchConfig:
         """The launch document `--run` would hand the host now (`planning.planned_document`)."""
         facts, document = self.stored_facts(prefix), self._planned[prefix][1]
