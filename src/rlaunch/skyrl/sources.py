@@ -115,7 +115,7 @@ class ArtifactHfModel:
         uri = root
         if self.relative_path:
             uri = storage.join(root, self.relative_path)
-        elif stored.exported_uri:
+        elif self.relative_path is None and stored.exported_uri:  # a trained model: its own export
             uri = stored.exported_uri
         return ModelInput(
             uri=uri,
