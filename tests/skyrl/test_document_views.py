@@ -4,6 +4,7 @@ document `--run` would launch and those stored facts."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -123,3 +124,20 @@ def test_run_reads_the_record_again_after_closing_a_dead_attempt(prefix: str, mo
     assert [a["state"] for a in step.stored_facts(prefix).attempts] == ["failed"]
     (problem,) = launch_problems(step.planned_document(prefix), step.stored_facts(prefix), retry_given=False)
     assert "the latest attempt a1 failed" in problem and "--retry" in problem
+
+
+def test_a_model_trained_by_an_rl_step_is_read_from_its_export(prefix: str) -> None:
+    """What the model's record says reaches the document: its export, its facts, its revision."""
+    from rlaunch.skyrl import ArtifactHfModel
+
+    trained = spec()
+    export = f"{prefix}/checkpoints/base/{DAY}/exports/global_step_4/policy"
+    result = {"hf_model_uri": export, "num_attention_heads": 16, "context_length": 8192, "revision": "a" * 40}
+    records.write_record(trained.model.step.path(prefix), {"result": result})
+    document, facts = planned_view(trained, prefix=prefix)
+    model = document.inputs.model
+    assert (model.uri, model.num_attention_heads, model.context_length, model.revision) == (export, 16, 8192, "a" * 40)
+    assert facts.model.recorded_revision == "a" * 40
+    subdir = ArtifactHfModel(trained.model.step, tokenizer_revision=trained.model.tokenizer_revision, relative_path="hf")
+    document, _ = planned_view(dataclasses.replace(trained, model=subdir), prefix=prefix)
+    assert document.inputs.model.uri == f"{trained.model.step.path(prefix)}/hf"  # a named directory, not the export
