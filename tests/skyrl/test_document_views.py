@@ -14,7 +14,7 @@ from rlaunch import storage
 from rlaunch.artifacts import records
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.launch_config import schema
-from rlaunch.skyrl import planning, stored_facts
+from rlaunch.skyrl import planning, skyrl_step, stored_facts
 from rlaunch.skyrl.parity import differences, shape_of_document
 from rlaunch.skyrl.plan_view import describe_step
 from rlaunch.skyrl.readiness import DEFAULT, MISSING, readiness
@@ -77,6 +77,16 @@ def test_the_document_carries_what_the_views_need(prefix: str) -> None:
     assert document.inputs.graph == (f"{DIRECTORY}()", "rlaunch.skyrl.sources.HfModel()")
 
 
+def test_what_identity_already_decides_stays_out_of_the_fingerprint(prefix: str) -> None:
+    """Types, graph and TTL follow from the input identities and the retention: adding them to the
+    document left every artifact fingerprint as it was."""
+    step = skyrl_step(spec(), iris(), export_hf=True)
+    fingerprinted = step.fingerprint_config["launch_document"]
+    assert "graph" not in fingerprinted["inputs"] and "artifact_type" not in fingerprinted["inputs"]["model"]
+    assert "temporary_storage_ttl_days" not in fingerprinted["artifacts"]
+    assert step.planned_document(prefix).inputs.graph  # the planned and launched documents carry them
+
+
 def test_parity_compares_two_documents_even_hand_edited_ones(prefix: str) -> None:
     smoke, _ = planned_view(spec(), prefix=prefix)
     large = schema.loads(schema.dumps(planned_view(spec(), prefix=prefix)[0]))  # through YAML, as stored
@@ -106,7 +116,6 @@ def test_run_reads_the_record_again_after_closing_a_dead_attempt(prefix: str, mo
     from rlaunch.cli import rl_options
     from rlaunch.observe import finalise
     from rlaunch.runs.run_record import close_attempt, update_attempt
-    from rlaunch.skyrl import skyrl_step
     from rlaunch.skyrl.gate_checks import launch_problems
     from rlaunch.skyrl.launch_document import live_run_paths
 

@@ -176,8 +176,6 @@ def render_document(
             temporary_storage_ttl_days=spec.retention.temporary_storage_ttl_days,
         )
     )
-    if ctx.is_fingerprint:  # like the temporary root it names, the TTL is retention, not identity
-        del sections["artifacts"]["temporary_storage_ttl_days"]
     sections["inputs"] = encode(
         InputsSection(
             model=spec.model.locator(ctx, model),
@@ -187,8 +185,20 @@ def render_document(
         )
     )
     sections["skyrl"] = spec.rendered_recipe()
+    if ctx.is_fingerprint:
+        _drop_derived(sections)
     if execution is not None:
         sections["ray"] = encode(execution.ray)
         sections["gates"] = encode(gates or GatesSection(smoke_gate_nodes=execution.smoke_gate_nodes))
         from_dict(sections)  # a rendering bug fails here, naming the path, not in the host
     return sections
+
+
+def _drop_derived(sections: dict[str, Any]) -> None:
+    """Leave out of the fingerprint what identity already decides: the TTL (like the temporary root
+    it names, retention), and the inputs' artifact types and graph (their identities carry them)."""
+    del sections["artifacts"]["temporary_storage_ttl_days"]
+    inputs = sections["inputs"]
+    del inputs["graph"]
+    for source in (inputs["model"], *inputs["train_data"], *inputs["validation_data"]):
+        del source["artifact_type"]
