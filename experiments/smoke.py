@@ -237,38 +237,25 @@ def role_plan(slots: int, train_batch: int = 4) -> SkyRLRolePlan:
 
 
 def execution(backend: str, slots: int) -> SkyRLExecution:
-    """Where the RL step runs; placement only, so both choices give the same fingerprints."""
+    """Where the RL step runs; placement only, so every choice gives the same fingerprints."""
+    # A cluster's coordinator is sized as stated here (the local backend's defaults are the same).
+    sized: dict[str, Any] = dict(
+        cpu=float(slots),
+        memory="4GB",
+        disk="10GB",
+        coordinator_cpu=1.0,
+        coordinator_memory="2GB",
+        coordinator_disk="10GB",
+    )
     if backend == "ray":  # the cluster at $RAY_ADDRESS, this checkout uploaded as the working dir
-        return RaySkyRLExecution(
-            cpu=float(slots),
-            memory="4GB",
-            disk="10GB",
-            coordinator_cpu=1.0,
-            coordinator_memory="2GB",
-            coordinator_disk="10GB",
-        )
+        return RaySkyRLExecution(**sized)
     if backend == "iris":  # the controller at $IRIS_CONTROLLER_URL (inside an Iris task, Iris sets it)
         url = os.environ.get("IRIS_CONTROLLER_URL")
         if not url:
             raise click.UsageError("--backend iris needs IRIS_CONTROLLER_URL=http://<controller>:<port>")
-        return IrisSkyRLExecution(
-            controller_url=url,
-            cpu=float(slots),
-            memory="4GB",
-            disk="10GB",
-            coordinator_cpu=1.0,
-            coordinator_memory="2GB",
-            coordinator_disk="10GB",
-        )
+        return IrisSkyRLExecution(controller_url=url, **sized)
     if backend == "slurm":  # the cluster $SLURM_CONF names (or Slurm's default), its default partition
-        return SlurmSkyRLExecution(
-            cpu=float(slots),
-            memory="4GB",
-            disk="10GB",
-            coordinator_cpu=1.0,
-            coordinator_memory="2GB",
-            coordinator_disk="10GB",
-        )
+        return SlurmSkyRLExecution(**sized)
     return LocalSkyRLExecution(cpu=float(slots), memory="4GB", disk="10GB")
 
 

@@ -56,30 +56,28 @@ class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
     smoke: SkyRLArtifactStep | None = None
     submitted_by: ClassVar[str | None] = "@rl_build_options"  # its coordinator alone launches it
     # What planning read and rendered under each prefix: gathered once, shared by every reader.
-    _planned: dict[str, tuple[StoredFacts, SkyRLLaunchConfig | None]] = field(
-        default_factory=dict, init=False, repr=False
-    )
+    _facts: dict[str, StoredFacts] = field(default_factory=dict, init=False, repr=False)
+    _documents: dict[str, SkyRLLaunchConfig] = field(default_factory=dict, init=False, repr=False)
 
     def stored_facts(self, prefix: str) -> StoredFacts:
         """What storage under `prefix` holds for this run, gathered on first use (`planning`): the
         preflight, the plan's views and the submission checks all read this one value."""
-        if prefix not in self._planned:
+        if prefix not in self._facts:
             smoke = None if self.smoke is None else self.smoke.spec
-            self._planned[prefix] = (planning.stored_facts(self.spec, prefix, smoke), None)  # type: ignore[arg-type]
-        return self._planned[prefix][0]
+            self._facts[prefix] = planning.stored_facts(self.spec, prefix, smoke)  # type: ignore[arg-type]
+        return self._facts[prefix]
 
     def forget(self, prefix: str) -> None:
         """Drop what planning read under `prefix`: storage changed since (`--run` closed a dead
         attempt), so the next reader gathers the facts and renders the document anew."""
-        self._planned.pop(prefix, None)
+        self._facts.pop(prefix, None)
+        self._documents.pop(prefix, None)
 
     def planned_document(self, prefix: str) -> SkyRLLaunchConfig:
         """The launch document `--run` would hand the host now (`planning.planned_document`)."""
-        facts, document = self.stored_facts(prefix), self._planned[prefix][1]
-        if document is None:
-            document = planning.planned_document(self, prefix, facts)
-            self._planned[prefix] = (facts, document)
-        return document
+        if prefix not in self._documents:
+            self._documents[prefix] = planning.planned_document(self, prefix, self.stored_facts(prefix))
+        return self._documents[prefix]
 
     def __repr__(self) -> str:
         return f"SkyRLArtifactStep({self.identity})"
