@@ -94,6 +94,9 @@ def test_parity_compares_two_documents_even_hand_edited_ones(prefix: str) -> Non
     edited = schema.dumps(large).replace(f"artifact_type: {DIRECTORY}", "artifact_type: my.Parquet")
     found = differences(shape_of_document(smoke), shape_of_document(schema.loads(edited)))
     assert {(d.kind, d.field) for d in found} == {("handoffs", "train data"), ("handoffs", "validation data")}
+    edited = schema.dumps(large).replace("artifact_type: rlaunch.skyrl.sources.HfModel", "artifact_type: my.Gguf")
+    found = differences(shape_of_document(smoke), shape_of_document(schema.loads(edited)))
+    assert [(d.kind, d.field, d.large) for d in found] == [("handoffs", "model", "my.Gguf")]
 
 
 def test_readiness_of_a_document_without_an_experiment_names_what_it_lacks(prefix: str) -> None:
