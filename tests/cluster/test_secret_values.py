@@ -226,3 +226,15 @@ def test_where_a_command_line_credential_is(argv: list[str], start: str) -> None
 @pytest.mark.parametrize("argv", [["plain-value-1", "--token"], ["prog", "--token-", "plain-value-1"]])
 def test_what_only_looks_like_a_credential_passes(argv: list[str]) -> None:
     refuse_secret_arguments(argv, env={})
+
+
+def test_a_job_finds_wheels_where_its_submitter_does_and_gets_no_index_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runtime built inside a job needs the submitter's find-links (the CPU torch wheel lives there
+    on such a machine); an index URL may carry a token, so it does not cross."""
+    from rlaunch.cluster.job_environment import job_environment
+
+    monkeypatch.setenv("PIP_FIND_LINKS", "/opt/wheels")
+    monkeypatch.setenv("PIP_INDEX_URL", "https://user:index-token-789@mirror.example/simple")
+    env = job_environment()
+    assert env["PIP_FIND_LINKS"] == "/opt/wheels"
+    assert "PIP_INDEX_URL" not in env and "index-token-789" not in "".join(env.values())

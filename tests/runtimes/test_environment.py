@@ -15,6 +15,7 @@ from rlaunch.runtimes.environment import (
     COMPLETE,
     RuntimeEnvironmentError,
     ensure_environment,
+    pip_find_links,
     venv_key,
 )
 from rlaunch.runtimes.registry import Capabilities, RuntimeProfile, get_profile
@@ -265,3 +266,13 @@ def test_trl_cpu_profile_is_a_torchrun_venv():
     assert profile.environment == "venv" and profile.launcher == "torchrun" and profile.python == "3.11"
     assert any(r.startswith("trl==") for r in profile.lock_requirements())
     assert "torch==2.13.0+cpu" in profile.lock_requirements()  # the CPU build, from pip's configured find-links
+
+
+def test_find_links_are_pips_and_a_local_directory_this_machine_lacks_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # no configuration files: the variable alone
+    monkeypatch.setenv("PIP_FIND_LINKS", f"{wheels} {tmp_path / 'elsewhere'} https://example.org/wheels")
+    assert pip_find_links() == [str(wheels), "https://example.org/wheels"]

@@ -32,6 +32,10 @@ PLATFORM_SETTINGS = (
     "RLAUNCH_LOCK_HEARTBEAT_SECONDS",
     FORWARD_ENV,
     "PYTHONPATH",
+    # Where a runtime build inside a job finds wheels (pip's, which uv is given): a machine whose
+    # CPU torch is a local wheel keeps it there. Index URLs are not forwarded (they may hold a token).
+    "PIP_FIND_LINKS",
+    "PIP_CONFIG_FILE",
 )
 
 

@@ -330,13 +330,15 @@ def _uv(args: list[str]) -> subprocess.CompletedProcess[str]:
 
 def pip_find_links() -> list[str]:
     """The find-links locations pip is configured with (`pip config list`, PIP_FIND_LINKS): uv does not read
-    pip's configuration, and a machine's wheels there (e.g. the CPU build of torch) are what its locks pin."""
+    pip's configuration, and a machine's wheels there (e.g. the CPU build of torch) are what its locks pin.
+    A local directory this machine lacks (forwarded from a submitter elsewhere) is skipped, as pip does."""
     found = subprocess.run(
         [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False
     ).stdout.splitlines()
     values = [line.split("=", 1)[1].strip("'\"") for line in found if line.split("=", 1)[0].endswith(".find-links")]
     values.append(os.environ.get("PIP_FIND_LINKS", ""))
-    return list(dict.fromkeys(link for value in values for link in value.split() if link))
+    links = dict.fromkeys(link for value in values for link in value.split() if link)
+    return [link for link in links if "://" in link or os.path.isdir(link)]  # a path another machine lacks is skipped
 
 
 _UV_SAYS = ("Resolved ", "Prepared ", "Installed ", "Uninstalled ", "Audited ")
