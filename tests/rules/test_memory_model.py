@@ -122,3 +122,329 @@ def test_the_exact_engine_weights_row_has_no_tight_margin() -> None:
     over = memory.KvCapacity(device=100 * GIB, budget=90 * GIB, weights=91 * GIB, overhead=GIB,
                              bytes_per_token=1024, max_model_len=1024)  # fmt: skip
     assert [r.status for r in memory.rollout_rows(over, geo) if r.phase == "engine weights"] == ["REFUSED"]
+
+
+# --- what is rolled out: published configs against published totals ------------------------------
+
+# deepseek-ai/DeepSeek-V3 config.json (MTP layer num_nextn_predict_layers=1 not counted: 671B is without it)
+DEEPSEEK_V3 = {
+    "model_type": "deepseek_v3",
+    "hidden_size": 7168,
+    "intermediate_size": 18432,
+    "moe_intermediate_size": 2048,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 8,
+    "first_k_dense_replace": 3,
+    "moe_layer_freq": 1,
+    "num_hidden_layers": 61,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "q_lora_rank": 1536,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "vocab_size": 129280,
+    "max_position_embeddings": 163840,
+    "tie_word_embeddings": False,
+    "topk_method": "noaux_tc",
+    "torch_dtype": "bfloat16",
+    "num_nextn_predict_layers": 1,
+    "quantization_config": {
+        "activation_scheme": "dynamic",
+        "fmt": "e4m3",
+        "quant_method": "fp8",
+        "weight_block_size": [128, 128],
+    },
+}
+# moonshotai/Kimi-K2-Instruct config.json: DeepSeek-V3's layout, 384 experts, 64 heads, one dense layer
+KIMI_K2 = {
+    **DEEPSEEK_V3,
+    "model_type": "kimi_k2",
+    "n_routed_experts": 384,
+    "first_k_dense_replace": 1,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 64,
+    "vocab_size": 163840,
+    "max_position_embeddings": 131072,
+}
+# openai/gpt-oss-120b config.json: MXFP4 experts, attention sinks, sliding (128) and full layers alternating
+GPT_OSS_120B = {
+    "model_type": "gpt_oss",
+    "hidden_size": 2880,
+    "intermediate_size": 2880,
+    "num_hidden_layers": 36,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "num_local_experts": 128,
+    "num_experts_per_tok": 4,
+    "experts_per_token": 4,
+    "vocab_size": 201088,
+    "sliding_window": 128,
+    "layer_types": ["sliding_attention", "full_attention"] * 18,
+    "attention_bias": True,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 131072,
+    "torch_dtype": "bfloat16",
+    "quantization_config": {
+        "quant_method": "mxfp4",
+        "modules_to_not_convert": [
+            "model.layers.*.self_attn",
+            "model.layers.*.mlp.router",
+            "model.embed_tokens",
+            "lm_head",
+        ],
+    },
+}
+# openai/gpt-oss-20b config.json
+GPT_OSS_20B = {
+    **GPT_OSS_120B,
+    "num_hidden_layers": 24,
+    "num_local_experts": 32,
+    "layer_types": ["sliding_attention", "full_attention"] * 12,
+}
+# Qwen/Qwen1.5-MoE-A2.7B config.json (qwen2_moe): 60 routed experts and one shared expert per layer
+QWEN15_MOE_A27B = {
+    "model_type": "qwen2_moe",
+    "hidden_size": 2048,
+    "intermediate_size": 5632,
+    "moe_intermediate_size": 1408,
+    "shared_expert_intermediate_size": 5632,
+    "num_experts": 60,
+    "num_experts_per_tok": 4,
+    "decoder_sparse_step": 1,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 16,
+    "vocab_size": 151936,
+    "max_position_embeddings": 8192,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}
+# google/gemma-2-9b config.json: sliding (4096) and global layers alternating
+GEMMA2_9B = {
+    "model_type": "gemma2",
+    "hidden_size": 3584,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 42,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "head_dim": 256,
+    "vocab_size": 256000,
+    "sliding_window": 4096,
+    "max_position_embeddings": 8192,
+    "torch_dtype": "float32",
+}
+# google/gemma-3-1b-it config.json: five sliding (512) layers to one global
+GEMMA3_1B = {
+    "model_type": "gemma3_text",
+    "hidden_size": 1152,
+    "intermediate_size": 6912,
+    "num_hidden_layers": 26,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 256,
+    "vocab_size": 262144,
+    "sliding_window": 512,
+    "sliding_window_pattern": 6,
+    "max_position_embeddings": 32768,
+    "torch_dtype": "bfloat16",
+}
+# Qwen/Qwen2.5-VL-7B-Instruct config.json: the Qwen2 language model and a 32-block vision tower
+QWEN25_VL_7B = {
+    "model_type": "qwen2_5_vl",
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "vocab_size": 152064,
+    "max_position_embeddings": 128000,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "vision_config": {
+        "depth": 32,
+        "hidden_size": 1280,
+        "intermediate_size": 3420,
+        "num_heads": 16,
+        "in_chans": 3,
+        "out_hidden_size": 3584,
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "window_size": 112,
+        "fullatt_block_indexes": [7, 15, 23, 31],
+    },
+}
+# Qwen/Qwen2.5-VL-72B-Instruct config.json
+QWEN25_VL_72B = {
+    **QWEN25_VL_7B,
+    "hidden_size": 8192,
+    "intermediate_size": 29568,
+    "num_hidden_layers": 80,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "vocab_size": 152064,
+    "vision_config": {**QWEN25_VL_7B["vision_config"], "out_hidden_size": 8192},
+}
+
+
+@pytest.mark.parametrize(
+    ("config", "total", "active"),
+    [
+        # deepseek-ai/DeepSeek-V3 model card: 671B total, 37B activated per token (without the MTP module)
+        (DEEPSEEK_V3, 671e9, 37e9),
+        # moonshotai/Kimi-K2-Instruct model card: 1T total (1.03T listed), 32B activated
+        (KIMI_K2, 1.03e12, 32e9),
+        # openai/gpt-oss-120b model card: 116.83B total (active 5.13B excludes the 0.58B embedding)
+        (GPT_OSS_120B, 116.83e9, 5.13e9 + 201088 * 2880),
+        # openai/gpt-oss-20b model card: 20.91B total, 3.61B active without the embedding
+        (GPT_OSS_20B, 20.91e9, 3.61e9 + 201088 * 2880),
+        # Qwen/Qwen3-30B-A3B model card: 30.5B total, 3.3B activated
+        (QWEN3_30B_A3B, 30.5e9, 3.3e9),
+        # Qwen/Qwen1.5-MoE-A2.7B model card: 14.3B total, 2.7B activated (one shared expert always on)
+        (QWEN15_MOE_A27B, 14.3e9, 2.7e9),
+        # google/gemma-2-9b: 9.24B; google/gemma-3-1b-it: 999,885,952 (safetensors metadata)
+        (GEMMA2_9B, 9.24e9, None),
+        (GEMMA3_1B, 999_885_952, None),
+        # Qwen/Qwen2.5-VL-7B-Instruct: 8.29B; Qwen2.5-VL-72B-Instruct: 73.4B (vision tower included)
+        (QWEN25_VL_7B, 8.29e9, None),
+        (QWEN25_VL_72B, 73.4e9, None),
+    ],
+    ids=["deepseek-v3", "kimi-k2", "gpt-oss-120b", "gpt-oss-20b", "qwen3-30b-a3b", "qwen1.5-moe-a2.7b",
+         "gemma-2-9b", "gemma-3-1b", "qwen2.5-vl-7b", "qwen2.5-vl-72b"],
+)  # fmt: skip
+def test_parameter_counts_match_the_published_totals(config: dict, total: float, active) -> None:
+    a = arch(config)
+    assert abs(a.params.total - total) <= 0.02 * total, a.params.total
+    if active is not None:
+        assert abs(a.active_params - active) <= 0.03 * active, a.active_params
+
+
+def test_multi_head_latent_attention_caches_one_latent_per_token_and_layer() -> None:
+    """DeepSeek-V3 caches kv_lora_rank + qk_rope_head_dim = 576 values a layer (not 128 heads of K
+    and V), and vLLM keeps the whole latent on every TP rank."""
+    a = arch(DEEPSEEK_V3)
+    assert a.kv_bytes_per_token(2) == 61 * 576 * 2
+    assert memory.kv_bytes_per_token(a, tp=8) == memory.kv_bytes_per_token(a, tp=1) == 61 * 576 * 2
+    assert memory.kv_bytes_per_token(a, tp=8, pp=2) == 31 * 576 * 2
+
+
+def test_shared_experts_and_dense_first_layers_are_counted() -> None:
+    """DeepSeek-V3: layers 0-2 dense (first_k_dense_replace), 58 MoE layers each with one shared
+    expert a token always passes through; Qwen1.5-MoE: a shared expert of 5632 beside 4 of 60 routed."""
+    ds = arch(DEEPSEEK_V3)
+    assert (ds.moe_layers, ds.intermediate, ds.shared_intermediate) == (58, 18432, 2048)
+    assert ds.mlp_width == 18432  # a dense layer is wider than 8 x 2048 + 2048
+    qwen = arch(QWEN15_MOE_A27B)
+    assert qwen.mlp_width == 4 * 1408 + 5632
+    no_shared = arch({**QWEN15_MOE_A27B, "shared_expert_intermediate_size": 0})
+    assert qwen.params.total - no_shared.params.total == 24 * (3 * 2048 * 5632 + 2048)
+
+
+def test_sliding_layers_follow_the_config() -> None:
+    assert arch(GPT_OSS_120B).sliding_layers == 18 and arch(GPT_OSS_120B).sliding_window == 128
+    assert arch(GEMMA2_9B).sliding_layers == 21
+    assert arch(GEMMA3_1B).sliding_layers == 26 - 4  # every sixth layer attends in full
+    assert arch(QWEN25_VL_7B).sliding_layers == 0 and arch(QWEN25_VL_7B).sliding_window is None
+
+
+@pytest.mark.parametrize(
+    ("layers", "sliding", "groups"),
+    [
+        (32, 0, (32, 1, 0)),  # Llama: one group of every layer
+        (36, 18, (18, 1, 1)),  # gpt-oss: 18 full and 18 sliding layers
+        (62, 52, (10, 1, 6)),  # Gemma-3-27B: 10 global layers, 52 sliding in 6 groups of 10 (8 padding)
+        (42, 21, (21, 1, 1)),  # Gemma 2
+        (17, 9, (9, 1, 1)),  # 8 full and 9 sliding: within 25 %, so groups of the larger count
+    ],
+)
+def test_hybrid_kv_groups_follow_vllms_grouping(layers: int, sliding: int, groups: tuple) -> None:
+    g = memory.kv_groups(layers, sliding)
+    assert (g.size, g.full, g.sliding) == groups
+
+
+def test_a_sliding_layers_kv_is_bounded_by_its_window_and_the_prefill_chunk() -> None:
+    """vLLM V1 holds at most window - 1 + max_num_batched_tokens tokens (+1 block) for a sliding layer:
+    gpt-oss-120b's concurrency at 131,072 tokens is nearly twice a model with every layer in full."""
+    a = arch(GPT_OSS_120B)
+    hybrid = memory.KvCapacity(device=80 * GIB, budget=72 * GIB, weights=0, overhead=0, max_model_len=131072,
+                               bytes_per_token=memory.kv_bytes_per_token(a), window=128, sliding_layers=18,
+                               layers=36, batched_tokens=8192)  # fmt: skip
+    full = memory.KvCapacity(device=80 * GIB, budget=72 * GIB, weights=0, overhead=0, max_model_len=131072,
+                             bytes_per_token=memory.kv_bytes_per_token(a), layers=36)  # fmt: skip
+    assert hybrid.tokens == full.tokens  # the reported size counts every layer
+    per_seq = 131072 // 16 + (-(-(128 - 1 + 8192) // 16) + 1)  # full group + sliding group
+    assert hybrid.blocks_per_sequence == per_seq
+    assert 1.85 < hybrid.sequences / full.sequences < 2.0
+    assert hybrid.one_sequence < 0.54 * full.one_sequence
+
+
+# compressed-tensors W8A8, per-channel int8 (neuralmagic/Meta-Llama-3.1-70B-Instruct-quantized.w8a8)
+W8A8_CHANNEL = {
+    "quant_method": "compressed-tensors",
+    "ignore": ["lm_head"],
+    "config_groups": {
+        "group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "int", "strategy": "channel"}}
+    },
+}
+# compressed-tensors FP8 dynamic, per-channel (RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic)
+FP8_CHANNEL = {
+    "quant_method": "compressed-tensors",
+    "ignore": ["lm_head"],
+    "config_groups": {
+        "group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "strategy": "channel"}}
+    },
+}
+# Qwen/Qwen2.5-7B-Instruct-AWQ and -GPTQ-Int4: 4-bit, groups of 128
+AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}
+
+
+@pytest.mark.parametrize(
+    ("quantization", "per_weight"),
+    [
+        (FP8_BLOCK, 1 + 4 / (128 * 128)),  # fp8 values, an fp32 scale per 128 x 128 block
+        ({"quant_method": "fp8", "activation_scheme": "static"}, 1),  # per-tensor scale
+        (FP8_CHANNEL, 1),  # one scale per output channel: negligible
+        (W8A8_CHANNEL, 1),
+        (AWQ, 0.5 + (2 + 0.5) / 128),  # int4 packed, an fp16 scale and a packed 4-bit zero per group
+        (GPTQ, 0.5 + (2 + 0.5) / 128),
+    ],
+    ids=["fp8-block", "fp8-tensor", "ct-fp8-channel", "ct-int8-channel", "awq", "gptq"],
+)
+def test_packed_linear_weights_take_the_schemes_bytes_and_the_rest_the_model_dtype(quantization, per_weight) -> None:
+    from tests.skyrl.helpers import LLAMA_31_8B
+
+    a = arch({**LLAMA_31_8B, "quantization_config": quantization})
+    p = a.params
+    dense, experts = a.stored_bytes(2)
+    assert experts == 0
+    expected = (p.attention + p.mlp) * per_weight + 2 * (p.embeddings + p.lm_head + p.norms)
+    assert dense == pytest.approx(expected, rel=1e-6)
+
+
+def test_mxfp4_packs_only_the_experts() -> None:
+    a = arch(GPT_OSS_120B)
+    dense, experts = a.stored_bytes(2)
+    assert dense == 2 * (a.params.total - a.params.experts)
+    assert experts == pytest.approx(a.params.experts * 4.25 / 8 * 3072 / 2880, rel=1e-6)  # hidden padded to 256
+
+
+def test_an_unknown_quantization_is_said_not_guessed() -> None:
+    from rlaunch.rules.architecture import Unsized, from_hf_config
+
+    found = from_hf_config({**QWEN3_30B_A3B, "quantization_config": {"quant_method": "hqq"}})
+    assert isinstance(found, Unsized) and "'hqq'" in found.reason
+
+
+def test_training_a_quantized_checkpoint_is_sized_as_its_parameters() -> None:
+    """Decision: the trainer holds its own fp32 master weights, gradients and Adam moments whatever the
+    checkpoint's packing, so the training rows follow the parameter count (only the engine's weights
+    follow the packing)."""
+    plain, packed = table(QWEN3_30B_A3B), table({**QWEN3_30B_A3B, "quantization_config": FP8_BLOCK})
+    rows = lambda t: {(r.role, r.phase): r.estimate for r in t.rows if r.role != "rollout"}  # noqa: E731
+    assert rows(plain) == rows(packed)
+    assert packed.kv is not None and plain.kv is not None and packed.kv.weights < 0.6 * plain.kv.weights

@@ -93,6 +93,7 @@ class Quantization:
     method: str
     bytes_per_weight: float
     components: tuple[str, ...] = QUANTIZED
+    hidden_multiple: int = 0  # vLLM pads the experts' hidden size to a multiple of this (MXFP4 kernels)
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,9 @@ class Architecture:
 
         rest = p.embeddings + p.router + p.norms + p.lm_head + p.vision
         dense = size("attention", p.attention) + size("mlp", p.mlp) + rest * dtype_bytes
-        return int(dense), int(size("experts", p.experts))
+        pad = q.hidden_multiple if q is not None else 0
+        padded = -(-self.hidden // pad) * pad / self.hidden if pad else 1
+        return int(dense), int(size("experts", p.experts) * padded)
 
 
 @dataclass(frozen=True)
@@ -198,7 +201,7 @@ def _quantization(q: Any) -> Quantization | str | None:
         block = q.get("weight_block_size")
         return Quantization("fp8", 1 + (4 / (block[0] * block[1]) if block else 0))
     if method == "mxfp4":  # gpt-oss: 4-bit values and one 8-bit scale per 32, experts only
-        return Quantization("mxfp4", 4.25 / 8, ("experts",))
+        return Quantization("mxfp4", 4.25 / 8, ("experts",), hidden_multiple=256)
     if method in ("awq", "gptq"):  # packed ints, fp16 scales and packed zeros per group
         bits = _int(q, "bits", q.get("w_bit", 4))
         group = int(q.get("group_size", q.get("q_group_size", 128)) or 128)
