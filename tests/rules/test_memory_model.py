@@ -448,3 +448,123 @@ def test_training_a_quantized_checkpoint_is_sized_as_its_parameters() -> None:
     rows = lambda t: {(r.role, r.phase): r.estimate for r in t.rows if r.role != "rollout"}  # noqa: E731
     assert rows(plain) == rows(packed)
     assert packed.kv is not None and plain.kv is not None and packed.kv.weights < 0.6 * plain.kv.weights
+
+
+# --- the engine side: vLLM's published start-up numbers (within 5 %) ------------------------------
+
+# Qwen/Qwen3-30B-A3B-FP8 and Qwen3-Coder-30B-A3B-Instruct-FP8: the Qwen3-30B-A3B layout, FP8 blocks
+QWEN3_30B_A3B_FP8 = {**QWEN3_30B_A3B, "quantization_config": FP8_BLOCK}
+
+
+def close(ours: float, theirs: float, rel: float = 0.05) -> bool:
+    return abs(ours - theirs) <= rel * theirs
+
+
+# (source and vLLM engine, config, TP, KV dtype bytes, logged KV memory GiB, logged tokens or blocks x 16,
+#  max_model_len, logged concurrency)
+KV_CASES = [
+    # vllm-project/vllm#10517, V0 (0.6.x), Llama-3.1-8B-Instruct on an RTX 3090, --max-model-len 20000:
+    # "kv_cache_size=3.81GiB", "# GPU blocks: 1952", "Maximum concurrency for 20000 tokens per request: 1.56x"
+    ("vllm#10517 V0 20k", "llama", 1, 2, 3.81, 1952 * 16, 20000, 1.56),
+    # same, --max-model-len 29000: "kv_cache_size=2.89GiB", "# GPU blocks: 1478", "0.82x", "(23648)" tokens
+    ("vllm#10517 V0 29k", "llama", 1, 2, 2.89, 23648, 29000, 0.82),
+    # LMCache/LMCache#1739, V1 (EngineCore_DP0 logs), Qwen3-14B on one GPU: "Available KV cache memory: 6.51 GiB",
+    # "GPU KV cache size: 42,656 tokens", "Maximum concurrency for 32,768 tokens per request: 1.30x"
+    ("LMCache#1739 V1", "qwen3", 1, 2, 6.51, 42656, 32768, 1.30),
+    # vllm-project/vllm#21348, V1, Qwen3-235B-A22B-FP8 on 4 x H100, --tensor-parallel-size 4, KV auto (bf16):
+    # "Available KV cache memory: 8.11 GiB", "GPU KV cache size: 178,880 tokens"
+    ("vllm#21348 V1 TP4", "qwen3_moe_235b", 4, 2, 8.11, 178880, None, None),
+    # vllm-project/vllm#25350, V1, a 30B-A3B FP8 checkpoint ("Model loading took 29.09" GiB: the Qwen3-30B-A3B
+    # layout is the one its numbers fit), --kv-cache-dtype fp8, --max-model-len 100000:
+    # "Available KV cache memory: 10.55 GiB", "GPU KV cache size: 230,528 tokens", "... 100,000 tokens ...: 2.31x"
+    ("vllm#25350 V1 fp8 KV", "qwen3_moe_30b", 1, 1, 10.55, 230528, 100000, 2.31),
+]
+
+# (source, config, TP, KV dtype bytes, max_model_len, logged GiB needed, logged available GiB, logged max length)
+NEEDED_CASES = [
+    # vllm-project/vllm#25350, same engine, --max-model-len 221000: "(10.12 GiB KV cache is needed, which is
+    # larger than the available KV cache memory (5.59 GiB) ... the estimated maximum model length is 122080"
+    ("vllm#25350 V1 221k", "qwen3_moe_30b", 1, 1, 221000, 10.12, 5.59, 122080),
+    # vllm-project/vllm#34076, vLLM 0.15.2rc1, Qwen3-Coder-30B-A3B-Instruct-FP8 (max seq len 262144, KV auto):
+    # "24.0 GiB KV cache is needed ... available KV cache memory (3.18 GiB) ... estimated maximum model length
+    # is 34736" (vLLM sized it with the whole model's layers)
+    ("vllm#34076 V1 0.15", "qwen3_moe_30b", 1, 2, 262144, 24.0, 3.18, 34736),
+]
+
+# (source, config, TP, logged "Loading model weights took" / "Model loading took" GiB per device)
+WEIGHT_CASES = [
+    # vllm-project/vllm#10517, V0: Llama-3.1-8B-Instruct bf16, "Loading model weights took 14.9888 GB" (GiB)
+    ("vllm#10517 V0", "llama", 1, 14.9888),
+    # vllm-project/vllm#10511, V0 (0.6.5): Meta-Llama-3-8B "model weights take 14.96GiB", with -tp 2 "7.48GiB"
+    ("vllm#10511 V0 TP2", "llama", 2, 7.48),
+    # vllm-project/vllm#12569, V1 (0.7.1): neuralmagic/Meta-Llama-3.1-70B-Instruct-quantized.w8a8,
+    # "Loading model weights took 67.7229 GB"
+    ("vllm#12569 V1 w8a8", "llama_70b_w8a8", 1, 67.7229),
+    # vllm-project/vllm#16570, vLLM 0.8.3: Qwen2.5-VL-72B on 4 x A100-40GB, "model weights take 34.43GiB"
+    ("vllm#16570 0.8.3 VL TP4", "qwen25_vl_72b", 4, 34.43),
+    # vllm-project/vllm#33155, vLLM 0.14.1: openai/gpt-oss-120b on one H100 (Triton MXFP4 backend),
+    # "Model loading took 64.38 GiB memory"
+    ("vllm#33155 0.14.1 MXFP4", "gpt_oss_120b", 1, 64.38),
+]
+
+
+def _model(name: str) -> dict:
+    from tests.skyrl.helpers import LLAMA_31_8B, LLAMA_31_70B
+
+    return {
+        "llama": LLAMA_31_8B,
+        "qwen3": {**QWEN3_30B_A3B, "model_type": "qwen3", "hidden_size": 5120, "intermediate_size": 17408,
+                  "num_hidden_layers": 40, "num_attention_heads": 40, "num_key_value_heads": 8},  # Qwen/Qwen3-14B
+        "qwen3_moe_235b": QWEN3_235B_A22B_FP8,
+        "qwen3_moe_30b": QWEN3_30B_A3B_FP8,
+        "llama_70b_w8a8": {**LLAMA_31_70B, "quantization_config": W8A8_CHANNEL},
+        "qwen25_vl_72b": QWEN25_VL_72B,
+        "gpt_oss_120b": GPT_OSS_120B,
+    }[name]  # fmt: skip
+
+
+def _capacity(name: str, tp: int, kv_bytes: int, available_gib: float, max_len: int) -> memory.KvCapacity:
+    """The KV side of an engine whose available KV memory the log states (no overhead to estimate)."""
+    a = arch(_model(name))
+    per_token = memory.kv_bytes_per_token(a, tp, 1, kv_bytes)
+    return memory.KvCapacity(device=0, budget=int(available_gib * GIB), weights=0, overhead=0,
+                             bytes_per_token=per_token, max_model_len=max_len, layers=a.layers)  # fmt: skip
+
+
+@pytest.mark.parametrize(("source", "name", "tp", "kv_bytes", "gib", "tokens", "max_len", "concurrency"), KV_CASES)
+def test_kv_tokens_and_concurrency_reproduce_vllms_start_up_log(
+    source: str, name: str, tp: int, kv_bytes: int, gib: float, tokens: int, max_len, concurrency
+) -> None:
+    kv = _capacity(name, tp, kv_bytes, gib, max_len or 4096)
+    assert close(kv.tokens, tokens), (source, kv.tokens, tokens)
+    assert close(kv.blocks * 16, tokens), (source, kv.blocks)
+    if concurrency is not None:
+        assert close(kv.sequences, concurrency), (source, kv.sequences, concurrency)
+
+
+@pytest.mark.parametrize(("source", "name", "tp", "kv_bytes", "max_len", "needed", "gib", "longest"), NEEDED_CASES)
+def test_one_sequences_kv_and_the_longest_that_fits_reproduce_vllms_refusal(
+    source: str, name: str, tp: int, kv_bytes: int, max_len: int, needed: float, gib: float, longest: int
+) -> None:
+    kv = _capacity(name, tp, kv_bytes, gib, max_len)
+    assert close(kv.one_sequence / GIB, needed), (source, kv.one_sequence / GIB)
+    assert close(memory.kv_tokens(kv.available, kv.bytes_per_token), longest), source
+    assert kv.one_sequence > kv.upper  # the refusal the log shows: memory.kv_one_sequence
+
+
+@pytest.mark.parametrize(("source", "name", "tp", "gib"), WEIGHT_CASES)
+def test_engine_weights_reproduce_vllms_loaded_weights(source: str, name: str, tp: int, gib: float) -> None:
+    from tests.skyrl.helpers import plan
+
+    shape = plan(num_inference_engines=8 // tp, inference_engine_tensor_parallel_size=tp)
+    topo = topology(shape, gpu_variant="H100")
+    composed = composed_of(topo, recipe())
+    kv = memory.engine_kv(arch(_model(name)), Geometry.from_recipe(composed), composed, device("H100"))
+    assert close(kv.weights / GIB, gib), (source, kv.weights / GIB)
+
+
+def test_the_engine_cases_span_five_architectures_and_both_engines() -> None:
+    cases = [c[:2] for c in KV_CASES + NEEDED_CASES] + [c[:2] for c in WEIGHT_CASES]
+    families = {arch(_model(name)).model_type for _, name in cases}
+    assert len(cases) >= 10 and len(families) >= 5, families
+    assert any("V0" in s or "0.8" in s for s, _ in cases) and any("V1" in s or "0.14" in s for s, _ in cases)
