@@ -45,6 +45,7 @@ TIGHT_MARGIN = 0.10  # an estimate above 90 % of capacity is tight
 VLLM_BLOCK = 16  # tokens per KV block (vLLM's default block size)
 CUDA_GRAPHS = int(0.5 * GIB)  # vLLM's captured graphs, when not in eager mode (estimate)
 NON_TORCH = int(0.5 * GIB)  # CUDA context, NCCL buffers (estimate)
+SAMPLER_ROWS = 10  # vocabulary-wide fp32 rows per sequence at the sampler's warm-up peak (fit, see profile_peak)
 FSDP_STATE_BYTES, FSDP_CERTAIN_BYTES = 16, 12
 CODES = ("memory.model_states", "memory.engine_weights", "memory.kv_one_sequence")  # = rules.MEMORY_CODES
 
@@ -476,13 +477,12 @@ def engine_kv(arch: Architecture, geo: Geometry, composed: Mapping[str, Any], de
     per_token = kv_bytes_per_token(arch, tp, pp, kv_cache_bytes(k, wbytes))
     batched = int(k("generator.inference_engine.max_num_batched_tokens", 8192))
     seqs = int(k("generator.inference_engine.max_num_seqs", 256))
-    profile_peak = batched * _activation_bytes_per_token(arch) // tp // 2 + seqs * arch.vocab * 4 // tp
     graphs = 0 if k("generator.inference_engine.enforce_eager", False) else CUDA_GRAPHS
     return KvCapacity(
         device=dev.bytes,
         budget=int(util * dev.bytes),
         weights=weights,
-        overhead=profile_peak + graphs + NON_TORCH,
+        overhead=profile_peak(arch, tp, batched, seqs) + graphs + NON_TORCH,
         bytes_per_token=per_token,
         max_model_len=seq,
         window=arch.sliding_window,
@@ -490,6 +490,16 @@ def engine_kv(arch: Architecture, geo: Geometry, composed: Mapping[str, Any], de
         layers=math.ceil(arch.layers / pp),
         batched_tokens=batched,
     )
+
+
+def profile_peak(arch: Architecture, tp: int, batched: int, seqs: int) -> int:
+    """What vLLM's profiling run peaks at beyond the weights (fit to published V0 logs, see
+    tests/rules/test_memory_model.py): the larger of a forward over `max_num_batched_tokens` (the MLP's
+    gate/up and activation over TP, two hidden-wide buffers) and the sampler's warm-up over
+    `max_num_seqs` rows of the vocabulary (fp32 logits, probabilities, sorted values and int64 indices,
+    log-probabilities: gathered, not sharded), which runs after the forward's activations are freed."""
+    forward = batched * 2 * (3 * arch.mlp_width // max(1, tp) + 2 * arch.hidden)
+    return max(forward, seqs * arch.vocab * 4 * SAMPLER_ROWS)
 
 
 def kv_cache_bytes(k: _Keys, model_bytes: int) -> int:
