@@ -599,3 +599,17 @@ def test_the_profiling_peak_follows_the_model_tp_and_batched_tokens(
     assert memory.profile_peak(arch(LLAMA_31_8B), tp, 4 * batched, 256) > memory.profile_peak(
         arch(LLAMA_31_8B), 2 * tp, 4 * batched, 256
     )  # a forward-bound peak shrinks with TP
+
+
+@pytest.mark.parametrize(
+    ("variant", "gib"),
+    [("H800", 79.22), ("H20-141GB", 140.4), ("h20_141gb", 140.4), ("RTX5090", 31.84), ("RTX 5070 Ti", 15.92),
+     ("GB10", 119.21), ("RTX-PRO-6000", 95.59)],
+)  # fmt: skip
+def test_the_device_table_knows_the_gpus_rl_users_run_on(variant: str, gib: float) -> None:
+    found = device(variant)
+    assert found is not None and round(found.bytes / GIB, 2) == gib
+
+
+def test_amd_instinct_gpus_are_not_sized_skyrls_stack_does_not_run_there() -> None:
+    assert device("MI300X") is None and device("MI325X") is None
