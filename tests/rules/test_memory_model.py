@@ -295,9 +295,24 @@ QWEN25_VL_72B = {
 }
 
 
-@pytest.mark.parametrize(
-    ("config", "total", "active"),
-    [
+# fmt: off
+# deepseek-ai/DeepSeek-V2-Lite config.json: MLA without a q LoRA, 64 routed and 2 shared experts
+DEEPSEEK_V2_LITE = {
+    "model_type": "deepseek_v2", "hidden_size": 2048, "intermediate_size": 10944, "moe_intermediate_size": 1408,
+    "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6, "first_k_dense_replace": 1,
+    "moe_layer_freq": 1, "num_hidden_layers": 27, "num_attention_heads": 16, "num_key_value_heads": 16,
+    "q_lora_rank": None, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+    "vocab_size": 102400, "topk_method": "greedy", "tie_word_embeddings": False,
+}
+# Qwen/Qwen2-VL-7B-Instruct config.json
+QWEN2_VL_7B = {
+    **QWEN25_VL_7B, "model_type": "qwen2_vl",
+    "vision_config": {"depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "num_heads": 16, "in_chans": 3,
+                      "hidden_size": 3584, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
+}
+# (config, published total, published active or None): every family not built by transformers in
+# tests/runtimes/test_architecture_counts.py is held to its model card here
+PUBLISHED_TOTALS = [
         # deepseek-ai/DeepSeek-V3 model card: 671B total, 37B activated per token (without the MTP module)
         (DEEPSEEK_V3, 671e9, 37e9),
         # moonshotai/Kimi-K2-Instruct model card: 1T total (1.03T listed), 32B activated
@@ -316,10 +331,29 @@ QWEN25_VL_72B = {
         # Qwen/Qwen2.5-VL-7B-Instruct: 8.29B; Qwen2.5-VL-72B-Instruct: 73.4B (vision tower included)
         (QWEN25_VL_7B, 8.29e9, None),
         (QWEN25_VL_72B, 73.4e9, None),
-    ],
-    ids=["deepseek-v3", "kimi-k2", "gpt-oss-120b", "gpt-oss-20b", "qwen3-30b-a3b", "qwen1.5-moe-a2.7b",
-         "gemma-2-9b", "gemma-3-1b", "qwen2.5-vl-7b", "qwen2.5-vl-72b"],
-)  # fmt: skip
+        # deepseek-ai/DeepSeek-V2-Lite: 15.7B total, 2.4B active without the 0.21B embedding
+        (DEEPSEEK_V2_LITE, 15.7e9, 2.4e9 + 102400 * 2048),
+        # Qwen/Qwen2-VL-7B-Instruct: 8.29B (vision tower of fc1/fc2 blocks, embed_dim 1280)
+        (QWEN2_VL_7B, 8.29e9, None),
+]
+# fmt: on
+PUBLISHED_IDS = [
+    "deepseek-v3",
+    "kimi-k2",
+    "gpt-oss-120b",
+    "gpt-oss-20b",
+    "qwen3-30b-a3b",
+    "qwen1.5-moe-a2.7b",
+    "gemma-2-9b",
+    "gemma-3-1b",
+    "qwen2.5-vl-7b",
+    "qwen2.5-vl-72b",
+    "deepseek-v2-lite",
+    "qwen2-vl-7b",
+]
+
+
+@pytest.mark.parametrize(("config", "total", "active"), PUBLISHED_TOTALS, ids=PUBLISHED_IDS)
 def test_parameter_counts_match_the_published_totals(config: dict, total: float, active) -> None:
     a = arch(config)
     assert abs(a.params.total - total) <= 0.02 * total, a.params.total
