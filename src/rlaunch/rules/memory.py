@@ -20,9 +20,12 @@ What is counted, per device (SkyRL 0.4.0 keys, `skyrl_040_keys.md`):
   parameter over data parallelism as well, activations and logits over TP x CP;
 * reference: bf16 weights over its FSDP group (resident beside the policy unless fully
   colocated, when SkyRL offloads it between uses), one forward micro batch;
-* rollout (vLLM): weights per TP x PP shard (experts over EP when EP > 1), the budget
-  `gpu_memory_utilization x capacity`, an estimate of the profiling peak, CUDA graphs and
-  non-torch memory, and the KV cache that is left: tokens and maximum-length sequences
+* rollout (vLLM): weights per TP x PP shard as the checkpoint packs them (`quantization_config`;
+  experts over EP when EP > 1), the budget `gpu_memory_utilization x capacity`, an estimate of the
+  profiling peak (`profile_peak`: from the model, TP, `max_num_batched_tokens`, `max_num_seqs`), CUDA
+  graphs and non-torch memory, and the KV cache that is left, with vLLM V1's own arithmetic: the KV
+  dtype (`auto` is the activation dtype), 16-token blocks, hybrid groups of sliding-window and full
+  layers (`kv_groups`), MLA's latent replicated over TP; tokens and maximum-length sequences
   (`max_model_len` = SkyRL's `max_input_length + max_generate_length`);
 * colocated: the training bar (the policy's step while the engine sleeps) and the generation bar
   (the engine's budget while the policy is offloaded).
