@@ -393,10 +393,21 @@ def test_the_rule_registry_lists_the_memory_codes() -> None:
                 "mlp_only_layers",
                 "vocab_size",
                 "tie_word_embeddings",
+                "n_routed_experts",
+                "first_k_dense_replace",
+                "kv_lora_rank",
+                "qk_rope_head_dim",
+                "sliding_window",
+                "layer_types",
+                "quantization_config",
+                "vision_config",
             ]
         ),
         st.one_of(
-            st.sampled_from(["qwen3_moe", "mixtral", "llama", "gemma", "bert"]),
+            st.sampled_from(
+                ["qwen3_moe", "mixtral", "llama", "gemma", "bert", "deepseek_v3", "gpt_oss", "gemma3_text"]
+            ),
+            st.sampled_from([{"quant_method": "fp8", "weight_block_size": [0, 128]}, {"quant_method": "awq"}, {}]),
             st.integers(-3, 2**70),
             st.lists(st.integers(-5, 2**40), max_size=5),
             st.booleans(),

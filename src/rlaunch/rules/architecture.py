@@ -123,10 +123,6 @@ class Architecture:
     quantization: Quantization | None = None
 
     @property
-    def weight_bytes_per_param(self) -> int:
-        return DTYPE_BYTES.get(self.weight_dtype, 2)
-
-    @property
     def active_params(self) -> int:
         """Parameters one token passes through (all of them for a dense model)."""
         if not self.experts:
