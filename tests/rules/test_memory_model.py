@@ -543,6 +543,9 @@ WEIGHT_CASES = [
     # vllm-project/vllm#33155, vLLM 0.14.1: openai/gpt-oss-120b on one H100 (Triton MXFP4 backend),
     # "Model loading took 64.38 GiB memory"
     ("vllm#33155 0.14.1 MXFP4", "gpt_oss_120b", 1, 64.38),
+    # https://myoceane.fr/index.php/ai-vllm-a100-gemma-4/ (vLLM 0.19.0 on an A100): openai/gpt-oss-20b,
+    # "Model loading took 13.72 GiB memory"
+    ("myoceane.fr 0.19.0 MXFP4", "gpt_oss_20b", 1, 13.72),
 ]
 
 
@@ -558,6 +561,7 @@ def _model(name: str) -> dict:
         "llama_70b_w8a8": {**LLAMA_31_70B, "quantization_config": W8A8_CHANNEL},
         "qwen25_vl_72b": QWEN25_VL_72B,
         "gpt_oss_120b": GPT_OSS_120B,
+        "gpt_oss_20b": GPT_OSS_20B,
     }[name]  # fmt: skip
 
 
