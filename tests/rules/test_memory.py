@@ -348,13 +348,13 @@ def test_check_plan_applies_the_memory_rules_only_given_the_model() -> None:
 
 
 def test_a_model_or_device_it_cannot_size_is_said_and_refuses_nothing() -> None:
-    unknown = ModelFacts.from_hf_config({"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128})
-    assert isinstance(unknown.architecture, Unsized) and "deepseek_v3" in unknown.architecture.reason
+    unknown = ModelFacts.from_hf_config({"model_type": "rwkv", "hidden_size": 4096, "num_attention_heads": 64})
+    assert isinstance(unknown.architecture, Unsized) and "rwkv" in unknown.architecture.reason
     rep = memory_report(topology(), recipe(), "fsdp", unknown)
     assert rep.violations == () and rep.table.rows == ()
-    assert any("cannot size the model" in w and "deepseek_v3" in w for w in rep.warnings)
-    quantized = ModelFacts.from_hf_config({**LLAMA_31_8B, "quantization_config": {"quant_method": "fp8"}})
-    assert isinstance(quantized.architecture, Unsized)
+    assert any("cannot size the model" in w and "rwkv" in w for w in rep.warnings)
+    quantized = ModelFacts.from_hf_config({**LLAMA_31_8B, "quantization_config": {"quant_method": "bitsandbytes"}})
+    assert isinstance(quantized.architecture, Unsized) and "bitsandbytes" in quantized.architecture.reason
     rep = memory_report(topology(gpu_variant="MI300X"), recipe(), "fsdp", ModelFacts.from_hf_config(LLAMA_31_8B))
     assert rep.violations == () and any("MI300X" in w for w in rep.warnings)
 
@@ -393,10 +393,21 @@ def test_the_rule_registry_lists_the_memory_codes() -> None:
                 "mlp_only_layers",
                 "vocab_size",
                 "tie_word_embeddings",
+                "n_routed_experts",
+                "first_k_dense_replace",
+                "kv_lora_rank",
+                "qk_rope_head_dim",
+                "sliding_window",
+                "layer_types",
+                "quantization_config",
+                "vision_config",
             ]
         ),
         st.one_of(
-            st.sampled_from(["qwen3_moe", "mixtral", "llama", "gemma", "bert"]),
+            st.sampled_from(
+                ["qwen3_moe", "mixtral", "llama", "gemma", "bert", "deepseek_v3", "gpt_oss", "gemma3_text"]
+            ),
+            st.sampled_from([{"quant_method": "fp8", "weight_block_size": [0, 128]}, {"quant_method": "awq"}, {}]),
             st.integers(-3, 2**70),
             st.lists(st.integers(-5, 2**40), max_size=5),
             st.booleans(),

@@ -84,7 +84,12 @@ def built(trl_env) -> list[dict]:
 
 
 def test_every_supported_family_is_covered() -> None:
-    assert {c["model_type"] for c in CONFIGS} == set(FAMILIES)
+    """Each family is built by transformers here, or (families the runtime's transformers does not
+    build, or names apart: MLA's norms, gpt-oss's router, vision towers) held to its published total."""
+    from tests.rules.test_memory_model import PUBLISHED_TOTALS
+
+    published = {config["model_type"] for config, _, _ in PUBLISHED_TOTALS}
+    assert {c["model_type"] for c in CONFIGS} | published == set(FAMILIES)
 
 
 @pytest.mark.parametrize("index", range(len(CONFIGS)), ids=[c["model_type"] for c in CONFIGS])

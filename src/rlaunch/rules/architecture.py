@@ -2,10 +2,16 @@
 
 Pure and closed-form (no torch, no transformers): parameters by component, the attention shape
 and the KV-cache bytes per token, for the decoder families whose layer shapes are known here:
-dense Llama, Qwen2, Qwen3, Mistral and Gemma, and the MoE families Qwen3-MoE and Mixtral.
-Anything else, and any quantized checkpoint, is `Unsized` with the reason: the estimate is never
-guessed from a family it does not know. Tests hold every count to what transformers itself builds
-for the same config (tests/runtimes/test_architecture_counts.py).
+dense Llama, Qwen2, Qwen3, Mistral and Gemma 1/2/3; the MoE families Qwen3-MoE, Qwen2-MoE (shared
+expert), Mixtral, gpt-oss (attention sinks, alternating sliding windows) and DeepSeek-V2/V3 and
+Kimi-K2 (multi-head latent attention, shared experts, dense first layers); the vision-language
+Qwen2-VL/Qwen2.5-VL (the vision tower's weights beside the language model). A checkpoint's
+`quantization_config` (FP8 block/channel/tensor, `compressed-tensors`, MXFP4, AWQ, GPTQ) decides
+the bytes its weights take when a rollout engine loads them; parameter counts are the model's,
+whatever the packing (training holds them in its own dtypes). Anything else is `Unsized` with
+the reason: the estimate is never guessed from a family it does not know. Tests hold every count
+to what transformers builds (tests/runtimes/test_architecture_counts.py) or to the published
+total (tests/rules/test_memory_model.py).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
+QUANTIZED = ("attention", "mlp", "experts")  # the components whose linear weights a quantizer packs
 
 
 @dataclass(frozen=True)
@@ -22,19 +29,32 @@ class Family:
     """What a `model_type` decides beyond the config's numbers (transformers' defaults for it)."""
 
     qkv_bias: bool  # q/k/v projections carry a bias
-    qk_norm: bool  # a per-head RMSNorm on q and k (Qwen3)
+    qk_norm: bool  # a per-head RMSNorm on q and k (Qwen3, Gemma 3)
     tied_default: bool  # tie_word_embeddings when the config omits it
-    moe: str | None = None  # "qwen3_moe": experts + dense layers by step; "mixtral": every layer
+    moe: str | None = None  # how experts are laid out: "qwen3_moe", "qwen2_moe", "mixtral", "gpt_oss", "deepseek"
+    norms_per_layer: int = 2  # Gemma 2/3 add pre- and post-feed-forward norms
+    mla: bool = False  # multi-head latent attention (DeepSeek-V2/V3, Kimi-K2)
+    windows: str | None = None  # sliding-window layout: "all" (Mistral), "alternate" (Gemma 2), "pattern" (Gemma 3)
+    vision: bool = False  # a Qwen2-VL vision tower in `vision_config`
 
 
 FAMILIES: dict[str, Family] = {
     "llama": Family(qkv_bias=False, qk_norm=False, tied_default=False),
-    "mistral": Family(qkv_bias=False, qk_norm=False, tied_default=False),
+    "mistral": Family(qkv_bias=False, qk_norm=False, tied_default=False, windows="all"),
     "qwen2": Family(qkv_bias=True, qk_norm=False, tied_default=False),
     "qwen3": Family(qkv_bias=False, qk_norm=True, tied_default=False),
     "gemma": Family(qkv_bias=False, qk_norm=False, tied_default=True),
+    "gemma2": Family(qkv_bias=False, qk_norm=False, tied_default=True, norms_per_layer=4, windows="alternate"),
+    "gemma3_text": Family(qkv_bias=False, qk_norm=True, tied_default=True, norms_per_layer=4, windows="pattern"),
     "qwen3_moe": Family(qkv_bias=False, qk_norm=True, tied_default=False, moe="qwen3_moe"),
-    "mixtral": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="mixtral"),
+    "qwen2_moe": Family(qkv_bias=True, qk_norm=False, tied_default=False, moe="qwen2_moe"),
+    "mixtral": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="mixtral", windows="all"),
+    "gpt_oss": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="gpt_oss", windows="alternate"),
+    "deepseek_v2": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="deepseek", mla=True),
+    "deepseek_v3": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="deepseek", mla=True),
+    "kimi_k2": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="deepseek", mla=True),
+    "qwen2_vl": Family(qkv_bias=True, qk_norm=False, tied_default=False, vision=True),
+    "qwen2_5_vl": Family(qkv_bias=True, qk_norm=False, tied_default=False, vision=True),
 }
 
 
@@ -43,16 +63,37 @@ class Parameters:
     """Parameter counts by component (the whole model, unsharded)."""
 
     embeddings: int
-    attention: int  # q, k, v, o projections (and their biases) over all layers
-    mlp: int  # dense MLPs over all layers
-    experts: int  # every MoE expert over all layers
+    attention: int  # q, k, v, o projections (and their biases, sinks, MLA norms) over all layers
+    mlp: int  # dense MLPs over all layers, and the always-active shared experts of MoE layers
+    experts: int  # every routed MoE expert over all layers
     router: int  # MoE gates
     norms: int  # layer norms, q/k norms and the final norm
     lm_head: int  # 0 when tied to the embeddings
+    vision: int = 0  # a vision-language model's vision tower and its projector
 
     @property
     def total(self) -> int:
-        return self.embeddings + self.attention + self.mlp + self.experts + self.router + self.norms + self.lm_head
+        return (
+            self.embeddings
+            + self.attention
+            + self.mlp
+            + self.experts
+            + self.router
+            + self.norms
+            + self.lm_head
+            + self.vision
+        )
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """How a checkpoint packs its linear weights (`quantization_config`): bytes a weight takes with its
+    scales and zero points, and which components are packed (the rest stay in the model dtype)."""
+
+    method: str
+    bytes_per_weight: float
+    components: tuple[str, ...] = QUANTIZED
+    hidden_multiple: int = 0  # vLLM pads the experts' hidden size to a multiple of this (MXFP4 kernels)
 
 
 @dataclass(frozen=True)
@@ -66,19 +107,20 @@ class Architecture:
     kv_heads: int
     head_dim: int
     vocab: int
-    intermediate: int
+    intermediate: int  # a dense layer's MLP width (an MoE model's dense layers, if any)
     max_positions: int | None
     weight_dtype: str
     tied_embeddings: bool
     params: Parameters
-    experts: int = 0  # experts per MoE layer (0: dense)
+    experts: int = 0  # routed experts per MoE layer (0: dense)
     experts_per_token: int = 0
     moe_layers: int = 0
-    sliding_window: int | None = None  # attention window when on: a sequence keeps at most this much KV
-
-    @property
-    def weight_bytes_per_param(self) -> int:
-        return DTYPE_BYTES.get(self.weight_dtype, 2)
+    sliding_window: int | None = None  # attention window of the windowed layers
+    expert_intermediate: int = 0  # one routed expert's MLP width
+    shared_intermediate: int = 0  # the shared experts' MLP width a token always passes through
+    sliding_layers: int = 0  # layers whose KV is bounded by `sliding_window` (the rest attend in full)
+    kv_latent: int = 0  # MLA: the cached latent per token and layer (kv_lora_rank + qk_rope_head_dim)
+    quantization: Quantization | None = None
 
     @property
     def active_params(self) -> int:
@@ -87,16 +129,40 @@ class Architecture:
             return self.params.total
         return self.params.total - self.params.experts + self.params.experts * self.experts_per_token // self.experts
 
+    @property
+    def mlp_width(self) -> int:
+        """The widest MLP a token passes through in one layer: routed experts x their width plus the
+        shared experts in an MoE layer, the dense width elsewhere."""
+        moe = self.experts_per_token * self.expert_intermediate + self.shared_intermediate if self.experts else 0
+        return max(moe, self.intermediate if self.layers > self.moe_layers else 0)
+
     def layer_params(self) -> int:
         """The largest transformer layer's parameters (what FSDP gathers at once)."""
         per_layer = (self.params.attention + self.params.norms - self.hidden) // self.layers
-        dense = self.params.mlp // max(1, self.layers - self.moe_layers) if self.params.mlp else 0
+        dense = 3 * self.hidden * self.intermediate if self.layers > self.moe_layers else 0
         moe = (self.params.experts + self.params.router) // self.moe_layers if self.moe_layers else 0
-        return per_layer + max(dense, moe)
+        return per_layer + max(dense, moe + 3 * self.hidden * self.shared_intermediate)
 
     def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
-        """K and V of every layer for one token, unsharded."""
+        """K and V (or MLA's latent) of every layer for one token, unsharded."""
+        if self.kv_latent:
+            return self.layers * self.kv_latent * dtype_bytes
         return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
+
+    def stored_bytes(self, dtype_bytes: int) -> tuple[int, int]:
+        """Bytes the weights take loaded (the non-expert part, the routed experts), packed as the
+        checkpoint's quantization says and the rest in the engine's `dtype_bytes`."""
+        q = self.quantization
+        p = self.params
+
+        def size(component: str, count: int) -> float:
+            return count * (q.bytes_per_weight if q is not None and component in q.components else dtype_bytes)
+
+        rest = p.embeddings + p.router + p.norms + p.lm_head + p.vision
+        dense = size("attention", p.attention) + size("mlp", p.mlp) + rest * dtype_bytes
+        pad = q.hidden_multiple if q is not None else 0
+        padded = -(-self.hidden // pad) * pad / self.hidden if pad else 1
+        return int(dense), int(size("experts", p.experts) * padded)
 
 
 @dataclass(frozen=True)
@@ -113,12 +179,40 @@ def from_hf_config(config: Mapping[str, Any]) -> Architecture | Unsized:
     family = FAMILIES.get(model_type)
     if family is None:
         return Unsized(model_type, f"model_type {model_type!r} is not one of {sorted(FAMILIES)}")
-    if config.get("quantization_config"):
-        return Unsized(model_type, "a quantized checkpoint's weight bytes are not its dtype's")
     try:
-        return _sized(config, family)
-    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        quantization = _quantization(config.get("quantization_config"))
+        if isinstance(quantization, str):
+            return Unsized(model_type, quantization)
+        return _sized(config, family, quantization)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as exc:
         return Unsized(model_type, f"config.json lacks a usable {exc}")
+
+
+def _quantization(q: Any) -> Quantization | str | None:
+    """The packing of a `quantization_config`, or why it cannot be sized."""
+    if not q:
+        return None
+    method = str(q.get("quant_method", "")).lower()
+    if method == "fp8":  # per-tensor, or fp32 scales per weight_block_size block (DeepSeek-V3, Qwen3-FP8)
+        block = q.get("weight_block_size")
+        return Quantization("fp8", 1 + (4 / (block[0] * block[1]) if block else 0))
+    if method == "mxfp4":  # gpt-oss: 4-bit values and one 8-bit scale per 32, experts only
+        return Quantization("mxfp4", 4.25 / 8, ("experts",), hidden_multiple=256)
+    if method in ("awq", "gptq"):  # packed ints, fp16 scales and packed zeros per group
+        bits = _int(q, "bits", q.get("w_bit", 4))
+        group = int(q.get("group_size", q.get("q_group_size", 128)) or 128)
+        per_group = (2 + bits / 8) / group if group > 0 else 0
+        return Quantization(method, bits / 8 + per_group)
+    if method == "compressed-tensors":
+        groups = q.get("config_groups") or {}
+        weights = next(iter(groups.values()), {}).get("weights") or {}
+        bits = _int(weights, "num_bits")
+        strategy = str(weights.get("strategy", "tensor"))
+        group = int(weights.get("group_size") or 0)
+        block = weights.get("block_structure")
+        scale = 2 / group if strategy == "group" and group > 0 else 4 / (block[0] * block[1]) if block else 0
+        return Quantization(f"compressed-tensors {weights.get('type', 'int')}{bits} {strategy}", bits / 8 + scale)
+    return f"quant_method {method!r} is not one of ['awq', 'compressed-tensors', 'fp8', 'gptq', 'mxfp4']"
 
 
 def _int(config: Mapping[str, Any], key: str, default: int | None = None) -> int:
@@ -128,7 +222,79 @@ def _int(config: Mapping[str, Any], key: str, default: int | None = None) -> int
     return value
 
 
-def _sized(config: Mapping[str, Any], family: Family) -> Architecture:
+def _attention(config: Mapping[str, Any], family: Family, hidden: int, heads: int, kv: int, head_dim: int) -> int:
+    """One layer's attention parameters."""
+    if family.mla:
+        rope, nope, v = _int(config, "qk_rope_head_dim"), _int(config, "qk_nope_head_dim"), _int(config, "v_head_dim")
+        kv_rank, q_rank = _int(config, "kv_lora_rank"), config.get("q_lora_rank")
+        q = hidden * q_rank + q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
+        return q + hidden * (kv_rank + rope) + kv_rank + kv_rank * heads * (nope + v) + heads * v * hidden
+    q_width, kv_width = heads * head_dim, kv * head_dim
+    params = hidden * q_width + 2 * hidden * kv_width + q_width * hidden
+    if family.qkv_bias or config.get("attention_bias"):  # Qwen2: q/k/v only; attention_bias: o too
+        params += q_width + 2 * kv_width + (0 if family.qkv_bias else hidden)
+    return params + (heads if family.moe == "gpt_oss" else 0)  # gpt-oss: one attention sink per head
+
+
+def _moe(config: Mapping[str, Any], family: Family, layers: int, hidden: int) -> tuple[int, int, int, int, int, int]:
+    """Routed experts per layer, experts per token, MoE layers, one expert's width, the shared experts'
+    width, and the router's parameters per MoE layer."""
+    kind = family.moe
+    if kind in ("mixtral", "gpt_oss"):
+        experts = _int(config, "num_local_experts")
+        per_token = _int(config, "num_experts_per_tok", config.get("experts_per_token"))
+        return experts, per_token, layers, _int(config, "intermediate_size"), 0, hidden * experts + (
+            experts if kind == "gpt_oss" else 0
+        )
+    if kind == "deepseek":
+        experts, per_token = _int(config, "n_routed_experts"), _int(config, "num_experts_per_tok")
+        first_dense = int(config.get("first_k_dense_replace") or 0)
+        freq = _int(config, "moe_layer_freq", 1)
+        moe_layers = max(0, (layers - 1) // freq - (first_dense - 1) // freq)  # i >= first_dense, i % freq == 0
+        width = _int(config, "moe_intermediate_size")
+        shared = int(config.get("n_shared_experts") or 0) * width
+        bias = experts if config.get("topk_method") == "noaux_tc" else 0  # e_score_correction_bias
+        return experts, per_token, moe_layers, width, shared, hidden * experts + bias
+    experts, per_token = _int(config, "num_experts"), _int(config, "num_experts_per_tok")
+    step = _int(config, "decoder_sparse_step", 1)
+    dense_only = {i for i in config.get("mlp_only_layers") or () if isinstance(i, int) and 0 <= i < layers}
+    moe_layers = layers // step - sum(1 for i in dense_only if (i + 1) % step == 0)
+    shared = int(config.get("shared_expert_intermediate_size") or 0) if kind == "qwen2_moe" else 0
+    router = hidden * experts + (hidden if shared else 0)  # Qwen2-MoE: a sigmoid gate on the shared expert
+    return experts, per_token, moe_layers, _int(config, "moe_intermediate_size"), shared, router
+
+
+def _windows(config: Mapping[str, Any], family: Family, layers: int) -> tuple[int | None, int]:
+    """The sliding window and how many layers use it."""
+    window = config.get("sliding_window")
+    if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
+        return None, 0
+    types = config.get("layer_types")
+    if isinstance(types, list) and len(types) == layers:
+        return window, sum(1 for t in types if t == "sliding_attention")
+    if family.windows == "all" or config.get("use_sliding_window"):
+        return window, layers
+    if family.windows == "alternate":  # Gemma 2, gpt-oss: even layers slide
+        return window, (layers + 1) // 2
+    if family.windows == "pattern":  # Gemma 3: every `sliding_window_pattern`-th layer attends in full
+        pattern = _int(config, "sliding_window_pattern", 6)
+        return window, layers - layers // pattern
+    return None, 0
+
+
+def _vision(v: Mapping[str, Any]) -> int:
+    """A Qwen2-VL / Qwen2.5-VL vision tower: patch embedding, blocks and the patch merger."""
+    hidden = _int(v, "embed_dim") if "embed_dim" in v else _int(v, "hidden_size")  # Qwen2-VL: embed_dim
+    depth, width = _int(v, "depth"), _int(v, "intermediate_size", hidden * int(v.get("mlp_ratio", 4)))
+    patch = _int(v, "in_chans", 3) * _int(v, "temporal_patch_size", 2) * _int(v, "patch_size", 14) ** 2 * hidden
+    gated = 3 * hidden * width + 2 * width + hidden if "intermediate_size" in v else 2 * hidden * width + width + hidden
+    block = 2 * hidden + 3 * hidden * hidden + 3 * hidden + hidden * hidden + hidden + gated
+    merged = hidden * _int(v, "spatial_merge_size", 2) ** 2
+    out = _int(v, "out_hidden_size", v.get("hidden_size"))
+    return patch + depth * block + hidden + merged * merged + merged + merged * out + out
+
+
+def _sized(config: Mapping[str, Any], family: Family, quantization: Quantization | None) -> Architecture:
     layers, hidden, heads = (
         _int(config, "num_hidden_layers"),
         _int(config, "hidden_size"),
@@ -138,54 +304,42 @@ def _sized(config: Mapping[str, Any], family: Family) -> Architecture:
     head_dim = _int(config, "head_dim") if config.get("head_dim") is not None else hidden // heads
     vocab = _int(config, "vocab_size")
     tied = bool(config.get("tie_word_embeddings", family.tied_default))
-    q, kv = heads * head_dim, kv_heads * head_dim
-    bias = family.qkv_bias or bool(config.get("attention_bias", False))
-    attention = hidden * q + 2 * hidden * kv + q * hidden
-    if bias:
-        attention += q + 2 * kv + (0 if family.qkv_bias else hidden)  # Qwen2: q/k/v only; attention_bias: o too
-    norms = 2 * hidden + (2 * head_dim if family.qk_norm else 0)
-    experts = experts_per_token = moe_layers = 0
-    mlp = expert_params = router = 0
-    intermediate = _int(config, "intermediate_size") if config.get("intermediate_size") is not None else 0
-    if family.moe == "mixtral":
-        experts, experts_per_token = _int(config, "num_local_experts"), _int(config, "num_experts_per_tok")
-        moe_layers = layers
-        expert_params = layers * experts * 3 * hidden * _int(config, "intermediate_size")
-        router = layers * hidden * experts
-    elif family.moe == "qwen3_moe":
-        experts, experts_per_token = _int(config, "num_experts"), _int(config, "num_experts_per_tok")
-        step = _int(config, "decoder_sparse_step", 1)
-        dense_only = {i for i in config.get("mlp_only_layers") or () if isinstance(i, int) and 0 <= i < layers}
-        moe_layers = layers // step - sum(1 for i in dense_only if (i + 1) % step == 0)
-        expert_params = moe_layers * experts * 3 * hidden * _int(config, "moe_intermediate_size")
-        router = moe_layers * hidden * experts
-        mlp = (layers - moe_layers) * 3 * hidden * intermediate if layers > moe_layers else 0
-    else:
-        mlp = layers * 3 * hidden * _int(config, "intermediate_size")
-        if config.get("mlp_bias"):
-            mlp += layers * (2 * intermediate + hidden)
+    attention = _attention(config, family, hidden, heads, kv_heads, head_dim)
+    norms = family.norms_per_layer * hidden + (2 * head_dim if family.qk_norm else 0)
+    experts = experts_per_token = moe_layers = width = shared = router = 0
+    if family.moe:
+        experts, experts_per_token, moe_layers, width, shared, router = _moe(config, family, layers, hidden)
+    dense_layers = layers - moe_layers
+    intermediate = _int(config, "intermediate_size") if dense_layers and not family.moe == "gpt_oss" else 0
+    mlp = dense_layers * 3 * hidden * intermediate + moe_layers * 3 * hidden * shared
+    if config.get("mlp_bias"):
+        mlp += dense_layers * (2 * intermediate + hidden)
+    expert_params = moe_layers * experts * 3 * hidden * width
+    if family.moe == "gpt_oss":  # gate_up and down projections carry biases
+        expert_params += moe_layers * experts * (2 * width + hidden)
+    kv_latent = _int(config, "kv_lora_rank") + _int(config, "qk_rope_head_dim") if family.mla else 0
+    window, sliding = _windows(config, family, layers)
     params = Parameters(
         embeddings=vocab * hidden,
         attention=layers * attention,
         mlp=mlp,
         experts=expert_params,
-        router=router,
+        router=moe_layers * router,
         norms=layers * norms + hidden,
         lm_head=0 if tied else vocab * hidden,
+        vision=_vision(config["vision_config"]) if family.vision else 0,
     )
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
     max_positions = config.get("max_position_embeddings")
-    window = config.get("sliding_window")
-    windowed = family.moe == "mixtral" or str(config["model_type"]) == "mistral" or config.get("use_sliding_window")
     return Architecture(
         model_type=str(config["model_type"]),
         layers=layers,
         hidden=hidden,
         heads=heads,
-        kv_heads=kv_heads,
+        kv_heads=1 if family.mla else kv_heads,
         head_dim=head_dim,
         vocab=vocab,
-        intermediate=intermediate or _int(config, "moe_intermediate_size"),
+        intermediate=intermediate,
         max_positions=max_positions if isinstance(max_positions, int) else None,
         weight_dtype=dtype,
         tied_embeddings=tied,
@@ -193,5 +347,10 @@ def _sized(config: Mapping[str, Any], family: Family) -> Architecture:
         experts=experts,
         experts_per_token=experts_per_token,
         moe_layers=moe_layers,
-        sliding_window=window if windowed and isinstance(window, int) and window > 0 else None,
+        sliding_window=window,
+        expert_intermediate=width,
+        shared_intermediate=shared,
+        sliding_layers=sliding,
+        kv_latent=kv_latent,
+        quantization=quantization,
     )

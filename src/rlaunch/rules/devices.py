@@ -6,6 +6,10 @@ The figure is what `torch.cuda.mem_get_info()` calls total (what vLLM multiplies
 name not listed here is not sized: the memory rules say so and refuse nothing. `cpu` slots (the
 trl-cpu runtime) have no fixed size: their capacity is the node's host memory divided by its
 slots, from the allocation.
+
+AMD Instinct GPUs (MI300X, MI325X) are left out on purpose: SkyRL 0.4.0's stack (its CUDA builds of
+torch, vLLM and flash-attn) does not run on ROCm as shipped, so a plan naming one is not sized and
+says so rather than being judged against a GPU its runtime cannot use.
 """
 
 from __future__ import annotations
@@ -35,8 +39,10 @@ DEVICES: dict[str, Device] = {
         Device("H100", _gib(79.22), "vLLM start-up log, H100 80GB HBM3 (vllm-project/vllm#12126)"),
         Device("H100-80GB", _gib(79.22), "as H100"),
         Device("H100-NVL", 95830 * MIB, "nvidia-smi total, H100 NVL 94GB"),
+        Device("H800", _gib(79.22), "as H100 (H800 80GB: the H100 die and memory, export NVLink)"),
         Device("H200", 143771 * MIB, "nvidia-smi total, H200 141GB"),
         Device("H20", 97871 * MIB, "nvidia-smi total, H20 96GB"),
+        Device("H20-141GB", 143771 * MIB, "nvidia-smi total, H20 141GB HBM3e (as H200)"),
         # llm-foundry #183: "79.21 GiB total capacity" in a CUDA OOM message on an A100-80GB.
         Device("A100-80GB", _gib(79.21), "CUDA total capacity, A100 80GB (mosaicml/llm-foundry#183)"),
         Device("A100", 40960 * MIB, "nvidia-smi total, A100 40GB (say A100-80GB for the larger one)"),
@@ -49,8 +55,15 @@ DEVICES: dict[str, Device] = {
         # vLLM #10517: "total_gpu_memory=23.58GiB" on an RTX 3090.
         Device("RTX3090", _gib(23.58), "vLLM start-up log, RTX 3090 (vllm-project/vllm#10517)"),
         Device("RTX4090", 24564 * MIB, "nvidia-smi total, RTX 4090 24GB"),
+        # vLLM #34076: nvidia-smi "RTX 5090 D 32607MiB", "RTX 5070 Ti 16303MiB".
+        Device("RTX5090", 32607 * MIB, "nvidia-smi total, RTX 5090 32GB (vllm-project/vllm#34076)"),
+        Device("RTX5080", 16303 * MIB, "nvidia-smi total, RTX 5080 16GB (as RTX 5070 Ti, vllm-project/vllm#34076)"),
+        Device("RTX5070Ti", 16303 * MIB, "nvidia-smi total, RTX 5070 Ti 16GB (vllm-project/vllm#34076)"),
+        Device("RTX-PRO-6000", 97887 * MIB, "nvidia-smi total, RTX PRO 6000 Blackwell 96GB"),
         Device("B200", 183359 * MIB, "nvidia-smi total, B200 180GB"),
         Device("GB200", 189471 * MIB, "nvidia-smi total, GB200 (one Blackwell GPU)"),
+        # DGX Spark: 128 GB of LPDDR5x shared by CPU and GPU; an upper bound (the OS and host use part of it).
+        Device("GB10", 128 * 10**9, "unified memory, GB10 (DGX Spark) 128GB shared with the CPU"),
         Device("V100", 32768 * MIB, "nvidia-smi total, V100 32GB"),
         Device("T4", 15360 * MIB, "nvidia-smi total, T4 16GB"),
     )

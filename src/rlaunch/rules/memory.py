@@ -20,9 +20,12 @@ What is counted, per device (SkyRL 0.4.0 keys, `skyrl_040_keys.md`):
   parameter over data parallelism as well, activations and logits over TP x CP;
 * reference: bf16 weights over its FSDP group (resident beside the policy unless fully
   colocated, when SkyRL offloads it between uses), one forward micro batch;
-* rollout (vLLM): weights per TP x PP shard (experts over EP when EP > 1), the budget
-  `gpu_memory_utilization x capacity`, an estimate of the profiling peak, CUDA graphs and
-  non-torch memory, and the KV cache that is left: tokens and maximum-length sequences
+* rollout (vLLM): weights per TP x PP shard as the checkpoint packs them (`quantization_config`;
+  experts over EP when EP > 1), the budget `gpu_memory_utilization x capacity`, an estimate of the
+  profiling peak (`profile_peak`: from the model, TP, `max_num_batched_tokens`, `max_num_seqs`), CUDA
+  graphs and non-torch memory, and the KV cache that is left, with vLLM V1's own arithmetic: the KV
+  dtype (`auto` is the activation dtype), 16-token blocks, hybrid groups of sliding-window and full
+  layers (`kv_groups`), MLA's latent replicated over TP; tokens and maximum-length sequences
   (`max_model_len` = SkyRL's `max_input_length + max_generate_length`);
 * colocated: the training bar (the policy's step while the engine sleeps) and the generation bar
   (the engine's budget while the policy is offloaded).
@@ -45,6 +48,7 @@ TIGHT_MARGIN = 0.10  # an estimate above 90 % of capacity is tight
 VLLM_BLOCK = 16  # tokens per KV block (vLLM's default block size)
 CUDA_GRAPHS = int(0.5 * GIB)  # vLLM's captured graphs, when not in eager mode (estimate)
 NON_TORCH = int(0.5 * GIB)  # CUDA context, NCCL buffers (estimate)
+SAMPLER_ROWS = 10  # vocabulary-wide fp32 rows per sequence at the sampler's warm-up peak (fit, see profile_peak)
 FSDP_STATE_BYTES, FSDP_CERTAIN_BYTES = 16, 12
 CODES = ("memory.model_states", "memory.engine_weights", "memory.kv_one_sequence")  # = rules.MEMORY_CODES
 
@@ -94,14 +98,40 @@ class KvCapacity:
     budget: int  # gpu_memory_utilization x capacity
     weights: int  # per device
     overhead: int  # estimated profiling peak + graphs + non-torch
-    bytes_per_token: int  # per device
+    bytes_per_token: int  # per device, every layer as if it attended in full
     max_model_len: int
     window: int | None = None  # sliding-window attention: a sequence never holds more KV than this
+    sliding_layers: int = 0  # of `layers`, those bounded by `window` (all of them when 0 and a window is set)
+    layers: int = 0  # KV layers on one device (0: not split, the uniform arithmetic)
+    batched_tokens: int = 8192  # max_num_batched_tokens: a windowed layer also holds the chunk being prefilled
+
+    @property
+    def groups(self) -> KvGroups:
+        return kv_groups(self.layers, self.sliding_layers if self.window else 0)
+
+    @property
+    def blocks(self) -> int:
+        """vLLM's "# GPU blocks": pages of `VLLM_BLOCK` tokens, one per layer of a group."""
+        g = self.groups
+        per_layer = self.bytes_per_token // max(1, self.layers or 1)
+        if self.available <= 0 or per_layer <= 0:
+            return 0
+        return self.available // (per_layer * VLLM_BLOCK * (g.size if self.layers else 1))
+
+    @property
+    def blocks_per_sequence(self) -> int:
+        """Blocks one maximum-length sequence takes (vLLM's `max_memory_usage_bytes` per group)."""
+        g = self.groups
+        full = -(-self.max_model_len // VLLM_BLOCK)
+        windowed = min((self.window or 0) - 1 + self.batched_tokens, self.max_model_len)
+        return g.full * full + g.sliding * (-(-windowed // VLLM_BLOCK) + 1)
 
     @property
     def one_sequence(self) -> int:
         """KV bytes one maximum-length sequence needs on one device."""
-        return self.bytes_per_token * min(self.max_model_len, self.window or self.max_model_len)
+        if not self.layers:
+            return self.bytes_per_token * min(self.max_model_len, self.window or self.max_model_len)
+        return self.blocks_per_sequence * VLLM_BLOCK * (self.bytes_per_token // self.layers) * self.groups.size
 
     @property
     def upper(self) -> int:
@@ -114,11 +144,43 @@ class KvCapacity:
 
     @property
     def tokens(self) -> int:
-        return kv_tokens(self.available, self.bytes_per_token)
+        """vLLM's "GPU KV cache size: N tokens": the blocks of one group."""
+        if not self.layers:
+            return kv_tokens(self.available, self.bytes_per_token)
+        return self.blocks // self.groups.count * VLLM_BLOCK
 
     @property
     def sequences(self) -> float:
-        return self.tokens / self.max_model_len if self.max_model_len else 0.0
+        """vLLM's "Maximum concurrency for `max_model_len` tokens per request"."""
+        if not self.layers:
+            return self.tokens / self.max_model_len if self.max_model_len else 0.0
+        return self.blocks / max(1, self.blocks_per_sequence)
+
+
+@dataclass(frozen=True)
+class KvGroups:
+    """vLLM's hybrid KV cache groups: layers of one attention kind are split into groups of `size`
+    layers that share one pool of pages (padded where a kind has fewer)."""
+
+    size: int
+    full: int  # groups of full-attention layers
+    sliding: int  # groups of sliding-window layers
+
+    @property
+    def count(self) -> int:
+        return self.full + self.sliding
+
+
+def kv_groups(layers: int, sliding: int) -> KvGroups:
+    """How vLLM (V1, `_get_kv_cache_config_uniform_page_size`) groups `layers`, `sliding` of them
+    windowed: one group of every layer when all are of one kind, else groups as large as the smaller
+    kind (the larger kind's own count when it is within 25 % of it)."""
+    full = layers - sliding
+    if not full or not sliding:
+        return KvGroups(max(1, layers), 1 if full else 0, 1 if sliding else 0)
+    small, large = min(full, sliding), max(full, sliding)
+    size = large if large < small * 1.25 else small
+    return KvGroups(size, -(-full // size), -(-sliding // size))
 
 
 @dataclass(frozen=True)
@@ -174,7 +236,9 @@ def kv_tokens(available: int, bytes_per_token: int, block: int = VLLM_BLOCK) -> 
 
 def kv_bytes_per_token(arch: Architecture, tp: int = 1, pp: int = 1, dtype_bytes: int = 2) -> int:
     """K and V of one token on one device of a TP x PP engine (a KV head is never split: TP beyond
-    the KV heads replicates them)."""
+    the KV heads replicates them; MLA's latent is one head, replicated on every TP rank)."""
+    if arch.kv_latent:
+        return math.ceil(arch.layers / pp) * arch.kv_latent * dtype_bytes
     return 2 * math.ceil(arch.layers / pp) * math.ceil(arch.kv_heads / tp) * arch.head_dim * dtype_bytes
 
 
@@ -287,6 +351,7 @@ def rollout_rows(kv: KvCapacity, geo: Geometry) -> list[Row]:
             kv.budget,
             kv.weights,
             f"per TP{geo.tp} x PP{geo.pp} shard, against the utilization budget",
+            margin=0.0,  # exact: what the checkpoint holds, not an estimate
         ),
         Row(
             "rollout",
@@ -376,8 +441,7 @@ def _fsdp_shard(k: _Keys, role: str, world: int) -> int:
 def _activation_bytes_per_token(arch: Architecture) -> int:
     """bf16 activations one layer keeps for backward, per token (flash attention: no score matrix)."""
     q, kv = arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim
-    mlp = arch.intermediate * max(1, arch.experts_per_token)
-    return 2 * (5 * arch.hidden + q + 2 * kv + q + 4 * mlp)
+    return 2 * (5 * arch.hidden + q + 2 * kv + q + 4 * arch.mlp_width)
 
 
 def _reference(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device) -> Row:
@@ -409,26 +473,43 @@ def engine_kv(arch: Architecture, geo: Geometry, composed: Mapping[str, Any], de
     seq = max_model_len(composed)
     tp, pp, dp, ep = geo.tp, geo.pp, geo.dp, geo.ep
     wbytes = DTYPE_BYTES.get(str(k("generator.inference_engine.model_dtype", "bfloat16")), 2)
-    experts = arch.params.experts
+    dense, experts = arch.stored_bytes(wbytes)  # packed as the checkpoint's quantization_config says
     expert_shard = tp * dp if ep > 1 else tp
-    weights = int(wbytes * ((arch.params.total - experts) / tp + experts / expert_shard) / pp)
+    weights = int((dense / tp + experts / expert_shard) / pp)
     util = float(k("generator.inference_engine.gpu_memory_utilization", 0.9))
-    kv_dtype = str(k("generator.inference_engine.engine_init_kwargs.kv_cache_dtype", "auto"))
-    kv_bytes = DTYPE_BYTES.get(kv_dtype, wbytes)
-    per_token = kv_bytes_per_token(arch, tp, pp, kv_bytes)
+    per_token = kv_bytes_per_token(arch, tp, pp, kv_cache_bytes(k, wbytes))
     batched = int(k("generator.inference_engine.max_num_batched_tokens", 8192))
     seqs = int(k("generator.inference_engine.max_num_seqs", 256))
-    profile_peak = batched * _activation_bytes_per_token(arch) // tp // 2 + seqs * arch.vocab * 4 // tp
     graphs = 0 if k("generator.inference_engine.enforce_eager", False) else CUDA_GRAPHS
     return KvCapacity(
         device=dev.bytes,
         budget=int(util * dev.bytes),
         weights=weights,
-        overhead=profile_peak + graphs + NON_TORCH,
+        overhead=profile_peak(arch, tp, batched, seqs) + graphs + NON_TORCH,
         bytes_per_token=per_token,
         max_model_len=seq,
         window=arch.sliding_window,
+        sliding_layers=math.ceil(arch.sliding_layers / pp),
+        layers=math.ceil(arch.layers / pp),
+        batched_tokens=batched,
     )
+
+
+def profile_peak(arch: Architecture, tp: int, batched: int, seqs: int) -> int:
+    """What vLLM's profiling run peaks at beyond the weights (fit to published V0 logs, see
+    tests/rules/test_memory_model.py): the larger of a forward over `max_num_batched_tokens` (the MLP's
+    gate/up and activation over TP, two hidden-wide buffers) and the sampler's warm-up over
+    `max_num_seqs` rows of the vocabulary (fp32 logits, probabilities, sorted values and int64 indices,
+    log-probabilities: gathered, not sharded), which runs after the forward's activations are freed."""
+    forward = batched * 2 * (3 * arch.mlp_width // max(1, tp) + 2 * arch.hidden)
+    return max(forward, seqs * arch.vocab * 4 * SAMPLER_ROWS)
+
+
+def kv_cache_bytes(k: _Keys, model_bytes: int) -> int:
+    """Bytes a KV element takes: vLLM's `kv_cache_dtype`, whose `auto` is the model's activation dtype
+    (`model_dtype`), whatever the checkpoint's weights are packed in; fp8* halves it."""
+    kv_dtype = str(k("generator.inference_engine.engine_init_kwargs.kv_cache_dtype", "auto"))
+    return 1 if kv_dtype.startswith("fp8") else DTYPE_BYTES.get(kv_dtype, model_bytes)
 
 
 # --- the rules --------------------------------------------------------------------------------
