@@ -58,8 +58,9 @@ class LocalRunExecutor:
 
     option_names: tuple[str, ...] = ()
 
-    def __init__(self, submitter: str | None = None) -> None:
+    def __init__(self, submitter: str | None = None, retry: Mapping[str, Any] | None = None) -> None:
         self.submitter = submitter
+        self.retry = retry  # the `--retry` authorisation a step job needs after a failed attempt
 
     def options(self) -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
         return []
@@ -69,10 +70,15 @@ class LocalRunExecutor:
 
     def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
         from rlaunch.artifacts.runner import RunFailedError, Runner
+        from rlaunch.host.step_job import StepJobLauncher
 
         click.echo(f"Running {len(handles)} terminal step(s) with at most {invocation.max_concurrent} at a time")
         runner = Runner(
-            invocation.prefix, max_concurrent=invocation.max_concurrent, report=click.echo, submitter=self.submitter
+            invocation.prefix,
+            max_concurrent=invocation.max_concurrent,
+            report=click.echo,
+            submitter=self.submitter,
+            step_jobs=StepJobLauncher(retry=self.retry),
         )
         try:
             runner.run(handles)
@@ -283,9 +289,9 @@ def _print_plan(
 ) -> None:
     terminal = [h.identity for h in handles]
     if plan_format == "json":
-        click.echo(plan_text.plan_json(planned, invocation.prefix, terminal))
+        click.echo(plan_text.plan_json(planned, invocation.prefix, terminal, handles))
     else:
-        click.echo(plan_text.plan_text(planned, invocation.prefix, terminal))
+        click.echo(plan_text.plan_text(planned, invocation.prefix, terminal, handles))
 
 
 build_options = make_build_options(LocalRunExecutor())

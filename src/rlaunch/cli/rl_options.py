@@ -87,7 +87,7 @@ class CoordinatorExecutor:
             from rlaunch.runs.run_record import mark
 
             mark("graph_planned")  # built and validated again here, in the coordinator
-            return LocalRunExecutor(submitter=SUBMITTER).run(handles, invocation)
+            return LocalRunExecutor(submitter=SUBMITTER, retry=_authorised_retry()).run(handles, invocation)
         return submit_coordinator(handles, invocation)
 
 
@@ -214,6 +214,16 @@ def _gate_problems(step: Any, invocation: Invocation) -> list[str]:
         step.planned_document(prefix), step.stored_facts(prefix), retry_given="retry" in _given(invocation)
     )
     return [f"{step.identity}: {p}" for p in found]
+
+
+def _authorised_retry() -> dict[str, Any] | None:
+    """Inside the coordinator: the `--retry` authorisation stamped at submission (step jobs read it)."""
+    import json
+
+    from rlaunch.skyrl.gate_checks import AUTHORISED_ENV
+
+    retry = json.loads(os.environ.get(AUTHORISED_ENV) or "{}").get("retry")
+    return retry if isinstance(retry, dict) else None
 
 
 def _authorised_env(invocation: Invocation) -> dict[str, str]:
