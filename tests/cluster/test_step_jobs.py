@@ -15,6 +15,9 @@ from rlaunch.artifacts import ArtifactStep, RunFailedError, Runner, records
 from rlaunch.artifacts.runner import NoStepJobsError
 from rlaunch.cluster.local.backend import LocalBackend
 from rlaunch.host.step_job import StepJobLauncher
+from rlaunch.observe.collect import collect
+from rlaunch.observe.render import status_text
+from rlaunch.observe.resolve import resolve
 from rlaunch.runs import run_record
 from rlaunch.step_jobs import StepExecution
 from tests.cluster import _step_functions as fns
@@ -96,6 +99,10 @@ def test_a_step_job_stages_its_input_runs_the_function_and_is_recorded_like_a_co
     assert attempt["backend"] == "local" and attempt["resources"]["nodes"] == 1
     assert any(f"submitted step job {job.job_id}" in line for line in lines)
     assert fns.Rows.load(path).rows == 3  # a downstream step reads it as any artifact
+    status = collect(resolve("t/count@2026.01.01", prefix))
+    assert status.state == "succeeded" and status.kind == "step" and status.child.job_id == job.job_id
+    text = status_text(status)
+    assert "step job     1 node(s), each no accelerator, 1.0 CPU" in text and "checkpoints" not in text
 
 
 def test_a_substituted_input_is_refused_in_the_step_job(prefix: str, backend: LocalBackend) -> None:

@@ -40,7 +40,7 @@ from rlaunch.launch_config.failures import classify
 from rlaunch.launch_config.gates import recorded_attempts, retry_needed
 from rlaunch.runs.layout import STEP_JOB_DOCUMENT, STEP_JOB_RESULT, attempt_dir, step_job_attempts_root
 from rlaunch.runs.run_record import update_attempt
-from rlaunch.step_jobs import StepJobRequest
+from rlaunch.step_jobs import StepExecution, StepJobRequest
 from rlaunch.units import parse_size
 
 TASK_MODULE = "rlaunch.task.step_entry"
@@ -59,8 +59,8 @@ def step_run_id(request: StepJobRequest) -> str:
     return f"{request.name}-{request.version}"
 
 
-def step_resources(request: StepJobRequest) -> Resources:
-    execution = request.execution
+def execution_resources(execution: StepExecution) -> Resources:
+    """Per-replica resources of a step job."""
     return Resources(
         cpu=float(execution.cpu),
         memory_bytes=parse_size(execution.memory),
@@ -78,11 +78,21 @@ def step_job_spec(request: StepJobRequest, attempt_id: str, document_url: str, w
         argv=(sys.executable, "-m", TASK_MODULE, "--job", document_url),
         env=job_environment(),
         working_dir=working_dir,
-        resources=step_resources(request),
+        resources=execution_resources(request.execution),
         replicas=execution.nodes,
         timeout_seconds=float(execution.time_limit_seconds),
         max_retries=execution.max_retries,
         labels={"rlaunch.kind": "step", "rlaunch.run": step_run_id(request), "rlaunch.attempt": attempt_id},
+    )
+
+
+def gang_for_check(execution: StepExecution, name: str) -> JobSpec:
+    """The gang a step job will ask for, for the capacity check before the coordinator is submitted."""
+    return JobSpec(
+        name=f"{name}-step",
+        argv=(sys.executable,),
+        resources=execution_resources(execution),
+        replicas=execution.nodes,
     )
 
 
@@ -100,15 +110,15 @@ def job_document(request: StepJobRequest, attempt_id: str, result_url: str) -> d
     }
 
 
-def retry_refusal(request: StepJobRequest) -> str | None:
+def retry_refusal(identity: str, output_path: str) -> str | None:
     """Why relaunching this step needs `--retry` (None: its latest attempt did not fail)."""
-    latest = retry_needed(recorded_attempts(request.output_path))
+    latest = retry_needed(recorded_attempts(output_path))
     if latest is None:
         return None
     failure = (latest.get("failure") or "").splitlines()
     why = f" ({failure[0][:160]})" if failure else ""
     return (
-        f"{request.identity}: the latest step job attempt {latest.get('attempt_id')} {latest.get('state')}{why}; "
+        f"{identity}: the latest step job attempt {latest.get('attempt_id')} {latest.get('state')}{why}; "
         'relaunching it is a retry: pass --retry "<reason>" (kept in the run record), or launch a new version'
     )
 
@@ -123,7 +133,7 @@ class StepJobLauncher:
     _tail: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL), init=False, repr=False)
 
     def run(self, request: StepJobRequest, report: Callable[[str], None]) -> dict[str, Any]:
-        refusal = retry_refusal(request)
+        refusal = retry_refusal(request.identity, request.output_path)
         if refusal and self.retry is None:
             raise StepJobRefusedError(refusal)
         attempt_id = uuid.uuid4().hex[:12]
@@ -141,7 +151,7 @@ class StepJobLauncher:
             "fingerprint": request.fingerprint,
             "kind": "step",
             "runtime_profile": request.execution.runtime,
-            "resources": {**step_resources(request).__dict__, "nodes": request.execution.nodes},
+            "resources": {**execution_resources(request.execution).__dict__, "nodes": request.execution.nodes},
             "attempt_dir": directory,
             "job_document_uri": document_url,
             "argv": list(spec.argv),
