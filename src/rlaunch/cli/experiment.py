@@ -22,6 +22,7 @@ from rlaunch.artifacts.step import ArtifactStep, graph_handles
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.boundary import error_boundary
 from rlaunch.cli import plan_text
+from rlaunch.cli.step_checks import preflight_step_jobs
 from rlaunch.errors import UserError
 from rlaunch.secrets import SecretArgumentError, refuse_secret_arguments
 
@@ -261,6 +262,7 @@ def _plan_or_run(
             options=executor_options,
         )
         preflight_rl_steps(handles, invocation.prefix)
+        preflight_step_jobs(handles)
         planned = plan_graph(handles, invocation.prefix)
         executor.check(handles, invocation)
     except (ValueError, TypeError, LookupError) as exc:

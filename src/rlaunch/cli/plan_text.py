@@ -41,6 +41,23 @@ def step_gpu_hours(step: ArtifactStep[Any]) -> float:
     return topology.num_nodes * topology.gpus_per_node * seconds / 3600
 
 
+def step_placement(step: ArtifactStep[Any]) -> str:
+    """Where a step runs, in one line."""
+    if isinstance(step.execution, StepExecution):
+        return step.execution.describe()
+    if "rlaunch.skyrl.rl_step" in sys.modules:
+        from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+
+        if isinstance(step, SkyRLArtifactStep) and step.spec is not None and step.execution is not None:
+            t, e = step.spec.topology, step.execution
+            limit = f"limit {e.job_timeout_seconds}s" if e.job_timeout_seconds else f"deadline {e.coordinator_timeout_hours:g}h"
+            return (
+                f"RL child gang on {e.backend}: {t.num_nodes} node(s) x ({t.gpus_per_node} x {t.gpu_variant}, "
+                f"{e.cpu:g} CPU, {e.memory} memory, {e.disk} disk), runtime {step.spec.runtime.profile}, {limit}"
+            )
+    return "in the coordinator"
+
+
 def stage_gpu_hours(planned: list[PlannedStep], terminal: ArtifactStep[Any]) -> float:
     """GPU-hours a terminal stage would allocate at most: its steps that would run, not those served."""
     runs = {p.step.identity for p in planned if p.action in ("run", "rebuild")}
@@ -52,11 +69,9 @@ def placement_lines(planned: list[PlannedStep], handles: list[ArtifactStep[Any]]
     lines = ["Placement:"]
     width = max(len(p.step.identity) for p in planned)
     for p in planned:
-        where = p.step.execution.describe() if isinstance(p.step.execution, StepExecution) else None
-        if where is None:
-            where = "RL step: see its plan above" if p.step.describe is not None else "in the coordinator"
         hours = step_gpu_hours(p.step)
-        lines.append(f"  {p.step.identity:<{width}}  {where}" + (f"  ({hours:g} GPU-hours at most)" if hours else ""))
+        where = step_placement(p.step) + (f"  ({hours:g} GPU-hours at most)" if hours else "")
+        lines.append(f"  {p.step.identity:<{width}}  {where}")
     for handle in handles:
         lines.append(f"Stage {handle.identity}: {stage_gpu_hours(planned, handle):g} GPU-hours at most")
     return lines
