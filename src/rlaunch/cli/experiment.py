@@ -59,9 +59,15 @@ class LocalRunExecutor:
 
     option_names: tuple[str, ...] = ()
 
-    def __init__(self, submitter: str | None = None, retry: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        submitter: str | None = None,
+        retry: Mapping[str, Any] | None = None,
+        placement: Mapping[str, Any] | None = None,
+    ) -> None:
         self.submitter = submitter
         self.retry = retry  # the `--retry` authorisation a step job needs after a failed attempt
+        self.placement = placement or {}  # the backend's options step jobs record (an RL coordinator's)
 
     def options(self) -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
         return []
@@ -79,7 +85,7 @@ class LocalRunExecutor:
             max_concurrent=invocation.max_concurrent,
             report=click.echo,
             submitter=self.submitter,
-            step_jobs=StepJobLauncher(retry=self.retry),
+            step_jobs=StepJobLauncher(retry=self.retry, placement=self.placement),
         )
         try:
             runner.run(handles)

@@ -94,7 +94,10 @@ class CoordinatorExecutor:
             from rlaunch.runs.run_record import mark
 
             mark("graph_planned")  # built and validated again here, in the coordinator
-            return LocalRunExecutor(submitter=SUBMITTER, retry=_authorised_retry()).run(handles, invocation)
+            placement = skyrl_steps(handles)[0].execution.placement()  # one route for every RL step (`check`)
+            return LocalRunExecutor(submitter=SUBMITTER, retry=_authorised_retry(), placement=placement).run(
+                handles, invocation
+            )
         return submit_coordinator(handles, invocation)
 
 

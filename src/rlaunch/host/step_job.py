@@ -30,6 +30,7 @@ from rlaunch.cluster.protocol import (
     Backend,
     JobSpec,
     JobState,
+    JobStatus,
     Resources,
     backend_from_env,
     get_backend,
@@ -125,12 +126,13 @@ def retry_refusal(identity: str, output_path: str) -> str | None:
 
 @dataclass
 class StepJobLauncher:
-    """The `StepJobs` of a coordinator. `retry`: the `--retry` authorisation (reason, by, at) it carries."""
+    """The `StepJobs` of a coordinator. `retry`: the `--retry` authorisation (reason, by, at) it carries;
+    `placement`: the coordinator's backend options (the RL step's), recorded so `rlaunch status` finds the jobs."""
 
     retry: Mapping[str, Any] | None = None
     working_dir: str | None = None
     backend: Backend | None = None  # None: the backend that runs this process, else the local backend
-    _tail: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL), init=False, repr=False)
+    placement: Mapping[str, Any] = field(default_factory=dict)  # recorded: how a reader reaches the backend
 
     def run(self, request: StepJobRequest, report: Callable[[str], None]) -> dict[str, Any]:
         refusal = retry_refusal(request.identity, request.output_path)
@@ -144,7 +146,7 @@ class StepJobLauncher:
         backend = self.backend or backend_from_env() or get_backend("local")
         spec = step_job_spec(request, attempt_id, document_url, self.working_dir or os.getcwd())
         parent = os.environ.get(JOB_ID_ENV)
-        record = _Record(request, attempt_id, backend)
+        record = _Record(request, attempt_id, backend, dict(self.placement))
         record.update({
             "state": "launching",
             "artifact": request.identity,
@@ -167,7 +169,8 @@ class StepJobLauncher:
             raise StepJobRefusedError(f"{request.identity}: {failure}") from exc
         report(f"  submitted step job {job_id} for {request.identity} via {backend.name}")
         record.update({"state": "running", "child_job_id": job_id})
-        status = self._follow(backend, job_id, spec.replicas, request.identity, record, report)
+        tail: deque[str] = deque(maxlen=LOG_TAIL)  # per job: several step jobs may run at once
+        status = _follow(backend, job_id, spec.replicas, request.identity, record, report, tail)
         if status.state is not JobState.SUCCEEDED:
             failure = f"step job {job_id} reached {status.state.value}" + (
                 f": {status.message}" if status.message else ""
@@ -177,7 +180,7 @@ class StepJobLauncher:
             record.update({
                 "state": state,
                 "failure": failure,
-                "failure_class": classify(failure, list(self._tail), codes).to_json(),
+                "failure_class": classify(failure, list(tail), codes).to_json(),
                 "finished_at": storage.utc_now(),
             })  # fmt: skip
             raise StepJobFailedError(f"{request.identity}: {failure}")
@@ -189,32 +192,33 @@ class StepJobLauncher:
         record.update({"state": "succeeded", "finished_at": storage.utc_now()})
         return dict(values.get("values") or {})
 
-    def _follow(
-        self,
-        backend: Backend,
-        job_id: str,
-        replicas: int,
-        identity: str,
-        record: _Record,
-        report: Callable[[str], None],
-    ) -> Any:
-        """Stream the job's logs into the coordinator's and wait; an interrupted coordinator stops it."""
-        self._tail.clear()
-        try:
-            for line in single_replica_lines(backend.logs(job_id, follow=True), replicas):
-                report(f"  [{identity}] {line.rstrip()}")
-                self._tail.append(line)
-            return backend.wait(job_id)
-        except BaseException:
-            with contextlib.suppress(Exception):  # never leave a job nobody follows
-                backend.cancel(job_id, reason="the coordinator stopped following its step job")
-            with contextlib.suppress(Exception):
-                record.update({
-                    "state": "cancelled",
-                    "failure": "the coordinator was interrupted; the step job was cancelled",
-                    "finished_at": storage.utc_now(),
-                })  # fmt: skip
-            raise
+
+def _follow(
+    backend: Backend,
+    job_id: str,
+    replicas: int,
+    identity: str,
+    record: _Record,
+    report: Callable[[str], None],
+    tail: deque[str],
+) -> JobStatus:
+    """Stream the job's logs into the coordinator's (keeping a tail) and wait; if the coordinator
+    stops following (interrupted, or an error), the job is cancelled and recorded so."""
+    try:
+        for line in single_replica_lines(backend.logs(job_id, follow=True), replicas):
+            report(f"  [{identity}] {line.rstrip()}")
+            tail.append(line)
+        return backend.wait(job_id)
+    except BaseException:
+        with contextlib.suppress(Exception):  # never leave a job nobody follows
+            backend.cancel(job_id, reason="the coordinator stopped following its step job")
+        with contextlib.suppress(Exception):
+            record.update({
+                "state": "cancelled",
+                "failure": "the coordinator was interrupted; the step job was cancelled",
+                "finished_at": storage.utc_now(),
+            })  # fmt: skip
+        raise
 
 
 @dataclass
@@ -224,12 +228,13 @@ class _Record:
     request: StepJobRequest
     attempt_id: str
     backend: Backend
+    placement: dict[str, Any]
 
     def update(self, fields: dict[str, Any]) -> None:
         update_attempt(self.request.output_path, step_run_id(self.request), self.attempt_id, {
             "coordinator_job_id": os.environ.get(JOB_ID_ENV),
             "backend": self.backend.name,
-            "placement": {},
+            "placement": self.placement,
             "backend_settings": self.backend.environment(),
             **fields,
         })  # fmt: skip
