@@ -9,6 +9,7 @@ import json
 import pytest
 
 from tests.launching import Launcher
+from tests.polling import wait_for
 
 DAY = "2026.11.30"
 MARKER = ("-m", "tests.experiments.marker", "--version", DAY, "--step-job")
@@ -55,3 +56,25 @@ def test_a_failed_step_job_is_relaunched_only_with_retry(launcher: Launcher) -> 
     assert retried.returncode == 0, retried.stdout[-3000:] + retried.stderr[-3000:]
     first_attempt, second = attempts(launcher)
     assert second["state"] == "succeeded" and second["retry"]["reason"] == "the data file is fixed"
+
+
+@pytest.mark.e2e
+def test_rlaunch_cancel_stops_a_running_step_job_and_a_relaunch_needs_retry(launcher: Launcher) -> None:
+    waiting = (*MARKER, "--step-job-waits-for", str(launcher.prefix.parent / "never"), "--run")
+    started = launcher.run(*waiting, "--detach")
+    assert started.returncode == 0, started.stdout[-3000:] + started.stderr[-3000:]
+    record = launcher.prefix / "marker/count" / DAY / "run_record.json"
+    wait_for(lambda: record.exists() and attempts(launcher)[-1]["state"] == "running", timeout=120, what="the step job")
+    cancel = launcher.run("-m", "rlaunch", "cancel", f"marker/count@{DAY}", "--yes", "--reason", "test stops it")
+    assert cancel.returncode == 0 and "cancelled" in cancel.stdout, cancel.stdout + cancel.stderr
+    (attempt,) = attempts(launcher)
+    backend = launcher.backend()
+    assert backend.wait(attempt["coordinator_job_id"], timeout=60).state.value == "cancelled"
+    assert backend.wait(attempt["child_job_id"], timeout=60).state.value == "cancelled"
+    (attempt,) = attempts(launcher)
+    assert attempt["state"] == "cancelled" and attempt["cancelled"]["reason"] == "test stops it"
+    status = launcher.run("-m", "rlaunch", "status", f"marker/count@{DAY}").stdout
+    assert "state        cancelled" in status and "test stops it" in status
+
+    refused = launcher.run(*waiting)
+    assert refused.returncode == 2 and f"attempt {attempt['attempt_id']} cancelled" in refused.stderr, refused.stderr
