@@ -33,6 +33,8 @@ def test_the_coordinator_runs_a_step_job_as_its_child(launcher: Launcher) -> Non
     assert step_job.job_id in launcher.run("-m", "rlaunch", "jobs", "list").stdout
     status = launcher.run("-m", "rlaunch", "status", f"marker/count@{DAY}").stdout
     assert "state        succeeded" in status and step_job.job_id in status and coordinator.job_id in status
+    verdict = launcher.run("-m", "rlaunch", "verify-smoke", f"marker/count@{DAY}")
+    assert verdict.returncode == 2 and "is a step job, not an RL run" in verdict.stderr, verdict.stderr
 
 
 @pytest.mark.e2e
