@@ -210,3 +210,15 @@ def test_the_job_document_names_the_function_and_the_inputs_by_identity(prefix: 
         {"identity": f"t/rows@2026.01.01:{records.read_record(count.deps[0].path(prefix))['fingerprint']}",
          "uri": count.deps[0].path(prefix)}
     ]  # fmt: skip
+
+
+def test_a_credential_in_a_step_jobs_config_is_refused_before_anything_is_written(
+    prefix: str, backend: LocalBackend
+) -> None:
+    token = "ghp_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6"
+    step = step_of(fns.write_rows, {"hub": {"token": token}})
+    with pytest.raises(RunFailedError) as failed:
+        runner(prefix, backend, []).run([step])
+    error = failed.value.failed[0].error
+    assert "field config.hub.token carries a GitHub token" in error and token not in error
+    assert step_jobs(backend) == [] and attempts(step.path(prefix)) == []

@@ -41,6 +41,7 @@ from rlaunch.launch_config.failures import classify
 from rlaunch.launch_config.gates import recorded_attempts, retry_needed
 from rlaunch.runs.layout import STEP_JOB_DOCUMENT, STEP_JOB_RESULT, attempt_dir, step_job_attempts_root
 from rlaunch.runs.run_record import update_attempt
+from rlaunch.secrets import refuse_secrets_in
 from rlaunch.step_jobs import StepExecution, StepJobRequest
 from rlaunch.units import parse_size
 
@@ -142,7 +143,9 @@ class StepJobLauncher:
         directory = attempt_dir(step_job_attempts_root(request.prefix, request.name, request.version), attempt_id)
         document_url = storage.join(directory, STEP_JOB_DOCUMENT)
         result_url = storage.join(directory, STEP_JOB_RESULT)
-        storage.write_json_atomic(document_url, job_document(request, attempt_id, result_url))
+        document = job_document(request, attempt_id, result_url)
+        refuse_secrets_in(document, f"the step job document of {request.identity}")  # stored: no credentials
+        storage.write_json_atomic(document_url, document)
         backend = self.backend or backend_from_env() or get_backend("local")
         spec = step_job_spec(request, attempt_id, document_url, self.working_dir or os.getcwd())
         parent = os.environ.get(JOB_ID_ENV)
