@@ -22,6 +22,11 @@ runtime, strategy, entrypoint, model and data, the same geometry class at its sm
 steps. Its plan shows parity holding, and `--run` waits until that smoke ran and passed `rlaunch
 verify-smoke`. The smoke is itself a GPU launch with no smoke before it: it goes with
 `--skip-smoke-gate "the smoke of ..."`, which is recorded.
+
+The conversion of the data and the evaluation are step jobs (`StepExecution`): the conversion on
+one large-memory CPU node, the evaluation on one node of 8 H100s in the fsdp runtime after the RL
+step. The plan shows each step's placement and, per terminal stage, the GPU-hours it would
+allocate at most: `--stage rl` versus `--stage evaluation` is a visible choice.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from rlaunch.skyrl import (
 )
 from rlaunch.skyrl.hub import hf_dataset_source, hf_model_source
 from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+from rlaunch.step_jobs import StepExecution
 
 RECIPE = """
 trainer:
@@ -109,6 +115,15 @@ def gsm8k_source() -> ArtifactStep[PromptData]:
     return hf_dataset_source("data/gsm8k-hub", "openai/gsm8k", GSM8K_COMMIT, files=GSM8K_FILES)
 
 
+# The conversion reads both splits into memory on one CPU node; no accelerator.
+CONVERSION = StepExecution(cpu=16.0, memory="64GB", disk="200GB", time_limit_seconds=3600)
+# The evaluation generates with the trained 8B policy on one node of the cluster's H100s.
+EVALUATION = StepExecution(
+    runtime="fsdp", accelerators=8, accelerator_type="H100", cpu=96.0, memory="1600GB", disk="4TB",
+    time_limit_seconds=2 * 3600,
+)  # fmt: skip
+
+
 def gsm8k() -> ArtifactStep[PromptData]:
     """The pinned rows in SkyRL's prompt format (chat `prompt`, `env_class`, `reward_spec`): the
     fields the fsdp runtime reads, which the preflight checks in the rows this step records."""
@@ -126,6 +141,7 @@ def gsm8k() -> ArtifactStep[PromptData]:
             "env_class": "gsm8k",
         },
         deps=(source,),
+        execution=CONVERSION,
     )
 
 
@@ -259,6 +275,7 @@ def evaluation(rl: SkyRLArtifactStep) -> ArtifactStep[EvalReport]:
         run=_needs_cluster,
         build_config=lambda ctx: {"policy": ctx.artifact_path(rl), "suite": "gsm8k-test", "samples": 1},
         deps=(rl,),
+        execution=EVALUATION,
     )
 
 

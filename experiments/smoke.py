@@ -10,13 +10,17 @@
 Steps: a byte-level BPE tokenizer trained here, a tiny random-init Qwen3 (records its heads and
 context length), a synthetic arithmetic dataset with ground truth, the RL step (TRL GRPO through
 the `trl-cpu` runtime, colocated, 1 node, 1 or 2 device slots) and an evaluation of the export on
-the validation split. Tokenizer, model and evaluation run inside the trl-cpu runtime environment
-(built once from its lock, then reused); rlaunch itself never imports torch.
+the validation split. The evaluation is a step job (`StepExecution`): a child job of the
+coordinator on the same backend, which stages the export and the data by identity and reports
+accuracy with its 95% interval, the samples, and which model and data it scored. Tokenizer,
+model and evaluation run inside the trl-cpu runtime environment (built once from its lock, then
+reused); rlaunch itself never imports torch.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import subprocess
@@ -49,6 +53,7 @@ from rlaunch.skyrl import (
     skyrl_step,
 )
 from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+from rlaunch.step_jobs import StepExecution
 
 RUNTIME = "trl-cpu"
 TOKENIZER_REVISION = "smoke-bpe-512-seed0"
@@ -78,9 +83,27 @@ class Tokenizer(Artifact):
 
 @dataclass(frozen=True)
 class EvalReport(Artifact):
+    """What a researcher reads of an evaluation: accuracy and its 95% interval over `n` samples,
+    and exactly which model (identity and weights digest) and data (identity) were scored."""
+
     reward_mean: float = 0.0
     reward_std: float = 0.0
     n: int = 0
+    accuracy: float = 0.0
+    accuracy_interval: tuple[float, float] = (0.0, 1.0)
+    model: str = ""
+    model_sha256: str = ""
+    data: str = ""
+
+
+def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% Wilson score interval of a proportion (sound at 0 and 1, unlike the normal one)."""
+    if n <= 0:
+        return (0.0, 1.0)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4))
 
 
 def runtime_tool(module: str, *args: str) -> dict[str, Any]:
@@ -170,9 +193,21 @@ def evaluate(config: dict[str, Any]) -> EvalReport:
             "rlaunch_trl_cpu.evaluate", "--model", model, "--data", data, "--env-class", "arithmetic",
             "--max-new-tokens", str(config["max_new_tokens"]), "--seed", str(config["seed"]),
         )  # fmt: skip
-    storage.write_json_atomic(storage.join(config["output_path"], "report.json"), info)
+    interval = wilson_interval(info["accuracy"] * info["n"], info["n"])
+    identities = {"model": config["model"], "data": config["data"]}
+    storage.write_json_atomic(
+        storage.join(config["output_path"], "report.json"), {**info, "accuracy_interval": interval, **identities}
+    )
+    weights = info.get("weights_sha256")
     return EvalReport(
-        path=config["output_path"], reward_mean=info["reward_mean"], reward_std=info.get("reward_std", 0.0), n=info["n"]
+        path=config["output_path"],
+        reward_mean=info["reward_mean"],
+        reward_std=info.get("reward_std", 0.0),
+        n=info["n"],
+        accuracy=info["accuracy"],
+        accuracy_interval=interval,
+        model_sha256=weights if isinstance(weights, str) else json.dumps(weights, sort_keys=True),
+        **identities,
     )
 
 
@@ -288,6 +323,10 @@ def rl_step(
     return skyrl_step(spec, execution(backend, slots), export_hf=True, smoke=smoke)
 
 
+# The evaluation's step job: one CPU in the trl-cpu runtime, on the coordinator's backend.
+EVALUATION = StepExecution(runtime=RUNTIME, cpu=1.0, memory="4GB", disk="10GB", time_limit_seconds=1800)
+
+
 def evaluation_step(rl: ArtifactStep[SkyRLRun], data: ArtifactStep[PromptData]) -> ArtifactStep[EvalReport]:
     def build(ctx: StepContext) -> dict[str, Any]:
         config = {
@@ -297,8 +336,10 @@ def evaluation_step(rl: ArtifactStep[SkyRLRun], data: ArtifactStep[PromptData]) 
             "max_new_tokens": 16,
             "seed": 0,
         }
-        if not ctx.is_fingerprint:
+        if not ctx.is_fingerprint:  # what the report names: placement, so outside the fingerprint
             config["model_uri"] = ctx.resolved(rl).hf_model_uri
+            config["model"] = _recorded_identity(config.pop("policy"))
+            config["data"] = _recorded_identity(ctx.artifact_path(data))
         return config
 
     return ArtifactStep(
@@ -308,7 +349,16 @@ def evaluation_step(rl: ArtifactStep[SkyRLRun], data: ArtifactStep[PromptData]) 
         run=evaluate,
         build_config=build,
         deps=(rl, data),
+        execution=EVALUATION,
     )
+
+
+def _recorded_identity(path: str) -> str:
+    """`name@version:fingerprint` as the artifact's record at `path` states it."""
+    from rlaunch.artifacts import records
+
+    record = records.read_record(path) or {}
+    return f"{record.get('name')}@{record.get('version')}:{record.get('fingerprint')}"
 
 
 @click.command()

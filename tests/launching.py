@@ -77,6 +77,14 @@ def cpu_smoke_through(launcher: Launcher, backend: str) -> tuple[str, str]:
     coordinator, child = attempt["coordinator_job_id"], attempt["child_job_id"]
     status = launcher.run("-m", "rlaunch", "status", run, timeout=300)
     assert status.returncode == 0 and coordinator in status.stdout and child in status.stdout, status.stdout
+    # The evaluation is a step job: a child of the same coordinator, on the same backend, in its run record.
+    (evaluation,) = json.loads((launcher.prefix / "smoke" / "eval" / SMOKE_VERSION / "run_record.json").read_text())[
+        "attempts"
+    ]
+    assert evaluation["kind"] == "step" and evaluation["backend"] == backend and evaluation["state"] == "succeeded"
+    assert evaluation["coordinator_job_id"] == coordinator
+    shown = launcher.run("-m", "rlaunch", "status", f"smoke/eval@{SMOKE_VERSION}", timeout=300)
+    assert shown.returncode == 0 and evaluation["child_job_id"] in shown.stdout, shown.stdout
     return coordinator, child
 
 

@@ -50,6 +50,7 @@ _GATES = "src/rlaunch/launch_config/gates.py"
 _HOST_GATES = "tests/gates/test_host_gates.py"
 _PINNED = "tests/gates/test_pinned_data.py"
 _FAILURES = "tests/gates/test_failures.py"
+_STEP_JOBS = "tests/cluster/test_step_jobs.py"
 
 PROMISES = (
     Promise(
@@ -386,6 +387,26 @@ PROMISES = (
                 "if True:",
                 "a retry needs no authorisation",
                 f"{_HOST_GATES}::test_a_failed_version_needs_the_retry_authorisation_in_the_document",
+            ),
+            _one(
+                "src/rlaunch/host/step_job.py",
+                "if refusal and self.retry is None:",
+                "if False:",
+                "a step job's retry needs no authorisation",
+                f"{_STEP_JOBS}::test_a_failed_step_job_is_classified_and_relaunched_only_with_retry",
+                f"{_STEP_JOBS}::test_a_cancelled_step_job_is_recorded_cancelled_and_needs_retry",
+            ),
+        ),
+    ),
+    Promise(
+        "Where a step runs never changes its identity",
+        (
+            _one(
+                "src/rlaunch/artifacts/step.py",
+                '"deps": sorted({dep.identity for dep in self.deps}),',
+                '"deps": sorted({dep.identity for dep in self.deps}), "execution": repr(self.execution),',
+                "the step's execution hashed into its fingerprint",
+                "tests/artifacts/test_step_execution.py::test_placement_never_enters_the_fingerprint",
             ),
         ),
     ),

@@ -2,6 +2,11 @@
 in seconds. Needs RLAUNCH_RUNTIME_PLUGINS=tests.plugins.marker_runtime.
 
     python -m tests.experiments.marker --version 2026.11.30 --run [--scenario ok] [--replicas 1] [--backend ray]
+    python -m tests.experiments.marker --version 2026.11.30 --run --step-job [--step-job-needs FILE]
+
+`--step-job` adds `marker/count`, a step job after the RL step that counts the staged data's rows
+(with `--step-job-needs FILE` it fails until FILE exists: a failed step job to relaunch; with
+`--step-job-waits-for FILE` it runs until FILE exists: a step job to cancel).
 
 `--backend ray` submits through `RaySkyRLExecution` to the cluster at $RAY_ADDRESS (placement only:
 the plan's fingerprints are the same for both backends).
@@ -11,12 +16,14 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from rlaunch import storage
-from rlaunch.artifacts import ArtifactStep, resolve_version
+from rlaunch.artifacts import Artifact, ArtifactStep, resolve_version
 from rlaunch.cli import rl_build_options
 from rlaunch.launch_config.schema import RaySection
 from rlaunch.skyrl import (
@@ -35,6 +42,7 @@ from rlaunch.skyrl import (
     SlurmSkyRLExecution,
     skyrl_step,
 )
+from rlaunch.step_jobs import StepExecution
 
 RECIPE = """
 trainer:
@@ -138,6 +146,45 @@ def marker_rl(
     return skyrl_step(spec, execution(backend, ray_port), export_hf=export, smoke=smoke)
 
 
+@dataclass(frozen=True)
+class Count(Artifact):
+    rows: int = 0
+    data: str = ""
+
+
+def count_rows(config: dict[str, Any]) -> Count:
+    """Runs in a step job: the data path is the task's staged copy."""
+    if config["needs"] and not os.path.exists(config["needs"]):
+        raise KeyError("prompt")  # a data-format error, as a trainer would raise it
+    waited = 0
+    while config["waits_for"] and not os.path.exists(config["waits_for"]) and waited < 600:
+        time.sleep(0.2)  # a step job that runs until the test ends it
+        waited += 1
+    with open(config["data"], encoding="utf-8") as handle:
+        rows = len(handle.read().splitlines())
+    storage.write_text_atomic(storage.join(config["output_path"], "count.txt"), str(rows))
+    return Count(path=config["output_path"], rows=rows, data=config["data"])
+
+
+def count_step(rl: ArtifactStep, needs: str | None, waits_for: str | None = None) -> ArtifactStep:
+    """A step job after the RL step, on the coordinator's backend, sized for the test clusters."""
+    data = rl.spec.train_data[0].step
+    return ArtifactStep(
+        name="marker/count",
+        version=resolve_version("marker/count", None),
+        artifact_type=Count,
+        run=count_rows,
+        build_config=lambda ctx: {
+            "output_path": ctx.output_path,
+            "data": storage.join(ctx.artifact_path(data), "train.jsonl"),
+            "needs": needs,
+            "waits_for": waits_for,
+        },
+        deps=(rl, data),
+        execution=StepExecution(cpu=1.0, memory="512MB", disk="512MB", time_limit_seconds=300),
+    )
+
+
 @click.command()
 @click.option(
     "--backend",
@@ -154,10 +201,14 @@ def marker_rl(
 @click.option("--ray-port", type=int, default=None, help="The gang's Ray GCS port (test-ray-driver; default 6379).")
 @click.option("--replicas", default=1, show_default=True, help="Nodes of the child gang (1 device slot each).")
 @click.option("--export/--no-export", default=True)
+@click.option("--step-job", is_flag=True, help="Add marker/count, a step job after the RL step.")
+@click.option("--step-job-needs", default=None, help="The step job fails until this file exists.")
+@click.option("--step-job-waits-for", default=None, help="The step job runs until this file exists.")
 @rl_build_options
-def main(**options: Any) -> ArtifactStep:
+def main(step_job: bool, step_job_needs: str | None, step_job_waits_for: str | None, **options: Any) -> ArtifactStep:
     """The marker RL step the options describe (each option is a keyword of `marker_rl`)."""
-    return marker_rl(**options)
+    rl = marker_rl(**options)
+    return count_step(rl, step_job_needs, step_job_waits_for) if step_job else rl
 
 
 if __name__ == "__main__":

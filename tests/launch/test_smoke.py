@@ -71,6 +71,19 @@ def test_smoke_trains_exports_evaluates_and_reruns_from_storage(launcher: Launch
     assert export == rl / "exports" / "global_step_4" / "policy"
     report = json.loads((prefix / "smoke" / "eval" / VERSION / "report.json").read_text())
     assert report["n"] == 16 and 0.0 <= report["reward_mean"] <= 1.0  # the evaluation reloaded the export
+    low, high = report["accuracy_interval"]
+    assert 0.0 <= low <= report["accuracy"] <= high <= 1.0 and high > low
+    assert report["model"] == f"smoke/rl@{VERSION}:{json.loads((rl / '.artifact.json').read_text())['fingerprint']}"
+    assert report["data"].startswith(f"smoke/arithmetic@{VERSION}:")
+    # the evaluation ran as a step job: a child of the coordinator, in the run record and in status
+    (evaluation,) = json.loads((prefix / "smoke" / "eval" / VERSION / "run_record.json").read_text())["attempts"]
+    jobs = {j.job_id: j for j in launcher.backend().list_jobs()}
+    step_job = jobs[evaluation["child_job_id"]]
+    assert evaluation["state"] == "succeeded" and evaluation["kind"] == "step"
+    assert step_job.parent == evaluation["coordinator_job_id"] and step_job.labels["rlaunch.kind"] == "step"
+    assert step_job.job_id in launcher.run("-m", "rlaunch", "jobs", "list").stdout
+    status = launcher.run("-m", "rlaunch", "status", f"smoke/eval@{VERSION}").stdout
+    assert "state        succeeded" in status and step_job.job_id in status and "step job     1 node(s)" in status
     generate = (
         "import sys, transformers;"
         "m=transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1]);t=transformers.AutoTokenizer.from_pretrained(sys.argv[1]);"

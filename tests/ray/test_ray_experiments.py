@@ -167,6 +167,31 @@ def test_the_marker_experiment_on_ray_leaves_what_it_leaves_on_the_local_backend
     assert f"submitted RL coordinator {record['coordinator_job_id']}" in done.stdout
 
 
+def test_a_step_job_on_ray_joins_like_a_gang_of_one_as_the_coordinators_child(
+    ray_env: RayCluster, tmp_path: Path
+) -> None:
+    env = clean_env(
+        RLAUNCH_RUNTIME_PLUGINS="tests.plugins.marker_runtime",
+        RLAUNCH_PREFIX=str(tmp_path / "ray"),
+        RLAUNCH_STAGING_ROOT=str(tmp_path / "stage-ray"),
+        RAY_ADDRESS=ray_env.dashboard,
+    )
+    args = ["--version", VERSION, "--step-job", "--backend", "ray", "--run"]
+    run_experiment("tests.experiments.marker", args, tmp_path / "cwd", env)
+    rl = run_record(tmp_path / "ray" / "marker/rl" / VERSION)
+    count = run_record(tmp_path / "ray" / "marker/count" / VERSION)
+    assert count["backend"] == "ray" and count["state"] == "succeeded" and count["kind"] == "step"
+    assert count["coordinator_job_id"] == rl["coordinator_job_id"]
+    assert count["placement"]["address"] == ray_env.dashboard  # how `rlaunch status` reaches its jobs
+    from rlaunch.cluster.ray.backend import RayBackend
+
+    step_job = RayBackend().status(count["child_job_id"])
+    assert step_job.parent == rl["coordinator_job_id"] and step_job.labels["rlaunch.kind"] == "step"
+    assert [(r.state.value, r.attempts, r.exit_code) for r in step_job.replicas] == [("succeeded", 1, 0)]
+    result = json.loads((tmp_path / "ray" / "marker/count" / VERSION / ".artifact.json").read_text())["result"]
+    assert result["rows"] == 8 and str(tmp_path / "stage-ray") in result["data"]  # read from the staged copy
+
+
 @pytest.mark.e2e
 def test_the_cpu_smoke_on_ray_leaves_what_it_leaves_on_the_local_backend(ray_env: RayCluster, tmp_path: Path) -> None:
     """The real trl-cpu smoke (2 optimizer steps), once per backend in one prefix: the local run

@@ -1,5 +1,9 @@
 """The runner: executes a planned graph deps-first, at most `max_concurrent` steps at a time.
 
+A step with a `StepExecution` runs as a step job (`step_jobs`: the coordinator's backend); its
+values come back from the job and its artifact is recorded here, exactly as for a step run in
+this process.
+
 A failing step fails its dependents, not the runner. Its failure is reported as one line
 (`FAILED <identity>: <reason>`) and recorded in its status; only an error nobody anticipated (not
 a `UserError`) is followed by its traceback, which then says that it is a bug.
@@ -26,6 +30,7 @@ from rlaunch.artifacts.plan import PlannedStep, plan_graph, refuse_foreign_steps
 from rlaunch.artifacts.records import Provenance
 from rlaunch.artifacts.step import ArtifactStep
 from rlaunch.errors import UserError
+from rlaunch.step_jobs import StepExecution, StepInput, StepJobRequest, StepJobs, function_path
 from rlaunch.waiting import wait_until
 
 Reporter = Callable[[str], None]
@@ -33,6 +38,10 @@ Reporter = Callable[[str], None]
 
 class FingerprintDriftError(UserError, ValueError):
     """A pinned (`expected_fingerprint`) step whose stored output was built from another recipe."""
+
+
+class NoStepJobsError(UserError, RuntimeError):
+    """A step that runs as a job, given to a runner that submits no jobs."""
 
 
 class RunFailedError(RuntimeError):
@@ -67,6 +76,7 @@ class Runner:
         report: Reporter = print,
         poll_seconds: float = 0.5,
         submitter: str | None = None,
+        step_jobs: StepJobs | None = None,
     ) -> None:
         if max_concurrent < 1:
             raise ValueError(f"max_concurrent={max_concurrent} must be at least 1")
@@ -76,6 +86,7 @@ class Runner:
         self.report = report
         self.poll_seconds = poll_seconds
         self.submitter = submitter  # the path this runner is (an RL coordinator: "@rl_build_options")
+        self.step_jobs = step_jobs  # how a step with a StepExecution runs (None: such a step fails)
         self._report_lock = threading.Lock()
 
     def run(self, roots: Iterable[ArtifactStep[Any]]) -> list[StepOutcome]:
@@ -193,7 +204,8 @@ class Runner:
                     step, self.prefix, load=lambda dep: dep.artifact_type.load(dep.path(self.prefix))
                 )
                 config = step.build_config(ctx)
-                value = _as_artifact(step, step.run(config), path)
+                run_here = not isinstance(step.execution, StepExecution)
+                value = _as_artifact(step, step.run(config) if run_here else self._run_job(step, path, config), path)
                 records.write_record(path, self._record(step, path, config, value))
             except BaseException as exc:
                 records.write_status(
@@ -213,6 +225,33 @@ class Runner:
             return StepOutcome(step.identity, "rebuilt" if action == "rebuild" else "built", path, value=value)
         finally:
             lock.release()
+
+    def _run_job(self, step: ArtifactStep[Any], path: str, config: Any) -> Artifact:
+        """Run `step` as a step job; its inputs are named by the identity their records carry now."""
+        if self.step_jobs is None:
+            raise NoStepJobsError(
+                f"{step.identity} declares a StepExecution (it runs as a step job) but this runner submits no "
+                "jobs; run the experiment with --run from its main"
+            )
+        inputs = tuple(
+            StepInput(f"{dep.identity}:{(records.read_record(dep.path(self.prefix)) or {}).get('fingerprint')}",
+                      dep.path(self.prefix))
+            for dep in step.deps
+        )  # fmt: skip
+        request = StepJobRequest(
+            identity=step.identity,
+            name=step.name,
+            version=step.version,
+            fingerprint=step.fingerprint,
+            output_path=path,
+            prefix=self.prefix,
+            function=function_path(step.run, step.name),
+            config=canonical_value(config, "config"),
+            inputs=inputs,
+            execution=step.execution,
+        )
+        values = self.step_jobs.run(request, self._say)
+        return step.artifact_type(path=path, **values)
 
     def _record(self, step: ArtifactStep[Any], path: str, config: Any, value: Artifact) -> dict[str, Any]:
         return {

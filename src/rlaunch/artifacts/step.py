@@ -14,6 +14,7 @@ from rlaunch.artifacts.context import StepContext
 from rlaunch.artifacts.fingerprint import canonical_json, canonical_value, fingerprint_hash
 from rlaunch.artifacts.identity import is_mutable, validate_name, validate_version
 from rlaunch.errors import UserError
+from rlaunch.step_jobs import StepExecution, function_path
 
 A = TypeVar("A", bound=Artifact)
 
@@ -28,7 +29,8 @@ class ArtifactStep(Generic[A]):
 
     `build_config(ctx)` is pure and turns the context into the config `run(config)` consumes.
     Handles compare by identity (two handles are equal only if they are the same object) and
-    every dependency the config reads must be listed in `deps`.
+    every dependency the config reads must be listed in `deps`. `execution` says where `run` runs:
+    None in the coordinator, a `StepExecution` as a step job; placement, never part of the fingerprint.
     """
 
     name: str
@@ -41,6 +43,8 @@ class ArtifactStep(Generic[A]):
     expected_fingerprint: str | None = None
     describe: Callable[[str], list[str]] | None = None  # the plan's lines for this step under a prefix
     facts: Callable[[str], Mapping[str, Any]] | None = None  # the plan's numbers as data (`--plan-format json`)
+    execution: Any = None  # where `run` runs: None (the coordinator) or an `execution_type`
+    execution_type: ClassVar[type] = StepExecution
     submitted_by: ClassVar[str | None] = None  # the only path that may launch it (None: any runner)
 
     def __post_init__(self) -> None:
@@ -53,6 +57,13 @@ class ArtifactStep(Generic[A]):
             if not isinstance(dep, ArtifactStep):
                 raise TypeError(f"{self.name}: deps must be ArtifactStep handles; got {dep!r}")
         object.__setattr__(self, "deps", deps)
+        if self.execution is not None and not isinstance(self.execution, self.execution_type):
+            raise TypeError(
+                f"{self.name}: execution must be a {self.execution_type.__name__} (or None: run in the coordinator); "
+                f"got {self.execution!r}"
+            )
+        if isinstance(self.execution, StepExecution):
+            function_path(self.run, self.name)  # a task imports it by name: refuse a lambda now, not in the job
         object.__setattr__(self, "runtime_args", types.MappingProxyType(dict(self.runtime_args)))
 
     @property

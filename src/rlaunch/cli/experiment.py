@@ -22,6 +22,7 @@ from rlaunch.artifacts.step import ArtifactStep, graph_handles
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.boundary import error_boundary
 from rlaunch.cli import plan_text
+from rlaunch.cli.step_checks import preflight_step_jobs
 from rlaunch.errors import UserError
 from rlaunch.secrets import SecretArgumentError, refuse_secret_arguments
 
@@ -58,8 +59,15 @@ class LocalRunExecutor:
 
     option_names: tuple[str, ...] = ()
 
-    def __init__(self, submitter: str | None = None) -> None:
+    def __init__(
+        self,
+        submitter: str | None = None,
+        retry: Mapping[str, Any] | None = None,
+        placement: Mapping[str, Any] | None = None,
+    ) -> None:
         self.submitter = submitter
+        self.retry = retry  # the `--retry` authorisation a step job needs after a failed attempt
+        self.placement = placement or {}  # the backend's options step jobs record (an RL coordinator's)
 
     def options(self) -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
         return []
@@ -69,10 +77,15 @@ class LocalRunExecutor:
 
     def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
         from rlaunch.artifacts.runner import RunFailedError, Runner
+        from rlaunch.host.step_job import StepJobLauncher
 
         click.echo(f"Running {len(handles)} terminal step(s) with at most {invocation.max_concurrent} at a time")
         runner = Runner(
-            invocation.prefix, max_concurrent=invocation.max_concurrent, report=click.echo, submitter=self.submitter
+            invocation.prefix,
+            max_concurrent=invocation.max_concurrent,
+            report=click.echo,
+            submitter=self.submitter,
+            step_jobs=StepJobLauncher(retry=self.retry, placement=self.placement),
         )
         try:
             runner.run(handles)
@@ -255,6 +268,7 @@ def _plan_or_run(
             options=executor_options,
         )
         preflight_rl_steps(handles, invocation.prefix)
+        preflight_step_jobs(handles)
         planned = plan_graph(handles, invocation.prefix)
         executor.check(handles, invocation)
     except (ValueError, TypeError, LookupError) as exc:
@@ -283,9 +297,9 @@ def _print_plan(
 ) -> None:
     terminal = [h.identity for h in handles]
     if plan_format == "json":
-        click.echo(plan_text.plan_json(planned, invocation.prefix, terminal))
+        click.echo(plan_text.plan_json(planned, invocation.prefix, terminal, handles))
     else:
-        click.echo(plan_text.plan_text(planned, invocation.prefix, terminal))
+        click.echo(plan_text.plan_text(planned, invocation.prefix, terminal, handles))
 
 
 build_options = make_build_options(LocalRunExecutor())

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from rlaunch.artifacts.fingerprint import short
 from rlaunch.artifacts.plan import PlannedStep
+from rlaunch.artifacts.step import ArtifactStep, graph_handles
+from rlaunch.step_jobs import StepExecution
 
 ACTION_LABEL = {
     "run": "run",
@@ -20,11 +23,70 @@ def _details(planned: list[PlannedStep], prefix: str) -> list[tuple[str, list[st
     return [(p.step.identity, p.step.describe(prefix)) for p in planned if p.step.describe is not None]
 
 
-def plan_text(planned: list[PlannedStep], prefix: str, terminal: list[str]) -> str:
+def step_gpu_hours(step: ArtifactStep[Any]) -> float:
+    """The most accelerator-hours a step can allocate: a step job's devices for its time limit, an
+    RL step's gang for its child job's timeout (else the coordinator's deadline); 0 in the coordinator."""
+    if isinstance(step.execution, StepExecution):
+        return step.execution.gpu_hours
+    if "rlaunch.skyrl.rl_step" not in sys.modules:
+        return 0.0
+    from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+
+    if not isinstance(step, SkyRLArtifactStep) or step.spec is None or step.execution is None:
+        return 0.0
+    topology, execution = step.spec.topology, step.execution
+    if topology.gpu_variant.lower() == "cpu":
+        return 0.0
+    seconds = execution.job_timeout_seconds or execution.coordinator_timeout_hours * 3600
+    return topology.num_nodes * topology.gpus_per_node * seconds / 3600
+
+
+def step_placement(step: ArtifactStep[Any]) -> str:
+    """Where a step runs, in one line."""
+    if isinstance(step.execution, StepExecution):
+        return step.execution.describe()
+    if "rlaunch.skyrl.rl_step" in sys.modules:
+        from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+
+        if isinstance(step, SkyRLArtifactStep) and step.spec is not None and step.execution is not None:
+            t, e = step.spec.topology, step.execution
+            limit = f"limit {e.job_timeout_seconds}s" if e.job_timeout_seconds else f"deadline {e.coordinator_timeout_hours:g}h"
+            return (
+                f"RL child gang on {e.backend}: {t.num_nodes} node(s) x ({t.gpus_per_node} x {t.gpu_variant}, "
+                f"{e.cpu:g} CPU, {e.memory} memory, {e.disk} disk), runtime {step.spec.runtime.profile}, {limit}"
+            )
+    return "in the coordinator"
+
+
+def stage_gpu_hours(planned: list[PlannedStep], terminal: ArtifactStep[Any]) -> float:
+    """GPU-hours a terminal stage would allocate at most: its steps that would run, not those served."""
+    runs = {p.step.identity for p in planned if p.action in ("run", "rebuild")}
+    return sum(step_gpu_hours(s) for s in graph_handles([terminal]) if s.identity in runs)
+
+
+def placement_lines(planned: list[PlannedStep], handles: list[ArtifactStep[Any]]) -> list[str]:
+    """Where each step runs, and what each terminal stage costs in GPU-hours at most."""
+    lines = ["Placement:"]
+    width = max(len(p.step.identity) for p in planned)
+    for p in planned:
+        hours = step_gpu_hours(p.step)
+        where = step_placement(p.step) + (f"  ({hours:g} GPU-hours at most)" if hours else "")
+        lines.append(f"  {p.step.identity:<{width}}  {where}")
+    for handle in handles:
+        lines.append(f"Stage {handle.identity}: {stage_gpu_hours(planned, handle):g} GPU-hours at most")
+    return lines
+
+
+def plan_text(
+    planned: list[PlannedStep], prefix: str, terminal: list[str], handles: list[ArtifactStep[Any]] | None = None
+) -> str:
     lines: list[str] = []
     for identity, detail in _details(planned, prefix):
         lines.append(f"== {identity} ==")
         lines.extend(detail)
+        lines.append("")
+    if handles:
+        lines.extend(placement_lines(planned, handles))
         lines.append("")
     lines.append(f"Terminal step(s): {', '.join(terminal)}")
     lines.append(f"Plan ({len(planned)} steps, prefix {prefix}):")
@@ -42,7 +104,9 @@ def plan_text(planned: list[PlannedStep], prefix: str, terminal: list[str]) -> s
     return "\n".join(lines)
 
 
-def plan_json(planned: list[PlannedStep], prefix: str, terminal: list[str]) -> str:
+def plan_json(
+    planned: list[PlannedStep], prefix: str, terminal: list[str], handles: list[ArtifactStep[Any]] | None = None
+) -> str:
     payload: dict[str, Any] = {
         "prefix": prefix,
         "terminal": terminal,
@@ -50,5 +114,9 @@ def plan_json(planned: list[PlannedStep], prefix: str, terminal: list[str]) -> s
         "details": {identity: detail for identity, detail in _details(planned, prefix)},
         "facts": {p.step.identity: dict(p.step.facts(prefix)) for p in planned if p.step.facts},
         "resolved_versions": [p.step.identity for p in planned],
+        "gpu_hours": {
+            "steps": {p.step.identity: step_gpu_hours(p.step) for p in planned},
+            "stages": {h.identity: stage_gpu_hours(planned, h) for h in handles or []},
+        },
     }
     return json.dumps(payload, indent=2)

@@ -39,6 +39,13 @@ def skyrl_steps(handles: list[ArtifactStep[Any]]) -> list[Any]:
     return [s for s in graph_handles(handles) if isinstance(s, SkyRLArtifactStep)]
 
 
+def step_job_steps(steps: list[ArtifactStep[Any]]) -> list[ArtifactStep[Any]]:
+    """The steps that run as step jobs (a `StepExecution`)."""
+    from rlaunch.step_jobs import StepExecution
+
+    return [s for s in steps if isinstance(s.execution, StepExecution)]
+
+
 def passthrough_patterns(steps: list[Any]) -> tuple[str, ...]:
     """`env_passthrough` of every SkyRL step's runtime profile and execution: the coordinator gets
     those variables from the submitting environment and renders them into each launch document."""
@@ -87,12 +94,16 @@ class CoordinatorExecutor:
             from rlaunch.runs.run_record import mark
 
             mark("graph_planned")  # built and validated again here, in the coordinator
-            return LocalRunExecutor(submitter=SUBMITTER).run(handles, invocation)
+            placement = skyrl_steps(handles)[0].execution.placement()  # one route for every RL step (`check`)
+            return LocalRunExecutor(submitter=SUBMITTER, retry=_authorised_retry(), placement=placement).run(
+                handles, invocation
+            )
         return submit_coordinator(handles, invocation)
 
 
 def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
     from rlaunch.cluster.job_environment import job_environment
+    from rlaunch.host.step_job import gang_for_check, retry_refusal
     from rlaunch.launch_config.task_env import passed_through
     from rlaunch.skyrl.gate_checks import old_runtime_note
     from rlaunch.skyrl.submission import submission_problems
@@ -104,7 +115,7 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
     from rlaunch.artifacts.plan import plan_graph
 
     steps = skyrl_steps(handles)
-    _finalise_dead_attempts(steps, invocation.prefix)
+    _finalise_dead_attempts([*steps, *step_job_steps(graph_handles(handles))], invocation.prefix)
     pending = [p for p in plan_graph(handles, invocation.prefix) if p.action in ("run", "rebuild")]
     launched = [s for s in steps if any(p.step is s for p in pending)]
     prefix = invocation.prefix
@@ -113,6 +124,9 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
     ]
     problems += _authorisation_problems(invocation)
     problems += [p for s in launched for p in _gate_problems(s, invocation)]
+    jobs = step_job_steps([p.step for p in pending])
+    if "retry" not in _given(invocation):
+        problems += [p for s in jobs if (p := retry_refusal(s.identity, s.path(prefix)))]
     refused, overrides = _smoke_gate(launched, invocation)
     problems += refused
     if problems:
@@ -164,6 +178,8 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
         backend = get_backend(execution.backend, **execution.placement())
         for step in steps:
             backend.check(child_gang(step), beside=spec.resources)
+        for step in jobs:
+            backend.check(gang_for_check(step.execution, step.name), beside=spec.resources)
         _record_overrides(overrides, invocation)
         job_id = backend.submit(spec)
     except (CapacityError, BackendUnavailableError, ImportError, ConnectionError) as exc:
@@ -214,6 +230,16 @@ def _gate_problems(step: Any, invocation: Invocation) -> list[str]:
         step.planned_document(prefix), step.stored_facts(prefix), retry_given="retry" in _given(invocation)
     )
     return [f"{step.identity}: {p}" for p in found]
+
+
+def _authorised_retry() -> dict[str, Any] | None:
+    """Inside the coordinator: the `--retry` authorisation stamped at submission (step jobs read it)."""
+    import json
+
+    from rlaunch.skyrl.gate_checks import AUTHORISED_ENV
+
+    retry = json.loads(os.environ.get(AUTHORISED_ENV) or "{}").get("retry")
+    return retry if isinstance(retry, dict) else None
 
 
 def _authorised_env(invocation: Invocation) -> dict[str, str]:
@@ -273,7 +299,7 @@ def _finalise_dead_attempts(steps: list[Any], prefix: str) -> None:
         closed = finalise_open_attempts(step.path(prefix), prefix, by="the next rlaunch --run")
         for attempt_id in closed:
             click.echo(f"  recorded attempt {attempt_id} of {step.identity} as ended: its jobs were gone", err=True)
-        if closed:
+        if closed and hasattr(step, "forget"):
             step.forget(prefix)  # the gates must read the record as it is now
 
 

@@ -156,6 +156,11 @@ def verify_smoke(run: str, prefix: str | None, attempt_id: str | None, as_json: 
     from rlaunch.observe.verdict import smoke_verdict
 
     snapshot = collect(resolve_run(run, prefix, attempt_id), run)
+    if snapshot.kind == "step":
+        raise click.UsageError(
+            f"{snapshot.artifact or run} is a step job, not an RL run: verify-smoke judges an RL smoke's training "
+            f"(see its state with rlaunch status {snapshot.artifact or run})"
+        )
     verdict = smoke_verdict(snapshot)
     if as_json:
         click.echo(

@@ -163,6 +163,8 @@ class RunStatus:
     reference: str
     output_path: str
     artifact: str | None = None
+    kind: str = "rl"  # "step": a step job's attempt (resources and jobs; no trainer, checkpoints or export)
+    resources: dict[str, Any] = field(default_factory=dict)  # a step job's, per node
     run_id: str | None = None
     attempt_id: str | None = None
     attempt_number: int = 0  # 1-based position among the recorded attempts
@@ -446,6 +448,8 @@ def collect(ref: RunRef, reference: str | None = None) -> RunStatus:
         reference=reference or ref.artifact or ref.output_path,
         output_path=ref.output_path,
         artifact=attempt.get("artifact") or ref.artifact,
+        kind=attempt.get("kind") or "rl",
+        resources=dict(attempt.get("resources") or {}),
         run_id=(ref.record or {}).get("run_id"),
         attempt_id=attempt_id,
         attempt_number=(attempts.index(attempt) + 1) if attempt in attempts else 0,
@@ -469,6 +473,8 @@ def collect(ref: RunRef, reference: str | None = None) -> RunStatus:
         status.attempt_dir = attempt_dir(attempts_root, attempt_id)
     elif attempt.get("launch_document_uri"):
         status.attempt_dir = os.path.dirname(attempt["launch_document_uri"])
+    elif attempt.get("attempt_dir"):  # a step job's
+        status.attempt_dir = attempt["attempt_dir"]
     if not status.topology and doc is not None:
         status.topology = dataclasses.asdict(doc.cluster.allocation)
     if attempt:

@@ -214,6 +214,8 @@ def status_text(s: RunStatus) -> str:
     lines += _line("jobs", f"backend {s.backend or '-'}")
     lines += _job_lines(s.coordinator, "coordinator", s.is_terminal)
     lines += _job_lines(s.child, "child", s.is_terminal)
+    if s.kind == "step":  # a step job: no trainer, checkpoints or export to report
+        return "\n".join(lines + _step_job(s))
     lines += _joined(s)
     lines += _model(s)
     lines += _steps(s)
@@ -222,6 +224,14 @@ def status_text(s: RunStatus) -> str:
     lines += _wandb(s)
     lines += _terminal(s)
     return "\n".join(lines)
+
+
+def _step_job(s: RunStatus) -> list[str]:
+    r = s.resources
+    devices = f"{r.get('accelerators')} x {r.get('accelerator_type')}" if r.get("accelerators") else "no accelerator"
+    return _line(
+        "step job", f"{r.get('nodes', 1)} node(s), each {devices}, {r.get('cpu')} CPU", f"attempt directory {s.attempt_dir}"
+    )
 
 
 def _wandb(s: RunStatus) -> list[str]:

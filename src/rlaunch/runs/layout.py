@@ -30,6 +30,9 @@ EXPORTS = "exports"
 RESOLVED_DOCUMENT = "resolved-launch.yaml"
 HANDED_DOCUMENT = "launch.yaml"  # the document the RL step hands the host, in the attempt's directory
 CANCELLATIONS = "cancellations"
+STEP_JOB_DOCUMENT = "step-job.json"  # what a step job runs: function, config, inputs (its attempt's directory)
+STEP_JOB_RESULT = "step-result.json"  # the artifact's value fields the step job's function returned
+STEP_JOB_TTL_DAYS = 7  # how long a step job's attempt directories are kept
 _STEP_DIR = re.compile(r"^global_step_(\d+)$")
 
 
@@ -41,6 +44,11 @@ def temporary_base(prefix: str) -> str:
 def temporary_root(prefix: str, name: str, version: str, ttl_days: int) -> str:
     """`{temp prefix}/ttl={N}d/{name}/{version}`; the temp prefix defaults to `{prefix}/.tmp`."""
     return storage.join(temporary_base(prefix), f"ttl={ttl_days}d", name, version)
+
+
+def step_job_attempts_root(prefix: str, name: str, version: str) -> str:
+    """Where a step job's attempts live: beside the RL runs' temporary roots, never in the artifact."""
+    return storage.join(temporary_root(prefix, name, version, STEP_JOB_TTL_DAYS), "attempts")
 
 
 @dataclass(frozen=True)

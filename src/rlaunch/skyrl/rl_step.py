@@ -52,6 +52,7 @@ class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
 
     spec: SkyRLSpec | None = None
     execution: SkyRLExecution | None = None
+    execution_type: ClassVar[type] = SkyRLExecution
     export_hf: bool = False
     smoke: SkyRLArtifactStep | None = None
     submitted_by: ClassVar[str | None] = "@rl_build_options"  # its coordinator alone launches it
