@@ -9,8 +9,8 @@ import pytest
 
 from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep
+from rlaunch.judgement.parity import RunShape, differences, shape_of_document
 from rlaunch.skyrl import SkyRLRuntime, skyrl_step
-from rlaunch.skyrl.parity import RunShape, differences, shape_of_document
 from tests.skyrl import helpers as h
 
 pytestmark = pytest.mark.parity

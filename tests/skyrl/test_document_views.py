@@ -13,9 +13,9 @@ from experiments import rl_plan_example
 from rlaunch import storage
 from rlaunch.artifacts import records
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
+from rlaunch.judgement.parity import differences, shape_of_document
 from rlaunch.launch_config import schema
 from rlaunch.skyrl import planning, skyrl_step, stored_facts
-from rlaunch.skyrl.parity import differences, shape_of_document
 from rlaunch.skyrl.plan_view import describe_step
 from rlaunch.skyrl.readiness import DEFAULT, MISSING, readiness
 
@@ -117,9 +117,9 @@ def test_readiness_of_a_document_without_an_experiment_names_what_it_lacks(prefi
 def test_run_reads_the_record_again_after_closing_a_dead_attempt(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--run` closes attempts whose jobs are gone before its gates run: they read the closed state."""
     from rlaunch.cli import rl_options
+    from rlaunch.judgement.judge import Authorisations, refusals
     from rlaunch.observe import finalise
     from rlaunch.runs.run_record import close_attempt, update_attempt
-    from rlaunch.skyrl.gate_checks import launch_problems
     from rlaunch.skyrl.launch_document import live_run_paths
 
     step = skyrl_step(spec(), iris(), export_hf=True)
@@ -134,8 +134,8 @@ def test_run_reads_the_record_again_after_closing_a_dead_attempt(prefix: str, mo
     monkeypatch.setattr(finalise, "finalise_open_attempts", jobs_gone)
     rl_options._finalise_dead_attempts([step], prefix)
     assert [a["state"] for a in step.stored_facts(prefix).attempts] == ["failed"]
-    (problem,) = launch_problems(step.planned_document(prefix), step.stored_facts(prefix), retry_given=False)
-    assert "the latest attempt a1 failed" in problem and "--retry" in problem
+    retry = [p for p in refusals(rl_options.judgement(step, prefix, Authorisations())) if p.startswith("retry: ")]
+    assert len(retry) == 1 and "the latest attempt a1 failed" in retry[0] and "--retry" in retry[0]
 
 
 def test_a_model_trained_by_an_rl_step_is_read_from_its_export(prefix: str) -> None:

@@ -68,8 +68,9 @@ def authorised() -> dict[str, Authorisation]:
     return {name: decode(Authorisation, value, what=GATE_OPTIONS[name]) for name, value in raw.items()}
 
 
-def gates_section(smoke: Any, execution: SkyRLExecution, prefix: str) -> GatesSection:
-    """The document's `gates`: the declared smoke, the threshold, the authorisations given."""
+def gates_section(smoke: Any, execution: SkyRLExecution, prefix: str, *, is_smoke: bool = False) -> GatesSection:
+    """The document's `gates`: the declared smoke, whether this run is one, the thresholds, the
+    authorisations given."""
     declared = None
     if smoke is not None:
         declared = DeclaredSmoke(smoke.identity, live_run_paths(smoke.spec, prefix).output_path)
@@ -77,6 +78,8 @@ def gates_section(smoke: Any, execution: SkyRLExecution, prefix: str) -> GatesSe
     return GatesSection(
         smoke=declared,
         smoke_gate_nodes=execution.smoke_gate_nodes,
+        smoke_gate_gpus=execution.smoke_gate_gpus,
+        is_smoke=is_smoke,
         retry=given.get("retry"),
         skip_smoke_gate=given.get("skip_smoke_gate"),
     )
@@ -190,6 +193,9 @@ def render_document(
     if execution is not None:
         sections["ray"] = encode(execution.ray)
         sections["gates"] = encode(gates or GatesSection(smoke_gate_nodes=execution.smoke_gate_nodes))
+        if ctx.is_fingerprint:  # the size thresholds and the smoke mark are policy, not identity
+            for name in ("smoke_gate_gpus", "is_smoke"):
+                del sections["gates"][name]
         from_dict(sections)  # a rendering bug fails here, naming the path, not in the host
     return sections
 

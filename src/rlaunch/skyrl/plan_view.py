@@ -7,15 +7,17 @@ thing and the run do another. The smoke gate compares that document with the smo
 
 from __future__ import annotations
 
+from rlaunch.judgement.judge import large
+from rlaunch.judgement.parity import differences, shape_of_document
+from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry, plan_values
 from rlaunch.launch_config.schema import DataInput, SkyRLLaunchConfig
 from rlaunch.rules.document_subject import memory_table
 from rlaunch.runs.resume import run_fingerprint
 from rlaunch.runtimes.registry import get_profile
-from rlaunch.skyrl.gate_checks import large, plan_rows, smoke_line
+from rlaunch.skyrl.gate_checks import plan_rows, smoke_line
 from rlaunch.skyrl.memory_fit import render as render_memory
-from rlaunch.skyrl.parity import differences, shape_of_document
 from rlaunch.skyrl.readiness import readiness, relied_defaults
 from rlaunch.skyrl.readiness import render as render_readiness
 from rlaunch.skyrl.resume_check import resume_refusal
@@ -83,7 +85,9 @@ def describe_step(document: SkyRLLaunchConfig, facts: StoredFacts, smoke: SkyRLL
         *render_memory(memory),
     ]
     lines += render_readiness(
-        readiness(document, facts, memory), large=large(document) is not None, defaults=relied_defaults(document)
+        readiness(document, facts, memory),
+        large=large(PlannedLaunch.of(document)) is not None,
+        defaults=relied_defaults(document),
     )
     return lines + parity_lines(document, facts, smoke)
 
@@ -133,6 +137,8 @@ def _geometry(geo: Geometry) -> str:
 
 
 def _resume_line(document: SkyRLLaunchConfig, facts: StoredFacts) -> str:
+    if facts.served:  # only what launches resumes: a served version is read, not trained
+        return f"served from storage ({document.artifacts.terminal_manifest_uri}): nothing launches, nothing resumes"
     problem = resume_refusal(document, facts)
     if problem:
         return f"REFUSED: {problem}"

@@ -78,7 +78,7 @@ def planned_document(step: Any, prefix: str, facts: StoredFacts) -> SkyRLLaunchC
             StepContext.for_run(step, prefix),
             attempt_id=PLANNED_ATTEMPT,
             export_hf=step.export_hf,
-            gates=gates_section(step.smoke, step.execution, prefix),
+            gates=gates_section(step.smoke, step.execution, prefix, is_smoke=step.is_smoke),
             model=facts.model,
         )
     )

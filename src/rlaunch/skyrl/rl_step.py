@@ -54,6 +54,7 @@ class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
     execution: SkyRLExecution | None = None
     export_hf: bool = False
     smoke: SkyRLArtifactStep | None = None
+    is_smoke: bool = False
     submitted_by: ClassVar[str | None] = "@rl_build_options"  # its coordinator alone launches it
     # What planning read and rendered under each prefix: gathered once, shared by every reader.
     _facts: dict[str, StoredFacts] = field(default_factory=dict, init=False, repr=False)
@@ -84,11 +85,17 @@ class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
 
 
 def skyrl_step(
-    spec: SkyRLSpec, execution: SkyRLExecution, export_hf: bool = False, *, smoke: SkyRLArtifactStep | None = None
+    spec: SkyRLSpec,
+    execution: SkyRLExecution,
+    export_hf: bool = False,
+    *,
+    smoke: SkyRLArtifactStep | None = None,
+    is_smoke: bool = False,
 ) -> SkyRLArtifactStep:
     """An RL step. `smoke` names the smoke that rehearses it: `--run` is then refused unless that
     smoke's verify-smoke verdict is PASS and parity holds (`--skip-smoke-gate REASON` overrides).
-    The smoke is a gate, not a dependency: it is neither built by this step nor part of its identity."""
+    The smoke is a gate, not a dependency: it is neither built by this step nor part of its identity.
+    `is_smoke` declares this step a smoke (the small rehearsal of a large run): it is never large."""
     if not isinstance(spec, SkyRLSpec):
         raise TypeError(f"skyrl_step needs a SkyRLSpec, got {spec!r}")
     if not isinstance(execution, SkyRLExecution):
@@ -97,6 +104,10 @@ def skyrl_step(
         )
     if smoke is not None and not isinstance(smoke, SkyRLArtifactStep):
         raise TypeError(f"skyrl_step(smoke=...) must be another skyrl_step, got {smoke!r}")
+    if smoke is not None and is_smoke:
+        raise ValueError(
+            f"{spec.name}@{spec.version}: a smoke (is_smoke=True) rehearses a launch; it declares no smoke"
+        )
 
     def build_config(ctx: StepContext) -> dict[str, Any]:
         placement = None if ctx.is_fingerprint else ctx.runtime_arg(EXECUTION_ARG)
@@ -105,7 +116,7 @@ def skyrl_step(
         if not ctx.is_fingerprint:  # the inputs are built now: what they recorded is read and checked
             facts = planning.stored_facts(spec, ctx.prefix)
             planning.check(spec, placement, facts)
-        gates = None if ctx.is_fingerprint else gates_section(smoke, placement, ctx.prefix)
+        gates = None if ctx.is_fingerprint else gates_section(smoke, placement, ctx.prefix, is_smoke=is_smoke)
         document = render_document(
             spec,
             placement,
@@ -143,6 +154,7 @@ def skyrl_step(
         execution=execution,
         export_hf=export_hf,
         smoke=smoke,
+        is_smoke=is_smoke,
     )
     return step
 
