@@ -91,29 +91,29 @@ class Case:
 CASES = (
     Case("version", (), _other_runtime, ("version: attempt earlier", "smoke: this is a large launch")),
     Case("retry", (), _failed_before, ("retry: the latest attempt earlier failed", "smoke: this is a large launch")),
-    Case("no smoke", (), lambda p: None, ("smoke: this is a large launch (it allocates 8 nodes",)),
-    Case("smoke not run", ("--smoke",), lambda p: None, (f"smoke: the declared smoke {SMOKE}@{DAY} has not run",)),
+    Case("no-smoke", (), lambda p: None, ("smoke: this is a large launch (it allocates 8 nodes",)),
+    Case("smoke-not-run", ("--smoke",), lambda p: None, (f"smoke: the declared smoke {SMOKE}@{DAY} has not run",)),
     Case(
-        "smoke fails verify-smoke",
+        "smoke-fails-verify-smoke",
         ("--smoke",),
         lambda p: _smoke_ran(p, "failed"),
         (f"smoke: smoke {SMOKE}@{DAY} does not pass verify-smoke: run succeeded: state failed",),
         ("parity with",),  # the smoke ran the launch's shape
     ),
     Case(
-        "smoke differs in parity",
+        "smoke-differs-in-parity",
         ("--smoke",),
         lambda p: _smoke_ran(p, "succeeded", _no_export),
         (f"smoke: parity with smoke {SMOKE}@{DAY}: [export] export_hf: smoke False, large True",),
         ("run succeeded:",),  # it succeeded; the other criteria lack their files here
     ),
     Case(
-        "mutable version",
+        "mutable-version",
         ("--rl-version", "dev"),
         lambda p: None,
         ("smoke: this is a large launch", "calendar version: this is a large launch (it allocates 8 nodes"),
     ),
-    Case("calendar version", (), lambda p: None, ("smoke: this is a large launch",), ("calendar version",)),
+    Case("calendar-version", (), lambda p: None, ("smoke: this is a large launch",), ("calendar version",)),
 )
 
 
