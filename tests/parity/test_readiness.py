@@ -144,10 +144,17 @@ def test_a_large_plan_lists_every_default_it_relies_on() -> None:
     assert render(list(_items().values())[0], large=False, defaults=defaults)[-1].startswith("  [")
 
 
-@pytest.mark.parametrize("module", ["experiments.smoke", "experiments.rl_plan_example", "experiments.cpu_scaled"])
-def test_every_rl_experiment_plan_has_the_readiness_section(module: str, tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("module", "stage"),
+    [
+        ("experiments.smoke", ("--stage", "rl")),
+        ("experiments.rl_plan_example", ("--stage", "rl")),
+        ("experiments.cpu_scaled", ()),
+    ],
+)
+def test_every_rl_experiment_plan_has_the_readiness_section(module: str, stage: tuple[str, ...], tmp_path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", module, "--version", "2026.11.30", "--stage", "rl"],
+        [sys.executable, "-m", module, "--version", "2026.11.30", *stage],
         cwd=REPO,
         env={"PATH": "/usr/bin:/bin", "RLAUNCH_PREFIX": str(tmp_path), "PYTHONPATH": str(REPO)},
         capture_output=True,
