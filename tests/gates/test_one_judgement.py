@@ -17,7 +17,9 @@ from click.testing import CliRunner
 
 from rlaunch import storage
 from rlaunch.cli import rl_build_options
+from rlaunch.cli.rl_options import judgement
 from rlaunch.host.cli import launch
+from rlaunch.judgement.judge import Authorisations, refusals
 from rlaunch.launch_config import schema
 from rlaunch.runs.run_record import update_attempt
 from rlaunch.skyrl import skyrl_step
@@ -167,3 +169,10 @@ def test_a_skipped_smoke_gate_waives_the_smoke_findings_alone(prefix: str) -> No
     assert done.exit_code == 0, done.output
     assert "  refused: version: attempt earlier" in done.stdout
     assert "  waived: smoke: this is a large launch (it allocates 8 nodes" in done.stdout
+
+
+def test_a_mutable_version_is_a_note_for_a_smoke_and_refuses_nothing(prefix: str) -> None:
+    smoke = skyrl_step(spec(name=SMOKE, version="dev"), iris(), export_hf=True, is_smoke=True)
+    findings = judgement(smoke, prefix, Authorisations())
+    assert [f.status for f in findings] == ["note"] and refusals(findings) == []
+    assert findings[0].line().startswith("calendar version: the mutable version 'dev' is rebuilt on every run")

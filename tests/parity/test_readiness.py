@@ -167,3 +167,19 @@ def test_every_rl_experiment_plan_has_the_readiness_section(module: str, stage: 
         assert label in section, (label, section)
     assert "backend fix" in section
     assert "smoke gate:" in done.stdout
+
+
+def test_an_export_left_to_its_default_is_marked_a_default(prefix: str) -> None:
+    from rlaunch.skyrl import skyrl_step
+
+    def export_item(**export: bool) -> tuple[str, str]:
+        step = skyrl_step(h.spec(), h.iris(), **export)
+        document = step.planned_document(prefix)
+        (item,) = [i for i in readiness(document, step.stored_facts(prefix)) if i.label == "export"]
+        return item.state, item.line(6)
+
+    state, line = export_item()
+    assert state == "default" and line.startswith("  [default] export  no terminal export;"), line
+    assert "skyrl_step.export_hf=False" in relied_defaults(skyrl_step(h.spec(), h.iris()).planned_document(prefix))
+    state, line = export_item(export_hf=False)  # stated: the same value, no longer a default
+    assert state == "ok" and line.startswith("  [ok]      export  no terminal export;"), line

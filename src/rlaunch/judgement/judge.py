@@ -17,7 +17,7 @@ The gates (`rlaunch.launch_config.gates` holds the version, retry and smoke rule
     smoke      a declared smoke has run on this runtime, passes verify-smoke and has parity with
                the launch (`rlaunch.judgement.parity`, the code of `rlaunch parity`); a large
                launch declares one; `--skip-smoke-gate` waives these (recorded, never silent)
-    calendar   a large launch uses a calendar version; a mutable one (`dev`) is a note elsewhere
+    calendar   a large launch uses a calendar version; elsewhere a mutable one (`dev`) is a note
 
 Only what launches is judged: a served version launches nothing, so it has no findings. Large is
 the seed's sense: more nodes or GPUs than the stated thresholds, whatever the accelerator; a run
@@ -139,6 +139,15 @@ def judge(planned: PlannedLaunch, evidence: Evidence, authorisations: Authorisat
                 "calendar version",
                 f"this is a large launch ({why_large}) under the mutable version {version_name(document)!r}, which "
                 "is rebuilt on every run: give it a calendar version (--version YYYY.MM.DD)",
+            )
+        )
+    elif is_mutable(version_name(document)):
+        found.append(
+            Finding(
+                "calendar version",
+                f"the mutable version {version_name(document)!r} is rebuilt on every run: fine for a smoke or a dev "
+                "run; a real experiment uses a calendar version (--version YYYY.MM.DD)",
+                NOTE,
             )
         )
     return tuple(found)

@@ -37,6 +37,7 @@ class RunSection:
     export_hf: bool = False
     fingerprint: str = ""  # stamped by the launch host (launch_config.resume.run_fingerprint)
     artifact: str | None = None  # the RL artifact's name@version (the trainer's run name, e.g. on W&B)
+    export_hf_default: bool = False  # the experiment left export_hf to its default (readiness says so)
 
 
 @dataclass(frozen=True)

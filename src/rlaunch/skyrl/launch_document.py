@@ -104,12 +104,13 @@ def render_document(
     ctx: StepContext,
     *,
     attempt_id: str,
-    export_hf: bool,
+    export_hf: bool | None,
     gates: GatesSection | None = None,
     model: StoredModel | None = None,
 ) -> dict[str, Any]:
     """The launch document as plain data (validated against the schema when placement is real);
-    `model` is what storage holds of the model (`stored_facts`), for its facts in `inputs.model`."""
+    `model` is what storage holds of the model (`stored_facts`), for its facts in `inputs.model`;
+    `export_hf` None is the default (no terminal export), which the document marks as one."""
     paths = run_paths(spec, ctx)
     rid = run_id(spec)
     topology = spec.topology
@@ -120,8 +121,9 @@ def render_document(
                 id=rid,
                 attempt_id=attempt_id,
                 seed=spec.seed,
-                export_hf=export_hf,
+                export_hf=bool(export_hf),
                 artifact=f"{spec.name}@{spec.version}",
+                export_hf_default=export_hf is None,
             )
         ),
         "runtime": encode(
@@ -202,8 +204,10 @@ def render_document(
 
 def _drop_derived(sections: dict[str, Any]) -> None:
     """Leave out of the fingerprint what identity already decides: the TTL (like the temporary root
-    it names, retention), and the inputs' artifact types and graph (their identities carry them)."""
+    it names, retention), and the inputs' artifact types and graph (their identities carry them);
+    and whether export_hf was stated (its value is in)."""
     del sections["artifacts"]["temporary_storage_ttl_days"]
+    del sections["run"]["export_hf_default"]
     inputs = sections["inputs"]
     del inputs["graph"]
     for source in (inputs["model"], *inputs["train_data"], *inputs["validation_data"]):

@@ -52,7 +52,7 @@ class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
 
     spec: SkyRLSpec | None = None
     execution: SkyRLExecution | None = None
-    export_hf: bool = False
+    export_hf: bool | None = None  # None: left to the default, no terminal export
     smoke: SkyRLArtifactStep | None = None
     is_smoke: bool = False
     submitted_by: ClassVar[str | None] = "@rl_build_options"  # its coordinator alone launches it
@@ -87,7 +87,7 @@ class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
 def skyrl_step(
     spec: SkyRLSpec,
     execution: SkyRLExecution,
-    export_hf: bool = False,
+    export_hf: bool | None = None,
     *,
     smoke: SkyRLArtifactStep | None = None,
     is_smoke: bool = False,
@@ -95,7 +95,8 @@ def skyrl_step(
     """An RL step. `smoke` names the smoke that rehearses it: `--run` is then refused unless that
     smoke's verify-smoke verdict is PASS and parity holds (`--skip-smoke-gate REASON` overrides).
     The smoke is a gate, not a dependency: it is neither built by this step nor part of its identity.
-    `is_smoke` declares this step a smoke (the small rehearsal of a large run): it is never large."""
+    `is_smoke` declares this step a smoke (the small rehearsal of a large run): it is never large.
+    `export_hf` left out means no terminal export, shown as a default in the plan's readiness."""
     if not isinstance(spec, SkyRLSpec):
         raise TypeError(f"skyrl_step needs a SkyRLSpec, got {spec!r}")
     if not isinstance(execution, SkyRLExecution):
