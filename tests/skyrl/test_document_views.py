@@ -48,11 +48,37 @@ def test_planning_gathers_each_rl_steps_stored_facts_once(prefix: str, monkeypat
     assert len(gathered) == 2, gathered  # one per RL step, whatever reads it
 
 
+def test_a_dry_run_composes_each_rl_steps_launch_once(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the preflight (which checks the spec's own parts), the plan view, readiness, the memory
+    table, parity, the submission checks and the judgement all read one `PlannedLaunch` per RL step."""
+    from rlaunch.cli.rl_options import judgement
+    from rlaunch.judgement.judge import Authorisations
+    from rlaunch.runtimes.registry import RuntimeProfile
+    from rlaunch.skyrl.submission import submission_problems
+
+    step = _example(prefix, monkeypatch)
+    steps = [step, step.smoke]
+    planning.preflight(steps, prefix)
+    composed: list[str] = []
+    real = RuntimeProfile.compose
+
+    def counting(self: RuntimeProfile, recipe: Any) -> Any:
+        composed.append(self.name)
+        return real(self, recipe)
+
+    monkeypatch.setattr(RuntimeProfile, "compose", counting)
+    for each in steps:
+        assert each.describe(prefix) and each.facts(prefix)["memory"]["rows"]
+        submission_problems(each.planned(prefix), each.stored_facts(prefix), prefix)
+        judgement(each, prefix, Authorisations())
+    assert composed == ["fsdp", "fsdp"], composed  # one per RL step, whatever reads it
+
+
 def test_the_views_read_no_storage(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     step = _example(prefix, monkeypatch)
-    document, facts = step.planned_document(prefix), step.stored_facts(prefix)
-    smoke = step.smoke.planned_document(prefix)
-    expected = describe_step(document, facts, smoke)
+    planned, facts = step.planned(prefix), step.stored_facts(prefix)
+    smoke = step.smoke.planned(prefix)
+    expected = describe_step(planned, facts, smoke)
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError(f"a view read storage: {args[:1]}")
@@ -61,7 +87,7 @@ def test_the_views_read_no_storage(prefix: str, monkeypatch: pytest.MonkeyPatch)
         for name in ("_route", "filesystem", "exists", "read_json", "read_text", "list_names"):
             guard.setattr(storage, name, refuse)
         guard.setattr(records, "read_record", refuse)
-        assert describe_step(document, facts, smoke) == expected
+        assert describe_step(planned, facts, smoke) == expected
     assert "parity holds" in "\n".join(expected)
 
 

@@ -132,7 +132,7 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
     launched = [s for s in steps if any(p.step is s for p in pending)]
     prefix = invocation.prefix
     problems = [  # only what launches is judged: a served step trains nothing and gates nothing
-        p for s in launched for p in submission_problems(s.planned_document(prefix), s.stored_facts(prefix), prefix)
+        p for s in launched for p in submission_problems(s.planned(prefix), s.stored_facts(prefix), prefix)
     ]
     problems += _authorisation_problems(invocation)
     judged = [(s, judgement(s, prefix, _authorisations(invocation))) for s in launched]
@@ -240,11 +240,10 @@ def judgement(step: SkyRLArtifactStep, prefix: str, authorisations: Authorisatio
     """The judgement of launching `step` now: its planned document over the evidence storage holds,
     read as the launch host reads it (`rlaunch.observe.launch_evidence`)."""
     from rlaunch.judgement.judge import judge
-    from rlaunch.judgement.planned import PlannedLaunch
     from rlaunch.observe.launch_evidence import launch_evidence
 
-    document = step.planned_document(prefix)
-    return judge(PlannedLaunch.of(document), launch_evidence(document), authorisations)
+    planned = step.planned(prefix)
+    return judge(planned, launch_evidence(planned.document), authorisations)
 
 
 def _authorised_env(invocation: Invocation) -> dict[str, str]:

@@ -8,13 +8,12 @@ validated. The judgement (`rlaunch.judgement.judge`) reads it, so it composes no
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
-from rlaunch.rules.document_subject import memory_table
+from rlaunch.rules.document_subject import composed_memory_table
 from rlaunch.rules.memory import MemoryTable
 from rlaunch.runtimes.registry import RuntimeProfile, get_profile
 
@@ -23,7 +22,7 @@ from rlaunch.runtimes.registry import RuntimeProfile, get_profile
 class PlannedLaunch:
     document: SkyRLLaunchConfig
     profile: RuntimeProfile
-    composed: Mapping[str, Any]  # the document's recipe on the profile's base config ({} when it does not compose)
+    composed: dict[str, Any]  # the document's recipe on the profile's base config (as far as it composes)
     geometry: Geometry | None  # None: the recipe does not compose
     memory: MemoryTable
 
@@ -31,8 +30,16 @@ class PlannedLaunch:
     def of(cls, document: SkyRLLaunchConfig) -> PlannedLaunch:
         profile = get_profile(document.runtime.profile)
         composed, problems = profile.compose(document.skyrl)
-        geometry = None if problems else Geometry.from_recipe(composed)
-        return cls(document, profile, {} if problems else composed, geometry, memory_table(document))
+        if problems:
+            unsized = MemoryTable(None, unsized=("the recipe does not compose",))
+            return cls(document, profile, composed, None, unsized)
+        return cls(
+            document,
+            profile,
+            composed,
+            Geometry.from_recipe(composed),
+            composed_memory_table(document, profile, composed),
+        )
 
     @property
     def gpus(self) -> int:

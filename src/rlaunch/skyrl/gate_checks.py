@@ -63,11 +63,12 @@ def plan_rows(document: SkyRLLaunchConfig, facts: StoredFacts) -> list[tuple[str
     return [("version", version), ("retry", retry)]
 
 
-def smoke_line(document: SkyRLLaunchConfig, facts: StoredFacts) -> str:
+def smoke_line(planned: PlannedLaunch, facts: StoredFacts) -> str:
     """The smoke gate's requirement for this launch and, when a smoke is declared, whether it has run."""
+    document = planned.document
     smoke = document.gates.smoke
     if smoke is None:
-        why = large(PlannedLaunch.of(document))
+        why = large(planned)
         if why is None:
             return "smoke gate: none declared; not required (a small launch)"
         return f"smoke gate: REQUIRED, none declared: {smoke_problem(why)}"

@@ -46,9 +46,14 @@ class ReadinessItem:
 
 
 def readiness(
-    document: SkyRLLaunchConfig, facts: StoredFacts, memory: MemoryTable | None = None
+    document: SkyRLLaunchConfig,
+    facts: StoredFacts,
+    memory: MemoryTable | None = None,
+    composed: dict[str, Any] | None = None,
 ) -> list[ReadinessItem]:
-    composed, _ = get_profile(document.runtime.profile).compose(document.skyrl)
+    """`composed`: the document's recipe already composed on its profile (the plan's), else composed here."""
+    if composed is None:
+        composed, _ = get_profile(document.runtime.profile).compose(document.skyrl)
     return [
         *_host_resources(document, composed),
         *_credentials(composed),

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
+from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.gates import authorisations
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
@@ -56,9 +57,9 @@ class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
     smoke: SkyRLArtifactStep | None = None
     is_smoke: bool = False
     submitted_by: ClassVar[str | None] = "@rl_build_options"  # its coordinator alone launches it
-    # What planning read and rendered under each prefix: gathered once, shared by every reader.
+    # What planning read and planned under each prefix: gathered once, shared by every reader.
     _facts: dict[str, StoredFacts] = field(default_factory=dict, init=False, repr=False)
-    _documents: dict[str, SkyRLLaunchConfig] = field(default_factory=dict, init=False, repr=False)
+    _planned: dict[str, PlannedLaunch] = field(default_factory=dict, init=False, repr=False)
 
     def stored_facts(self, prefix: str) -> StoredFacts:
         """What storage under `prefix` holds for this run, gathered on first use (`planning`): the
@@ -72,13 +73,19 @@ class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
         """Drop what planning read under `prefix`: storage changed since (`--run` closed a dead
         attempt), so the next reader gathers the facts and renders the document anew."""
         self._facts.pop(prefix, None)
-        self._documents.pop(prefix, None)
+        self._planned.pop(prefix, None)
+
+    def planned(self, prefix: str) -> PlannedLaunch:
+        """The launch `--run` would hand the host now (`planning.planned_document`), composed once:
+        the plan's views, the memory table and the judgement all read this value."""
+        if prefix not in self._planned:
+            document = planning.planned_document(self, prefix, self.stored_facts(prefix))
+            self._planned[prefix] = PlannedLaunch.of(document)
+        return self._planned[prefix]
 
     def planned_document(self, prefix: str) -> SkyRLLaunchConfig:
-        """The launch document `--run` would hand the host now (`planning.planned_document`)."""
-        if prefix not in self._documents:
-            self._documents[prefix] = planning.planned_document(self, prefix, self.stored_facts(prefix))
-        return self._documents[prefix]
+        """The launch document `--run` would hand the host now."""
+        return self.planned(prefix).document
 
     def __repr__(self) -> str:
         return f"SkyRLArtifactStep({self.identity})"
@@ -134,12 +141,11 @@ def skyrl_step(
             "launch_document": document,
         }
 
-    from rlaunch.rules.document_subject import memory_table
     from rlaunch.skyrl.plan_view import describe_step
 
     def describe(prefix: str) -> list[str]:
-        planned_smoke = None if smoke is None else smoke.planned_document(prefix)
-        return describe_step(step.planned_document(prefix), step.stored_facts(prefix), planned_smoke)
+        planned_smoke = None if smoke is None else smoke.planned(prefix)
+        return describe_step(step.planned(prefix), step.stored_facts(prefix), planned_smoke)
 
     step = SkyRLArtifactStep(
         name=spec.name,
@@ -150,7 +156,7 @@ def skyrl_step(
         deps=spec.deps(),
         runtime_args={EXECUTION_ARG: execution},
         describe=describe,
-        facts=lambda prefix: {"memory": memory_table(step.planned_document(prefix)).as_dict()},
+        facts=lambda prefix: {"memory": step.planned(prefix).memory.as_dict()},
         spec=spec,
         execution=execution,
         export_hf=export_hf,
