@@ -184,6 +184,8 @@ DOCUMENT_VIEWS = (
     "rlaunch.skyrl.plan_view",
     "rlaunch.skyrl.readiness",
     "rlaunch.judgement.parity",
+    "rlaunch.judgement.planned",
+    "rlaunch.judgement.judge",
     "rlaunch.skyrl.resume_check",
     "rlaunch.skyrl.gate_checks",
     "rlaunch.skyrl.submission",

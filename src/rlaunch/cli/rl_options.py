@@ -38,13 +38,13 @@ if TYPE_CHECKING:
 SUBMITTER = "@rl_build_options"
 
 
-def skyrl_steps(handles: list[ArtifactStep[Any]]) -> list[Any]:
+def skyrl_steps(handles: list[ArtifactStep[Any]]) -> list[SkyRLArtifactStep]:
     from rlaunch.skyrl.rl_step import SkyRLArtifactStep
 
     return [s for s in graph_handles(handles) if isinstance(s, SkyRLArtifactStep)]
 
 
-def passthrough_patterns(steps: list[Any]) -> tuple[str, ...]:
+def passthrough_patterns(steps: list[SkyRLArtifactStep]) -> tuple[str, ...]:
     """`env_passthrough` of every SkyRL step's runtime profile and execution: the coordinator gets
     those variables from the submitting environment and renders them into each launch document."""
     patterns: list[str] = []
@@ -282,7 +282,7 @@ def _record_overrides(overrides: list[tuple[SkyRLArtifactStep, list[str]]], invo
         click.echo(f"smoke gate skipped for {step.identity}: {reason} (kept in the run record)", err=True)
 
 
-def _finalise_dead_attempts(steps: list[Any], prefix: str) -> None:
+def _finalise_dead_attempts(steps: list[SkyRLArtifactStep], prefix: str) -> None:
     """Close earlier attempts whose processes were all killed, so the run record stays truthful."""
     from rlaunch.observe.finalise import finalise_open_attempts
 
@@ -299,7 +299,7 @@ def jobs_command(backend: str) -> str:
     return "rlaunch jobs" if backend == "local" else f"rlaunch jobs --backend {backend}"
 
 
-def child_gang(step: Any) -> JobSpec:
+def child_gang(step: SkyRLArtifactStep) -> JobSpec:
     """The child gang an RL step will ask for, for the capacity check before anything is submitted."""
     from rlaunch.host.allocate import child_resources
     from rlaunch.skyrl.launch_document import allocation

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlaunch import storage
 from rlaunch.artifacts import StepContext
@@ -43,6 +43,9 @@ from rlaunch.skyrl.model_facts import StoredModel
 from rlaunch.skyrl.sources import graph_shape
 from rlaunch.skyrl.spec import SkyRLSpec
 
+if TYPE_CHECKING:
+    from rlaunch.skyrl.rl_step import SkyRLArtifactStep  # it plans through this module
+
 PLACEHOLDER = "<placement>"
 
 
@@ -68,7 +71,9 @@ def authorised() -> dict[str, Authorisation]:
     return {name: decode(Authorisation, value, what=GATE_OPTIONS[name]) for name, value in raw.items()}
 
 
-def gates_section(smoke: Any, execution: SkyRLExecution, prefix: str, *, is_smoke: bool = False) -> GatesSection:
+def gates_section(
+    smoke: SkyRLArtifactStep | None, execution: SkyRLExecution, prefix: str, *, is_smoke: bool = False
+) -> GatesSection:
     """The document's `gates`: the declared smoke, whether this run is one, the thresholds, the
     authorisations given."""
     declared = None
