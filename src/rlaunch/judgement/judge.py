@@ -133,6 +133,7 @@ def judge(planned: PlannedLaunch, evidence: Evidence, authorisations: Authorisat
         found += [Finding("smoke", problem, smoke_status)] if problem else []
     else:
         found += [Finding("smoke", p, smoke_status) for p in smoke_problems(planned, evidence.smoke)]
+    # Declared credentials (the run's required names, set or not) join here as a "credentials" finding.
     if why_large and is_mutable(version_name(document)):
         found.append(
             Finding(
