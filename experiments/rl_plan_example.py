@@ -3,7 +3,7 @@
     python -m experiments.rl_plan_example --version 2026.11.30 --stage rl
     python -m experiments.rl_plan_example --version 2026.11.30 --stage evaluation
     python -m experiments.rl_plan_example --version 2026.11.30 --stage smoke  # the GPU smoke alone
-    python -m experiments.rl_plan_example --version 2026.11.30 --broken   # every violation, at once
+    python -m experiments.rl_plan_example --version 2026.11.30 --stage rl --broken   # every violation, at once
     python -m experiments.rl_plan_example --version 2026.11.30 --stage rl --variant one-node-24gb
     python -m experiments.rl_plan_example --version 2026.11.30 --stage rl --variant long-generation-24gb
 
@@ -20,8 +20,8 @@ in a step of the graph. The large run declares its smoke (the smoke gate): the s
 runtime, strategy, entrypoint, model and data, the same geometry class at its smallest
 (disaggregated roles take whole nodes: one policy node, one node-sized TP1 x DP8 engine), four
 steps. Its plan shows parity holding, and `--run` waits until that smoke ran and passed `rlaunch
-verify-smoke`. The smoke is itself a GPU launch with no smoke before it: it goes with
-`--skip-smoke-gate "the smoke of ..."`, which is recorded.
+verify-smoke`. The smoke is declared one (`is_smoke=True`): a rehearsal is never large, so it goes
+without a smoke of its own. `--stage` has no default: the terminal stage is chosen, never assumed.
 
 The conversion of the data and the evaluation are step jobs (`StepExecution`): the conversion on
 one large-memory CPU node, the evaluation on one node of 8 H100s in the fsdp runtime after the RL
@@ -246,7 +246,7 @@ def smoke_step() -> SkyRLArtifactStep:
         retention=SkyRLRetentionPolicy(resume_checkpoint_count=2),
         seed=17,
     )
-    return skyrl_step(spec, execution(node_hours=2), export_hf=True)
+    return skyrl_step(spec, execution(node_hours=2), export_hf=True, is_smoke=True)
 
 
 def rl_step(broken: bool, variant: str = "64-gpu") -> SkyRLArtifactStep:
@@ -283,9 +283,8 @@ def evaluation(rl: SkyRLArtifactStep) -> ArtifactStep[EvalReport]:
 @click.option(
     "--stage",
     type=click.Choice(["smoke", "rl", "evaluation"]),
-    default="evaluation",
-    show_default=True,
-    help="Terminal stage to plan or run; its dependencies are included automatically.",
+    required=True,
+    help="Terminal stage to plan or run (chosen, never defaulted); its dependencies are included automatically.",
 )
 @click.option("--broken", is_flag=True, help="Plan the broken variant to see every violation at once.")
 @click.option(

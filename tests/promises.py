@@ -48,6 +48,8 @@ _SKYRL = "src/rlaunch/runtimes/adapters/skyrl/rlaunch_skyrl/checkpoints.py"
 
 _GATES = "src/rlaunch/launch_config/gates.py"
 _HOST_GATES = "tests/gates/test_host_gates.py"
+_JUDGE = "src/rlaunch/judgement/judge.py"
+_JUDGE_TABLE = "tests/gates/test_one_judgement.py::test_the_dry_run_run_and_the_host_find_the_same_words"
 _PINNED = "tests/gates/test_pinned_data.py"
 _FAILURES = "tests/gates/test_failures.py"
 _STEP_JOBS = "tests/cluster/test_step_jobs.py"
@@ -383,7 +385,7 @@ PROMISES = (
         (
             _one(
                 _GATES,
-                "if latest is None or gates.retry is not None:",
+                "if latest is None or authorised:",
                 "if True:",
                 "a retry needs no authorisation",
                 f"{_HOST_GATES}::test_a_failed_version_needs_the_retry_authorisation_in_the_document",
@@ -415,17 +417,75 @@ PROMISES = (
         (
             _one(
                 _GATES,
-                "if large is None or gates.smoke is not None or gates.skip_smoke_gate is not None:",
-                "if True:",
-                "the host lets a large document without a smoke through",
+                "    if large is None:\n        return None",
+                "    if True:\n        return None",
+                "a large launch without a smoke let through",
                 f"{_HOST_GATES}::test_a_large_document_without_a_smoke_or_a_skip_is_refused",
+                f"{_JUDGE_TABLE}[no-smoke]",
+            ),
+        ),
+    ),
+    Promise(
+        "The dry run, --run and the launch host refuse with one judgement: a declared smoke must pass verify-smoke and have parity",
+        (
+            _one(
+                _JUDGE,
+                'found += [f"smoke {declared.identity} does not pass verify-smoke: {c}" for c in smoke.failed]',
+                "found += []",
+                "a smoke that fails verify-smoke opens the gate",
+                f"{_JUDGE_TABLE}[smoke-fails-verify-smoke]",
             ),
             _one(
-                "src/rlaunch/cli/smoke_gate.py",
-                'return [f"{step.identity}: {problem}"] if problem else []',
-                "return []",
-                "--run lets a large launch without a smoke through",
-                "tests/gates/test_smoke_gate.py::test_a_two_node_launch_without_a_smoke_is_refused_and_goes_with_a_recorded_reason",
+                _JUDGE,
+                'found += [f"parity with smoke {declared.identity}: {d.line()}" for d in differences(*shapes)]',
+                "found += []",
+                "a smoke of another shape opens the gate",
+                f"{_JUDGE_TABLE}[smoke-differs-in-parity]",
+            ),
+        ),
+    ),
+    Promise(
+        "Large is more nodes or GPUs than the thresholds, whatever the accelerator; a declared smoke is never large",
+        (
+            _one(
+                _JUDGE,
+                "    if planned.gpus > gates.smoke_gate_gpus:",
+                "    if False:",
+                "the GPU threshold ignored",
+                f"{_HOST_GATES}::test_large_is_more_nodes_or_gpus_than_the_thresholds_and_never_a_declared_smoke",
+                "tests/gates/test_smoke_gate.py::test_large_is_the_users_thresholds_whatever_the_accelerator",
+            ),
+            _one(
+                _JUDGE,
+                "    if gates.is_smoke or planned.profile.rehearsal:",
+                "    if planned.profile.rehearsal:",
+                "a declared smoke judged large",
+                f"{_HOST_GATES}::test_large_is_more_nodes_or_gpus_than_the_thresholds_and_never_a_declared_smoke",
+                "tests/gates/test_smoke_gate.py::test_large_is_the_users_thresholds_whatever_the_accelerator",
+            ),
+        ),
+    ),
+    Promise(
+        "A large launch uses a calendar version",
+        (
+            _one(
+                _JUDGE,
+                "    if why_large and is_mutable(version_name(document)):",
+                "    if False:",
+                "a large launch under a mutable version let through",
+                f"{_JUDGE_TABLE}[mutable-version]",
+            ),
+        ),
+    ),
+    Promise(
+        "Only what launches is judged: a served RL step gates nothing downstream",
+        (
+            _one(
+                "src/rlaunch/cli/rl_options.py",
+                "        p for s in launched for p in submission_problems(",
+                "        p for s in steps for p in submission_problems(",
+                "a served step's resume check refuses the graph",
+                "tests/gates/test_served_step.py::test_a_served_rl_step_is_not_resumed_and_gates_nothing_downstream",
             ),
         ),
     ),

@@ -183,7 +183,9 @@ def test_no_two_modules_share_a_base_name_unless_listed_as_parallel_roles():
 DOCUMENT_VIEWS = (
     "rlaunch.skyrl.plan_view",
     "rlaunch.skyrl.readiness",
-    "rlaunch.skyrl.parity",
+    "rlaunch.judgement.parity",
+    "rlaunch.judgement.planned",
+    "rlaunch.judgement.judge",
     "rlaunch.skyrl.resume_check",
     "rlaunch.skyrl.gate_checks",
     "rlaunch.skyrl.submission",

@@ -1,6 +1,7 @@
 """`rlaunch launch --config` applies the gates `--run` applies, to the document it is given: a
 version is one runtime, a retry is authorised, a large launch declares a smoke or skips it with a
-reason. A hand-written document cannot go around them."""
+reason, a declared smoke passes verify-smoke and has parity. A hand-written document cannot go
+around them (tests/gates/test_one_judgement.py: the same words as `--run`)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,10 @@ def _earlier(prefix: str, doc: dict[str, Any], **fields: Any) -> None:
 def test_a_large_document_without_a_smoke_or_a_skip_is_refused(prefix: str) -> None:
     code, result, stderr = _launch(prefix, lambda d: d.pop("gates"))
     assert code == 2
-    assert "large launch (it runs on a GPU runtime) and it declares no smoke" in result["failure"]
+    assert (
+        "large launch (it allocates 8 nodes (more than the smoke gate's threshold of 1)) and it declares no smoke"
+        in (result["failure"])
+    )
     code, result, _ = _launch(prefix, lambda d: None)  # the same document with --skip-smoke-gate's authorisation
     assert code == 0 and result["state"] == "prepared", result
 
@@ -76,4 +80,18 @@ def test_an_attempt_under_another_runtime_refuses_the_version(prefix: str) -> No
         doc["runtime"]["compatible_checkpoint_digests"] = ["f" * 64]
 
     code, result, _ = _launch(prefix, declared)
+    assert code == 0 and result["state"] == "prepared", result
+
+
+def test_large_is_more_nodes_or_gpus_than_the_thresholds_and_never_a_declared_smoke(prefix: str) -> None:
+    def thresholds(nodes: int, gpus: int, **more: Any) -> Callable[[dict[str, Any]], None]:
+        return lambda doc: doc.update(gates={"smoke_gate_nodes": nodes, "smoke_gate_gpus": gpus, **more})
+
+    code, result, _ = _launch(prefix, thresholds(8, 63))  # 8 nodes x 8 GPUs: one GPU over
+    assert code == 2 and "(it allocates 64 GPUs (more than the smoke gate's threshold of 63))" in result["failure"]
+    code, result, _ = _launch(prefix, thresholds(7, 64))  # one node over
+    assert code == 2 and "(it allocates 8 nodes (more than the smoke gate's threshold of 7))" in result["failure"]
+    code, result, _ = _launch(prefix, thresholds(8, 64))  # at both thresholds: small
+    assert code == 0 and result["state"] == "prepared", result
+    code, result, _ = _launch(prefix, thresholds(1, 8, is_smoke=True))  # a smoke rehearses; it is never large
     assert code == 0 and result["state"] == "prepared", result

@@ -1,6 +1,7 @@
-"""Gate 4, a smoke before every large launch: a launch on a GPU runtime, or on more nodes than the
-threshold (default 1), that declares no smoke is refused unless `--skip-smoke-gate "<reason>"` is
-given, and the reason is kept in the run record. The 64-GPU example declares its GPU smoke."""
+"""Gate 4, a smoke before every large launch: a launch on more nodes or GPUs than the thresholds
+(default 1 node, 8 GPUs), whatever the accelerator, that declares no smoke is refused unless
+`--skip-smoke-gate "<reason>"` is given, and the reason is kept in the run record. A declared smoke
+is never large. The 64-GPU example declares its GPU smoke."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from rlaunch import storage
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.cli.experiment import Invocation
-from rlaunch.cli.rl_options import _record_overrides, _smoke_gate
-from rlaunch.launch_config.gates import large_launch
-from rlaunch.skyrl import LocalSkyRLExecution
-from rlaunch.skyrl.gate_checks import large
+from rlaunch.cli.rl_options import _overrides, _record_overrides, judgement
+from rlaunch.judgement.judge import Authorisations, large, refusals
+from rlaunch.judgement.planned import PlannedLaunch
+from rlaunch.skyrl import skyrl_step
 from tests.launching import Launcher
 from tests.skyrl import helpers as h
 
@@ -42,13 +44,18 @@ def test_a_two_node_launch_without_a_smoke_is_refused_and_goes_with_a_recorded_r
     assert attempt["skip_smoke_gate"]["reason"] == "the gang itself is under test"  # what the host was handed
 
 
-def test_the_threshold_is_the_users_and_a_gpu_runtime_is_always_large() -> None:
-    assert large_launch("cpu", 2, LocalSkyRLExecution().smoke_gate_nodes) is not None  # default: one node
-    assert large_launch("cpu", 2, LocalSkyRLExecution(smoke_gate_nodes=2).smoke_gate_nodes) is None
-    assert large_launch("cpu", 1, 1) is None  # the CPU smoke needs no smoke
-    one_gpu_node = h.spec(topo=h.topology(num_nodes=1, gpus_per_node=8))
-    assert large(h.planned_view(one_gpu_node, h.iris(smoke_gate_nodes=8))[0]) == "it runs on a GPU runtime"
-    assert large_launch("gpu", 2, 1, rehearsal=True) is None  # a rehearsal runtime never trains
+def _large(execution: object, *, is_smoke: bool = False, **shape: int) -> str | None:
+    spec = h.spec(topo=h.topology(h.seed_plan(), num_nodes=8) if not shape else h.topology(**shape))
+    step = skyrl_step(spec, execution, export_hf=True, is_smoke=is_smoke)  # type: ignore[arg-type]
+    return large(PlannedLaunch.of(step.planned_document(storage.default_prefix())))
+
+
+def test_large_is_the_users_thresholds_whatever_the_accelerator(prefix: str) -> None:
+    assert _large(h.iris()) == "it allocates 8 nodes (more than the smoke gate's threshold of 1)"
+    assert _large(h.iris(smoke_gate_nodes=8)) == "it allocates 64 GPUs (more than the smoke gate's threshold of 8)"
+    assert _large(h.iris(smoke_gate_nodes=8, smoke_gate_gpus=64)) is None  # at both thresholds
+    assert _large(h.iris(), num_nodes=1, gpus_per_node=8) is None  # one GPU node: no longer large for being GPU
+    assert _large(h.iris(), is_smoke=True) is None  # a declared smoke rehearses; it is never large
 
 
 def test_the_64_gpu_example_waits_for_its_gpu_smoke_and_goes_only_with_a_recorded_skip(
@@ -68,11 +75,13 @@ def test_the_64_gpu_example_waits_for_its_gpu_smoke_and_goes_only_with_a_recorde
     def invocation(**options: str) -> Invocation:
         return Invocation(module=None, argv=(), version=DAY, max_concurrent=1, prefix=prefix, options=options)
 
-    refused, overrides = _smoke_gate([step], invocation())
-    assert overrides == [] and any("has not run" in p for p in refused)
-    refused, overrides = _smoke_gate([step], invocation(skip_smoke_gate="smoke ran on the staging cluster"))
-    assert refused == []
-    _record_overrides(overrides, invocation(skip_smoke_gate="smoke ran on the staging cluster"))
+    refused = refusals(judgement(step, prefix, Authorisations()))
+    assert refused == [
+        f"smoke: the declared smoke {step.smoke.identity} has not run; launch it and check it with rlaunch verify-smoke"
+    ]
+    waived = judgement(step, prefix, Authorisations(skip_smoke_gate=True))
+    assert refusals(waived) == []
+    _record_overrides(_overrides([(step, waived)]), invocation(skip_smoke_gate="smoke ran on the staging cluster"))
     record = json.loads((Path(prefix) / step.name / DAY / "run_record.json").read_text())
     (override,) = record["smoke_gate_overrides"]
     assert override["smoke"] == step.smoke.identity and override["reason"] == "smoke ran on the staging cluster"

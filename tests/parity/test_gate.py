@@ -60,6 +60,8 @@ def test_gate_accepts_after_a_passing_smoke_and_parity_holds(launcher: Launcher)
 
 
 def test_override_submits_and_keeps_the_reason(launcher: Launcher) -> None:
+    """Parity is judged against the document the smoke ran (what the host can read too)."""
+    assert launcher.run("-m", SMOKE, "--version", DAY, "--run").returncode == 0
     done = launcher.run(
         "-m", GATED, "--version", DAY, "--mismatch", "resume", "--run", "--skip-smoke-gate", "hotfix rehearsed by hand"
     )
@@ -69,8 +71,10 @@ def test_override_submits_and_keeps_the_reason(launcher: Launcher) -> None:
     entry = overrides[0]
     assert entry["reason"] == "hotfix rehearsed by hand"
     assert entry["smoke"] == f"marker/rl@{DAY}"
-    assert any("[checkpoint] resume_mode" in p for p in entry["problems"])
-    assert any("has not run" in p for p in entry["problems"])
+    assert [p for p in entry["problems"] if "parity" in p] == [
+        f"parity with smoke marker/rl@{DAY}: [checkpoint] resume_mode: smoke 'latest', large 'none'"
+    ]
+    assert not any("has not run" in p for p in entry["problems"])
     assert entry["by"]["user"] and entry["at"]
 
 

@@ -144,10 +144,17 @@ def test_a_large_plan_lists_every_default_it_relies_on() -> None:
     assert render(list(_items().values())[0], large=False, defaults=defaults)[-1].startswith("  [")
 
 
-@pytest.mark.parametrize("module", ["experiments.smoke", "experiments.rl_plan_example", "experiments.cpu_scaled"])
-def test_every_rl_experiment_plan_has_the_readiness_section(module: str, tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("module", "stage"),
+    [
+        ("experiments.smoke", ("--stage", "rl")),
+        ("experiments.rl_plan_example", ("--stage", "rl")),
+        ("experiments.cpu_scaled", ()),
+    ],
+)
+def test_every_rl_experiment_plan_has_the_readiness_section(module: str, stage: tuple[str, ...], tmp_path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", module, "--version", "2026.11.30"],
+        [sys.executable, "-m", module, "--version", "2026.11.30", *stage],
         cwd=REPO,
         env={"PATH": "/usr/bin:/bin", "RLAUNCH_PREFIX": str(tmp_path), "PYTHONPATH": str(REPO)},
         capture_output=True,
@@ -160,3 +167,19 @@ def test_every_rl_experiment_plan_has_the_readiness_section(module: str, tmp_pat
         assert label in section, (label, section)
     assert "backend fix" in section
     assert "smoke gate:" in done.stdout
+
+
+def test_an_export_left_to_its_default_is_marked_a_default(prefix: str) -> None:
+    from rlaunch.skyrl import skyrl_step
+
+    def export_item(**export: bool) -> tuple[str, str]:
+        step = skyrl_step(h.spec(), h.iris(), **export)
+        document = step.planned_document(prefix)
+        (item,) = [i for i in readiness(document, step.stored_facts(prefix)) if i.label == "export"]
+        return item.state, item.line(6)
+
+    state, line = export_item()
+    assert state == "default" and line.startswith("  [default] export  no terminal export;"), line
+    assert "skyrl_step.export_hf=False" in relied_defaults(skyrl_step(h.spec(), h.iris()).planned_document(prefix))
+    state, line = export_item(export_hf=False)  # stated: the same value, no longer a default
+    assert state == "ok" and line.startswith("  [ok]      export  no terminal export;"), line

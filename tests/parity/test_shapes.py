@@ -9,8 +9,8 @@ import pytest
 
 from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep
+from rlaunch.judgement.parity import RunShape, differences, shape_of_document
 from rlaunch.skyrl import SkyRLRuntime, skyrl_step
-from rlaunch.skyrl.parity import RunShape, differences, shape_of_document
 from tests.skyrl import helpers as h
 
 pytestmark = pytest.mark.parity
@@ -148,8 +148,8 @@ def test_the_large_plan_names_its_smoke_and_every_difference() -> None:
     large = h.spec(topo=h.topology(), runtime=SkyRLRuntime("fsdp"), tree=h.recipe(trainer={"resume_mode": "none"}))
 
     def lines_for(spec: Any) -> list[str]:
-        document, facts = h.planned_view(spec, smoke=smoke, prefix=prefix)
-        return parity_lines(document, facts, smoke.planned_document(prefix))
+        step = skyrl_step(spec, h.iris(), export_hf=True, smoke=smoke)
+        return parity_lines(step.planned(prefix), step.stored_facts(prefix), smoke.planned(prefix))
 
     lines = lines_for(large)
     assert lines[0].startswith(f"smoke gate: {smoke.identity}; parity FAILS, 1 difference(s)")

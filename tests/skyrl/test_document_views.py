@@ -13,9 +13,9 @@ from experiments import rl_plan_example
 from rlaunch import storage
 from rlaunch.artifacts import records
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
+from rlaunch.judgement.parity import differences, shape_of_document
 from rlaunch.launch_config import schema
 from rlaunch.skyrl import planning, skyrl_step, stored_facts
-from rlaunch.skyrl.parity import differences, shape_of_document
 from rlaunch.skyrl.plan_view import describe_step
 from rlaunch.skyrl.readiness import DEFAULT, MISSING, readiness
 
@@ -48,11 +48,37 @@ def test_planning_gathers_each_rl_steps_stored_facts_once(prefix: str, monkeypat
     assert len(gathered) == 2, gathered  # one per RL step, whatever reads it
 
 
+def test_a_dry_run_composes_each_rl_steps_launch_once(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the preflight (which checks the spec's own parts), the plan view, readiness, the memory
+    table, parity, the submission checks and the judgement all read one `PlannedLaunch` per RL step."""
+    from rlaunch.cli.rl_options import judgement
+    from rlaunch.judgement.judge import Authorisations
+    from rlaunch.runtimes.registry import RuntimeProfile
+    from rlaunch.skyrl.submission import submission_problems
+
+    step = _example(prefix, monkeypatch)
+    steps = [step, step.smoke]
+    planning.preflight(steps, prefix)
+    composed: list[str] = []
+    real = RuntimeProfile.compose
+
+    def counting(self: RuntimeProfile, recipe: Any) -> Any:
+        composed.append(self.name)
+        return real(self, recipe)
+
+    monkeypatch.setattr(RuntimeProfile, "compose", counting)
+    for each in steps:
+        assert each.describe(prefix) and each.facts(prefix)["memory"]["rows"]
+        submission_problems(each.planned(prefix), each.stored_facts(prefix), prefix)
+        judgement(each, prefix, Authorisations())
+    assert composed == ["fsdp", "fsdp"], composed  # one per RL step, whatever reads it
+
+
 def test_the_views_read_no_storage(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     step = _example(prefix, monkeypatch)
-    document, facts = step.planned_document(prefix), step.stored_facts(prefix)
-    smoke = step.smoke.planned_document(prefix)
-    expected = describe_step(document, facts, smoke)
+    planned, facts = step.planned(prefix), step.stored_facts(prefix)
+    smoke = step.smoke.planned(prefix)
+    expected = describe_step(planned, facts, smoke)
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError(f"a view read storage: {args[:1]}")
@@ -61,7 +87,7 @@ def test_the_views_read_no_storage(prefix: str, monkeypatch: pytest.MonkeyPatch)
         for name in ("_route", "filesystem", "exists", "read_json", "read_text", "list_names"):
             guard.setattr(storage, name, refuse)
         guard.setattr(records, "read_record", refuse)
-        assert describe_step(document, facts, smoke) == expected
+        assert describe_step(planned, facts, smoke) == expected
     assert "parity holds" in "\n".join(expected)
 
 
@@ -117,9 +143,9 @@ def test_readiness_of_a_document_without_an_experiment_names_what_it_lacks(prefi
 def test_run_reads_the_record_again_after_closing_a_dead_attempt(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--run` closes attempts whose jobs are gone before its gates run: they read the closed state."""
     from rlaunch.cli import rl_options
+    from rlaunch.judgement.judge import Authorisations, refusals
     from rlaunch.observe import finalise
     from rlaunch.runs.run_record import close_attempt, update_attempt
-    from rlaunch.skyrl.gate_checks import launch_problems
     from rlaunch.skyrl.launch_document import live_run_paths
 
     step = skyrl_step(spec(), iris(), export_hf=True)
@@ -134,8 +160,8 @@ def test_run_reads_the_record_again_after_closing_a_dead_attempt(prefix: str, mo
     monkeypatch.setattr(finalise, "finalise_open_attempts", jobs_gone)
     rl_options._finalise_dead_attempts([step], prefix)
     assert [a["state"] for a in step.stored_facts(prefix).attempts] == ["failed"]
-    (problem,) = launch_problems(step.planned_document(prefix), step.stored_facts(prefix), retry_given=False)
-    assert "the latest attempt a1 failed" in problem and "--retry" in problem
+    retry = [p for p in refusals(rl_options.judgement(step, prefix, Authorisations())) if p.startswith("retry: ")]
+    assert len(retry) == 1 and "the latest attempt a1 failed" in retry[0] and "--retry" in retry[0]
 
 
 def test_a_model_trained_by_an_rl_step_is_read_from_its_export(prefix: str) -> None:

@@ -36,7 +36,7 @@ def dry_run(prefix: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str
 
 @pytest.mark.parametrize(
     ("args", "golden", "exit_code"),
-    [(("--stage", "rl"), "rl_plan_64gpu.txt", 0), (("--broken",), "rl_plan_broken.txt", 2)],
+    [(("--stage", "rl"), "rl_plan_64gpu.txt", 0), (("--stage", "rl", "--broken"), "rl_plan_broken.txt", 2)],
     ids=["plan", "broken"],
 )
 def test_the_dry_run_prints_the_golden_plan(tmp_path: pathlib.Path, args: tuple[str, ...], golden: str, exit_code: int):

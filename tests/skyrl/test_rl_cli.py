@@ -161,6 +161,22 @@ def test_example_prints_the_plan(tmp_path: pathlib.Path, stage: str) -> None:
     assert not (tmp_path / "prefix").exists() or not any((tmp_path / "prefix").rglob(".artifact.json"))  # nothing ran
 
 
+def test_the_gpu_smoke_goes_without_a_skip_and_the_stage_is_chosen(tmp_path: pathlib.Path) -> None:
+    unchosen = run_example(tmp_path)
+    assert unchosen.returncode == 2 and "Missing option '--stage'" in unchosen.stderr
+    plan = run_example(tmp_path, "--stage", "smoke")
+    assert plan.returncode == 0, plan.stderr
+    smoke = "checkpoints/gsm8k-grpo-qwen3-8b-smoke@2026.11.30"
+    assert f"judgement of {smoke} (--run and the launch host refuse on the same findings):\n  none: it may launch" in (
+        plan.stdout
+    )
+    run = run_example(tmp_path, "--stage", "smoke", "--run")  # refused here only for what this machine lacks
+    assert "Nothing was submitted." in run.stderr
+    errors = [line.removeprefix(f"error: {smoke}: ") for line in run.stderr.splitlines() if line.startswith("error: ")]
+    assert errors and not any(e.startswith(("smoke: ", "calendar version: ")) for e in errors), errors
+    assert "--skip-smoke-gate" not in run.stderr
+
+
 def test_example_prints_the_per_gpu_memory_table(tmp_path: pathlib.Path) -> None:
     done = run_example(tmp_path, "--stage", "rl")
     assert done.returncode == 0, done.stderr

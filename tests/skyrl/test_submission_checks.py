@@ -11,7 +11,9 @@ from click.testing import CliRunner
 
 from rlaunch import storage
 from rlaunch.cli import rl_build_options
+from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.skyrl import LocalSkyRLExecution, skyrl_step
+from rlaunch.skyrl.stored_facts import StoredFacts
 from rlaunch.skyrl.submission import submission_problems
 
 from .helpers import DAY, planned_view, spec
@@ -21,6 +23,11 @@ from .helpers import DAY, planned_view, spec
 @rl_build_options
 def experiment() -> Any:
     return skyrl_step(spec(), LocalSkyRLExecution(), export_hf=True)
+
+
+def _planned(prefix: str | None = None) -> tuple[PlannedLaunch, StoredFacts]:
+    document, facts = planned_view(spec(), prefix=prefix)
+    return PlannedLaunch.of(document), facts
 
 
 @pytest.fixture
@@ -33,7 +40,7 @@ def unwritable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_an_unwritable_prefix_is_a_submission_problem(unwritable: Path) -> None:
-    (problem, *_) = submission_problems(*planned_view(spec()), str(unwritable))
+    (problem, *_) = submission_problems(*_planned(), str(unwritable))
     assert f"{unwritable} is not writable" in problem and "RLAUNCH_PREFIX" in problem
 
 
@@ -46,4 +53,4 @@ def test_run_with_an_unwritable_prefix_submits_nothing(unwritable: Path, tmp_pat
 
 
 def test_a_writable_prefix_is_no_problem(prefix: str) -> None:
-    assert submission_problems(*planned_view(spec(), prefix=prefix), prefix) == []
+    assert submission_problems(*_planned(prefix), prefix) == []

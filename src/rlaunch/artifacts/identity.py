@@ -14,6 +14,7 @@ import datetime as _dt
 import re
 
 from rlaunch.errors import UserError
+from rlaunch.names import is_mutable
 
 VERSION_GRAMMAR = (
     "YYYY.MM.DD or YYYY.MM.DD.N (immutable, e.g. 2026.11.30 or 2026.11.30.2), "
@@ -23,7 +24,6 @@ VERSION_GRAMMAR = (
 # Patterns are applied with fullmatch and spell digits as [0-9]: `$` would accept a trailing
 # newline and `\d` would accept non-ASCII digits, neither of which belongs in a storage path.
 _CALENDAR = re.compile(r"([0-9]{4})\.([0-9]{2})\.([0-9]{2})(\.[0-9]+)?")
-_MUTABLE = re.compile(r"dev|[a-z0-9][a-z0-9_.-]*-dev")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_./-]+")
 
@@ -35,11 +35,6 @@ MAX_VERSION = 64
 
 class InvalidIdentityError(UserError, ValueError):
     """A malformed artifact name or version."""
-
-
-def is_mutable(version: str) -> bool:
-    """True for `dev` / `<label>-dev`: such outputs are rebuilt on every run."""
-    return isinstance(version, str) and bool(_MUTABLE.fullmatch(version))
 
 
 def _is_calendar(version: str) -> bool:
@@ -60,7 +55,7 @@ def validate_version(version: object, *, field: str = "version") -> str:
     _check_path_safe(version, field)
     if len(version) > MAX_VERSION:
         raise InvalidIdentityError(f"{field}={version[:20]!r}... is {len(version)} characters; at most {MAX_VERSION}")
-    if _is_calendar(version) or _MUTABLE.fullmatch(version):
+    if _is_calendar(version) or is_mutable(version):
         return version
     raise InvalidIdentityError(f"{field}={version!r} is not a valid version. Use {VERSION_GRAMMAR}.")
 
@@ -92,7 +87,7 @@ def validate_name(name: object, *, field: str = "name") -> str:
                 f"{field}={name[:40]!r}...: segment {segment[:20]!r}... is {len(segment)} characters; "
                 f"at most {MAX_SEGMENT} per '/'-separated segment"
             )
-        if _is_calendar(segment) or _MUTABLE.fullmatch(segment):
+        if _is_calendar(segment) or is_mutable(segment):
             owner = "/".join(segments[:position])
             clash = f" ({owner}@{segment})" if owner else ""
             raise InvalidIdentityError(

@@ -50,6 +50,10 @@ class Executor(Protocol):
 
     def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> int: ...
 
+    def judgement_lines(self, planned: list[PlannedStep], invocation: Invocation) -> list[str]:
+        """What the dry run prints after the plan: the findings `--run` would refuse on."""
+        ...
+
 
 class LocalRunExecutor:
     """Execute the graph in this process with the artifact runner.
@@ -74,6 +78,9 @@ class LocalRunExecutor:
 
     def check(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> None:
         refuse_foreign_steps(plan_graph(handles, invocation.prefix), self.submitter)
+
+    def judgement_lines(self, planned: list[PlannedStep], invocation: Invocation) -> list[str]:
+        return []  # nothing this path builds is gated: RL steps are the coordinator's
 
     def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
         from rlaunch.artifacts.runner import RunFailedError, Runner
@@ -277,6 +284,9 @@ def _plan_or_run(
         raise click.ClickException(str(exc)) from exc
     if not options.do_run:
         _print_plan(planned, handles, invocation, options.plan_format)
+        if options.plan_format != "json":
+            for line in executor.judgement_lines(planned, invocation):
+                click.echo(line)
         return
     sys.exit(executor.run(handles, invocation))
 

@@ -21,8 +21,8 @@ def parity(smoke: str, large: str, prefix: str | None) -> None:
     """Compare SMOKE with LARGE: runtime, strategy, entrypoint, artifact hand-offs, role geometry,
     checkpoint and export policy. Scale (nodes, batch sizes, steps) may differ. Exit 1 on a
     difference, 2 when a run is not found."""
+    from rlaunch.judgement.parity import differences, shape_of_document
     from rlaunch.rules.document_subject import memory_table
-    from rlaunch.skyrl.parity import differences, shape_of_document
 
     loaded = [_load(reference, default_prefix(prefix)) for reference in (smoke, large)]
     shapes = [shape_of_document(document, identity) for document, identity in loaded]

@@ -12,7 +12,7 @@ import os
 import sys
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -30,10 +30,15 @@ from rlaunch.cluster.protocol import (
 )
 from rlaunch.units import parse_size
 
+if TYPE_CHECKING:
+    from rlaunch.artifacts.plan import PlannedStep
+    from rlaunch.judgement.judge import Authorisations, Finding
+    from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+
 SUBMITTER = "@rl_build_options"
 
 
-def skyrl_steps(handles: list[ArtifactStep[Any]]) -> list[Any]:
+def skyrl_steps(handles: list[ArtifactStep[Any]]) -> list[SkyRLArtifactStep]:
     from rlaunch.skyrl.rl_step import SkyRLArtifactStep
 
     return [s for s in graph_handles(handles) if isinstance(s, SkyRLArtifactStep)]
@@ -46,7 +51,7 @@ def step_job_steps(steps: list[ArtifactStep[Any]]) -> list[ArtifactStep[Any]]:
     return [s for s in steps if isinstance(s.execution, StepExecution)]
 
 
-def passthrough_patterns(steps: list[Any]) -> tuple[str, ...]:
+def passthrough_patterns(steps: list[SkyRLArtifactStep]) -> tuple[str, ...]:
     """`env_passthrough` of every SkyRL step's runtime profile and execution: the coordinator gets
     those variables from the submitting environment and renders them into each launch document."""
     patterns: list[str] = []
@@ -89,6 +94,23 @@ class CoordinatorExecutor:
                 f"one RL main cannot submit with multiple coordinator priorities: {sorted(map(str, priorities))}"
             )
 
+    def judgement_lines(self, planned: list[PlannedStep], invocation: Invocation) -> list[str]:
+        """Each RL step's judgement, as `--run` and the launch host would apply it now."""
+        from rlaunch.judgement.judge import REFUSED
+
+        pending = {id(p.step) for p in planned if p.action in ("run", "rebuild")}
+        lines = []
+        for step in skyrl_steps([p.step for p in planned]):
+            if id(step) not in pending:
+                lines.append(f"judgement of {step.identity}: served from storage, nothing launches, nothing is judged")
+                continue
+            findings = judgement(step, invocation.prefix, _authorisations(invocation))
+            lines.append(f"judgement of {step.identity} (--run and the launch host refuse on the same findings):")
+            lines += [f"  {f.status}: {f.line()}" for f in findings] or ["  none: it may launch"]
+            if any(f.status == REFUSED for f in findings):
+                lines.append("  --run would submit nothing")
+        return lines
+
     def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
         if os.environ.get(JOB_ID_ENV):
             from rlaunch.runs.run_record import mark
@@ -104,6 +126,7 @@ class CoordinatorExecutor:
 def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
     from rlaunch.cluster.job_environment import job_environment
     from rlaunch.host.step_job import gang_for_check, retry_refusal
+    from rlaunch.judgement.judge import refusals
     from rlaunch.launch_config.task_env import passed_through
     from rlaunch.skyrl.gate_checks import old_runtime_note
     from rlaunch.skyrl.submission import submission_problems
@@ -119,16 +142,16 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
     pending = [p for p in plan_graph(handles, invocation.prefix) if p.action in ("run", "rebuild")]
     launched = [s for s in steps if any(p.step is s for p in pending)]
     prefix = invocation.prefix
-    problems = [
-        p for s in steps for p in submission_problems(s.planned_document(prefix), s.stored_facts(prefix), prefix)
+    problems = [  # only what launches is judged: a served step trains nothing and gates nothing
+        p for s in launched for p in submission_problems(s.planned(prefix), s.stored_facts(prefix), prefix)
     ]
     problems += _authorisation_problems(invocation)
-    problems += [p for s in launched for p in _gate_problems(s, invocation)]
+    judged = [(s, judgement(s, prefix, _authorisations(invocation))) for s in launched]
+    problems += [f"{s.identity}: {line}" for s, findings in judged for line in refusals(findings)]
+    overrides = _overrides(judged) if _authorisations(invocation).skip_smoke_gate else []
     jobs = step_job_steps([p.step for p in pending])
-    if "retry" not in _given(invocation):
+    if not _authorisations(invocation).retry:
         problems += [p for s in jobs if (p := retry_refusal(s.identity, s.path(prefix)))]
-    refused, overrides = _smoke_gate(launched, invocation)
-    problems += refused
     if problems:
         for problem in problems:
             click.echo(f"error: {problem}", err=True)
@@ -221,15 +244,22 @@ def _authorisation_problems(invocation: Invocation) -> list[str]:
     ]
 
 
-def _gate_problems(step: Any, invocation: Invocation) -> list[str]:
-    """The version and retry gates for one RL step `--run` would launch."""
-    from rlaunch.skyrl.gate_checks import launch_problems
+def _authorisations(invocation: Invocation) -> Authorisations:
+    """The gate authorisations given on the command line (an empty reason is refused apart)."""
+    from rlaunch.judgement.judge import Authorisations
 
-    prefix = invocation.prefix
-    found = launch_problems(
-        step.planned_document(prefix), step.stored_facts(prefix), retry_given="retry" in _given(invocation)
-    )
-    return [f"{step.identity}: {p}" for p in found]
+    given = {name for name, reason in _given(invocation).items() if reason.strip()}
+    return Authorisations(retry="retry" in given, skip_smoke_gate="skip_smoke_gate" in given)
+
+
+def judgement(step: SkyRLArtifactStep, prefix: str, authorisations: Authorisations) -> tuple[Finding, ...]:
+    """The judgement of launching `step` now: its planned document over the evidence storage holds,
+    read as the launch host reads it (`rlaunch.observe.launch_evidence`)."""
+    from rlaunch.judgement.judge import judge
+    from rlaunch.observe.launch_evidence import launch_evidence
+
+    planned = step.planned(prefix)
+    return judge(planned, launch_evidence(planned.document), authorisations)
 
 
 def _authorised_retry() -> dict[str, Any] | None:
@@ -258,31 +288,18 @@ def _authorised_env(invocation: Invocation) -> dict[str, str]:
     return {AUTHORISED_ENV: json.dumps(given)} if given else {}
 
 
-def _smoke_gate(steps: list[Any], invocation: Invocation) -> tuple[list[str], list[tuple[Any, list[str]]]]:
-    """(what the smoke gate refuses, the overrides to record once the launch is submitted).
+def _overrides(
+    judged: list[tuple[SkyRLArtifactStep, tuple[Finding, ...]]],
+) -> list[tuple[SkyRLArtifactStep, list[str]]]:
+    """The smoke gate overrides to record once the launch is submitted: every step that declares a
+    smoke or whose smoke findings --skip-smoke-gate waived, with those findings."""
+    from rlaunch.judgement.judge import WAIVED
 
-    With --skip-smoke-gate nothing is refused; each gated step's findings are recorded instead
-    (a large launch without a declared smoke records that it declared none).
-    """
-    from rlaunch.cli.smoke_gate import gate_problems
-
-    reason = invocation.options.get("skip_smoke_gate")
-    if reason is not None and not reason.strip():
-        return [], []  # refused by _authorisation_problems
-    gated = [(step, gate_problems(step, invocation.prefix)) for step in steps]
-    gated = [(step, problems) for step, problems in gated if step.smoke is not None or problems]
-    if reason is not None:
-        return [], gated
-    refused = [p for _, problems in gated for p in problems]
-    if refused:
-        refused.append(
-            "the smoke gate refuses this launch: run the smoke and check it (rlaunch verify-smoke), "
-            "or pass --skip-smoke-gate REASON"
-        )
-    return refused, []
+    waived = [(s, [f.message for f in findings if f.status == WAIVED]) for s, findings in judged]
+    return [(s, found) for s, found in waived if s.smoke is not None or found]
 
 
-def _record_overrides(overrides: list[tuple[Any, list[str]]], invocation: Invocation) -> None:
+def _record_overrides(overrides: list[tuple[SkyRLArtifactStep, list[str]]], invocation: Invocation) -> None:
     from rlaunch.cli.smoke_gate import record_override
 
     reason = invocation.options.get("skip_smoke_gate") or ""
@@ -291,7 +308,7 @@ def _record_overrides(overrides: list[tuple[Any, list[str]]], invocation: Invoca
         click.echo(f"smoke gate skipped for {step.identity}: {reason} (kept in the run record)", err=True)
 
 
-def _finalise_dead_attempts(steps: list[Any], prefix: str) -> None:
+def _finalise_dead_attempts(steps: list[SkyRLArtifactStep], prefix: str) -> None:
     """Close earlier attempts whose processes were all killed, so the run record stays truthful."""
     from rlaunch.observe.finalise import finalise_open_attempts
 
@@ -308,7 +325,7 @@ def jobs_command(backend: str) -> str:
     return "rlaunch jobs" if backend == "local" else f"rlaunch jobs --backend {backend}"
 
 
-def child_gang(step: Any) -> JobSpec:
+def child_gang(step: SkyRLArtifactStep) -> JobSpec:
     """The child gang an RL step will ask for, for the capacity check before anything is submitted."""
     from rlaunch.host.allocate import child_resources
     from rlaunch.skyrl.launch_document import allocation

@@ -24,18 +24,12 @@ from rlaunch.host.export import ExportError, terminal_export
 from rlaunch.host.manifests import FAILED, PREPARED, REHEARSED, SUBMITTED, SUCCEEDED, LaunchResult, write_manifests
 from rlaunch.host.outputs import ForeignOutputError, refuse_foreign_outputs
 from rlaunch.host.validate import DocumentRefused, validate_document
+from rlaunch.judgement.judge import Authorisations, judge, refusals
+from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.failures import classify
-from rlaunch.launch_config.gates import (
-    authorisations,
-    large_launch,
-    recorded_attempts,
-    retry_problem,
-    smoke_problem,
-    smoke_record_problem,
-    version_problem,
-)
+from rlaunch.launch_config.gates import authorisations
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.rules.document_subject import memory_table
 from rlaunch.runs.layout import GANG_OUTCOME, RESOLVED_DOCUMENT, WANDB_RUN, attempt_dir
@@ -135,31 +129,17 @@ def _check_resume(doc: schema.SkyRLLaunchConfig) -> None:
 
 
 class GateRefusedError(UserError):
-    """A launch gate (`rlaunch.launch_config.gates`) refuses the document: version, retry or smoke."""
+    """The judgement (`rlaunch.judgement.judge`) refuses the document: version, retry, smoke, calendar."""
 
 
 def _check_gates(doc: schema.SkyRLLaunchConfig) -> None:
-    """The gates `--run` applies, applied again to the document itself (`rlaunch launch --config`)."""
-    runtime, gates = doc.runtime, doc.gates
-    attempts = recorded_attempts(doc.artifacts.output_path, besides=doc.run.attempt_id)
-    problems = [
-        version_problem(attempts, runtime.source_digest, runtime.compatible_checkpoint_digests),
-        retry_problem(attempts, gates),
-    ]
-    if gates.skip_smoke_gate is None and gates.smoke is not None:
-        smoke = gates.smoke
-        problems.append(
-            smoke_record_problem(recorded_attempts(smoke.output_path), smoke.identity, runtime.source_digest)
-        )
-    else:
-        profile, alloc = get_profile(runtime.profile), doc.cluster.allocation
-        large = large_launch(
-            profile.capabilities.accelerator, alloc.num_nodes, gates.smoke_gate_nodes, rehearsal=profile.rehearsal
-        )
-        problems.append(smoke_problem(large, gates))
-    found = [p for p in problems if p]
+    """The judgement `--run` applies, applied again to the document itself (`rlaunch launch --config`),
+    over the evidence `rlaunch verify-smoke` reads."""
+    from rlaunch.observe.launch_evidence import launch_evidence
+
+    found = refusals(judge(PlannedLaunch.of(doc), launch_evidence(doc), Authorisations.of(doc.gates)))
     if found:
-        raise GateRefusedError("; ".join(found))
+        raise GateRefusedError("\n".join(found))
 
 
 def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) -> LaunchResult:

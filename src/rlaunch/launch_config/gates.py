@@ -1,16 +1,16 @@
 """The launch gates: rules of an RL launch that hold by construction, not by memory.
 
-Each gate reads a version's stored facts (the run record's attempts, the declared smoke's record)
-and the document's `gates` section, and says why a launch may not go (None: it may). Both sides
-apply the same functions: the experiment side in the dry run and before it submits a coordinator
-(`rlaunch.skyrl.gate_checks`), and the launch host on the document it is given, so no path skips them.
+Each rule reads a version's stored facts (the run record's attempts, the declared smoke's record)
+and says why a launch may not go (None: it may).
 
     version    a version is one runtime: an attempt recorded under another runtime source digest
                refuses the launch (fix: a new version) unless that digest is declared compatible
     retry      a version whose latest attempt failed or was cancelled is relaunched only with an
                authorised retry (`--retry REASON`: who, when and why go into the run record)
-    smoke      a large launch (a GPU runtime, or more nodes than `gates.smoke_gate_nodes`) declares
-               the smoke that rehearses it, or carries `--skip-smoke-gate REASON`
+    smoke      a large launch (more nodes or GPUs than the thresholds; `rlaunch.judgement.judge`
+               decides which) declares the smoke that rehearses it, or carries `--skip-smoke-gate REASON`
+
+`rlaunch.judgement.judge` applies them, with the smoke's verdict and parity, for every caller.
 """
 
 from __future__ import annotations
@@ -77,9 +77,10 @@ def retry_needed(attempts: Sequence[Attempt]) -> Attempt | None:
     return None
 
 
-def retry_problem(attempts: Sequence[Attempt], gates: GatesSection) -> str | None:
+def retry_problem(attempts: Sequence[Attempt], authorised: bool) -> str | None:
+    """Why relaunching this version needs an authorised retry (None: it is no retry, or authorised)."""
     latest = retry_needed(attempts)
-    if latest is None or gates.retry is not None:
+    if latest is None or authorised:
         return None
     failure = latest.get("failure") or ""
     why = f" ({failure.splitlines()[0][:160]})" if failure else ""
@@ -89,20 +90,9 @@ def retry_problem(attempts: Sequence[Attempt], gates: GatesSection) -> str | Non
     )
 
 
-def large_launch(accelerator: str, num_nodes: int, threshold: int, *, rehearsal: bool = False) -> str | None:
-    """Why a launch counts as large (None: small). A rehearsal runtime never trains, so it is never large."""
-    if rehearsal:
-        return None
-    if accelerator != "cpu":
-        return f"it runs on a {accelerator.upper()} runtime"
-    if num_nodes > threshold:
-        return f"it allocates {num_nodes} nodes (more than the smoke gate's threshold of {threshold})"
-    return None
-
-
-def smoke_problem(large: str | None, gates: GatesSection) -> str | None:
-    """A large launch that declares no smoke and carries no --skip-smoke-gate is refused."""
-    if large is None or gates.smoke is not None or gates.skip_smoke_gate is not None:
+def smoke_problem(large: str | None) -> str | None:
+    """Why a launch that declares no smoke is refused (None: it is small)."""
+    if large is None:
         return None
     return (
         f"this is a large launch ({large}) and it declares no smoke: declare the smoke that rehearses it "
@@ -111,19 +101,28 @@ def smoke_problem(large: str | None, gates: GatesSection) -> str | None:
     )
 
 
+def smoke_not_run(identity: str) -> str:
+    return f"the declared smoke {identity} has not run; launch it and check it with rlaunch verify-smoke"
+
+
+def smoke_runtime_problem(latest: Attempt, identity: str, digest: str) -> str | None:
+    """Why the smoke's latest attempt does not rehearse this runtime (None: it ran on this one)."""
+    if latest.get("runtime_digest") in (None, digest):
+        return None
+    return (
+        f"the declared smoke {identity} ran under runtime source digest {str(latest['runtime_digest'])[:16]}, "
+        f"not this runtime's {digest[:16]}: rerun the smoke on this runtime"
+    )
+
+
 def smoke_record_problem(smoke_attempts: Sequence[Attempt], identity: str, digest: str) -> str | None:
-    """The host's view of a declared smoke: its latest attempt succeeded under this runtime."""
+    """The plan's short view of a declared smoke: its latest attempt succeeded under this runtime."""
     if not smoke_attempts:
-        return f"the declared smoke {identity} has not run; launch it and check it with rlaunch verify-smoke"
+        return smoke_not_run(identity)
     latest = smoke_attempts[-1]
     if latest.get("state") != "succeeded":
         return f"the declared smoke {identity}'s latest attempt {latest.get('attempt_id')} is {latest.get('state')}"
-    if latest.get("runtime_digest") not in (None, digest):
-        return (
-            f"the declared smoke {identity} ran under runtime source digest {str(latest['runtime_digest'])[:16]}, "
-            f"not this runtime's {digest[:16]}: rerun the smoke on this runtime"
-        )
-    return None
+    return smoke_runtime_problem(latest, identity, digest)
 
 
 def authorisations(gates: GatesSection) -> dict[str, Any]:

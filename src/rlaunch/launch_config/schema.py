@@ -37,6 +37,7 @@ class RunSection:
     export_hf: bool = False
     fingerprint: str = ""  # stamped by the launch host (launch_config.resume.run_fingerprint)
     artifact: str | None = None  # the RL artifact's name@version (the trainer's run name, e.g. on W&B)
+    export_hf_default: bool = False  # the experiment left export_hf to its default (readiness says so)
 
 
 @dataclass(frozen=True)
@@ -224,13 +225,16 @@ class GatesSection:
     refuses a retry or a large launch from it exactly as `--run` would."""
 
     smoke: DeclaredSmoke | None = None
-    smoke_gate_nodes: int = 1  # more nodes than this (or any GPU runtime) is a large launch
+    smoke_gate_nodes: int = 1  # more nodes than this is a large launch
     retry: Authorisation | None = None
     skip_smoke_gate: Authorisation | None = None
+    smoke_gate_gpus: int = 8  # more GPUs than this (whatever the accelerator) is a large launch
+    is_smoke: bool = False  # declared a smoke (skyrl_step(..., is_smoke=True)): a rehearsal is never large
 
     def __post_init__(self) -> None:
-        if self.smoke_gate_nodes < 0:
-            raise ValueError(f"gates.smoke_gate_nodes={self.smoke_gate_nodes} cannot be negative")
+        for name in ("smoke_gate_nodes", "smoke_gate_gpus"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"gates.{name}={getattr(self, name)} cannot be negative")
 
 
 @dataclass(frozen=True)

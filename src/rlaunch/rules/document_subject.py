@@ -48,6 +48,13 @@ def memory_table(doc: SkyRLLaunchConfig) -> memory.MemoryTable:
     composed, problems = profile.compose(doc.skyrl)
     if problems:
         return memory.MemoryTable(None, unsized=("the recipe does not compose",))
+    return composed_memory_table(doc, profile, composed)
+
+
+def composed_memory_table(
+    doc: SkyRLLaunchConfig, profile: RuntimeProfile, composed: dict[str, Any]
+) -> memory.MemoryTable:
+    """`memory_table` of a document whose recipe is already composed on `profile` (composed once)."""
     subject = document_subject(doc, profile, composed)
     try:
         return memory.table_for(subject, Geometry.from_recipe(composed), composed)

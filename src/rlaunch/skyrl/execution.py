@@ -56,7 +56,8 @@ class SkyRLExecution(abc.ABC):
     ray: RaySection = field(default_factory=RaySection)
     task_env: Mapping[str, str] = field(default_factory=dict)  # fixed variables for every task and trainer
     env_passthrough: tuple[str, ...] = ()  # names / PREFIX* patterns (NCCL_*) copied from the submitting environment
-    smoke_gate_nodes: int = 1  # a launch on more nodes (or on any GPU runtime) must declare a smoke
+    smoke_gate_nodes: int = 1  # a launch on more nodes must declare a smoke
+    smoke_gate_gpus: int = 8  # a launch on more GPUs, whatever the accelerator, must declare a smoke
 
     def __new__(cls, *args: Any, **kwargs: Any) -> SkyRLExecution:
         # Readiness marks what the experiment stated apart from the defaults it relies on.
@@ -87,9 +88,10 @@ class SkyRLExecution(abc.ABC):
             parse_size(getattr(self, name), field=f"{owner}.{name}")
         require_int(owner, "max_retries", self.max_retries)
         require_int(owner, "job_timeout_seconds", self.job_timeout_seconds)
-        require_int(owner, "smoke_gate_nodes", self.smoke_gate_nodes)
-        if self.smoke_gate_nodes < 0:
-            raise ValueError(f"{owner}.smoke_gate_nodes={self.smoke_gate_nodes} cannot be negative")
+        for name in ("smoke_gate_nodes", "smoke_gate_gpus"):
+            require_int(owner, name, getattr(self, name))
+            if getattr(self, name) < 0:
+                raise ValueError(f"{owner}.{name}={getattr(self, name)} cannot be negative")
         if self.max_retries < 0:
             raise ValueError(f"{owner}.max_retries={self.max_retries} cannot be negative")
         if self.job_timeout_seconds < 0:

@@ -1,6 +1,6 @@
-"""The launch gates on the experiment side: what the plan says of them, what `--run` refuses.
+"""The launch gates on the experiment side: what the plan says of them.
 
-The rules are `rlaunch.launch_config.gates` (the host applies them too). Here they read the launch
+The decision is `rlaunch.judgement.judge` (the host and `--run` apply it). Here the rules read the launch
 document a step would launch (`planning.planned_document`) and its stored facts (`stored_facts`:
 the run record's attempts, the terminal manifest, the declared smoke's attempts), never the spec.
 The document's `gates` section is rendered with the document (`launch_document.gates_section`).
@@ -8,50 +8,21 @@ The document's `gates` section is rendered with the document (`launch_document.g
 
 from __future__ import annotations
 
+from rlaunch.judgement.judge import large
+from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.gates import (
     declared_compatible,
     foreign_digests,
-    large_launch,
     retry_needed,
-    retry_problem,
     smoke_problem,
     smoke_record_problem,
     version_problem,
 )
-from rlaunch.launch_config.schema import Authorisation, GatesSection, SkyRLLaunchConfig
-from rlaunch.runtimes.registry import get_profile
+from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.skyrl.stored_facts import StoredFacts
 
 AUTHORISED_ENV = "RLAUNCH_AUTHORISED"
 GATE_OPTIONS = {"retry": "--retry", "skip_smoke_gate": "--skip-smoke-gate"}
-
-
-def large(document: SkyRLLaunchConfig) -> str | None:
-    """Why the document's launch counts as large (None: small)."""
-    profile = get_profile(document.runtime.profile)
-    return large_launch(
-        profile.capabilities.accelerator,
-        document.cluster.allocation.num_nodes,
-        document.gates.smoke_gate_nodes,
-        rehearsal=profile.rehearsal,
-    )
-
-
-def launch_problems(document: SkyRLLaunchConfig, facts: StoredFacts, *, retry_given: bool) -> list[str]:
-    """Why `--run` may not launch this RL version: the version and retry gates (the smoke gate is
-    `rlaunch.cli.smoke_gate`'s, with the smoke's verdict and parity)."""
-    runtime = document.runtime
-    gates = GatesSection(retry=Authorisation("given on the command line") if retry_given else None)
-    found = [
-        version_problem(facts.attempts, runtime.source_digest, runtime.compatible_checkpoint_digests),
-        retry_problem(facts.attempts, gates),
-    ]
-    return [p for p in found if p]
-
-
-def undeclared_smoke(document: SkyRLLaunchConfig) -> str | None:
-    """Why a launch that declares no smoke is refused (None: it is small)."""
-    return smoke_problem(large(document), GatesSection())
 
 
 def old_runtime_note(document: SkyRLLaunchConfig, facts: StoredFacts) -> str | None:
@@ -92,13 +63,14 @@ def plan_rows(document: SkyRLLaunchConfig, facts: StoredFacts) -> list[tuple[str
     return [("version", version), ("retry", retry)]
 
 
-def smoke_line(document: SkyRLLaunchConfig, facts: StoredFacts) -> str:
+def smoke_line(planned: PlannedLaunch, facts: StoredFacts) -> str:
     """The smoke gate's requirement for this launch and, when a smoke is declared, whether it has run."""
+    document = planned.document
     smoke = document.gates.smoke
     if smoke is None:
-        why = large(document)
+        why = large(planned)
         if why is None:
             return "smoke gate: none declared; not required (a small launch)"
-        return f"smoke gate: REQUIRED, none declared: {undeclared_smoke(document)}"
+        return f"smoke gate: REQUIRED, none declared: {smoke_problem(why)}"
     waiting = smoke_record_problem(facts.smoke_attempts or (), smoke.identity, document.runtime.source_digest)
     return f"waiting: {waiting}" if waiting else "its stored run succeeded (--run also checks its verify-smoke verdict)"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlaunch import storage
 from rlaunch.artifacts import StepContext
@@ -43,6 +43,9 @@ from rlaunch.skyrl.model_facts import StoredModel
 from rlaunch.skyrl.sources import graph_shape
 from rlaunch.skyrl.spec import SkyRLSpec
 
+if TYPE_CHECKING:
+    from rlaunch.skyrl.rl_step import SkyRLArtifactStep  # it plans through this module
+
 PLACEHOLDER = "<placement>"
 
 
@@ -68,8 +71,11 @@ def authorised() -> dict[str, Authorisation]:
     return {name: decode(Authorisation, value, what=GATE_OPTIONS[name]) for name, value in raw.items()}
 
 
-def gates_section(smoke: Any, execution: SkyRLExecution, prefix: str) -> GatesSection:
-    """The document's `gates`: the declared smoke, the threshold, the authorisations given."""
+def gates_section(
+    smoke: SkyRLArtifactStep | None, execution: SkyRLExecution, prefix: str, *, is_smoke: bool = False
+) -> GatesSection:
+    """The document's `gates`: the declared smoke, whether this run is one, the thresholds, the
+    authorisations given."""
     declared = None
     if smoke is not None:
         declared = DeclaredSmoke(smoke.identity, live_run_paths(smoke.spec, prefix).output_path)
@@ -77,6 +83,8 @@ def gates_section(smoke: Any, execution: SkyRLExecution, prefix: str) -> GatesSe
     return GatesSection(
         smoke=declared,
         smoke_gate_nodes=execution.smoke_gate_nodes,
+        smoke_gate_gpus=execution.smoke_gate_gpus,
+        is_smoke=is_smoke,
         retry=given.get("retry"),
         skip_smoke_gate=given.get("skip_smoke_gate"),
     )
@@ -101,12 +109,13 @@ def render_document(
     ctx: StepContext,
     *,
     attempt_id: str,
-    export_hf: bool,
+    export_hf: bool | None,
     gates: GatesSection | None = None,
     model: StoredModel | None = None,
 ) -> dict[str, Any]:
     """The launch document as plain data (validated against the schema when placement is real);
-    `model` is what storage holds of the model (`stored_facts`), for its facts in `inputs.model`."""
+    `model` is what storage holds of the model (`stored_facts`), for its facts in `inputs.model`;
+    `export_hf` None is the default (no terminal export), which the document marks as one."""
     paths = run_paths(spec, ctx)
     rid = run_id(spec)
     topology = spec.topology
@@ -117,8 +126,9 @@ def render_document(
                 id=rid,
                 attempt_id=attempt_id,
                 seed=spec.seed,
-                export_hf=export_hf,
+                export_hf=bool(export_hf),
                 artifact=f"{spec.name}@{spec.version}",
+                export_hf_default=export_hf is None,
             )
         ),
         "runtime": encode(
@@ -190,14 +200,19 @@ def render_document(
     if execution is not None:
         sections["ray"] = encode(execution.ray)
         sections["gates"] = encode(gates or GatesSection(smoke_gate_nodes=execution.smoke_gate_nodes))
+        if ctx.is_fingerprint:  # the size thresholds and the smoke mark are policy, not identity
+            for name in ("smoke_gate_gpus", "is_smoke"):
+                del sections["gates"][name]
         from_dict(sections)  # a rendering bug fails here, naming the path, not in the host
     return sections
 
 
 def _drop_derived(sections: dict[str, Any]) -> None:
     """Leave out of the fingerprint what identity already decides: the TTL (like the temporary root
-    it names, retention), and the inputs' artifact types and graph (their identities carry them)."""
+    it names, retention), and the inputs' artifact types and graph (their identities carry them);
+    and whether export_hf was stated (its value is in)."""
     del sections["artifacts"]["temporary_storage_ttl_days"]
+    del sections["run"]["export_hf_default"]
     inputs = sections["inputs"]
     del inputs["graph"]
     for source in (inputs["model"], *inputs["train_data"], *inputs["validation_data"]):

@@ -7,27 +7,26 @@ thing and the run do another. The smoke gate compares that document with the smo
 
 from __future__ import annotations
 
+from rlaunch.judgement.judge import large
+from rlaunch.judgement.parity import differences, shape_of_composed
+from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry, plan_values
 from rlaunch.launch_config.schema import DataInput, SkyRLLaunchConfig
-from rlaunch.rules.document_subject import memory_table
 from rlaunch.runs.resume import run_fingerprint
-from rlaunch.runtimes.registry import get_profile
-from rlaunch.skyrl.gate_checks import large, plan_rows, smoke_line
+from rlaunch.skyrl.gate_checks import plan_rows, smoke_line
 from rlaunch.skyrl.memory_fit import render as render_memory
-from rlaunch.skyrl.parity import differences, shape_of_document
 from rlaunch.skyrl.readiness import readiness, relied_defaults
 from rlaunch.skyrl.readiness import render as render_readiness
 from rlaunch.skyrl.resume_check import resume_refusal
 from rlaunch.skyrl.stored_facts import StoredFacts
 
 
-def describe_step(document: SkyRLLaunchConfig, facts: StoredFacts, smoke: SkyRLLaunchConfig | None = None) -> list[str]:
-    """The plan of one RL step: `document` is what it would launch, `facts` what storage holds for
-    it, `smoke` the document its declared smoke would launch (None: it declares none)."""
-    profile = get_profile(document.runtime.profile)
-    composed, _ = profile.compose(document.skyrl)
-    geo, plan = Geometry.from_recipe(composed), plan_values(composed)
+def describe_step(planned: PlannedLaunch, facts: StoredFacts, smoke: PlannedLaunch | None = None) -> list[str]:
+    """The plan of one RL step: `planned` is what it would launch (composed once), `facts` what
+    storage holds for it, `smoke` what its declared smoke would launch (None: it declares none)."""
+    document, profile, composed = planned.document, planned.profile, planned.composed
+    geo, plan = planned.geometry or Geometry.from_recipe(composed), plan_values(composed)
     alloc, paths, run = document.cluster.allocation, document.artifacts, document.run
     dp = geo.policy_dp or 0
     per_gpu_mini = geo.per_gpu_mini(dp) if dp else 0
@@ -77,25 +76,28 @@ def describe_step(document: SkyRLLaunchConfig, facts: StoredFacts, smoke: SkyRLL
         f"  per-device mini     {per_gpu_mini} sequences; micro {geo.micro_batch} -> {geo.gradient_accumulation or 0} gradient-accumulation step(s)",
         f"  per training step   {geo.train_batch} prompts, {geo.train_batch * geo.n_samples} samples, {geo.optimizer_steps or 0} optimizer step(s)",
     ]
-    memory = memory_table(document)
+    memory = planned.memory
     lines += [
         "memory per device (estimates; refused only where a lower bound exceeds the device):",
         *render_memory(memory),
     ]
     lines += render_readiness(
-        readiness(document, facts, memory), large=large(document) is not None, defaults=relied_defaults(document)
+        readiness(document, facts, memory, composed),
+        large=large(planned) is not None,
+        defaults=relied_defaults(document),
     )
-    return lines + parity_lines(document, facts, smoke)
+    return lines + parity_lines(planned, facts, smoke)
 
 
-def parity_lines(document: SkyRLLaunchConfig, facts: StoredFacts, smoke: SkyRLLaunchConfig | None) -> list[str]:
+def parity_lines(planned: PlannedLaunch, facts: StoredFacts, smoke: PlannedLaunch | None) -> list[str]:
     """The smoke gate: whether this launch needs a smoke, whether parity holds with the declared
     one, difference by difference, and whether that smoke's run is still awaited."""
-    declared = document.gates.smoke
+    document, declared = planned.document, planned.document.gates.smoke
     if smoke is None or declared is None:
-        return [smoke_line(document, facts)]
-    found = differences(shape_of_document(smoke), shape_of_document(document))
-    run = f"  smoke run: {smoke_line(document, facts)}"
+        return [smoke_line(planned, facts)]
+    shapes = shape_of_composed(smoke.document, smoke.composed), shape_of_composed(document, planned.composed)
+    found = differences(*shapes)
+    run = f"  smoke run: {smoke_line(planned, facts)}"
     if not found:
         return [f"smoke gate: {declared.identity}; parity holds (--run also needs its verify-smoke PASS)", run]
     return [
@@ -133,6 +135,8 @@ def _geometry(geo: Geometry) -> str:
 
 
 def _resume_line(document: SkyRLLaunchConfig, facts: StoredFacts) -> str:
+    if facts.served:  # only what launches resumes: a served version is read, not trained
+        return f"served from storage ({document.artifacts.terminal_manifest_uri}): nothing launches, nothing resumes"
     problem = resume_refusal(document, facts)
     if problem:
         return f"REFUSED: {problem}"

@@ -13,7 +13,7 @@ its inputs are built, with facts gathered then; the launch host judges the docum
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rlaunch.artifacts import StepContext
 from rlaunch.launch_config.schema import SkyRLLaunchConfig, from_dict
@@ -24,6 +24,9 @@ from rlaunch.skyrl.preflight import check_plan
 from rlaunch.skyrl.preflight_error import PreflightError
 from rlaunch.skyrl.spec import SkyRLSpec
 from rlaunch.skyrl.stored_facts import StoredFacts, gather
+
+if TYPE_CHECKING:
+    from rlaunch.skyrl.rl_step import SkyRLArtifactStep  # it plans through this module
 
 PLANNED_ATTEMPT = "planned"  # the attempt id of a planned document (a launch draws a fresh one)
 
@@ -62,14 +65,14 @@ def check(spec: SkyRLSpec, execution: SkyRLExecution, facts: StoredFacts) -> Non
         raise PreflightError.combine(found)
 
 
-def preflight(steps: Iterable[Any], prefix: str) -> None:
+def preflight(steps: Iterable[SkyRLArtifactStep], prefix: str) -> None:
     """Raise one PreflightError listing every violation of every RL step (`skyrl_step` handles)."""
     found = [v for step in steps for v in violations(step.spec, step.execution, step.stored_facts(prefix))]
     if found:
         raise PreflightError.combine(found)
 
 
-def planned_document(step: Any, prefix: str, facts: StoredFacts) -> SkyRLLaunchConfig:
+def planned_document(step: SkyRLArtifactStep, prefix: str, facts: StoredFacts) -> SkyRLLaunchConfig:
     """The launch document `step` would hand the host if `--run` launched it now under `prefix`."""
     return from_dict(
         render_document(
@@ -78,7 +81,7 @@ def planned_document(step: Any, prefix: str, facts: StoredFacts) -> SkyRLLaunchC
             StepContext.for_run(step, prefix),
             attempt_id=PLANNED_ATTEMPT,
             export_hf=step.export_hf,
-            gates=gates_section(step.smoke, step.execution, prefix),
+            gates=gates_section(step.smoke, step.execution, prefix, is_smoke=step.is_smoke),
             model=facts.model,
         )
     )

@@ -19,7 +19,7 @@ from typing import Any
 
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.launch_config.schema import SkyRLLaunchConfig
+from rlaunch.launch_config.schema import RunSection, SkyRLLaunchConfig
 from rlaunch.rules.defect_triggers import findings
 from rlaunch.rules.memory import MemoryTable, gib
 from rlaunch.runtimes.defects import OPEN, UNVERIFIED
@@ -46,16 +46,21 @@ class ReadinessItem:
 
 
 def readiness(
-    document: SkyRLLaunchConfig, facts: StoredFacts, memory: MemoryTable | None = None
+    document: SkyRLLaunchConfig,
+    facts: StoredFacts,
+    memory: MemoryTable | None = None,
+    composed: dict[str, Any] | None = None,
 ) -> list[ReadinessItem]:
-    composed, _ = get_profile(document.runtime.profile).compose(document.skyrl)
+    """`composed`: the document's recipe already composed on its profile (the plan's), else composed here."""
+    if composed is None:
+        composed, _ = get_profile(document.runtime.profile).compose(document.skyrl)
     return [
         *_host_resources(document, composed),
         *_credentials(composed),
         _context_budget(document, facts, composed),
         *([_memory_fit(memory)] if memory is not None else []),
         _checkpoint_policy(document, composed),
-        _export_policy(composed, document.run.export_hf),
+        _export_policy(composed, document.run),
         _wandb_identity(document, composed),
         *_backend_fixes(document, composed),
     ]
@@ -135,7 +140,8 @@ def _host_resources(document: SkyRLLaunchConfig, composed: Mapping[str, Any]) ->
 def relied_defaults(document: SkyRLLaunchConfig) -> list[str]:
     """Every launch setting left to its default (a large launch lists them: `name=value`)."""
     kind, values = document.cluster.execution or "cluster", launch_values(document)
-    return [f"{kind}.{n}={values.get(n)!r}" for n in document.cluster.defaults]
+    export = ["skyrl_step.export_hf=False"] if document.run.export_hf_default else []
+    return [f"{kind}.{n}={values.get(n)!r}" for n in document.cluster.defaults] + export
 
 
 def _credentials(composed: Mapping[str, Any]) -> list[ReadinessItem]:
@@ -213,10 +219,17 @@ def _checkpoint_policy(document: SkyRLLaunchConfig, composed: Mapping[str, Any])
     )
 
 
-def _export_policy(composed: Mapping[str, Any], export_hf: bool) -> ReadinessItem:
+def _export_policy(composed: Mapping[str, Any], run: RunSection) -> ReadinessItem:
     interval = get_path(composed, "trainer.hf_save_interval")
     cadence = f"every {interval} step(s)" if isinstance(interval, int) and interval > 0 else "no periodic export"
-    final = "a Hugging Face export of the final step" if export_hf else "no terminal export"
+    final = "a Hugging Face export of the final step" if run.export_hf else "no terminal export"
+    if run.export_hf_default:
+        return ReadinessItem(
+            "export",
+            f"{final}; {cadence}",
+            "skyrl_step(export_hf) not given, its default; recipe trainer.hf_save_interval",
+            DEFAULT,
+        )
     return ReadinessItem("export", f"{final}; {cadence}", "skyrl_step(export_hf); recipe trainer.hf_save_interval")
 
 

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
+from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.gates import authorisations
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
@@ -53,12 +54,13 @@ class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
     spec: SkyRLSpec | None = None
     execution: SkyRLExecution | None = None
     execution_type: ClassVar[type] = SkyRLExecution
-    export_hf: bool = False
+    export_hf: bool | None = None  # None: left to the default, no terminal export
     smoke: SkyRLArtifactStep | None = None
+    is_smoke: bool = False
     submitted_by: ClassVar[str | None] = "@rl_build_options"  # its coordinator alone launches it
-    # What planning read and rendered under each prefix: gathered once, shared by every reader.
+    # What planning read and planned under each prefix: gathered once, shared by every reader.
     _facts: dict[str, StoredFacts] = field(default_factory=dict, init=False, repr=False)
-    _documents: dict[str, SkyRLLaunchConfig] = field(default_factory=dict, init=False, repr=False)
+    _planned: dict[str, PlannedLaunch] = field(default_factory=dict, init=False, repr=False)
 
     def stored_facts(self, prefix: str) -> StoredFacts:
         """What storage under `prefix` holds for this run, gathered on first use (`planning`): the
@@ -72,24 +74,37 @@ class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
         """Drop what planning read under `prefix`: storage changed since (`--run` closed a dead
         attempt), so the next reader gathers the facts and renders the document anew."""
         self._facts.pop(prefix, None)
-        self._documents.pop(prefix, None)
+        self._planned.pop(prefix, None)
+
+    def planned(self, prefix: str) -> PlannedLaunch:
+        """The launch `--run` would hand the host now (`planning.planned_document`), composed once:
+        the plan's views, the memory table and the judgement all read this value."""
+        if prefix not in self._planned:
+            document = planning.planned_document(self, prefix, self.stored_facts(prefix))
+            self._planned[prefix] = PlannedLaunch.of(document)
+        return self._planned[prefix]
 
     def planned_document(self, prefix: str) -> SkyRLLaunchConfig:
-        """The launch document `--run` would hand the host now (`planning.planned_document`)."""
-        if prefix not in self._documents:
-            self._documents[prefix] = planning.planned_document(self, prefix, self.stored_facts(prefix))
-        return self._documents[prefix]
+        """The launch document `--run` would hand the host now."""
+        return self.planned(prefix).document
 
     def __repr__(self) -> str:
         return f"SkyRLArtifactStep({self.identity})"
 
 
 def skyrl_step(
-    spec: SkyRLSpec, execution: SkyRLExecution, export_hf: bool = False, *, smoke: SkyRLArtifactStep | None = None
+    spec: SkyRLSpec,
+    execution: SkyRLExecution,
+    export_hf: bool | None = None,
+    *,
+    smoke: SkyRLArtifactStep | None = None,
+    is_smoke: bool = False,
 ) -> SkyRLArtifactStep:
     """An RL step. `smoke` names the smoke that rehearses it: `--run` is then refused unless that
     smoke's verify-smoke verdict is PASS and parity holds (`--skip-smoke-gate REASON` overrides).
-    The smoke is a gate, not a dependency: it is neither built by this step nor part of its identity."""
+    The smoke is a gate, not a dependency: it is neither built by this step nor part of its identity.
+    `is_smoke` declares this step a smoke (the small rehearsal of a large run): it is never large.
+    `export_hf` left out means no terminal export, shown as a default in the plan's readiness."""
     if not isinstance(spec, SkyRLSpec):
         raise TypeError(f"skyrl_step needs a SkyRLSpec, got {spec!r}")
     if not isinstance(execution, SkyRLExecution):
@@ -98,6 +113,10 @@ def skyrl_step(
         )
     if smoke is not None and not isinstance(smoke, SkyRLArtifactStep):
         raise TypeError(f"skyrl_step(smoke=...) must be another skyrl_step, got {smoke!r}")
+    if smoke is not None and is_smoke:
+        raise ValueError(
+            f"{spec.name}@{spec.version}: a smoke (is_smoke=True) rehearses a launch; it declares no smoke"
+        )
 
     def build_config(ctx: StepContext) -> dict[str, Any]:
         placement = None if ctx.is_fingerprint else ctx.runtime_arg(EXECUTION_ARG)
@@ -106,7 +125,7 @@ def skyrl_step(
         if not ctx.is_fingerprint:  # the inputs are built now: what they recorded is read and checked
             facts = planning.stored_facts(spec, ctx.prefix)
             planning.check(spec, placement, facts)
-        gates = None if ctx.is_fingerprint else gates_section(smoke, placement, ctx.prefix)
+        gates = None if ctx.is_fingerprint else gates_section(smoke, placement, ctx.prefix, is_smoke=is_smoke)
         document = render_document(
             spec,
             placement,
@@ -123,12 +142,11 @@ def skyrl_step(
             "launch_document": document,
         }
 
-    from rlaunch.rules.document_subject import memory_table
     from rlaunch.skyrl.plan_view import describe_step
 
     def describe(prefix: str) -> list[str]:
-        planned_smoke = None if smoke is None else smoke.planned_document(prefix)
-        return describe_step(step.planned_document(prefix), step.stored_facts(prefix), planned_smoke)
+        planned_smoke = None if smoke is None else smoke.planned(prefix)
+        return describe_step(step.planned(prefix), step.stored_facts(prefix), planned_smoke)
 
     step = SkyRLArtifactStep(
         name=spec.name,
@@ -139,11 +157,12 @@ def skyrl_step(
         deps=spec.deps(),
         runtime_args={EXECUTION_ARG: execution},
         describe=describe,
-        facts=lambda prefix: {"memory": memory_table(step.planned_document(prefix)).as_dict()},
+        facts=lambda prefix: {"memory": step.planned(prefix).memory.as_dict()},
         spec=spec,
         execution=execution,
         export_hf=export_hf,
         smoke=smoke,
+        is_smoke=is_smoke,
     )
     return step
 

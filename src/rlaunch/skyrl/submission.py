@@ -7,16 +7,16 @@ from __future__ import annotations
 import os
 
 from rlaunch import storage
+from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
-from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.runs.layout import temporary_base
-from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl.resume_check import resume_refusal
 from rlaunch.skyrl.stored_facts import StoredFacts
 
 
-def submission_problems(document: SkyRLLaunchConfig, facts: StoredFacts, prefix: str) -> list[str]:
-    """Reasons `--run` must not submit the run of `document` under `prefix` (empty when it may)."""
+def submission_problems(planned: PlannedLaunch, facts: StoredFacts, prefix: str) -> list[str]:
+    """Reasons `--run` must not submit the `planned` run under `prefix` (empty when it may)."""
+    document = planned.document
     who, problems = document.run.artifact, []
     for root in dict.fromkeys((prefix, temporary_base(prefix))):
         problem = storage.writable_problem(root)
@@ -25,7 +25,6 @@ def submission_problems(document: SkyRLLaunchConfig, facts: StoredFacts, prefix:
     refusal = resume_refusal(document, facts)
     if refusal:
         problems.append(f"{who}: {refusal}")
-    composed, _ = get_profile(document.runtime.profile).compose(document.skyrl)
-    if get_path(composed, "trainer.logger") == "wandb" and not os.environ.get("WANDB_API_KEY"):
+    if get_path(planned.composed, "trainer.logger") == "wandb" and not os.environ.get("WANDB_API_KEY"):
         problems.append(f"{who}: trainer.logger is wandb but WANDB_API_KEY is not set here, so it cannot be forwarded")
     return problems

@@ -119,8 +119,14 @@ def _memory_switches(composed: Mapping[str, Any]) -> dict[str, Any]:
 
 def shape_of_document(document: SkyRLLaunchConfig, identity: str | None = None) -> RunShape:
     """The shape of the run a launch document describes (a launched one, or a plan's)."""
-    profile = get_profile(document.runtime.profile)
-    composed, _ = profile.compose(document.skyrl)
+    composed, _ = get_profile(document.runtime.profile).compose(document.skyrl)
+    return shape_of_composed(document, composed, identity)
+
+
+def shape_of_composed(
+    document: SkyRLLaunchConfig, composed: Mapping[str, Any], identity: str | None = None
+) -> RunShape:
+    """`shape_of_document` of a document whose recipe is already composed (a `PlannedLaunch`'s)."""
     inputs = document.inputs
     return RunShape.of(
         identity or document.run.artifact or document.run.id,

@@ -1,0 +1,173 @@
+"""One judgement of a launch: every gate, one pure function, three callers.
+
+`judge(planned, evidence, authorisations)` says what stands between a planned launch and its
+submission. The dry run prints its findings, `--run` refuses on them before it submits a
+coordinator, and the launch host (`rlaunch launch --config`) refuses on them for the document it
+is given: the same function over the same evidence, so the three say the same words.
+
+    evidence        what storage holds: the version's recorded attempts, whether it is served
+                    (its terminal manifest exists), the declared smoke's attempts, the document its
+                    latest attempt ran and verify-smoke's failed criteria (`rlaunch.observe.launch_evidence`)
+    authorisations  what the launcher allowed: a retry, a skipped smoke gate (each with its reason)
+
+The gates (`rlaunch.launch_config.gates` holds the version, retry and smoke rules):
+
+    version    a version is one runtime (an attempt under another runtime digest refuses it)
+    retry      a failed or cancelled version is relaunched only with an authorised retry
+    smoke      a declared smoke has run on this runtime, passes verify-smoke and has parity with
+               the launch (`rlaunch.judgement.parity`, the code of `rlaunch parity`); a large
+               launch declares one; `--skip-smoke-gate` waives these (recorded, never silent)
+    calendar   a large launch uses a calendar version; elsewhere a mutable one (`dev`) is a note
+
+Only what launches is judged: a served version launches nothing, so it has no findings. Large is
+the seed's sense: more nodes or GPUs than the stated thresholds, whatever the accelerator; a run
+declared as a smoke (or a rehearsal runtime's) is never large.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rlaunch.judgement.parity import differences, shape_of_composed, shape_of_document
+from rlaunch.judgement.planned import PlannedLaunch
+from rlaunch.launch_config.gates import (
+    retry_problem,
+    smoke_not_run,
+    smoke_problem,
+    smoke_runtime_problem,
+    version_problem,
+)
+from rlaunch.launch_config.schema import GatesSection, SkyRLLaunchConfig
+from rlaunch.names import is_mutable
+
+REFUSED, WAIVED, NOTE = "refused", "waived", "note"
+
+
+@dataclass(frozen=True)
+class SmokeEvidence:
+    """What storage holds of the declared smoke, read as `rlaunch verify-smoke` reads it."""
+
+    identity: str
+    attempts: tuple[Mapping[str, Any], ...] = ()
+    document: SkyRLLaunchConfig | None = None  # the document its latest attempt ran (None: none readable)
+    failed: tuple[str, ...] = ()  # verify-smoke's failed criteria of that attempt, "name: evidence"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    attempts: tuple[Mapping[str, Any], ...] = ()  # this version's attempts, without the one being launched
+    served: bool = False  # the terminal manifest exists: nothing launches
+    smoke: SmokeEvidence | None = None  # None: no smoke declared
+
+
+@dataclass(frozen=True)
+class Authorisations:
+    """The gate authorisations a launch carries (their reasons travel in the run record)."""
+
+    retry: bool = False
+    skip_smoke_gate: bool = False
+
+    @classmethod
+    def of(cls, gates: GatesSection) -> Authorisations:
+        """The authorisations a launch document carries (the host's, and the coordinator's)."""
+        return cls(retry=gates.retry is not None, skip_smoke_gate=gates.skip_smoke_gate is not None)
+
+
+@dataclass(frozen=True)
+class Finding:
+    gate: str
+    message: str
+    status: str = REFUSED  # refused | waived (an authorisation lets it go; recorded) | note
+
+    @property
+    def refuses(self) -> bool:
+        return self.status == REFUSED
+
+    def line(self) -> str:
+        return f"{self.gate}: {self.message}"
+
+
+def refusals(findings: Sequence[Finding]) -> list[str]:
+    """The words every caller refuses with, one line per refusing finding."""
+    return [f.line() for f in findings if f.refuses]
+
+
+def large(planned: PlannedLaunch) -> str | None:
+    """Why the launch counts as large (None: small): more nodes or GPUs than the gates' thresholds.
+    A declared smoke rehearses a large launch and a rehearsal runtime never trains: neither is large."""
+    gates, alloc = planned.document.gates, planned.document.cluster.allocation
+    if gates.is_smoke or planned.profile.rehearsal:
+        return None
+    if alloc.num_nodes > gates.smoke_gate_nodes:
+        return (
+            f"it allocates {alloc.num_nodes} nodes (more than the smoke gate's threshold of {gates.smoke_gate_nodes})"
+        )
+    if planned.gpus > gates.smoke_gate_gpus:
+        return f"it allocates {planned.gpus} GPUs (more than the smoke gate's threshold of {gates.smoke_gate_gpus})"
+    return None
+
+
+def version_name(document: SkyRLLaunchConfig) -> str:
+    """The RL artifact's version (`run.artifact` is name@version; the run id without one)."""
+    return (document.run.artifact or document.run.id).rpartition("@")[2]
+
+
+def judge(planned: PlannedLaunch, evidence: Evidence, authorisations: Authorisations) -> tuple[Finding, ...]:
+    """Every gate's findings for launching `planned` now (empty: it may go)."""
+    if evidence.served:
+        return ()
+    document = planned.document
+    runtime = document.runtime
+    found = [
+        Finding("version", p)
+        for p in [version_problem(evidence.attempts, runtime.source_digest, runtime.compatible_checkpoint_digests)]
+        if p
+    ]
+    found += [Finding("retry", p) for p in [retry_problem(evidence.attempts, authorisations.retry)] if p]
+    smoke_status = WAIVED if authorisations.skip_smoke_gate else REFUSED
+    why_large = large(planned)
+    if document.gates.smoke is None:
+        problem = smoke_problem(why_large)
+        found += [Finding("smoke", problem, smoke_status)] if problem else []
+    else:
+        found += [Finding("smoke", p, smoke_status) for p in smoke_problems(planned, evidence.smoke)]
+    # Declared credentials (the run's required names, set or not) join here as a "credentials" finding.
+    if why_large and is_mutable(version_name(document)):
+        found.append(
+            Finding(
+                "calendar version",
+                f"this is a large launch ({why_large}) under the mutable version {version_name(document)!r}, which "
+                "is rebuilt on every run: give it a calendar version (--version YYYY.MM.DD)",
+            )
+        )
+    elif is_mutable(version_name(document)):
+        found.append(
+            Finding(
+                "calendar version",
+                f"the mutable version {version_name(document)!r} is rebuilt on every run: fine for a smoke or a dev "
+                "run; a real experiment uses a calendar version (--version YYYY.MM.DD)",
+                NOTE,
+            )
+        )
+    return tuple(found)
+
+
+def smoke_problems(planned: PlannedLaunch, smoke: SmokeEvidence | None) -> list[str]:
+    """Why the declared smoke does not yet open the gate: it has not run on this runtime, it fails
+    verify-smoke, or the launch differs from it in what a smoke must rehearse."""
+    declared = planned.document.gates.smoke
+    assert declared is not None
+    if smoke is None or not smoke.attempts:
+        return [smoke_not_run(declared.identity)]
+    found = [
+        p
+        for p in [smoke_runtime_problem(smoke.attempts[-1], declared.identity, planned.document.runtime.source_digest)]
+        if p
+    ]
+    found += [f"smoke {declared.identity} does not pass verify-smoke: {c}" for c in smoke.failed]
+    if smoke.document is not None:
+        shapes = shape_of_document(smoke.document), shape_of_composed(planned.document, planned.composed)
+        found += [f"parity with smoke {declared.identity}: {d.line()}" for d in differences(*shapes)]
+    return found

@@ -1,0 +1,178 @@
+"""One judgement, three callers: each gate case goes through the dry run, `--run` and the launch host
+(`rlaunch launch --config` on the document `--run` would hand it), and all three find the same
+words. The smoke's evidence is real storage read by verify-smoke's code: a smoke whose latest
+attempt failed fails its verdict; a smoke that ran another shape breaks parity."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from rlaunch import storage
+from rlaunch.cli import rl_build_options
+from rlaunch.cli.rl_options import judgement
+from rlaunch.host.cli import launch
+from rlaunch.judgement.judge import Authorisations, refusals
+from rlaunch.launch_config import schema
+from rlaunch.runs.run_record import update_attempt
+from rlaunch.skyrl import skyrl_step
+from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+from tests.skyrl.helpers import DAY, iris, spec
+
+pytestmark = pytest.mark.usefixtures("signal_handlers")
+
+GATES = ("version: ", "retry: ", "smoke: ", "calendar version: ")
+SMOKE = "checkpoints/gsm8k-grpo-smoke"
+
+
+def smoke_step() -> SkyRLArtifactStep:
+    """The rehearsal: the large run's shape under its own name, declared as a smoke."""
+    return skyrl_step(spec(name=SMOKE), iris(), export_hf=True, is_smoke=True)
+
+
+def large_step(*, smoke: bool, version: str = DAY) -> SkyRLArtifactStep:
+    """The seed's 64-GPU run (8 nodes x 8 H100)."""
+    return skyrl_step(spec(version=version), iris(), export_hf=True, smoke=smoke_step() if smoke else None)
+
+
+@click.command()
+@click.option("--smoke/--no-smoke", default=False)
+@click.option("--rl-version", default=DAY)
+@rl_build_options
+def experiment(smoke: bool, rl_version: str) -> Any:
+    return large_step(smoke=smoke, version=rl_version)
+
+
+def _earlier(step: SkyRLArtifactStep, prefix: str, **fields: Any) -> None:
+    document = step.planned_document(prefix)
+    update_attempt(document.artifacts.output_path, document.run.id, "earlier", fields)
+
+
+def _smoke_ran(prefix: str, state: str, edit: Callable[[dict[str, Any]], None] = lambda d: None) -> None:
+    """A smoke attempt in storage, with the document it ran (as its RL step records them)."""
+    document = smoke_step().planned_document(prefix).to_dict()
+    edit(document)
+    url = storage.join(prefix, "smoke-handed.yaml")
+    storage.write_text_atomic(url, schema.dumps(schema.from_dict(document)))
+    update_attempt(document["artifacts"]["output_path"], document["run"]["id"], "smoke-1", {
+        "state": state,
+        "runtime_digest": document["runtime"]["source_digest"],
+        "launch_document_uri": url,
+    })  # fmt: skip
+
+
+def _other_runtime(prefix: str) -> None:
+    _earlier(large_step(smoke=False), prefix, state="succeeded", runtime_digest="f" * 64)
+
+
+def _failed_before(prefix: str) -> None:
+    step = large_step(smoke=False)
+    _earlier(step, prefix, state="failed", runtime_digest=step.planned_document(prefix).runtime.source_digest)
+
+
+def _no_export(document: dict[str, Any]) -> None:
+    document["run"]["export_hf"] = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    args: tuple[str, ...]
+    setup: Callable[[str], None]
+    expected: tuple[str, ...]  # each in some finding
+    absent: tuple[str, ...] = ()  # in none
+
+
+CASES = (
+    Case("version", (), _other_runtime, ("version: attempt earlier", "smoke: this is a large launch")),
+    Case("retry", (), _failed_before, ("retry: the latest attempt earlier failed", "smoke: this is a large launch")),
+    Case("no-smoke", (), lambda p: None, ("smoke: this is a large launch (it allocates 8 nodes",)),
+    Case("smoke-not-run", ("--smoke",), lambda p: None, (f"smoke: the declared smoke {SMOKE}@{DAY} has not run",)),
+    Case(
+        "smoke-fails-verify-smoke",
+        ("--smoke",),
+        lambda p: _smoke_ran(p, "failed"),
+        (f"smoke: smoke {SMOKE}@{DAY} does not pass verify-smoke: run succeeded: state failed",),
+        ("parity with",),  # the smoke ran the launch's shape
+    ),
+    Case(
+        "smoke-differs-in-parity",
+        ("--smoke",),
+        lambda p: _smoke_ran(p, "succeeded", _no_export),
+        (f"smoke: parity with smoke {SMOKE}@{DAY}: [export] export_hf: smoke False, large True",),
+        ("run succeeded:",),  # it succeeded; the other criteria lack their files here
+    ),
+    Case(
+        "mutable-version",
+        ("--rl-version", "dev"),
+        lambda p: None,
+        ("smoke: this is a large launch", "calendar version: this is a large launch (it allocates 8 nodes"),
+    ),
+    Case("calendar-version", (), lambda p: None, ("smoke: this is a large launch",), ("calendar version",)),
+)
+
+
+def _dry_run(args: tuple[str, ...]) -> list[str]:
+    done = CliRunner().invoke(experiment, ["--version", DAY, *args])
+    assert done.exit_code == 0, done.output
+    lines = done.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("judgement of checkpoints/gsm8k-grpo@"))
+    assert lines[-1] == "  --run would submit nothing"
+    return [line.removeprefix("  refused: ") for line in lines[start + 1 : -1]]
+
+
+def _run(args: tuple[str, ...], identity: str) -> list[str]:
+    done = CliRunner().invoke(experiment, ["--version", DAY, *args, "--run"])
+    assert done.exit_code == 2, done.output
+    assert "Nothing was submitted." in done.stderr
+    lines = [line.removeprefix(f"error: {identity}: ") for line in done.stderr.splitlines()]
+    return [line for line in lines if line.startswith(GATES)]
+
+
+def _host(step: SkyRLArtifactStep, prefix: str) -> tuple[list[str], dict[str, Any]]:
+    document = step.planned_document(prefix).to_dict()
+    document["run"]["attempt_id"] = "by-hand"
+    document["run"]["submission"] = "prepare"
+    path = Path(prefix).parent / "handed.yaml"
+    path.write_text(schema.dumps(schema.from_dict(document)))
+    done = CliRunner().invoke(launch, ["--config", str(path)])
+    assert done.exit_code == 2, done.output
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return result["failure"].splitlines(), result
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_the_dry_run_run_and_the_host_find_the_same_words(case: Case, prefix: str) -> None:
+    case.setup(prefix)
+    version = case.args[1] if case.args[:1] == ("--rl-version",) else DAY
+    step = large_step(smoke="--smoke" in case.args, version=version)
+    planned = _dry_run(case.args)
+    assert all(line.startswith(GATES) for line in planned), planned
+    assert all(any(f in line for line in planned) for f in case.expected), planned
+    assert not any(f in line for f in case.absent for line in planned), planned
+    assert _run(case.args, step.identity) == planned
+    host, result = _host(step, prefix)
+    assert host == planned
+    assert result["state"] == "failed"
+
+
+def test_a_skipped_smoke_gate_waives_the_smoke_findings_alone(prefix: str) -> None:
+    _other_runtime(prefix)
+    done = CliRunner().invoke(experiment, ["--version", DAY, "--skip-smoke-gate", "rehearsed by hand"])
+    assert done.exit_code == 0, done.output
+    assert "  refused: version: attempt earlier" in done.stdout
+    assert "  waived: smoke: this is a large launch (it allocates 8 nodes" in done.stdout
+
+
+def test_a_mutable_version_is_a_note_for_a_smoke_and_refuses_nothing(prefix: str) -> None:
+    smoke = skyrl_step(spec(name=SMOKE, version="dev"), iris(), export_hf=True, is_smoke=True)
+    findings = judgement(smoke, prefix, Authorisations())
+    assert [f.status for f in findings] == ["note"] and refusals(findings) == []
+    assert findings[0].line().startswith("calendar version: the mutable version 'dev' is rebuilt on every run")
