@@ -584,27 +584,29 @@ NEEDED_CASES = [
     ("https://github.com/vllm-project/vllm/issues/34076", "0.15.2", "qwen3_moe_30b", 1, 2, 262144, 24.0, 3.18, 34736),
 ]
 
-# (source, config, TP, logged "Loading model weights took" / "Model loading took" GiB per device)
+# (source, config, TP, logged "Loading model weights took" / "Model loading took" GiB per device, GPU)
 WEIGHT_CASES = [
-    # vllm-project/vllm#10517, V0: Llama-3.1-8B-Instruct bf16, "Loading model weights took 14.9888 GB" (GiB)
-    ("vllm#10517 V0", "llama", 1, 14.9888),
+    # vllm-project/vllm#10517, V0: Llama-3.1-8B-Instruct bf16 on an RTX 3090, "Loading model weights took 14.9888 GB"
+    ("vllm#10517 V0", "llama", 1, 14.9888, "RTX3090"),
     # vllm-project/vllm#10511, V0 (0.6.5): Meta-Llama-3-8B "model weights take 14.96GiB", with -tp 2 "7.48GiB"
-    ("vllm#10511 V0 TP2", "llama", 2, 7.48),
+    ("vllm#10511 V0 TP2", "llama", 2, 7.48, "H100"),
     # vllm-project/vllm#12569, V1 (0.7.1): neuralmagic/Meta-Llama-3.1-70B-Instruct-quantized.w8a8,
     # "Loading model weights took 67.7229 GB"
-    ("vllm#12569 V1 w8a8", "llama_70b_w8a8", 1, 67.7229),
+    ("vllm#12569 V1 w8a8", "llama_70b_w8a8", 1, 67.7229, "H100"),
     # vllm-project/vllm#16570, vLLM 0.8.3: Qwen2.5-VL-72B on 4 x A100-40GB, "model weights take 34.43GiB"
-    ("vllm#16570 0.8.3 VL TP4", "qwen25_vl_72b", 4, 34.43),
+    ("vllm#16570 0.8.3 VL TP4", "qwen25_vl_72b", 4, 34.43, "A100-40GB"),
     # vllm-project/vllm#33155, vLLM 0.14.1: openai/gpt-oss-120b on one H100 (Triton MXFP4 backend),
     # "Model loading took 64.38 GiB memory"
-    ("vllm#33155 0.14.1 MXFP4", "gpt_oss_120b", 1, 64.38),
+    ("vllm#33155 0.14.1 MXFP4", "gpt_oss_120b", 1, 64.38, "H100"),
     # https://myoceane.fr/index.php/ai-vllm-a100-gemma-4/ (vLLM 0.19.0 on an A100): openai/gpt-oss-20b,
-    # "Model loading took 13.72 GiB memory"
-    ("myoceane.fr 0.19.0 MXFP4", "gpt_oss_20b", 1, 13.72),
-    # dennislee22/vLLM-benchmarking logs (vLLM 0.10.1.1): Qwen2-7B-Instruct "Model loading took 14.2488 GiB",
-    # with --tensor-parallel-size 2 "7.1217 GiB"
-    ("dennislee22 0.10.1.1", "qwen2", 1, 14.2488),
-    ("dennislee22 0.10.1.1 TP2", "qwen2", 2, 7.1217),
+    # "Model loading took 13.72 GiB memory" (Marlin: each expert's width 2880 padded to 2944)
+    ("myoceane.fr 0.19.0 MXFP4", "gpt_oss_20b", 1, 13.72, "A100-80GB"),
+    # dennislee22/vLLM-benchmarking logs (vLLM 0.10.1.1, A100 80GB): Qwen2-7B-Instruct "Model loading took
+    # 14.2488 GiB", with --tensor-parallel-size 2 "7.1217 GiB"; gpt-oss-120b at --tensor-parallel-size 4
+    # "17.2217 GiB" (a shard's expert width 720 padded to 768: 7 % more than a quarter of the whole)
+    ("dennislee22 0.10.1.1", "qwen2", 1, 14.2488, "A100-80GB"),
+    ("dennislee22 0.10.1.1 TP2", "qwen2", 2, 7.1217, "A100-80GB"),
+    ("dennislee22 0.10.1.1 MXFP4 TP4", "gpt_oss_120b", 4, 17.2217, "A100-80GB"),
 ]
 
 
@@ -660,14 +662,14 @@ def test_one_sequences_kv_and_the_longest_that_fits_reproduce_vllms_refusal(
     assert kv.one_sequence > kv.upper  # the refusal the log shows: memory.kv_one_sequence
 
 
-@pytest.mark.parametrize(("source", "name", "tp", "gib"), WEIGHT_CASES)
-def test_engine_weights_reproduce_vllms_loaded_weights(source: str, name: str, tp: int, gib: float) -> None:
+@pytest.mark.parametrize(("source", "name", "tp", "gib", "gpu"), WEIGHT_CASES)
+def test_engine_weights_reproduce_vllms_loaded_weights(source: str, name: str, tp: int, gib: float, gpu: str) -> None:
     from tests.skyrl.helpers import plan
 
     shape = plan(num_inference_engines=8 // tp, inference_engine_tensor_parallel_size=tp)
-    topo = topology(shape, gpu_variant="H100")
+    topo = topology(shape, gpu_variant=gpu)
     composed = composed_of(topo, recipe())
-    kv = memory.engine_kv(arch(_model(name)), Geometry.from_recipe(composed), composed, device("H100"))
+    kv = memory.engine_kv(arch(_model(name)), Geometry.from_recipe(composed), composed, device(gpu))
     assert close(kv.weights / GIB, gib), (source, kv.weights / GIB)
 
 

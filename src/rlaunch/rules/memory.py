@@ -475,8 +475,9 @@ def engine_kv(arch: Architecture, geo: Geometry, composed: Mapping[str, Any], de
     seq = max_model_len(composed)
     tp, pp, dp, ep = geo.tp, geo.pp, geo.dp, geo.ep
     wbytes = DTYPE_BYTES.get(str(k("generator.inference_engine.model_dtype", "bfloat16")), 2)
-    dense, experts = arch.stored_bytes(wbytes)  # packed as the checkpoint's quantization_config says
     expert_shard = tp * dp if ep > 1 else tp
+    widths = 1 if ep > 1 else tp  # expert parallelism keeps whole experts, TP splits each one's width
+    dense, experts = arch.stored_bytes(wbytes, widths, hopper=dev.sm == 90)  # packed as quantization_config says
     weights = int((dense / tp + experts / expert_shard) / pp)
     util = float(k("generator.inference_engine.gpu_memory_utilization", 0.9))
     batched = int(k("generator.inference_engine.max_num_batched_tokens", 8192))
