@@ -508,6 +508,13 @@ QWEN2_7B = {
     "torch_dtype": "bfloat16",
 }  # fmt: skip
 DENNISLEE = "https://github.com/dennislee22/vLLM-benchmarking/blob/main/log/"
+# google/gemma-3-27b-it config.json, its text_config (the KV cache is the language model's): 10 global layers
+# (every sixth) and 52 sliding (1024)
+GEMMA3_27B = {
+    "model_type": "gemma3_text", "hidden_size": 5376, "intermediate_size": 21504, "num_hidden_layers": 62,
+    "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128, "sliding_window": 1024,
+    "sliding_window_pattern": 6, "vocab_size": 262208, "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -526,7 +533,7 @@ class StartUp:
     pp: int = 1
     kv_bytes: int = 2  # KV dtype: auto is the activation dtype (2), fp8 is 1
     batched: int = 8192  # max_num_batched_tokens (a sliding layer's KV holds a prefill chunk)
-    gpu: str = "H100"  # decides the block size (MLA on Hopper: 64)
+    gpu: str = "H100"  # decides the block size (MLA on Hopper: 64); one not in the device table pages 16 tokens
 
 
 KV_CASES = [
@@ -564,6 +571,12 @@ KV_CASES = [
     # "num_gpu_blocks is: 330018"
     StartUp(DENNISLEE + "vllm-120B-4gpuA10080GB-0.8GRAM-diff-nodes.log", "0.10.1.1", "gpt_oss_120b", 45.32, 16384,
             2640144, 284.25, blocks=330018, tp=4, batched=2048, gpu="A100-80GB"),
+    # vLLM 0.11.0rc2 (ROCm, Triton attention: 16-token pages), google/gemma-3-27b-it, --max-model-len 4096,
+    # max_num_batched_tokens 8192: 10 global and 52 sliding layers in seven KV groups of 10 ("Add 8 padding
+    # layers"); "Available KV cache memory: 109.86 GiB", "GPU KV cache size: 205,696 tokens", "...: 50.05x",
+    # "num_gpu_blocks is: 89994"
+    StartUp("https://github.com/TaintsAndTokenizersInc/vllm_multimodal_rocm_examples/blob/main/example_logs.md",
+            "0.11.0", "gemma3_27b", 109.86, 4096, 205696, 50.05, blocks=89994, gpu="MI300X"),
     # vLLM 0.9.2 (a dev build after it), DeepSeek-V2-Lite on 4 x L4, --tensor-parallel-size 2
     # --pipeline-parallel-size 2 --max-model-len 1024: MLA (576 values a layer, replicated over TP); the first stage
     # holds 14 of 27 layers with "Available KV cache memory: 12.13 GiB" (the second 13 with 11.33 GiB, more
@@ -625,6 +638,7 @@ def _model(name: str) -> dict:
         "gpt_oss_20b": GPT_OSS_20B,
         "qwen2": QWEN2_7B,
         "deepseek_v2_lite": DEEPSEEK_V2_LITE,
+        "gemma3_27b": GEMMA3_27B,
     }[name]  # fmt: skip
 
 
@@ -632,10 +646,10 @@ def _capacity(name: str, available_gib: float, max_len: int, *, tp: int = 1, pp:
               batched: int = 8192, gpu: str = "H100") -> memory.KvCapacity:  # fmt: skip
     """The KV side of an engine whose available KV memory the log states (no overhead to estimate)."""
     a, dev = arch(_model(name)), device(gpu)
-    assert dev is not None
+    block = memory.kv_block_size(a, dev) if dev is not None else memory.VLLM_BLOCK
     budget = int(available_gib * GIB)
-    return memory.kv_capacity(a, tp, pp, kv_bytes, max_model_len=max_len, batched_tokens=batched,
-                              block=memory.kv_block_size(a, dev), device=budget, budget=budget)  # fmt: skip
+    return memory.kv_capacity(a, tp, pp, kv_bytes, max_model_len=max_len, batched_tokens=batched, block=block,
+                              device=budget, budget=budget)  # fmt: skip
 
 
 @pytest.mark.parametrize("case", KV_CASES, ids=KV_IDS)
