@@ -20,11 +20,13 @@ What is counted, per device (SkyRL 0.4.0 keys, `skyrl_040_keys.md`):
   parameter over data parallelism as well, activations and logits over TP x CP;
 * reference: bf16 weights over its FSDP group (resident beside the policy unless fully
   colocated, when SkyRL offloads it between uses), one forward micro batch;
-* rollout (vLLM): weights per TP x PP shard as the checkpoint packs them (`quantization_config`;
-  experts over EP when EP > 1), the budget `gpu_memory_utilization x capacity`, an estimate of the
-  profiling peak (`profile_peak`: from the model, TP, `max_num_batched_tokens`, `max_num_seqs`), CUDA
-  graphs and non-torch memory, and the KV cache that is left, with vLLM V1's own arithmetic: the KV
-  dtype (`auto` is the activation dtype), 16-token blocks, hybrid groups of sliding-window and full
+* rollout (vLLM): weights per TP x PP shard as the checkpoint packs them (`quantization_config`,
+  with the padding vLLM's MXFP4 kernels add per shard; experts over EP when EP > 1), the budget
+  `gpu_memory_utilization x capacity`, an estimate of the profiling peak (`profile_peak`: from the
+  model, TP, `max_num_batched_tokens`, `max_num_seqs`), CUDA graphs and non-torch memory, and the KV
+  cache that is left, with vLLM V1's own arithmetic (`kv_capacity`, held to published start-up logs):
+  the KV dtype (`auto` is the activation dtype), 16-token blocks (64 for MLA on Hopper:
+  `kv_block_size`), the layers of the first pipeline stage, hybrid groups of sliding-window and full
   layers (`kv_groups`), MLA's latent replicated over TP; tokens and maximum-length sequences
   (`max_model_len` = SkyRL's `max_input_length + max_generate_length`);
 * colocated: the training bar (the policy's step while the engine sleeps) and the generation bar
