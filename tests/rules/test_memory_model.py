@@ -595,6 +595,9 @@ NEEDED_CASES = [
     # vLLM 0.15.2rc1, Qwen3-Coder-30B-A3B-Instruct-FP8 (max seq len 262144, KV auto): "24.0 GiB KV cache is
     # needed ... available KV cache memory (3.18 GiB) ... estimated maximum model length is 34736"
     ("https://github.com/vllm-project/vllm/issues/34076", "0.15.2", "qwen3_moe_30b", 1, 2, 262144, 24.0, 3.18, 34736),
+    # vLLM 0.8.3 (a dev build), DeepSeek-V2-Lite-Chat, max seq len 32768: "0.95 GiB KV cache is needed, which is
+    # larger than the available KV cache memory (0.93 GiB)" (MLA: 27 layers x 576 values; no longest logged)
+    ("https://github.com/vllm-project/vllm/issues/15871", "0.8.3", "deepseek_v2_lite", 1, 2, 32768, 0.95, 0.93, None),
 ]
 
 # (source, config, TP, logged "Loading model weights took" / "Model loading took" GiB per device, GPU)
@@ -668,11 +671,12 @@ def test_kv_tokens_blocks_and_concurrency_reproduce_vllms_start_up_log(case: Sta
     ("source", "vllm", "name", "tp", "kv_bytes", "max_len", "needed", "gib", "longest"), NEEDED_CASES
 )
 def test_one_sequences_kv_and_the_longest_that_fits_reproduce_vllms_refusal(
-    source: str, vllm: str, name: str, tp: int, kv_bytes: int, max_len: int, needed: float, gib: float, longest: int
+    source: str, vllm: str, name: str, tp: int, kv_bytes: int, max_len: int, needed: float, gib: float, longest
 ) -> None:
     kv = _capacity(name, gib, max_len, tp=tp, kv_bytes=kv_bytes)
     assert close(kv.one_sequence / GIB, needed), (source, kv.one_sequence / GIB)
-    assert close(memory.kv_tokens(kv.available, kv.bytes_per_token), longest), source
+    if longest is not None:
+        assert close(memory.kv_tokens(kv.available, kv.bytes_per_token), longest), source
     assert kv.one_sequence > kv.upper  # the refusal the log shows: memory.kv_one_sequence
 
 
