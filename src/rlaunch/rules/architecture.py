@@ -94,6 +94,7 @@ class Quantization:
     bytes_per_weight: float
     components: tuple[str, ...] = QUANTIZED
     hidden_multiple: int = 0  # vLLM pads the experts' hidden size to a multiple of this (MXFP4 kernels)
+    shard_multiples: tuple[int, int] = (0, 0)  # ... and a TP shard's expert width to these: (on Hopper, on other GPUs)
 
 
 @dataclass(frozen=True)
@@ -149,9 +150,10 @@ class Architecture:
             return self.layers * self.kv_latent * dtype_bytes
         return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
 
-    def stored_bytes(self, dtype_bytes: int) -> tuple[int, int]:
-        """Bytes the weights take loaded (the non-expert part, the routed experts), packed as the
-        checkpoint's quantization says and the rest in the engine's `dtype_bytes`."""
+    def stored_bytes(self, dtype_bytes: int, expert_shards: int = 1, *, hopper: bool = True) -> tuple[int, int]:
+        """Bytes the weights take loaded (the non-expert part, the routed experts over all of their
+        `expert_shards` TP ranks), packed as the checkpoint's quantization says and the rest in the
+        engine's `dtype_bytes`; with the padding vLLM's kernels for that packing add on `hopper` or not."""
         q = self.quantization
         p = self.params
 
@@ -160,9 +162,19 @@ class Architecture:
 
         rest = p.embeddings + p.router + p.norms + p.lm_head + p.vision
         dense = size("attention", p.attention) + size("mlp", p.mlp) + rest * dtype_bytes
-        pad = q.hidden_multiple if q is not None else 0
-        padded = -(-self.hidden // pad) * pad / self.hidden if pad else 1
-        return int(dense), int(size("experts", p.experts) * padded)
+        if q is None or not self.expert_intermediate:
+            return int(dense), int(size("experts", p.experts))
+        width = -(-self.expert_intermediate // expert_shards)
+        return int(dense), int(
+            size("experts", p.experts)
+            * _padded(self.hidden, q.hidden_multiple)
+            * _padded(width, q.shard_multiples[0 if hopper else 1])
+        )
+
+
+def _padded(size: int, multiple: int) -> float:
+    """How much larger `size` is rounded up to a multiple of `multiple` (1 for none)."""
+    return -(-size // multiple) * multiple / size if multiple else 1.0
 
 
 @dataclass(frozen=True)
@@ -196,8 +208,9 @@ def _quantization(q: Any) -> Quantization | str | None:
     if method == "fp8":  # per-tensor, or fp32 scales per weight_block_size block (DeepSeek-V3, Qwen3-FP8)
         block = q.get("weight_block_size")
         return Quantization("fp8", 1 + (4 / (block[0] * block[1]) if block else 0))
-    if method == "mxfp4":  # gpt-oss: 4-bit values and one 8-bit scale per 32, experts only
-        return Quantization("mxfp4", 4.25 / 8, ("experts",), hidden_multiple=256)
+    if method == "mxfp4":  # gpt-oss: 4-bit values and one 8-bit scale per 32, experts only; vLLM's kernels pad
+        # a shard's expert width to 64 (Triton, Hopper) or 128 (Marlin before Hopper) (quantization/mxfp4.py)
+        return Quantization("mxfp4", 4.25 / 8, ("experts",), hidden_multiple=256, shard_multiples=(64, 128))
     if method in ("awq", "gptq"):  # packed ints, fp16 scales and packed zeros per group
         bits = _int(q, "bits", q.get("w_bit", 4))
         group = int(q.get("group_size", q.get("q_group_size", 128)) or 128)

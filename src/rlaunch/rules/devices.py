@@ -25,6 +25,7 @@ class Device:
     name: str
     bytes: int
     source: str  # where the number comes from
+    sm: int = 0  # CUDA compute capability x 10 (90: Hopper): vLLM picks its attention backend, so the KV block, by it
 
 
 def _gib(value: float) -> int:
@@ -36,36 +37,36 @@ DEVICES: dict[str, Device] = {
     d.name.upper().replace("-", "").replace(" ", ""): d
     for d in (
         # vLLM #12126: "total_gpu_memory (79.22GiB)" on an H100-80G; nvidia-smi shows 81559MiB (vLLM #55169).
-        Device("H100", _gib(79.22), "vLLM start-up log, H100 80GB HBM3 (vllm-project/vllm#12126)"),
-        Device("H100-80GB", _gib(79.22), "as H100"),
-        Device("H100-NVL", 95830 * MIB, "nvidia-smi total, H100 NVL 94GB"),
-        Device("H800", _gib(79.22), "as H100 (H800 80GB: the H100 die and memory, export NVLink)"),
-        Device("H200", 143771 * MIB, "nvidia-smi total, H200 141GB"),
-        Device("H20", 97871 * MIB, "nvidia-smi total, H20 96GB"),
-        Device("H20-141GB", 143771 * MIB, "nvidia-smi total, H20 141GB HBM3e (as H200)"),
+        Device("H100", _gib(79.22), "vLLM start-up log, H100 80GB HBM3 (vllm-project/vllm#12126)", sm=90),
+        Device("H100-80GB", _gib(79.22), "as H100", sm=90),
+        Device("H100-NVL", 95830 * MIB, "nvidia-smi total, H100 NVL 94GB", sm=90),
+        Device("H800", _gib(79.22), "as H100 (H800 80GB: the H100 die and memory, export NVLink)", sm=90),
+        Device("H200", 143771 * MIB, "nvidia-smi total, H200 141GB", sm=90),
+        Device("H20", 97871 * MIB, "nvidia-smi total, H20 96GB", sm=90),
+        Device("H20-141GB", 143771 * MIB, "nvidia-smi total, H20 141GB HBM3e (as H200)", sm=90),
         # llm-foundry #183: "79.21 GiB total capacity" in a CUDA OOM message on an A100-80GB.
-        Device("A100-80GB", _gib(79.21), "CUDA total capacity, A100 80GB (mosaicml/llm-foundry#183)"),
-        Device("A100", 40960 * MIB, "nvidia-smi total, A100 40GB (say A100-80GB for the larger one)"),
-        Device("A100-40GB", 40960 * MIB, "nvidia-smi total, A100 40GB"),
-        Device("L4", 23034 * MIB, "nvidia-smi total, L4 24GB"),
-        Device("L40S", 46068 * MIB, "nvidia-smi total, L40S 48GB"),
-        Device("L40", 46068 * MIB, "nvidia-smi total, L40 48GB"),
-        Device("A10G", 23028 * MIB, "nvidia-smi total, A10G 24GB"),
-        Device("A10", 23028 * MIB, "nvidia-smi total, A10 24GB"),
+        Device("A100-80GB", _gib(79.21), "CUDA total capacity, A100 80GB (mosaicml/llm-foundry#183)", sm=80),
+        Device("A100", 40960 * MIB, "nvidia-smi total, A100 40GB (say A100-80GB for the larger one)", sm=80),
+        Device("A100-40GB", 40960 * MIB, "nvidia-smi total, A100 40GB", sm=80),
+        Device("L4", 23034 * MIB, "nvidia-smi total, L4 24GB", sm=89),
+        Device("L40S", 46068 * MIB, "nvidia-smi total, L40S 48GB", sm=89),
+        Device("L40", 46068 * MIB, "nvidia-smi total, L40 48GB", sm=89),
+        Device("A10G", 23028 * MIB, "nvidia-smi total, A10G 24GB", sm=86),
+        Device("A10", 23028 * MIB, "nvidia-smi total, A10 24GB", sm=86),
         # vLLM #10517: "total_gpu_memory=23.58GiB" on an RTX 3090.
-        Device("RTX3090", _gib(23.58), "vLLM start-up log, RTX 3090 (vllm-project/vllm#10517)"),
-        Device("RTX4090", 24564 * MIB, "nvidia-smi total, RTX 4090 24GB"),
+        Device("RTX3090", _gib(23.58), "vLLM start-up log, RTX 3090 (vllm-project/vllm#10517)", sm=86),
+        Device("RTX4090", 24564 * MIB, "nvidia-smi total, RTX 4090 24GB", sm=89),
         # vLLM #34076: nvidia-smi "RTX 5090 D 32607MiB", "RTX 5070 Ti 16303MiB".
-        Device("RTX5090", 32607 * MIB, "nvidia-smi total, RTX 5090 32GB (vllm-project/vllm#34076)"),
-        Device("RTX5080", 16303 * MIB, "nvidia-smi total, RTX 5080 16GB (as RTX 5070 Ti, vllm-project/vllm#34076)"),
-        Device("RTX5070Ti", 16303 * MIB, "nvidia-smi total, RTX 5070 Ti 16GB (vllm-project/vllm#34076)"),
-        Device("RTX-PRO-6000", 97887 * MIB, "nvidia-smi total, RTX PRO 6000 Blackwell 96GB"),
-        Device("B200", 183359 * MIB, "nvidia-smi total, B200 180GB"),
-        Device("GB200", 189471 * MIB, "nvidia-smi total, GB200 (one Blackwell GPU)"),
+        Device("RTX5090", 32607 * MIB, "nvidia-smi total, RTX 5090 32GB (vllm-project/vllm#34076)", sm=120),
+        Device("RTX5080", 16303 * MIB, "nvidia-smi total, RTX 5080 16GB (as RTX 5070 Ti, vllm#34076)", sm=120),
+        Device("RTX5070Ti", 16303 * MIB, "nvidia-smi total, RTX 5070 Ti 16GB (vllm-project/vllm#34076)", sm=120),
+        Device("RTX-PRO-6000", 97887 * MIB, "nvidia-smi total, RTX PRO 6000 Blackwell 96GB", sm=120),
+        Device("B200", 183359 * MIB, "nvidia-smi total, B200 180GB", sm=100),
+        Device("GB200", 189471 * MIB, "nvidia-smi total, GB200 (one Blackwell GPU)", sm=100),
         # DGX Spark: 128 GB of LPDDR5x shared by CPU and GPU; an upper bound (the OS and host use part of it).
-        Device("GB10", 128 * 10**9, "unified memory, GB10 (DGX Spark) 128GB shared with the CPU"),
-        Device("V100", 32768 * MIB, "nvidia-smi total, V100 32GB"),
-        Device("T4", 15360 * MIB, "nvidia-smi total, T4 16GB"),
+        Device("GB10", 128 * 10**9, "unified memory, GB10 (DGX Spark) 128GB shared with the CPU", sm=121),
+        Device("V100", 32768 * MIB, "nvidia-smi total, V100 32GB", sm=70),
+        Device("T4", 15360 * MIB, "nvidia-smi total, T4 16GB", sm=75),
     )
 }
 

@@ -20,11 +20,13 @@ What is counted, per device (SkyRL 0.4.0 keys, `skyrl_040_keys.md`):
   parameter over data parallelism as well, activations and logits over TP x CP;
 * reference: bf16 weights over its FSDP group (resident beside the policy unless fully
   colocated, when SkyRL offloads it between uses), one forward micro batch;
-* rollout (vLLM): weights per TP x PP shard as the checkpoint packs them (`quantization_config`;
-  experts over EP when EP > 1), the budget `gpu_memory_utilization x capacity`, an estimate of the
-  profiling peak (`profile_peak`: from the model, TP, `max_num_batched_tokens`, `max_num_seqs`), CUDA
-  graphs and non-torch memory, and the KV cache that is left, with vLLM V1's own arithmetic: the KV
-  dtype (`auto` is the activation dtype), 16-token blocks, hybrid groups of sliding-window and full
+* rollout (vLLM): weights per TP x PP shard as the checkpoint packs them (`quantization_config`,
+  with the padding vLLM's MXFP4 kernels add per shard; experts over EP when EP > 1), the budget
+  `gpu_memory_utilization x capacity`, an estimate of the profiling peak (`profile_peak`: from the
+  model, TP, `max_num_batched_tokens`, `max_num_seqs`), CUDA graphs and non-torch memory, and the KV
+  cache that is left, with vLLM V1's own arithmetic (`kv_capacity`, held to published start-up logs):
+  the KV dtype (`auto` is the activation dtype), 16-token blocks (64 for MLA on Hopper:
+  `kv_block_size`), the layers of the first pipeline stage, hybrid groups of sliding-window and full
   layers (`kv_groups`), MLA's latent replicated over TP; tokens and maximum-length sequences
   (`max_model_len` = SkyRL's `max_input_length + max_generate_length`);
 * colocated: the training bar (the policy's step while the engine sleeps) and the generation bar
@@ -46,6 +48,7 @@ from rlaunch.rules.subject import Subject, Violation, violation
 
 TIGHT_MARGIN = 0.10  # an estimate above 90 % of capacity is tight
 VLLM_BLOCK = 16  # tokens per KV block (vLLM's default block size)
+FLASHMLA_BLOCK = 64  # vLLM forces it for MLA on Hopper (platforms/cuda.py: FlashMLA, the default MLA backend there)
 CUDA_GRAPHS = int(0.5 * GIB)  # vLLM's captured graphs, when not in eager mode (estimate)
 NON_TORCH = int(0.5 * GIB)  # CUDA context, NCCL buffers (estimate)
 SAMPLER_ROWS = 10  # vocabulary-wide fp32 rows per sequence at the sampler's warm-up peak (fit, see profile_peak)
@@ -104,6 +107,7 @@ class KvCapacity:
     sliding_layers: int = 0  # of `layers`, those bounded by `window` (all of them when 0 and a window is set)
     layers: int = 0  # KV layers on one device (0: not split, the uniform arithmetic)
     batched_tokens: int = 8192  # max_num_batched_tokens: a windowed layer also holds the chunk being prefilled
+    block: int = VLLM_BLOCK  # tokens per KV page (`kv_block_size`)
 
     @property
     def groups(self) -> KvGroups:
@@ -111,27 +115,27 @@ class KvCapacity:
 
     @property
     def blocks(self) -> int:
-        """vLLM's "# GPU blocks": pages of `VLLM_BLOCK` tokens, one per layer of a group."""
+        """vLLM's "# GPU blocks": pages of `block` tokens, one per layer of a group."""
         g = self.groups
         per_layer = self.bytes_per_token // max(1, self.layers or 1)
         if self.available <= 0 or per_layer <= 0:
             return 0
-        return self.available // (per_layer * VLLM_BLOCK * (g.size if self.layers else 1))
+        return self.available // (per_layer * self.block * (g.size if self.layers else 1))
 
     @property
     def blocks_per_sequence(self) -> int:
         """Blocks one maximum-length sequence takes (vLLM's `max_memory_usage_bytes` per group)."""
         g = self.groups
-        full = -(-self.max_model_len // VLLM_BLOCK)
+        full = -(-self.max_model_len // self.block)
         windowed = min((self.window or 0) - 1 + self.batched_tokens, self.max_model_len)
-        return g.full * full + g.sliding * (-(-windowed // VLLM_BLOCK) + 1)
+        return g.full * full + g.sliding * (-(-windowed // self.block) + 1)
 
     @property
     def one_sequence(self) -> int:
         """KV bytes one maximum-length sequence needs on one device."""
         if not self.layers:
             return self.bytes_per_token * min(self.max_model_len, self.window or self.max_model_len)
-        return self.blocks_per_sequence * VLLM_BLOCK * (self.bytes_per_token // self.layers) * self.groups.size
+        return self.blocks_per_sequence * self.block * (self.bytes_per_token // self.layers) * self.groups.size
 
     @property
     def upper(self) -> int:
@@ -146,8 +150,8 @@ class KvCapacity:
     def tokens(self) -> int:
         """vLLM's "GPU KV cache size: N tokens": the blocks of one group."""
         if not self.layers:
-            return kv_tokens(self.available, self.bytes_per_token)
-        return self.blocks // self.groups.count * VLLM_BLOCK
+            return kv_tokens(self.available, self.bytes_per_token, self.block)
+        return self.blocks // self.groups.count * self.block
 
     @property
     def sequences(self) -> float:
@@ -473,26 +477,65 @@ def engine_kv(arch: Architecture, geo: Geometry, composed: Mapping[str, Any], de
     seq = max_model_len(composed)
     tp, pp, dp, ep = geo.tp, geo.pp, geo.dp, geo.ep
     wbytes = DTYPE_BYTES.get(str(k("generator.inference_engine.model_dtype", "bfloat16")), 2)
-    dense, experts = arch.stored_bytes(wbytes)  # packed as the checkpoint's quantization_config says
     expert_shard = tp * dp if ep > 1 else tp
+    widths = 1 if ep > 1 else tp  # expert parallelism keeps whole experts, TP splits each one's width
+    dense, experts = arch.stored_bytes(wbytes, widths, hopper=dev.sm == 90)  # packed as quantization_config says
     weights = int((dense / tp + experts / expert_shard) / pp)
     util = float(k("generator.inference_engine.gpu_memory_utilization", 0.9))
-    per_token = kv_bytes_per_token(arch, tp, pp, kv_cache_bytes(k, wbytes))
     batched = int(k("generator.inference_engine.max_num_batched_tokens", 8192))
     seqs = int(k("generator.inference_engine.max_num_seqs", 256))
     graphs = 0 if k("generator.inference_engine.enforce_eager", False) else CUDA_GRAPHS
-    return KvCapacity(
+    return kv_capacity(
+        arch,
+        tp,
+        pp,
+        kv_cache_bytes(k, wbytes),
+        max_model_len=seq,
+        batched_tokens=batched,
+        block=kv_block_size(arch, dev),
         device=dev.bytes,
         budget=int(util * dev.bytes),
         weights=weights,
         overhead=profile_peak(arch, tp, batched, seqs) + graphs + NON_TORCH,
-        bytes_per_token=per_token,
-        max_model_len=seq,
+    )
+
+
+def kv_capacity(
+    arch: Architecture,
+    tp: int,
+    pp: int,
+    dtype_bytes: int,
+    *,
+    max_model_len: int,
+    batched_tokens: int,
+    block: int = VLLM_BLOCK,
+    device: int,
+    budget: int,
+    weights: int = 0,
+    overhead: int = 0,
+) -> KvCapacity:
+    """The KV cache of one device of a TP x PP engine around its budget: the layers of its pipeline
+    stage (the first stages take the extra layer, so the most), their sliding windows, and the page
+    size. A published start-up log's "Available KV cache memory" is `budget` with nothing else."""
+    return KvCapacity(
+        device=device,
+        budget=budget,
+        weights=weights,
+        overhead=overhead,
+        bytes_per_token=kv_bytes_per_token(arch, tp, pp, dtype_bytes),
+        max_model_len=max_model_len,
         window=arch.sliding_window,
         sliding_layers=math.ceil(arch.sliding_layers / pp),
         layers=math.ceil(arch.layers / pp),
-        batched_tokens=batched,
+        batched_tokens=batched_tokens,
+        block=block,
     )
+
+
+def kv_block_size(arch: Architecture, dev: Device) -> int:
+    """Tokens per KV page: vLLM's 16, except multi-head latent attention on Hopper, whose default
+    backend (FlashMLA) needs pages of 64 and vLLM raises the block size to it."""
+    return FLASHMLA_BLOCK if arch.kv_latent and dev.sm == 90 else VLLM_BLOCK
 
 
 def profile_peak(arch: Architecture, tp: int, batched: int, seqs: int) -> int:
@@ -588,7 +631,7 @@ def violations(table: MemoryTable, s: Subject, geo: Geometry) -> list[Violation]
     kv = table.kv
     if kv is not None and not weights and any(r.phase == "KV of one sequence" for r in refused):
         one = kv.one_sequence
-        fits = kv_tokens(kv.upper, kv.bytes_per_token)
+        fits = kv_tokens(kv.upper, kv.bytes_per_token, kv.block)
         out.append(
             violation(
                 "memory.kv_one_sequence",
