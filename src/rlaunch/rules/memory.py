@@ -60,6 +60,11 @@ class Row:
     certain: int = 0
     detail: str = ""
     margin: float = TIGHT_MARGIN  # 0 for a row that is a budget by design (vLLM claims its share)
+    parts: tuple[tuple[str, int], ...] = ()  # the estimate by term (states, activations, logits, ...)
+
+    def part(self, name: str) -> int:
+        """One term of the estimate (0 when the row has no such term)."""
+        return sum(n for term, n in self.parts if term == name)
 
     @property
     def headroom(self) -> int:
@@ -231,6 +236,7 @@ def estimate(
                 dev.bytes,
                 train.step.certain,
                 train.step.detail + "; engine asleep",
+                parts=train.step.parts,
             )
         )
         if ref is not None:
@@ -358,13 +364,14 @@ def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device
     kept = layers * tokens * arch.hidden * 2 + tokens * per_token if checkpointing else layers * tokens * per_token
     logits = tokens * arch.vocab * 4 // (geo.megatron_policy[0] if geo.strategy == "megatron" else 1)
     step = states + gathered + kept + logits
+    parts = (("states", states), ("gathered", gathered), ("activations", kept), ("logits", logits))
     detail = (
         f"states {gib(states)} ({how}) + gathered {gib(gathered)} + activations {gib(kept)} "
         f"({tokens} tokens/micro batch, checkpointing {'on' if checkpointing else 'off'}) + fp32 logits {gib(logits)} GiB"
     )
     return _Training(
         Row(role, "model states", states, dev.bytes, certain, how),
-        Row(role, "training step", step, dev.bytes, certain, detail),
+        Row(role, "training step", step, dev.bytes, certain, detail, parts=parts),
     )
 
 
@@ -391,7 +398,9 @@ def _reference(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Devic
     weights = 0 if offload else 2 * p // shard
     micro = int(k("trainer.micro_forward_batch_size_per_gpu", 1))
     tokens = micro * seq // max(1, geo.ref_sp or 1)
-    transient = tokens * _activation_bytes_per_token(arch) + tokens * arch.hidden * 2 + tokens * arch.vocab * 4
+    activations = tokens * _activation_bytes_per_token(arch) + tokens * arch.hidden * 2
+    logits = tokens * arch.vocab * 4
+    transient = activations + logits
     gathered = 2 * max(arch.layer_params(), arch.vocab * arch.hidden)
     return Row(
         "reference",
@@ -400,6 +409,7 @@ def _reference(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Devic
         dev.bytes,
         weights,
         f"bf16 weights {gib(weights)} GiB over {shard} GPUs{' (CPU offload)' if offload else ''}, forward of {tokens} tokens",
+        parts=(("weights", weights), ("gathered", gathered), ("activations", activations), ("logits", logits)),
     )
 
 
