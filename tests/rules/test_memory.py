@@ -17,7 +17,7 @@ from rlaunch.rules.devices import GIB, device
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import MemoryReport, ModelFacts, PreflightError, check_plan, memory_report
 from rlaunch.skyrl.config_yaml import render_recipe
-from tests.skyrl.helpers import LLAMA_31_8B, LLAMA_31_405B, plan, recipe, replace_plan, topology
+from tests.skyrl.helpers import LLAMA_31_8B, LLAMA_31_405B, merge, plan, recipe, replace_plan, topology
 
 QWEN3_14B = {
     "model_type": "qwen3",
@@ -427,3 +427,56 @@ def test_a_sliding_window_caps_the_kv_one_sequence_needs() -> None:
     }
     assert "memory.kv_one_sequence" in codes["llama"] and "memory.kv_one_sequence" not in codes["mistral"]
     assert arch(mistral).sliding_window == 4096 and arch(llama).sliding_window is None
+
+
+# --- Megatron: each parallel size divides what it shards, once ------------------------------------
+
+SEQ = 1024 + 3072  # BASE_RECIPE's max_prompt_length + max_generate_length
+MICRO = plan().micro_train_batch_size_per_gpu  # the forward micro batch follows it unless set
+
+
+def megatron_tree(role: str = "policy", **config) -> dict:
+    return recipe(trainer={role: {"megatron_config": config}})
+
+
+def test_megatron_logits_hold_every_token_of_the_micro_batch_over_a_vocabulary_shard() -> None:
+    """Vocabulary-parallel logits: the micro batch's tokens (over CP only) x vocab / TP, fp32. The
+    sequence-parallel activations are the ones split over TP x CP."""
+    vocab = arch(LLAMA_31_8B).vocab
+    for tp, cp in [(1, 1), (2, 1), (4, 1), (2, 2)]:
+        tree = megatron_tree(tensor_model_parallel_size=tp, context_parallel_size=cp)
+        step = row(report(LLAMA_31_8B, topology(), tree, "megatron"), "colocated", "training bar")
+        assert step.part("logits") == MICRO * SEQ // cp * (vocab // tp) * 4, (tp, cp)
+
+
+def test_megatron_expert_optimizer_shards_over_the_expert_data_parallel_group() -> None:
+    """The distributed optimizer shards dense states over world / (TP x PP x CP) and expert states
+    over the expert data-parallel group, world / (EP x ETP x PP): 8 GPUs at EP8 leave no expert DP."""
+    a = arch(QWEN3_235B_A22B)
+    dense, experts = a.params.total - a.params.experts, a.params.experts
+    tree = megatron_tree(expert_model_parallel_size=8)
+    states = row(report(QWEN3_235B_A22B, topology(), tree, "megatron"), "policy", "model states")
+    shard = dense + experts / 8  # TP1 x PP1: dense whole, experts over EP8
+    optimizer = 12 * (dense / 8 + experts / 8 / 1)
+    assert states.estimate == pytest.approx(6 * shard + optimizer, abs=8)
+    assert states.certain == pytest.approx(2 * shard + optimizer, abs=8)
+
+
+def test_megatron_reference_forward_shards_its_tokens_like_the_training_rows() -> None:
+    """The reference's own TP and CP split its activations (TP x CP) and logits (CP tokens x vocab /
+    TP); `max_tokens_per_microbatch` bounds its micro batch as it bounds the policy's."""
+    a = arch(LLAMA_31_8B)
+
+    def forward(**config) -> memory.Row:
+        budget = config.pop("budget", None)
+        tree = merge(megatron_tree("ref", **config), recipe(trainer={"max_tokens_per_microbatch": budget}))
+        return row(report(LLAMA_31_8B, topology(), tree, "megatron"), "reference", "forward")
+
+    whole, tp2, cp2 = forward(), forward(tensor_model_parallel_size=2), forward(context_parallel_size=2)
+    assert whole.part("logits") == MICRO * SEQ * a.vocab * 4
+    assert tp2.part("logits") == MICRO * SEQ * (a.vocab // 2) * 4
+    assert cp2.part("logits") == MICRO * SEQ // 2 * a.vocab * 4
+    assert tp2.part("activations") == pytest.approx(whole.part("activations") / 2, rel=1e-6)
+    assert cp2.part("activations") == pytest.approx(whole.part("activations") / 2, rel=1e-6)
+    budget = forward(budget=3 * SEQ)  # room for three whole sequences per micro batch
+    assert budget.part("logits") == 3 * SEQ * a.vocab * 4

@@ -17,9 +17,15 @@ What is counted, per device (SkyRL 0.4.0 keys, `skyrl_040_keys.md`):
   micro batch at the maximum sequence length (the layer inputs with gradient checkpointing, every
   layer's activations without), and the fp32 logits `[tokens x vocab]`. Megatron: bf16 weights and
   fp32 gradients over TP x PP (experts over EP x ETP x PP), the distributed optimizer's 12 bytes a
-  parameter over data parallelism as well, activations and logits over TP x CP;
-* reference: bf16 weights over its FSDP group (resident beside the policy unless fully
-  colocated, when SkyRL offloads it between uses), one forward micro batch;
+  parameter over data parallelism as well (dense over world / (TP x PP x CP), experts over the
+  expert data-parallel group world / (EP x ETP x PP)), activations over TP x CP (sequence
+  parallelism) and the vocabulary-parallel fp32 logits as the micro batch's tokens over CP x
+  vocab / TP;
+* reference: bf16 weights over its FSDP group or its own Megatron TP x PP (x EP), resident beside
+  the policy unless fully colocated (SkyRL offloads it between uses), one forward micro batch split
+  by its own TP x CP (or SP) as the training rows split theirs;
+* a micro batch holds `micro x max_model_len` tokens, or with `max_tokens_per_microbatch` that
+  budget (a single longer sequence still runs alone);
 * rollout (vLLM): weights per TP x PP shard (experts over EP when EP > 1), the budget
   `gpu_memory_utilization x capacity`, an estimate of the profiling peak, CUDA graphs and
   non-torch memory, and the KV cache that is left: tokens and maximum-length sequences
@@ -329,24 +335,23 @@ def _lora(k: _Keys, role: str) -> bool:
 def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device, role: str, *, cpu: bool) -> _Training:
     p = arch.params.total
     micro = int(k("trainer.micro_train_batch_size_per_gpu", geo.micro_batch))
-    budget_tokens = int(k("trainer.max_tokens_per_microbatch", -1))
     checkpointing = bool(k("trainer.gradient_checkpointing", True))
     if geo.strategy == "megatron" and not cpu:
+        m = _megatron(arch, k, role, geo.megatron_policy)
         tp, pp, cp = geo.megatron_policy
-        ep = int(k(f"trainer.{role}.megatron_config.expert_model_parallel_size", 1))
-        etp = int(k(f"trainer.{role}.megatron_config.expert_tensor_parallel_size", tp))
-        dense, experts = p - arch.params.experts, arch.params.experts
-        model_shard = dense / (tp * pp) + experts / (ep * etp * pp)
-        dp = max(1, geo.policy_world // (tp * pp * cp))
+        dense_dp = max(1, geo.policy_world // (tp * pp * cp))
+        expert_dp = max(1, geo.policy_world // (m.ep * m.etp * pp))
         optimizer = (
             0
             if k(f"trainer.{role}.megatron_config.optimizer_config_kwargs.optimizer_cpu_offload", False)
-            else 12 * model_shard / dp
+            else 12 * (m.dense / dense_dp + m.experts / expert_dp)
         )
-        states = int(6 * model_shard + optimizer) if not _lora(k, role) else int(2 * model_shard)
-        certain = int(2 * model_shard + optimizer) if not _lora(k, role) else int(2 * model_shard)
-        how = f"Megatron TP{tp} x PP{pp} x CP{cp} (EP{ep}), distributed optimizer over DP{dp}"
-        shard_tokens = tp * cp
+        states = int(6 * m.shard + optimizer) if not _lora(k, role) else int(2 * m.shard)
+        certain = int(2 * m.shard + optimizer) if not _lora(k, role) else int(2 * m.shard)
+        how = (
+            f"Megatron TP{tp} x PP{pp} x CP{cp} (EP{m.ep} x ETP{m.etp}), distributed optimizer over DP{dense_dp} "
+            f"(experts over DP{expert_dp})"
+        )
         gathered = 0
         layers = math.ceil(arch.layers / pp)
     else:
@@ -356,13 +361,14 @@ def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device
         states = 0 if offload else p * per_param // shard
         certain = 0 if offload else p * certain_per_param // shard
         how = ("one full replica per slot" if cpu else f"FSDP over {shard} GPUs") + (", CPU offload" if offload else "")
-        shard_tokens = max(1, geo.policy_sp or 1)
         gathered = 0 if cpu else 2 * max(arch.layer_params(), arch.vocab * arch.hidden)
         layers = arch.layers
-    tokens = (budget_tokens if budget_tokens > 0 else micro * seq) // max(1, shard_tokens)
+    split = _token_split(geo, "policy", cpu)
+    micro_tokens = _micro_tokens(k, micro, seq)
+    tokens = micro_tokens // split.activations
     per_token = _activation_bytes_per_token(arch)
     kept = layers * tokens * arch.hidden * 2 + tokens * per_token if checkpointing else layers * tokens * per_token
-    logits = tokens * arch.vocab * 4 // (geo.megatron_policy[0] if geo.strategy == "megatron" else 1)
+    logits = micro_tokens // split.logit_tokens * (arch.vocab // split.vocab) * 4
     step = states + gathered + kept + logits
     parts = (("states", states), ("gathered", gathered), ("activations", kept), ("logits", logits))
     detail = (
@@ -373,6 +379,54 @@ def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device
         Row(role, "model states", states, dev.bytes, certain, how),
         Row(role, "training step", step, dev.bytes, certain, detail, parts=parts),
     )
+
+
+@dataclass(frozen=True)
+class _MegatronShard:
+    """A Megatron role's parameters on one rank: dense over TP x PP, experts over EP x ETP x PP."""
+
+    dense: float
+    experts: float
+    ep: int
+    etp: int
+
+    @property
+    def shard(self) -> float:
+        return self.dense + self.experts
+
+
+def _megatron(arch: Architecture, k: _Keys, role: str, sizes: tuple[int, int, int]) -> _MegatronShard:
+    tp, pp, _ = sizes
+    ep = int(k(f"trainer.{role}.megatron_config.expert_model_parallel_size", 1))
+    etp = int(k(f"trainer.{role}.megatron_config.expert_tensor_parallel_size", tp))
+    experts = arch.params.experts
+    return _MegatronShard((arch.params.total - experts) / (tp * pp), experts / (ep * etp * pp), ep, etp)
+
+
+@dataclass(frozen=True)
+class _TokenSplit:
+    """How one rank's share of a micro batch is cut: activations over TP x CP (Megatron's sequence
+    parallelism) or Ulysses SP; the vocabulary-parallel logits hold the micro batch's tokens over CP
+    (or SP) x vocab / TP."""
+
+    activations: int
+    logit_tokens: int
+    vocab: int
+
+
+def _token_split(geo: Geometry, role: str, cpu: bool) -> _TokenSplit:
+    if geo.strategy == "megatron" and not cpu:
+        tp, _, cp = geo.megatron_policy if role == "policy" else geo.megatron_ref
+        return _TokenSplit(tp * cp, cp, tp)
+    sp = max(1, (geo.policy_sp if role == "policy" else geo.ref_sp) or 1)
+    return _TokenSplit(sp, sp, 1)
+
+
+def _micro_tokens(k: _Keys, micro: int, seq: int) -> int:
+    """Tokens of one micro batch at most: `micro` sequences of `seq`, or SkyRL's token budget
+    (`max_tokens_per_microbatch`), which a single longer sequence still exceeds alone."""
+    budget = int(k("trainer.max_tokens_per_microbatch", -1))
+    return max(budget, seq) if budget > 0 else micro * seq
 
 
 def _fsdp_shard(k: _Keys, role: str, world: int) -> int:
@@ -390,16 +444,21 @@ def _activation_bytes_per_token(arch: Architecture) -> int:
 def _reference(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device) -> Row:
     p = arch.params.total
     if geo.strategy == "megatron":
-        tp, pp, _ = geo.megatron_ref
-        shard = tp * pp
+        m = _megatron(arch, k, "ref", geo.megatron_ref)
+        weights_per_rank = 2 * m.shard
+        tp, pp, cp = geo.megatron_ref
+        shard = f"TP{tp} x PP{pp} x CP{cp} (EP{m.ep})"
     else:
-        shard = _fsdp_shard(k, "ref", geo.ref_world)
+        fsdp = _fsdp_shard(k, "ref", geo.ref_world)
+        weights_per_rank = 2 * p / fsdp
+        shard = f"{fsdp} GPUs"
     offload = bool(k("trainer.ref.fsdp_config.cpu_offload", False)) and geo.strategy != "megatron"
-    weights = 0 if offload else 2 * p // shard
-    micro = int(k("trainer.micro_forward_batch_size_per_gpu", 1))
-    tokens = micro * seq // max(1, geo.ref_sp or 1)
+    weights = 0 if offload else int(weights_per_rank)
+    micro_tokens = _micro_tokens(k, int(k("trainer.micro_forward_batch_size_per_gpu", 1)), seq)
+    split = _token_split(geo, "ref", cpu=False)
+    tokens = micro_tokens // split.activations
     activations = tokens * _activation_bytes_per_token(arch) + tokens * arch.hidden * 2
-    logits = tokens * arch.vocab * 4
+    logits = micro_tokens // split.logit_tokens * (arch.vocab // split.vocab) * 4
     transient = activations + logits
     gathered = 2 * max(arch.layer_params(), arch.vocab * arch.hidden)
     return Row(
@@ -408,7 +467,7 @@ def _reference(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Devic
         weights + gathered + transient,
         dev.bytes,
         weights,
-        f"bf16 weights {gib(weights)} GiB over {shard} GPUs{' (CPU offload)' if offload else ''}, forward of {tokens} tokens",
+        f"bf16 weights {gib(weights)} GiB over {shard}{' (CPU offload)' if offload else ''}, forward of {tokens} tokens",
         parts=(("weights", weights), ("gathered", gathered), ("activations", activations), ("logits", logits)),
     )
 
