@@ -480,3 +480,61 @@ def test_megatron_reference_forward_shards_its_tokens_like_the_training_rows() -
     assert cp2.part("activations") == pytest.approx(whole.part("activations") / 2, rel=1e-6)
     budget = forward(budget=3 * SEQ)  # room for three whole sequences per micro batch
     assert budget.part("logits") == 3 * SEQ * a.vocab * 4
+
+
+# --- FSDP step phases, token layout and the colocated wake-up ---------------------------------------
+
+
+def test_the_training_step_is_the_larger_phase_not_their_sum() -> None:
+    """Short sequences: the optimizer step (states + foreach AdamW's fp32 temporary, 4 B a parameter)
+    is the peak; long ones: the forward/backward. The row is the larger, never the sum."""
+    short = recipe(trainer={"max_prompt_length": 16}, generator={"sampling_params": {"max_generate_length": 16}})
+    step = row(report(LLAMA_7B, topology(), short), "colocated", "training bar")
+    assert step.estimate == step.part("states") + 4 * arch(LLAMA_7B).params.total // 8
+    long = row(report(LLAMA_7B, topology()), "colocated", "training bar")
+    assert long.estimate > long.part("states") + long.part("optimizer step")
+    assert long.estimate < long.part("states") + long.part("optimizer step") + long.part("logits") + long.part(
+        "gathered"
+    ) + long.part("activations")
+
+
+def test_max_tokens_per_microbatch_bounds_the_micro_batch_and_a_longer_sequence_runs_alone() -> None:
+    vocab = arch(LLAMA_31_8B).vocab
+
+    def logits(budget: int | None) -> int:
+        tree = recipe(trainer={"max_tokens_per_microbatch": budget})
+        return row(report(LLAMA_31_8B, topology(), tree), "colocated", "training bar").part("logits")
+
+    assert logits(None) == MICRO * SEQ * vocab * 4  # two bf16 vocabulary-wide tensors
+    assert logits(3 * SEQ) == 3 * SEQ * vocab * 4
+    assert logits(SEQ // 2) == SEQ * vocab * 4  # one maximum-length sequence exceeds the budget alone
+
+
+def test_the_plan_says_whether_micro_batches_are_packed_or_padded() -> None:
+    packed = row(report(LLAMA_31_8B, topology()), "colocated", "training bar")
+    padded = row(
+        report(LLAMA_31_8B, topology(), recipe(trainer={"remove_microbatch_padding": False})),
+        "colocated",
+        "training bar",
+    )
+    assert "packed" in packed.detail and "padded" not in packed.detail
+    assert f"padded: {MICRO} x {SEQ}, the worst case" in padded.detail
+    assert padded.estimate == packed.estimate  # every sequence at the maximum length either way
+
+
+def test_a_colocated_engine_wakes_beside_the_policys_resident_weights() -> None:
+    """SkyRL's weight sync: the policy's weights back on the GPU (optimizer offloaded), the engine's
+    weights woken, one gathered bf16 tensor broadcast; the KV pool wakes only after the policy is
+    offloaded (the generation bar)."""
+    a = arch(LLAMA_31_8B)
+    engine = row(report(LLAMA_31_8B, topology()), "rollout", "engine weights").estimate
+    largest = 2 * a.vocab * a.hidden
+    cases = [
+        (recipe(), 4 * P8B // 8),
+        (recipe(trainer={"policy": {"model": {"lora": {"rank": 8}}}}), 2 * P8B // 8),
+        (recipe(trainer={"policy": {"fsdp_config": {"cpu_offload": True}}}), 0),
+    ]
+    for tree, resident in cases:
+        sync = row(report(LLAMA_31_8B, topology(), tree), "colocated", "weight sync")
+        assert sync.estimate == engine + resident + largest
+        assert sync.certain == 0  # an estimate: shown as tight, never refused

@@ -43,7 +43,7 @@ from typing import Any
 
 from rlaunch.dotted import get_path
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.rules.architecture import DTYPE_BYTES, Architecture, Unsized
+from rlaunch.rules.architecture import DTYPE_BYTES, FAMILIES, Architecture, Unsized
 from rlaunch.rules.devices import GIB, Device, device, host_slot
 from rlaunch.rules.subject import Subject, Violation, violation
 
@@ -52,6 +52,7 @@ VLLM_BLOCK = 16  # tokens per KV block (vLLM's default block size)
 CUDA_GRAPHS = int(0.5 * GIB)  # vLLM's captured graphs, when not in eager mode (estimate)
 NON_TORCH = int(0.5 * GIB)  # CUDA context, NCCL buffers (estimate)
 FSDP_STATE_BYTES, FSDP_CERTAIN_BYTES = 16, 12
+ADAM_STEP_BYTES = 4  # foreach AdamW's fp32 temporary per parameter (sqrt of the second moment)
 CODES = ("memory.model_states", "memory.engine_weights", "memory.kv_one_sequence")  # = rules.MEMORY_CODES
 
 
@@ -248,6 +249,19 @@ def estimate(
         if ref is not None:
             rows.append(ref)
         rows += engine_rows
+        gathered = 2 * max(arch.vocab * arch.hidden, arch.layer_params())
+        rows.append(
+            Row(
+                "colocated",
+                "weight sync",
+                kv.weights + train.resident + gathered,
+                dev.bytes,
+                0,
+                f"engine weights {gib(kv.weights)} woken beside the policy's resident weights {gib(train.resident)} "
+                f"(optimizer offloaded) and one gathered bf16 tensor {gib(gathered)} GiB being broadcast; "
+                "the KV pool wakes after the policy is offloaded",
+            )
+        )
         rows.append(
             Row(
                 "colocated",
@@ -326,6 +340,7 @@ def rollout_rows(kv: KvCapacity, geo: Geometry) -> list[Row]:
 class _Training:
     states: Row
     step: Row
+    resident: int  # the policy's weights on one device while a colocated engine wakes (optimizer offloaded)
 
 
 def _lora(k: _Keys, role: str) -> bool:
@@ -352,32 +367,72 @@ def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device
             f"Megatron TP{tp} x PP{pp} x CP{cp} (EP{m.ep} x ETP{m.etp}), distributed optimizer over DP{dense_dp} "
             f"(experts over DP{expert_dp})"
         )
-        gathered = 0
+        fsdp: _FsdpPhases | None = None
+        resident = int(2 * m.shard)
         layers = math.ceil(arch.layers / pp)
     else:
         shard = 1 if cpu else _fsdp_shard(k, role, geo.policy_world)
         offload = not cpu and bool(k(f"trainer.{role}.fsdp_config.cpu_offload", False))
-        per_param, certain_per_param = (2, 2) if _lora(k, role) else (FSDP_STATE_BYTES, FSDP_CERTAIN_BYTES)
+        lora = _lora(k, role)
+        per_param, certain_per_param = (2, 2) if lora else (FSDP_STATE_BYTES, FSDP_CERTAIN_BYTES)
         states = 0 if offload else p * per_param // shard
         certain = 0 if offload else p * certain_per_param // shard
+        optimizer = 0 if offload or lora or cpu else ADAM_STEP_BYTES * p // shard
         how = ("one full replica per slot" if cpu else f"FSDP over {shard} GPUs") + (", CPU offload" if offload else "")
-        gathered = 0 if cpu else 2 * max(arch.layer_params(), arch.vocab * arch.hidden)
+        fsdp = None if cpu else _FsdpPhases(arch, shard)
+        resident = 0 if offload else (2 if lora else 4) * p // shard
         layers = arch.layers
     split = _token_split(geo, "policy", cpu)
     micro_tokens = _micro_tokens(k, micro, seq)
+    layout = (
+        "packed"
+        if k("trainer.remove_microbatch_padding", True)
+        else f"padded: {micro} x {seq}, the worst case whatever the lengths"
+    )
     tokens = micro_tokens // split.activations
-    per_token = _activation_bytes_per_token(arch)
-    kept = layers * tokens * arch.hidden * 2 + tokens * per_token if checkpointing else layers * tokens * per_token
-    logits = micro_tokens // split.logit_tokens * (arch.vocab // split.vocab) * 4
-    step = states + gathered + kept + logits
-    parts = (("states", states), ("gathered", gathered), ("activations", kept), ("logits", logits))
+    saved = _saved_bytes_per_token(arch)
+    kept = layers * tokens * (2 * arch.hidden if checkpointing else saved)
+    # FSDP keeps bf16 logits, written over by their gradient (flash-attn's in-place cross entropy), and
+    # the gradient through the in-place division by the temperature: two vocabulary-wide tensors.
+    # Megatron's vocabulary-parallel log-probs hold one fp32 copy; the CPU trainer's model is fp32.
+    fp32_logits = geo.strategy == "megatron" or cpu
+    logit_bytes = 4 if fp32_logits else 2 * 2
+    logits = micro_tokens // split.logit_tokens * (arch.vocab // split.vocab) * logit_bytes
+    backward = tokens * ((saved if checkpointing else 0) + _backward_bytes_per_token(arch))
+    gathered, logits_gathered, layer_gathered, root = (
+        (0, 0, 0, 0) if fsdp is None else (fsdp.root, fsdp.logits_backward, fsdp.layer_backward, fsdp.root_backward)
+    )
+    forward_backward = states + max(gathered + kept + max(logits + logits_gathered, backward + layer_gathered), root)
+    step = max(forward_backward, states + optimizer)
+    parts = (
+        ("states", states),
+        ("gathered", gathered + max(logits_gathered, layer_gathered)),
+        ("activations", kept),
+        ("logits", logits),
+        ("backward", backward),
+        ("root backward", root),
+        ("optimizer step", optimizer),
+    )
     detail = (
-        f"states {gib(states)} ({how}) + gathered {gib(gathered)} + activations {gib(kept)} "
-        f"({tokens} tokens/micro batch, checkpointing {'on' if checkpointing else 'off'}) + fp32 logits {gib(logits)} GiB"
+        f"states {gib(states)} ({how}) + gathered {gib(gathered + max(logits_gathered, layer_gathered))} + "
+        f"activations {gib(kept)} ({tokens} tokens/micro batch, {layout}, checkpointing {'on' if checkpointing else 'off'}) "
+        f"+ the larger of {'fp32 logits' if fp32_logits else 'bf16 logits and their gradient'} {gib(logits)} and a layer's backward "
+        f"{gib(backward)} GiB"
+        + (
+            f"; the embeddings' backward, states + {gib(root)} GiB, is the larger"
+            if root > forward_backward - states - 1 and root
+            else ""
+        )
+        + (
+            f"; the optimizer step's peak, states + {gib(optimizer)} GiB, is the larger"
+            if step > forward_backward
+            else ""
+        )
     )
     return _Training(
         Row(role, "model states", states, dev.bytes, certain, how),
         Row(role, "training step", step, dev.bytes, certain, detail, parts=parts),
+        resident,
     )
 
 
@@ -434,6 +489,97 @@ def _fsdp_shard(k: _Keys, role: str, world: int) -> int:
     return size if 0 < size <= world else max(1, world)
 
 
+@dataclass(frozen=True)
+class _FsdpPhases:
+    """What FSDP2 holds unsharded beside the shards, by phase (measured against PyTorch's tracker,
+    tests/runtimes/test_memtracker.py). The root module's bf16 embeddings and LM head stay gathered
+    through forward and backward (the root does not reshard after forward). Sharded over more than
+    one GPU, the logits' backward holds a layer and its prefetched neighbour (bf16), a layer's
+    backward a layer, its bf16 gradient and its fp32 reduce-scatter input. The root's own backward
+    comes last, activations gone: its bf16 gradients, their fp32 copy for the reduction and the
+    reduced fp32 shard. A forward without gradients starts with the root's all-gather buffer beside
+    its gathered copy and a prefetched layer."""
+
+    arch: Architecture
+    shard: int
+
+    @property
+    def _root(self) -> int:
+        return self.arch.params.embeddings + self.arch.params.lm_head
+
+    @property
+    def _layer(self) -> int:
+        return self.arch.layer_params()
+
+    @property
+    def root(self) -> int:
+        return 2 * self._root
+
+    @property
+    def logits_backward(self) -> int:
+        return 4 * self._layer if self.shard > 1 else 0
+
+    @property
+    def layer_backward(self) -> int:
+        return 6 * self._layer if self.shard > 1 else 0
+
+    @property
+    def root_backward(self) -> int:
+        return 5 * self._root + 4 * self._root // self.shard
+
+    @property
+    def forward_start(self) -> int:
+        return 4 * self._root + 2 * self._layer if self.shard > 1 else self.root
+
+    @property
+    def forward_layer(self) -> int:
+        return self.root + (4 if self.shard > 1 else 2) * self._layer
+
+    @property
+    def forward_logits(self) -> int:
+        return self.root + (2 * self._layer if self.shard > 1 else 0)
+
+
+def _mlp_width(arch: Architecture) -> int:
+    """The MLP width one token passes through in an average layer: the dense MLP's, or each routed
+    expert's (read from the expert parameters) times the experts per token."""
+    if not arch.moe_layers:
+        return arch.intermediate
+    expert = arch.params.experts // (arch.moe_layers * arch.experts * 3 * arch.hidden)
+    dense_layers = arch.layers - arch.moe_layers
+    return (arch.moe_layers * expert * arch.experts_per_token + dense_layers * arch.intermediate) // arch.layers
+
+
+def _saved_bytes_per_token(arch: Architecture) -> int:
+    """What one decoder layer saves for backward per token under bf16 mixed precision with flash
+    attention (measured against PyTorch's tracker, tests/memtracker): each RMSNorm its fp32 input,
+    bf16 normalized and weighted outputs (8 x hidden, two norms), q and the attention output (4 x q),
+    k and v (4 x kv), the fp32 log-sum-exp per head, the MLP's gate, up, activation and product
+    (8 x its width), and Qwen3's q/k norms (6 x (q + kv))."""
+    q, kv = arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim
+    qk_norm = 6 * (q + kv) if FAMILIES[arch.model_type].qk_norm else 0
+    return 16 * arch.hidden + 4 * q + 4 * kv + 4 * arch.heads + 8 * _mlp_width(arch) + qk_norm
+
+
+def _forward_bytes_per_token(arch: Architecture) -> int:
+    """The temporaries of one layer's forward without gradients, per token: the MLP's gate or
+    activation, up and product at once (bf16) and a norm's fp32 input and output."""
+    return 6 * _mlp_width(arch) + 8 * arch.hidden
+
+
+def _expert_forward_bytes(arch: Architecture) -> int:
+    """What an MoE layer's forward holds beyond its tokens' activations: transformers' experts read
+    their stacked weights as one batch, about one byte a parameter of a layer's experts (fitted to
+    the tracker: it barely grows with the tokens)."""
+    return arch.params.experts // arch.moe_layers if arch.moe_layers else 0
+
+
+def _backward_bytes_per_token(arch: Architecture) -> int:
+    """The temporaries of one layer's backward per token: activation gradients (bf16) and the fp32
+    norm gradients (measured, tests/memtracker)."""
+    return 16 * arch.hidden + 4 * _mlp_width(arch)
+
+
 def _activation_bytes_per_token(arch: Architecture) -> int:
     """bf16 activations one layer keeps for backward, per token (flash attention: no score matrix)."""
     q, kv = arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim
@@ -442,33 +588,44 @@ def _activation_bytes_per_token(arch: Architecture) -> int:
 
 
 def _reference(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device) -> Row:
+    """The reference's forward without gradients: its weights, and the largest of what its phases
+    hold beside them (FSDP's gathered parameters; a layer's forward; the logits)."""
     p = arch.params.total
+    fsdp: _FsdpPhases | None = None
     if geo.strategy == "megatron":
         m = _megatron(arch, k, "ref", geo.megatron_ref)
         weights_per_rank = 2 * m.shard
         tp, pp, cp = geo.megatron_ref
         shard = f"TP{tp} x PP{pp} x CP{cp} (EP{m.ep})"
     else:
-        fsdp = _fsdp_shard(k, "ref", geo.ref_world)
-        weights_per_rank = 2 * p / fsdp
-        shard = f"{fsdp} GPUs"
+        fsdp = _FsdpPhases(arch, _fsdp_shard(k, "ref", geo.ref_world))
+        weights_per_rank = 2 * p / fsdp.shard
+        shard = f"{fsdp.shard} GPUs"
     offload = bool(k("trainer.ref.fsdp_config.cpu_offload", False)) and geo.strategy != "megatron"
     weights = 0 if offload else int(weights_per_rank)
     micro_tokens = _micro_tokens(k, int(k("trainer.micro_forward_batch_size_per_gpu", 1)), seq)
     split = _token_split(geo, "ref", cpu=False)
     tokens = micro_tokens // split.activations
-    activations = tokens * _activation_bytes_per_token(arch) + tokens * arch.hidden * 2
-    logits = micro_tokens // split.logit_tokens * (arch.vocab // split.vocab) * 4
-    transient = activations + logits
-    gathered = 2 * max(arch.layer_params(), arch.vocab * arch.hidden)
+    residual = tokens * 2 * arch.hidden
+    activations = residual + tokens * _forward_bytes_per_token(arch) + _expert_forward_bytes(arch)
+    logit_bytes = 4 if fsdp is None else 2
+    logits = micro_tokens // split.logit_tokens * (arch.vocab // split.vocab) * logit_bytes
+    start, layer, last = (0, 0, 0) if fsdp is None else (fsdp.forward_start, fsdp.forward_layer, fsdp.forward_logits)
+    transient = max(start + residual, layer + activations, last + logits + residual)
     return Row(
         "reference",
         "forward",
-        weights + gathered + transient,
+        weights + transient,
         dev.bytes,
         weights,
-        f"bf16 weights {gib(weights)} GiB over {shard}{' (CPU offload)' if offload else ''}, forward of {tokens} tokens",
-        parts=(("weights", weights), ("gathered", gathered), ("activations", activations), ("logits", logits)),
+        f"bf16 weights {gib(weights)} GiB over {shard}{' (CPU offload)' if offload else ''}, forward of {tokens} tokens "
+        f"(the largest of gathered parameters, a layer's forward {gib(activations)} and logits {gib(logits)} GiB)",
+        parts=(
+            ("weights", weights),
+            ("gathered", max(start, layer, last)),
+            ("activations", activations),
+            ("logits", logits),
+        ),
     )
 
 
