@@ -11,11 +11,15 @@ false alarm blocks a run that would have worked.
 
 What is counted, per device (SkyRL 0.4.0 keys, `skyrl_040_keys.md`):
 
-* training (FSDP): model states sharded over the FSDP group (fp32 parameters, fp32 gradients and
-  two fp32 Adam moments: 16 bytes a parameter; 12 of them certain; none with `cpu_offload`; bf16
-  weights only with LoRA), one gathered layer or the embedding in bf16, the activations of one
-  micro batch at the maximum sequence length (the layer inputs with gradient checkpointing, every
-  layer's activations without), and the fp32 logits `[tokens x vocab]`. Megatron: bf16 weights and
+* training (FSDP2, as PyTorch's own tracker accounts the same step: tests/runtimes/test_memtracker.py):
+  model states sharded over the FSDP group (fp32 parameters, fp32 gradients and two fp32 Adam
+  moments: 16 bytes a parameter; 12 of them certain; none with `cpu_offload`; bf16 weights only
+  with LoRA), then the larger of two phases, never their sum. Forward/backward: the gathered bf16
+  parameters of the phase (`_FsdpPhases`), the activations one micro batch keeps (the layer inputs
+  with gradient checkpointing, every layer's saved tensors without), and the larger of the bf16
+  logits with their gradient (two `[tokens x vocab]` tensors: flash-attn's in-place cross entropy
+  and the in-place temperature division) and a layer's backward; or the root's own backward.
+  Optimizer step: foreach AdamW's fp32 temporary, 4 bytes a parameter. Megatron: bf16 weights and
   fp32 gradients over TP x PP (experts over EP x ETP x PP), the distributed optimizer's 12 bytes a
   parameter over data parallelism as well (dense over world / (TP x PP x CP), experts over the
   expert data-parallel group world / (EP x ETP x PP)), activations over TP x CP (sequence
@@ -30,8 +34,10 @@ What is counted, per device (SkyRL 0.4.0 keys, `skyrl_040_keys.md`):
   `gpu_memory_utilization x capacity`, an estimate of the profiling peak, CUDA graphs and
   non-torch memory, and the KV cache that is left: tokens and maximum-length sequences
   (`max_model_len` = SkyRL's `max_input_length + max_generate_length`);
-* colocated: the training bar (the policy's step while the engine sleeps) and the generation bar
-  (the engine's budget while the policy is offloaded).
+* colocated: the training bar (the policy's step while the engine sleeps), the weight sync (the
+  engine's weights woken beside the policy's resident weights, its optimizer offloaded, and one
+  gathered bf16 tensor being broadcast) and the generation bar (the engine's budget while the
+  policy is offloaded).
 """
 
 from __future__ import annotations
@@ -399,14 +405,17 @@ def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device
     logit_bytes = 4 if fp32_logits else 2 * 2
     logits = micro_tokens // split.logit_tokens * (arch.vocab // split.vocab) * logit_bytes
     backward = tokens * ((saved if checkpointing else 0) + _backward_bytes_per_token(arch))
-    gathered, logits_gathered, layer_gathered, root = (
-        (0, 0, 0, 0) if fsdp is None else (fsdp.root, fsdp.logits_backward, fsdp.layer_backward, fsdp.root_backward)
+    gathered, logits_gathered, layer_gathered, reduce, root = (
+        (0, 0, 0, 0, 0)
+        if fsdp is None
+        else (fsdp.root, fsdp.logits_backward, fsdp.layer_backward, fsdp.layer_reduce, fsdp.root_backward)
     )
-    forward_backward = states + max(gathered + kept + max(logits + logits_gathered, backward + layer_gathered), root)
+    layer = max(backward + layer_gathered, reduce)
+    forward_backward = states + max(gathered + kept + max(logits + logits_gathered, layer), root)
     step = max(forward_backward, states + optimizer)
     parts = (
         ("states", states),
-        ("gathered", gathered + max(logits_gathered, layer_gathered)),
+        ("gathered", gathered + max(logits_gathered, layer_gathered, reduce)),
         ("activations", kept),
         ("logits", logits),
         ("backward", backward),
@@ -414,7 +423,7 @@ def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device
         ("optimizer step", optimizer),
     )
     detail = (
-        f"states {gib(states)} ({how}) + gathered {gib(gathered + max(logits_gathered, layer_gathered))} + "
+        f"states {gib(states)} ({how}) + gathered {gib(gathered + max(logits_gathered, layer_gathered, reduce))} + "
         f"activations {gib(kept)} ({tokens} tokens/micro batch, {layout}, checkpointing {'on' if checkpointing else 'off'}) "
         f"+ the larger of {'fp32 logits' if fp32_logits else 'bf16 logits and their gradient'} {gib(logits)} and a layer's backward "
         f"{gib(backward)} GiB"
@@ -521,7 +530,17 @@ class _FsdpPhases:
 
     @property
     def layer_backward(self) -> int:
-        return 6 * self._layer if self.shard > 1 else 0
+        return 4 * self._layer if self.shard > 1 else 0
+
+    @property
+    def layer_reduce(self) -> int:
+        """A layer's gradients reduced, its activations gone: sharded, the bf16 layer and gradient and
+        the fp32 reduce-scatter input; on one GPU the fp32 copy, and an MoE layer's stacked experts'
+        gradient written expert by expert into zero-filled copies of the whole weight."""
+        if self.shard > 1:
+            return 6 * self._layer
+        experts = self.arch.params.experts // self.arch.moe_layers if self.arch.moe_layers else 0
+        return 4 * self._layer + 4 * experts
 
     @property
     def root_backward(self) -> int:
@@ -563,15 +582,10 @@ def _saved_bytes_per_token(arch: Architecture) -> int:
 
 def _forward_bytes_per_token(arch: Architecture) -> int:
     """The temporaries of one layer's forward without gradients, per token: the MLP's gate or
-    activation, up and product at once (bf16) and a norm's fp32 input and output."""
-    return 6 * _mlp_width(arch) + 8 * arch.hidden
-
-
-def _expert_forward_bytes(arch: Architecture) -> int:
-    """What an MoE layer's forward holds beyond its tokens' activations: transformers' experts read
-    their stacked weights as one batch, about one byte a parameter of a layer's experts (fitted to
-    the tracker: it barely grows with the tokens)."""
-    return arch.params.experts // arch.moe_layers if arch.moe_layers else 0
+    activation, up and product at once (bf16), a norm's fp32 input and output, and in an MoE layer
+    each routed expert's copies of the token and its output (8 x hidden; fitted to the tracker)."""
+    routed = 8 * arch.hidden * arch.experts_per_token * arch.moe_layers // arch.layers
+    return 6 * _mlp_width(arch) + 8 * arch.hidden + routed
 
 
 def _backward_bytes_per_token(arch: Architecture) -> int:
@@ -607,7 +621,7 @@ def _reference(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Devic
     split = _token_split(geo, "ref", cpu=False)
     tokens = micro_tokens // split.activations
     residual = tokens * 2 * arch.hidden
-    activations = residual + tokens * _forward_bytes_per_token(arch) + _expert_forward_bytes(arch)
+    activations = residual + tokens * _forward_bytes_per_token(arch)
     logit_bytes = 4 if fsdp is None else 2
     logits = micro_tokens // split.logit_tokens * (arch.vocab // split.vocab) * logit_bytes
     start, layer, last = (0, 0, 0) if fsdp is None else (fsdp.forward_start, fsdp.forward_layer, fsdp.forward_logits)
