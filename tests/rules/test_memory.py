@@ -538,3 +538,18 @@ def test_a_colocated_engine_wakes_beside_the_policys_resident_weights() -> None:
         sync = row(report(LLAMA_31_8B, topology(), tree), "colocated", "weight sync")
         assert sync.estimate == engine + resident + largest
         assert sync.certain == 0  # an estimate: shown as tight, never refused
+
+
+def test_a_lora_step_reduces_no_gradients_of_the_frozen_base() -> None:
+    """Full fine-tuning on 8 GPUs ends its backward with the embeddings' and LM head's gradients
+    (bf16, their fp32 copy, the reduced shard); LoRA's frozen base has none to reduce."""
+    a = arch(LLAMA_31_8B)
+    root = a.params.embeddings + a.params.lm_head
+    full = row(report(LLAMA_31_8B, topology()), "colocated", "training bar")
+    lora = row(
+        report(LLAMA_31_8B, topology(), recipe(trainer={"policy": {"model": {"lora": {"rank": 8}}}})),
+        "colocated",
+        "training bar",
+    )
+    assert full.part("root backward") == 5 * root + 4 * root // 8
+    assert lora.part("root backward") == 0

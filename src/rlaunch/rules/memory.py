@@ -385,7 +385,7 @@ def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device
         certain = 0 if offload else p * certain_per_param // shard
         optimizer = 0 if offload or lora or cpu else ADAM_STEP_BYTES * p // shard
         how = ("one full replica per slot" if cpu else f"FSDP over {shard} GPUs") + (", CPU offload" if offload else "")
-        fsdp = None if cpu else _FsdpPhases(arch, shard)
+        fsdp = None if cpu else _FsdpPhases(arch, shard, frozen=lora)
         resident = 0 if offload else (2 if lora else 4) * p // shard
         layers = arch.layers
     split = _token_split(geo, "policy", cpu)
@@ -511,6 +511,7 @@ class _FsdpPhases:
 
     arch: Architecture
     shard: int
+    frozen: bool = False  # LoRA: the base has no gradients to reduce
 
     @property
     def _root(self) -> int:
@@ -537,6 +538,8 @@ class _FsdpPhases:
         """A layer's gradients reduced, its activations gone: sharded, the bf16 layer and gradient and
         the fp32 reduce-scatter input; on one GPU the fp32 copy, and an MoE layer's stacked experts'
         gradient written expert by expert into zero-filled copies of the whole weight."""
+        if self.frozen:
+            return 0
         if self.shard > 1:
             return 6 * self._layer
         experts = self.arch.params.experts // self.arch.moe_layers if self.arch.moe_layers else 0
@@ -544,7 +547,7 @@ class _FsdpPhases:
 
     @property
     def root_backward(self) -> int:
-        return 5 * self._root + 4 * self._root // self.shard
+        return 0 if self.frozen else 5 * self._root + 4 * self._root // self.shard
 
     @property
     def forward_start(self) -> int:
