@@ -553,3 +553,26 @@ def test_a_lora_step_reduces_no_gradients_of_the_frozen_base() -> None:
     )
     assert full.part("root backward") == 5 * root + 4 * root // 8
     assert lora.part("root backward") == 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(min_value=64, max_value=16384),
+    st.integers(min_value=64, max_value=16384),
+    st.sampled_from([True, False]),
+    st.sampled_from([None, 2048, 20000]),
+)
+def test_more_tokens_never_shrink_the_training_step_or_the_reference_forward(
+    short: int, extra: int, checkpointing: bool, budget
+) -> None:
+    def rows(generate: int) -> tuple[memory.Row, memory.Row]:
+        tree = recipe(
+            trainer={"gradient_checkpointing": checkpointing, "max_tokens_per_microbatch": budget},
+            generator={"sampling_params": {"max_generate_length": generate}},
+        )
+        rep = report(QWEN3_14B, topology(), tree)
+        return row(rep, "colocated", "training bar"), row(rep, "reference", "forward")
+
+    (step, ref), (longer_step, longer_ref) = rows(short), rows(short + extra)
+    assert step.estimate <= longer_step.estimate and ref.estimate <= longer_ref.estimate
+    assert step.estimate >= step.part("states") >= step.certain
