@@ -429,7 +429,7 @@ def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device
         f"{gib(backward)} GiB"
         + (
             f"; the embeddings' backward, states + {gib(root)} GiB, is the larger"
-            if root > forward_backward - states - 1 and root
+            if root and forward_backward == states + root
             else ""
         )
         + (
