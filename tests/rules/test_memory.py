@@ -17,7 +17,7 @@ from rlaunch.rules.devices import GIB, device
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import MemoryReport, ModelFacts, PreflightError, check_plan, memory_report
 from rlaunch.skyrl.config_yaml import render_recipe
-from tests.skyrl.helpers import LLAMA_31_8B, LLAMA_31_405B, plan, recipe, replace_plan, topology
+from tests.skyrl.helpers import LLAMA_31_8B, LLAMA_31_405B, merge, plan, recipe, replace_plan, topology
 
 QWEN3_14B = {
     "model_type": "qwen3",
@@ -438,3 +438,152 @@ def test_a_sliding_window_caps_the_kv_one_sequence_needs() -> None:
     }
     assert "memory.kv_one_sequence" in codes["llama"] and "memory.kv_one_sequence" not in codes["mistral"]
     assert arch(mistral).sliding_window == 4096 and arch(llama).sliding_window is None
+
+
+# --- Megatron: each parallel size divides what it shards, once ------------------------------------
+
+SEQ = 1024 + 3072  # BASE_RECIPE's max_prompt_length + max_generate_length
+MICRO = plan().micro_train_batch_size_per_gpu  # the forward micro batch follows it unless set
+
+
+def megatron_tree(role: str = "policy", **config) -> dict:
+    return recipe(trainer={role: {"megatron_config": config}})
+
+
+def test_megatron_logits_hold_every_token_of_the_micro_batch_over_a_vocabulary_shard() -> None:
+    """Vocabulary-parallel logits: the micro batch's tokens (over CP only) x vocab / TP, fp32. The
+    sequence-parallel activations are the ones split over TP x CP."""
+    vocab = arch(LLAMA_31_8B).vocab
+    for tp, cp in [(1, 1), (2, 1), (4, 1), (2, 2)]:
+        tree = megatron_tree(tensor_model_parallel_size=tp, context_parallel_size=cp)
+        step = row(report(LLAMA_31_8B, topology(), tree, "megatron"), "colocated", "training bar")
+        assert step.part("logits") == MICRO * SEQ // cp * (vocab // tp) * 4, (tp, cp)
+
+
+def test_megatron_expert_optimizer_shards_over_the_expert_data_parallel_group() -> None:
+    """The distributed optimizer shards dense states over world / (TP x PP x CP) and expert states
+    over the expert data-parallel group, world / (EP x ETP x PP): 8 GPUs at EP8 leave no expert DP."""
+    a = arch(QWEN3_235B_A22B)
+    dense, experts = a.params.total - a.params.experts, a.params.experts
+    tree = megatron_tree(expert_model_parallel_size=8)
+    states = row(report(QWEN3_235B_A22B, topology(), tree, "megatron"), "policy", "model states")
+    shard = dense + experts / 8  # TP1 x PP1: dense whole, experts over EP8
+    optimizer = 12 * (dense / 8 + experts / 8 / 1)
+    assert states.estimate == pytest.approx(6 * shard + optimizer, abs=8)
+    assert states.certain == pytest.approx(2 * shard + optimizer, abs=8)
+
+
+def test_megatron_reference_forward_shards_its_tokens_like_the_training_rows() -> None:
+    """The reference's own TP and CP split its activations (TP x CP) and logits (CP tokens x vocab /
+    TP); `max_tokens_per_microbatch` bounds its micro batch as it bounds the policy's."""
+    a = arch(LLAMA_31_8B)
+
+    def forward(**config) -> memory.Row:
+        budget = config.pop("budget", None)
+        tree = merge(megatron_tree("ref", **config), recipe(trainer={"max_tokens_per_microbatch": budget}))
+        return row(report(LLAMA_31_8B, topology(), tree, "megatron"), "reference", "forward")
+
+    whole, tp2, cp2 = forward(), forward(tensor_model_parallel_size=2), forward(context_parallel_size=2)
+    assert whole.part("logits") == MICRO * SEQ * a.vocab * 4
+    assert tp2.part("logits") == MICRO * SEQ * (a.vocab // 2) * 4
+    assert cp2.part("logits") == MICRO * SEQ // 2 * a.vocab * 4
+    assert tp2.part("activations") == pytest.approx(whole.part("activations") / 2, rel=1e-6)
+    assert cp2.part("activations") == pytest.approx(whole.part("activations") / 2, rel=1e-6)
+    budget = forward(budget=3 * SEQ)  # room for three whole sequences per micro batch
+    assert budget.part("logits") == 3 * SEQ * a.vocab * 4
+
+
+# --- FSDP step phases, token layout and the colocated wake-up ---------------------------------------
+
+
+def test_the_training_step_is_the_larger_phase_not_their_sum() -> None:
+    """Short sequences: the optimizer step (states + foreach AdamW's fp32 temporary, 4 B a parameter)
+    is the peak; long ones: the forward/backward. The row is the larger, never the sum."""
+    short = recipe(trainer={"max_prompt_length": 16}, generator={"sampling_params": {"max_generate_length": 16}})
+    step = row(report(LLAMA_7B, topology(), short), "colocated", "training bar")
+    assert step.estimate == step.part("states") + 4 * arch(LLAMA_7B).params.total // 8
+    long = row(report(LLAMA_7B, topology()), "colocated", "training bar")
+    assert long.estimate > long.part("states") + long.part("optimizer step")
+    assert long.estimate < long.part("states") + long.part("optimizer step") + long.part("logits") + long.part(
+        "gathered"
+    ) + long.part("activations")
+
+
+def test_max_tokens_per_microbatch_bounds_the_micro_batch_and_a_longer_sequence_runs_alone() -> None:
+    vocab = arch(LLAMA_31_8B).vocab
+
+    def logits(budget: int | None) -> int:
+        tree = recipe(trainer={"max_tokens_per_microbatch": budget})
+        return row(report(LLAMA_31_8B, topology(), tree), "colocated", "training bar").part("logits")
+
+    assert logits(None) == MICRO * SEQ * vocab * 4  # two bf16 vocabulary-wide tensors
+    assert logits(3 * SEQ) == 3 * SEQ * vocab * 4
+    assert logits(SEQ // 2) == SEQ * vocab * 4  # one maximum-length sequence exceeds the budget alone
+
+
+def test_the_plan_says_whether_micro_batches_are_packed_or_padded() -> None:
+    packed = row(report(LLAMA_31_8B, topology()), "colocated", "training bar")
+    padded = row(
+        report(LLAMA_31_8B, topology(), recipe(trainer={"remove_microbatch_padding": False})),
+        "colocated",
+        "training bar",
+    )
+    assert "packed" in packed.detail and "padded" not in packed.detail
+    assert f"padded: {MICRO} x {SEQ}, the worst case" in padded.detail
+    assert padded.estimate == packed.estimate  # every sequence at the maximum length either way
+
+
+def test_a_colocated_engine_wakes_beside_the_policys_resident_weights() -> None:
+    """SkyRL's weight sync: the policy's weights back on the GPU (optimizer offloaded), the engine's
+    weights woken, one gathered bf16 tensor broadcast; the KV pool wakes only after the policy is
+    offloaded (the generation bar)."""
+    a = arch(LLAMA_31_8B)
+    engine = row(report(LLAMA_31_8B, topology()), "rollout", "engine weights").estimate
+    largest = 2 * a.vocab * a.hidden
+    cases = [
+        (recipe(), 4 * P8B // 8),
+        (recipe(trainer={"policy": {"model": {"lora": {"rank": 8}}}}), 2 * P8B // 8),
+        (recipe(trainer={"policy": {"fsdp_config": {"cpu_offload": True}}}), 0),
+    ]
+    for tree, resident in cases:
+        sync = row(report(LLAMA_31_8B, topology(), tree), "colocated", "weight sync")
+        assert sync.estimate == engine + resident + largest
+        assert sync.certain == 0  # an estimate: shown as tight, never refused
+
+
+def test_a_lora_step_reduces_no_gradients_of_the_frozen_base() -> None:
+    """Full fine-tuning on 8 GPUs ends its backward with the embeddings' and LM head's gradients
+    (bf16, their fp32 copy, the reduced shard); LoRA's frozen base has none to reduce."""
+    a = arch(LLAMA_31_8B)
+    root = a.params.embeddings + a.params.lm_head
+    full = row(report(LLAMA_31_8B, topology()), "colocated", "training bar")
+    lora = row(
+        report(LLAMA_31_8B, topology(), recipe(trainer={"policy": {"model": {"lora": {"rank": 8}}}})),
+        "colocated",
+        "training bar",
+    )
+    assert full.part("root backward") == 5 * root + 4 * root // 8
+    assert lora.part("root backward") == 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(min_value=64, max_value=16384),
+    st.integers(min_value=64, max_value=16384),
+    st.sampled_from([True, False]),
+    st.sampled_from([None, 2048, 20000]),
+)
+def test_more_tokens_never_shrink_the_training_step_or_the_reference_forward(
+    short: int, extra: int, checkpointing: bool, budget
+) -> None:
+    def rows(generate: int) -> tuple[memory.Row, memory.Row]:
+        tree = recipe(
+            trainer={"gradient_checkpointing": checkpointing, "max_tokens_per_microbatch": budget},
+            generator={"sampling_params": {"max_generate_length": generate}},
+        )
+        rep = report(QWEN3_14B, topology(), tree)
+        return row(rep, "colocated", "training bar"), row(rep, "reference", "forward")
+
+    (step, ref), (longer_step, longer_ref) = rows(short), rows(short + extra)
+    assert step.estimate <= longer_step.estimate and ref.estimate <= longer_ref.estimate
+    assert step.estimate >= step.part("states") >= step.certain

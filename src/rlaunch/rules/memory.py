@@ -11,15 +11,25 @@ false alarm blocks a run that would have worked.
 
 What is counted, per device (SkyRL 0.4.0 keys, `skyrl_040_keys.md`):
 
-* training (FSDP): model states sharded over the FSDP group (fp32 parameters, fp32 gradients and
-  two fp32 Adam moments: 16 bytes a parameter; 12 of them certain; none with `cpu_offload`; bf16
-  weights only with LoRA), one gathered layer or the embedding in bf16, the activations of one
-  micro batch at the maximum sequence length (the layer inputs with gradient checkpointing, every
-  layer's activations without), and the fp32 logits `[tokens x vocab]`. Megatron: bf16 weights and
+* training (FSDP2, as PyTorch's own tracker accounts the same step: tests/runtimes/test_memtracker.py):
+  model states sharded over the FSDP group (fp32 parameters, fp32 gradients and two fp32 Adam
+  moments: 16 bytes a parameter; 12 of them certain; none with `cpu_offload`; bf16 weights only
+  with LoRA), then the larger of two phases, never their sum. Forward/backward: the gathered bf16
+  parameters of the phase (`_FsdpPhases`), the activations one micro batch keeps (the layer inputs
+  with gradient checkpointing, every layer's saved tensors without), and the larger of the bf16
+  logits with their gradient (two `[tokens x vocab]` tensors: flash-attn's in-place cross entropy
+  and the in-place temperature division) and a layer's backward; or the root's own backward.
+  Optimizer step: foreach AdamW's fp32 temporary, 4 bytes a parameter. Megatron: bf16 weights and
   fp32 gradients over TP x PP (experts over EP x ETP x PP), the distributed optimizer's 12 bytes a
-  parameter over data parallelism as well, activations and logits over TP x CP;
-* reference: bf16 weights over its FSDP group (resident beside the policy unless fully
-  colocated, when SkyRL offloads it between uses), one forward micro batch;
+  parameter over data parallelism as well (dense over world / (TP x PP x CP), experts over the
+  expert data-parallel group world / (EP x ETP x PP)), activations over TP x CP (sequence
+  parallelism) and the vocabulary-parallel fp32 logits as the micro batch's tokens over CP x
+  vocab / TP;
+* reference: bf16 weights over its FSDP group or its own Megatron TP x PP (x EP), resident beside
+  the policy unless fully colocated (SkyRL offloads it between uses), one forward micro batch split
+  by its own TP x CP (or SP) as the training rows split theirs;
+* a micro batch holds `micro x max_model_len` tokens, or with `max_tokens_per_microbatch` that
+  budget (a single longer sequence still runs alone);
 * rollout (vLLM): weights per TP x PP shard as the checkpoint packs them (`quantization_config`,
   with the padding vLLM's MXFP4 kernels add per shard; experts over EP when EP > 1), the budget
   `gpu_memory_utilization x capacity`, an estimate of the profiling peak (`profile_peak`: from the
@@ -29,8 +39,10 @@ What is counted, per device (SkyRL 0.4.0 keys, `skyrl_040_keys.md`):
   `kv_block_size`), the layers of the first pipeline stage, hybrid groups of sliding-window and full
   layers (`kv_groups`), MLA's latent replicated over TP; tokens and maximum-length sequences
   (`max_model_len` = SkyRL's `max_input_length + max_generate_length`);
-* colocated: the training bar (the policy's step while the engine sleeps) and the generation bar
-  (the engine's budget while the policy is offloaded).
+* colocated: the training bar (the policy's step while the engine sleeps), the weight sync (the
+  engine's weights woken beside the policy's resident weights, its optimizer offloaded, and one
+  gathered bf16 tensor being broadcast) and the generation bar (the engine's budget while the
+  policy is offloaded).
 """
 
 from __future__ import annotations
@@ -42,7 +54,7 @@ from typing import Any
 
 from rlaunch.dotted import get_path
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.rules.architecture import DTYPE_BYTES, Architecture, Unsized
+from rlaunch.rules.architecture import DTYPE_BYTES, FAMILIES, Architecture, Unsized
 from rlaunch.rules.devices import GIB, Device, device, host_slot
 from rlaunch.rules.subject import Subject, Violation, violation
 
@@ -53,6 +65,7 @@ CUDA_GRAPHS = int(0.5 * GIB)  # vLLM's captured graphs, when not in eager mode (
 NON_TORCH = int(0.5 * GIB)  # CUDA context, NCCL buffers (estimate)
 SAMPLER_ROWS = 10  # vocabulary-wide fp32 rows per sequence at the sampler's warm-up peak (fit, see profile_peak)
 FSDP_STATE_BYTES, FSDP_CERTAIN_BYTES = 16, 12
+ADAM_STEP_BYTES = 4  # foreach AdamW's fp32 temporary per parameter (sqrt of the second moment)
 CODES = ("memory.model_states", "memory.engine_weights", "memory.kv_one_sequence")  # = rules.MEMORY_CODES
 
 
@@ -67,6 +80,11 @@ class Row:
     certain: int = 0
     detail: str = ""
     margin: float = TIGHT_MARGIN  # 0 for a row that is a budget by design (vLLM claims its share)
+    parts: tuple[tuple[str, int], ...] = ()  # the estimate by term (states, activations, logits, ...)
+
+    def part(self, name: str) -> int:
+        """One term of the estimate (0 when the row has no such term)."""
+        return sum(n for term, n in self.parts if term == name)
 
     @property
     def headroom(self) -> int:
@@ -299,11 +317,25 @@ def estimate(
                 dev.bytes,
                 train.step.certain,
                 train.step.detail + "; engine asleep",
+                parts=train.step.parts,
             )
         )
         if ref is not None:
             rows.append(ref)
         rows += engine_rows
+        gathered = 2 * max(arch.vocab * arch.hidden, arch.layer_params())
+        rows.append(
+            Row(
+                "colocated",
+                "weight sync",
+                kv.weights + train.resident + gathered,
+                dev.bytes,
+                0,
+                f"engine weights {gib(kv.weights)} woken beside the policy's resident weights {gib(train.resident)} "
+                f"(optimizer offloaded) and one gathered bf16 tensor {gib(gathered)} GiB being broadcast; "
+                "the KV pool wakes after the policy is offloaded",
+            )
+        )
         rows.append(
             Row(
                 "colocated",
@@ -383,6 +415,7 @@ def rollout_rows(kv: KvCapacity, geo: Geometry) -> list[Row]:
 class _Training:
     states: Row
     step: Row
+    resident: int  # the policy's weights on one device while a colocated engine wakes (optimizer offloaded)
 
 
 def _lora(k: _Keys, role: str) -> bool:
@@ -392,54 +425,245 @@ def _lora(k: _Keys, role: str) -> bool:
 def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device, role: str, *, cpu: bool) -> _Training:
     p = arch.params.total
     micro = int(k("trainer.micro_train_batch_size_per_gpu", geo.micro_batch))
-    budget_tokens = int(k("trainer.max_tokens_per_microbatch", -1))
     checkpointing = bool(k("trainer.gradient_checkpointing", True))
     if geo.strategy == "megatron" and not cpu:
+        m = _megatron(arch, k, role, geo.megatron_policy)
         tp, pp, cp = geo.megatron_policy
-        ep = int(k(f"trainer.{role}.megatron_config.expert_model_parallel_size", 1))
-        etp = int(k(f"trainer.{role}.megatron_config.expert_tensor_parallel_size", tp))
-        dense, experts = p - arch.params.experts, arch.params.experts
-        model_shard = dense / (tp * pp) + experts / (ep * etp * pp)
-        dp = max(1, geo.policy_world // (tp * pp * cp))
+        dense_dp = max(1, geo.policy_world // (tp * pp * cp))
+        expert_dp = max(1, geo.policy_world // (m.ep * m.etp * pp))
         optimizer = (
             0
             if k(f"trainer.{role}.megatron_config.optimizer_config_kwargs.optimizer_cpu_offload", False)
-            else 12 * model_shard / dp
+            else 12 * (m.dense / dense_dp + m.experts / expert_dp)
         )
-        states = int(6 * model_shard + optimizer) if not _lora(k, role) else int(2 * model_shard)
-        certain = int(2 * model_shard + optimizer) if not _lora(k, role) else int(2 * model_shard)
-        how = f"Megatron TP{tp} x PP{pp} x CP{cp} (EP{ep}), distributed optimizer over DP{dp}"
-        shard_tokens = tp * cp
-        gathered = 0
+        states = int(6 * m.shard + optimizer) if not _lora(k, role) else int(2 * m.shard)
+        certain = int(2 * m.shard + optimizer) if not _lora(k, role) else int(2 * m.shard)
+        how = (
+            f"Megatron TP{tp} x PP{pp} x CP{cp} (EP{m.ep} x ETP{m.etp}), distributed optimizer over DP{dense_dp} "
+            f"(experts over DP{expert_dp})"
+        )
+        fsdp: _FsdpPhases | None = None
+        resident = int(2 * m.shard)
         layers = math.ceil(arch.layers / pp)
     else:
         shard = 1 if cpu else _fsdp_shard(k, role, geo.policy_world)
         offload = not cpu and bool(k(f"trainer.{role}.fsdp_config.cpu_offload", False))
-        per_param, certain_per_param = (2, 2) if _lora(k, role) else (FSDP_STATE_BYTES, FSDP_CERTAIN_BYTES)
+        lora = _lora(k, role)
+        per_param, certain_per_param = (2, 2) if lora else (FSDP_STATE_BYTES, FSDP_CERTAIN_BYTES)
         states = 0 if offload else p * per_param // shard
         certain = 0 if offload else p * certain_per_param // shard
+        optimizer = 0 if offload or lora or cpu else ADAM_STEP_BYTES * p // shard
         how = ("one full replica per slot" if cpu else f"FSDP over {shard} GPUs") + (", CPU offload" if offload else "")
-        shard_tokens = max(1, geo.policy_sp or 1)
-        gathered = 0 if cpu else 2 * max(arch.layer_params(), arch.vocab * arch.hidden)
+        fsdp = None if cpu else _FsdpPhases(arch, shard, frozen=lora)
+        resident = 0 if offload else (2 if lora else 4) * p // shard
         layers = arch.layers
-    tokens = (budget_tokens if budget_tokens > 0 else micro * seq) // max(1, shard_tokens)
-    per_token = _activation_bytes_per_token(arch)
-    kept = layers * tokens * arch.hidden * 2 + tokens * per_token if checkpointing else layers * tokens * per_token
-    logits = tokens * arch.vocab * 4 // (geo.megatron_policy[0] if geo.strategy == "megatron" else 1)
-    step = states + gathered + kept + logits
+    split = _token_split(geo, "policy", cpu)
+    micro_tokens = _micro_tokens(k, micro, seq)
+    layout = (
+        "packed"
+        if k("trainer.remove_microbatch_padding", True)
+        else f"padded: {micro} x {seq}, the worst case whatever the lengths"
+    )
+    tokens = micro_tokens // split.activations
+    saved = _saved_bytes_per_token(arch)
+    kept = layers * tokens * (2 * arch.hidden if checkpointing else saved)
+    # FSDP keeps bf16 logits, written over by their gradient (flash-attn's in-place cross entropy), and
+    # the gradient through the in-place division by the temperature: two vocabulary-wide tensors.
+    # Megatron's vocabulary-parallel log-probs hold one fp32 copy; the CPU trainer's model is fp32.
+    fp32_logits = geo.strategy == "megatron" or cpu
+    logit_bytes = 4 if fp32_logits else 2 * 2
+    logits = micro_tokens // split.logit_tokens * (arch.vocab // split.vocab) * logit_bytes
+    backward = tokens * ((saved if checkpointing else 0) + _backward_bytes_per_token(arch))
+    gathered, logits_gathered, layer_gathered, reduce, root = (
+        (0, 0, 0, 0, 0)
+        if fsdp is None
+        else (fsdp.root, fsdp.logits_backward, fsdp.layer_backward, fsdp.layer_reduce, fsdp.root_backward)
+    )
+    layer = max(backward + layer_gathered, reduce)
+    forward_backward = states + max(gathered + kept + max(logits + logits_gathered, layer), root)
+    step = max(forward_backward, states + optimizer)
+    parts = (
+        ("states", states),
+        ("gathered", gathered + max(logits_gathered, layer_gathered, reduce)),
+        ("activations", kept),
+        ("logits", logits),
+        ("backward", backward),
+        ("root backward", root),
+        ("optimizer step", optimizer),
+    )
     detail = (
-        f"states {gib(states)} ({how}) + gathered {gib(gathered)} + activations {gib(kept)} "
-        f"({tokens} tokens/micro batch, checkpointing {'on' if checkpointing else 'off'}) + fp32 logits {gib(logits)} GiB"
+        f"states {gib(states)} ({how}) + gathered {gib(gathered + max(logits_gathered, layer_gathered, reduce))} + "
+        f"activations {gib(kept)} ({tokens} tokens/micro batch, {layout}, checkpointing {'on' if checkpointing else 'off'}) "
+        f"+ the larger of {'fp32 logits' if fp32_logits else 'bf16 logits and their gradient'} {gib(logits)} and a layer's backward "
+        f"{gib(backward)} GiB"
+        + (
+            f"; the embeddings' backward, states + {gib(root)} GiB, is the larger"
+            if root and forward_backward == states + root
+            else ""
+        )
+        + (
+            f"; the optimizer step's peak, states + {gib(optimizer)} GiB, is the larger"
+            if step > forward_backward
+            else ""
+        )
     )
     return _Training(
         Row(role, "model states", states, dev.bytes, certain, how),
-        Row(role, "training step", step, dev.bytes, certain, detail),
+        Row(role, "training step", step, dev.bytes, certain, detail, parts=parts),
+        resident,
     )
+
+
+@dataclass(frozen=True)
+class _MegatronShard:
+    """A Megatron role's parameters on one rank: dense over TP x PP, experts over EP x ETP x PP."""
+
+    dense: float
+    experts: float
+    ep: int
+    etp: int
+
+    @property
+    def shard(self) -> float:
+        return self.dense + self.experts
+
+
+def _megatron(arch: Architecture, k: _Keys, role: str, sizes: tuple[int, int, int]) -> _MegatronShard:
+    tp, pp, _ = sizes
+    ep = int(k(f"trainer.{role}.megatron_config.expert_model_parallel_size", 1))
+    etp = int(k(f"trainer.{role}.megatron_config.expert_tensor_parallel_size", tp))
+    experts = arch.params.experts
+    return _MegatronShard((arch.params.total - experts) / (tp * pp), experts / (ep * etp * pp), ep, etp)
+
+
+@dataclass(frozen=True)
+class _TokenSplit:
+    """How one rank's share of a micro batch is cut: activations over TP x CP (Megatron's sequence
+    parallelism) or Ulysses SP; the vocabulary-parallel logits hold the micro batch's tokens over CP
+    (or SP) x vocab / TP."""
+
+    activations: int
+    logit_tokens: int
+    vocab: int
+
+
+def _token_split(geo: Geometry, role: str, cpu: bool) -> _TokenSplit:
+    if geo.strategy == "megatron" and not cpu:
+        tp, _, cp = geo.megatron_policy if role == "policy" else geo.megatron_ref
+        return _TokenSplit(tp * cp, cp, tp)
+    sp = max(1, (geo.policy_sp if role == "policy" else geo.ref_sp) or 1)
+    return _TokenSplit(sp, sp, 1)
+
+
+def _micro_tokens(k: _Keys, micro: int, seq: int) -> int:
+    """Tokens of one micro batch at most: `micro` sequences of `seq`, or SkyRL's token budget
+    (`max_tokens_per_microbatch`), which a single longer sequence still exceeds alone."""
+    budget = int(k("trainer.max_tokens_per_microbatch", -1))
+    return max(budget, seq) if budget > 0 else micro * seq
 
 
 def _fsdp_shard(k: _Keys, role: str, world: int) -> int:
     size = int(k(f"trainer.{role}.fsdp_config.fsdp_size", -1))
     return size if 0 < size <= world else max(1, world)
+
+
+@dataclass(frozen=True)
+class _FsdpPhases:
+    """What FSDP2 holds unsharded beside the shards, by phase (measured against PyTorch's tracker,
+    tests/runtimes/test_memtracker.py). The root module's bf16 embeddings and LM head stay gathered
+    through forward and backward (the root does not reshard after forward). Sharded over more than
+    one GPU, the logits' backward holds a layer and its prefetched neighbour (bf16), a layer's
+    backward a layer, its bf16 gradient and its fp32 reduce-scatter input. The root's own backward
+    comes last, activations gone: its bf16 gradients, their fp32 copy for the reduction and the
+    reduced fp32 shard. A forward without gradients starts with the root's all-gather buffer beside
+    its gathered copy and a prefetched layer."""
+
+    arch: Architecture
+    shard: int
+    frozen: bool = False  # LoRA: the base has no gradients to reduce
+
+    @property
+    def _root(self) -> int:
+        return self.arch.params.embeddings + self.arch.params.lm_head
+
+    @property
+    def _layer(self) -> int:
+        return self.arch.layer_params()
+
+    @property
+    def root(self) -> int:
+        return 2 * self._root
+
+    @property
+    def logits_backward(self) -> int:
+        return 4 * self._layer if self.shard > 1 else 0
+
+    @property
+    def layer_backward(self) -> int:
+        return 4 * self._layer if self.shard > 1 else 0
+
+    @property
+    def layer_reduce(self) -> int:
+        """A layer's gradients reduced, its activations gone: sharded, the bf16 layer and gradient and
+        the fp32 reduce-scatter input; on one GPU the fp32 copy, and an MoE layer's stacked experts'
+        gradient written expert by expert into zero-filled copies of the whole weight."""
+        if self.frozen:
+            return 0
+        if self.shard > 1:
+            return 6 * self._layer
+        experts = self.arch.params.experts // self.arch.moe_layers if self.arch.moe_layers else 0
+        return 4 * self._layer + 4 * experts
+
+    @property
+    def root_backward(self) -> int:
+        return 0 if self.frozen else 5 * self._root + 4 * self._root // self.shard
+
+    @property
+    def forward_start(self) -> int:
+        return 4 * self._root + 2 * self._layer if self.shard > 1 else self.root
+
+    @property
+    def forward_layer(self) -> int:
+        return self.root + (4 if self.shard > 1 else 2) * self._layer
+
+    @property
+    def forward_logits(self) -> int:
+        return self.root + (2 * self._layer if self.shard > 1 else 0)
+
+
+def _mlp_width(arch: Architecture) -> int:
+    """The MLP width one token passes through in an average layer: the dense MLP's, or each routed
+    expert's (read from the expert parameters) times the experts per token."""
+    if not arch.moe_layers:
+        return arch.intermediate
+    expert = arch.params.experts // (arch.moe_layers * arch.experts * 3 * arch.hidden)
+    dense_layers = arch.layers - arch.moe_layers
+    return (arch.moe_layers * expert * arch.experts_per_token + dense_layers * arch.intermediate) // arch.layers
+
+
+def _saved_bytes_per_token(arch: Architecture) -> int:
+    """What one decoder layer saves for backward per token under bf16 mixed precision with flash
+    attention (measured against PyTorch's tracker, tests/memtracker): each RMSNorm its fp32 input,
+    bf16 normalized and weighted outputs (8 x hidden, two norms), q and the attention output (4 x q),
+    k and v (4 x kv), the fp32 log-sum-exp per head, the MLP's gate, up, activation and product
+    (8 x its width), and Qwen3's q/k norms (6 x (q + kv))."""
+    q, kv = arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim
+    qk_norm = 6 * (q + kv) if FAMILIES[arch.model_type].qk_norm else 0
+    return 16 * arch.hidden + 4 * q + 4 * kv + 4 * arch.heads + 8 * _mlp_width(arch) + qk_norm
+
+
+def _forward_bytes_per_token(arch: Architecture) -> int:
+    """The temporaries of one layer's forward without gradients, per token: the MLP's gate or
+    activation, up and product at once (bf16), a norm's fp32 input and output, and in an MoE layer
+    each routed expert's copies of the token and its output (8 x hidden; fitted to the tracker)."""
+    routed = 8 * arch.hidden * arch.experts_per_token * arch.moe_layers // arch.layers
+    return 6 * _mlp_width(arch) + 8 * arch.hidden + routed
+
+
+def _backward_bytes_per_token(arch: Architecture) -> int:
+    """The temporaries of one layer's backward per token: activation gradients (bf16) and the fp32
+    norm gradients (measured, tests/memtracker)."""
+    return 16 * arch.hidden + 4 * _mlp_width(arch)
 
 
 def _activation_bytes_per_token(arch: Architecture) -> int:
@@ -449,25 +673,44 @@ def _activation_bytes_per_token(arch: Architecture) -> int:
 
 
 def _reference(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device) -> Row:
+    """The reference's forward without gradients: its weights, and the largest of what its phases
+    hold beside them (FSDP's gathered parameters; a layer's forward; the logits)."""
     p = arch.params.total
+    fsdp: _FsdpPhases | None = None
     if geo.strategy == "megatron":
-        tp, pp, _ = geo.megatron_ref
-        shard = tp * pp
+        m = _megatron(arch, k, "ref", geo.megatron_ref)
+        weights_per_rank = 2 * m.shard
+        tp, pp, cp = geo.megatron_ref
+        shard = f"TP{tp} x PP{pp} x CP{cp} (EP{m.ep})"
     else:
-        shard = _fsdp_shard(k, "ref", geo.ref_world)
+        fsdp = _FsdpPhases(arch, _fsdp_shard(k, "ref", geo.ref_world))
+        weights_per_rank = 2 * p / fsdp.shard
+        shard = f"{fsdp.shard} GPUs"
     offload = bool(k("trainer.ref.fsdp_config.cpu_offload", False)) and geo.strategy != "megatron"
-    weights = 0 if offload else 2 * p // shard
-    micro = int(k("trainer.micro_forward_batch_size_per_gpu", 1))
-    tokens = micro * seq // max(1, geo.ref_sp or 1)
-    transient = tokens * _activation_bytes_per_token(arch) + tokens * arch.hidden * 2 + tokens * arch.vocab * 4
-    gathered = 2 * max(arch.layer_params(), arch.vocab * arch.hidden)
+    weights = 0 if offload else int(weights_per_rank)
+    micro_tokens = _micro_tokens(k, int(k("trainer.micro_forward_batch_size_per_gpu", 1)), seq)
+    split = _token_split(geo, "ref", cpu=False)
+    tokens = micro_tokens // split.activations
+    residual = tokens * 2 * arch.hidden
+    activations = residual + tokens * _forward_bytes_per_token(arch)
+    logit_bytes = 4 if fsdp is None else 2
+    logits = micro_tokens // split.logit_tokens * (arch.vocab // split.vocab) * logit_bytes
+    start, layer, last = (0, 0, 0) if fsdp is None else (fsdp.forward_start, fsdp.forward_layer, fsdp.forward_logits)
+    transient = max(start + residual, layer + activations, last + logits + residual)
     return Row(
         "reference",
         "forward",
-        weights + gathered + transient,
+        weights + transient,
         dev.bytes,
         weights,
-        f"bf16 weights {gib(weights)} GiB over {shard} GPUs{' (CPU offload)' if offload else ''}, forward of {tokens} tokens",
+        f"bf16 weights {gib(weights)} GiB over {shard}{' (CPU offload)' if offload else ''}, forward of {tokens} tokens "
+        f"(the largest of gathered parameters, a layer's forward {gib(activations)} and logits {gib(logits)} GiB)",
+        parts=(
+            ("weights", weights),
+            ("gathered", max(start, layer, last)),
+            ("activations", activations),
+            ("logits", logits),
+        ),
     )
 
 

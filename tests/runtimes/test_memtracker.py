@@ -1,0 +1,59 @@
+"""Evidence: the training and reference rows against PyTorch's own accounting of the same step.
+
+Source of truth: `torch.distributed._tools.fsdp2_mem_tracker.FSDPMemTracker` under `FakeTensorMode`
+(tests/runtimes/tracked_step.py), which allocates nothing and reports the peak of a real SkyRL-style
+FSDP2 step of transformers' own model classes over a fake process group: fp32 master weights, bf16
+mixed precision, foreach AdamW, gradient checkpointing on and off, packed micro batches and
+flash-attn's in-place cross entropy. It runs in the trl-cpu runtime's venv (torch 2.13 CPU and
+transformers, built once and cached like every runtime; the launcher never imports them). The grid
+(tests/runtimes/memtracker_grid.py) covers every supported family at published widths, truncated
+in layers: benchmarks/memory_tracker.py prints it with the errors.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rlaunch.rules.architecture import FAMILIES
+from rlaunch.runtimes.environment import RuntimeEnvironmentError
+from tests.runtimes.memtracker_grid import GRID, TOLERANCE, Case, error, measure, rows
+
+pytestmark = pytest.mark.memtracker
+
+
+@pytest.fixture(scope="module")
+def measured(request: pytest.FixtureRequest) -> dict[Case, dict]:
+    try:
+        env, _ = request.getfixturevalue("trl_env")
+    except RuntimeEnvironmentError as exc:
+        pytest.skip(
+            f"memtracker tier skipped: the trl-cpu venv (torch, transformers) cannot be built: {str(exc).splitlines()[0]}"
+        )
+    return measure(env.python)
+
+
+def test_the_grid_covers_every_supported_family_sharded_and_not() -> None:
+    types = {c.config["model_type"] for c in GRID}
+    assert types == set(FAMILIES)
+    assert {c.world for c in GRID} >= {1, 4} and {c.checkpointing for c in GRID} == {True, False}
+
+
+@pytest.mark.parametrize("case", GRID, ids=lambda c: c.name)
+def test_the_training_step_is_within_ten_percent_of_the_trackers_peak(measured, case: Case) -> None:
+    """The row is the larger of the forward/backward and the optimizer-step peaks, as the tracker's."""
+    got = measured[case]
+    peak = max(got["train_fb"], got["train_opt"])
+    train, _ = rows(case)
+    assert abs(error(train.estimate, peak)) <= TOLERANCE, (train.estimate, peak, got["breakdown"], train.parts)
+
+
+@pytest.mark.parametrize("case", GRID, ids=lambda c: c.name)
+def test_the_reference_forward_is_within_ten_percent_of_the_trackers_peak(measured, case: Case) -> None:
+    got = measured[case]
+    _, ref = rows(case)
+    assert abs(error(ref.estimate, got["reference"])) <= TOLERANCE, (
+        ref.estimate,
+        got["reference"],
+        got["reference_breakdown"],
+        ref.parts,
+    )
