@@ -632,13 +632,13 @@ class _FsdpPhases:
 
 
 def _mlp_width(arch: Architecture) -> int:
-    """The MLP width one token passes through in an average layer: the dense MLP's, or each routed
-    expert's (read from the expert parameters) times the experts per token."""
+    """The MLP width one token passes through in an average layer: the dense MLP's in a dense layer,
+    the routed experts' (experts per token x their width) and the shared experts' in an MoE layer."""
     if not arch.moe_layers:
         return arch.intermediate
-    expert = arch.params.experts // (arch.moe_layers * arch.experts * 3 * arch.hidden)
+    moe = arch.experts_per_token * arch.expert_intermediate + arch.shared_intermediate
     dense_layers = arch.layers - arch.moe_layers
-    return (arch.moe_layers * expert * arch.experts_per_token + dense_layers * arch.intermediate) // arch.layers
+    return (arch.moe_layers * moe + dense_layers * arch.intermediate) // arch.layers
 
 
 def _saved_bytes_per_token(arch: Architecture) -> int:
