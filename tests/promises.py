@@ -50,6 +50,7 @@ _GATES = "src/rlaunch/launch_config/gates.py"
 _HOST_GATES = "tests/gates/test_host_gates.py"
 _PINNED = "tests/gates/test_pinned_data.py"
 _FAILURES = "tests/gates/test_failures.py"
+_CREDENTIALS = "tests/gates/test_declared_credentials.py"
 
 PROMISES = (
     Promise(
@@ -405,6 +406,34 @@ PROMISES = (
                 "return []",
                 "--run lets a large launch without a smoke through",
                 "tests/gates/test_smoke_gate.py::test_a_two_node_launch_without_a_smoke_is_refused_and_goes_with_a_recorded_reason",
+            ),
+        ),
+    ),
+    Promise(
+        "A launch is refused while a credential it declares is unset or empty, and the jobs get it by name, scrubbed",
+        (
+            _one(
+                _GATES,
+                "    if not missing:\n        return None",
+                "    if True:\n        return None",
+                "--run and the host let a missing declared credential through",
+                f"{_CREDENTIALS}::test_run_refuses_a_missing_declared_credential",
+                f"{_CREDENTIALS}::test_the_host_refuses_a_document_whose_credential_is_missing",
+            ),
+            _one(
+                _GATES,
+                "for name in declared if not env.get(name)]",
+                "for name in declared if name not in env]",
+                "a set-but-empty credential read as set",
+                f"{_CREDENTIALS}::test_credentials_gate_tells_unset_from_set_but_empty",
+                f"{_CREDENTIALS}::test_the_host_refuses_a_document_whose_credential_is_missing",
+            ),
+            _one(
+                "src/rlaunch/secrets.py",
+                "if (is_secret_name(k) or k in listed) and",
+                "if is_secret_name(k) and",
+                "a declared credential's value no longer scrubbed in the job",
+                f"{_CREDENTIALS}::test_declared_credentials_reach_the_jobs_by_name_and_are_scrubbed",
             ),
         ),
     ),

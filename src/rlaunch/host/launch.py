@@ -29,6 +29,7 @@ from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.failures import classify
 from rlaunch.launch_config.gates import (
     authorisations,
+    credentials_problem,
     large_launch,
     recorded_attempts,
     retry_problem,
@@ -145,6 +146,7 @@ def _check_gates(doc: schema.SkyRLLaunchConfig) -> None:
     problems = [
         version_problem(attempts, runtime.source_digest, runtime.compatible_checkpoint_digests),
         retry_problem(attempts, gates),
+        credentials_problem(doc.run.credentials, os.environ),
     ]
     if gates.skip_smoke_gate is None and gates.smoke is not None:
         smoke = gates.smoke

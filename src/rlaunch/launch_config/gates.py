@@ -11,6 +11,8 @@ apply the same functions: the experiment side in the dry run and before it submi
                authorised retry (`--retry REASON`: who, when and why go into the run record)
     smoke      a large launch (a GPU runtime, or more nodes than `gates.smoke_gate_nodes`) declares
                the smoke that rehearses it, or carries `--skip-smoke-gate REASON`
+    credentials every credential the document declares (`run.credentials`) is set, and not empty,
+               in the environment that submits the jobs (it is forwarded into them by name)
 """
 
 from __future__ import annotations
@@ -124,6 +126,18 @@ def smoke_record_problem(smoke_attempts: Sequence[Attempt], identity: str, diges
             f"not this runtime's {digest[:16]}: rerun the smoke on this runtime"
         )
     return None
+
+
+def credentials_problem(declared: Sequence[str], env: Mapping[str, str]) -> str | None:
+    """A declared credential unset or empty in `env` (the submitting environment) refuses the launch."""
+    missing = [f"{name} ({'set but empty' if name in env else 'not set'})" for name in declared if not env.get(name)]
+    if not missing:
+        return None
+    return (
+        f"the run declares credential(s) it needs that this environment lacks: {', '.join(missing)}. Set each "
+        "in the environment you launch from (it is forwarded into the jobs by name and never recorded), "
+        "or drop it from SkyRLSpec(credentials=...)"
+    )
 
 
 def authorisations(gates: GatesSection) -> dict[str, Any]:

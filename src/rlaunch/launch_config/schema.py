@@ -19,6 +19,7 @@ from rlaunch.launch_config.typed import DocumentError, decode, encode
 from rlaunch.names import sanitize_job_name
 from rlaunch.paths import location_problem, relative_path_problem
 from rlaunch.runs.layout import RunPaths
+from rlaunch.secrets import credential_name_problem
 from rlaunch.units import parse_size
 
 SCHEMA_VERSION = 1
@@ -37,6 +38,7 @@ class RunSection:
     export_hf: bool = False
     fingerprint: str = ""  # stamped by the launch host (launch_config.resume.run_fingerprint)
     artifact: str | None = None  # the RL artifact's name@version (the trainer's run name, e.g. on W&B)
+    credentials: tuple[str, ...] = ()  # variables the run needs from its environment (names, never values)
 
 
 @dataclass(frozen=True)
@@ -263,6 +265,10 @@ class SkyRLLaunchConfig:
 def from_dict(data: Any) -> SkyRLLaunchConfig:
     config = decode(SkyRLLaunchConfig, data, what="SkyRLLaunchConfig")
     problems = confinement_problems(config)
+    for index, name in enumerate(config.run.credentials):
+        problem = credential_name_problem(name)
+        if problem:
+            problems.append(f"run.credentials[{index}]: {problem}")
     if problems:
         raise DocumentError(problems, what="SkyRLLaunchConfig")
     return config

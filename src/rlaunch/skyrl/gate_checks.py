@@ -8,7 +8,10 @@ The document's `gates` section is rendered with the document (`launch_document.g
 
 from __future__ import annotations
 
+import os
+
 from rlaunch.launch_config.gates import (
+    credentials_problem,
     declared_compatible,
     foreign_digests,
     large_launch,
@@ -38,13 +41,14 @@ def large(document: SkyRLLaunchConfig) -> str | None:
 
 
 def launch_problems(document: SkyRLLaunchConfig, facts: StoredFacts, *, retry_given: bool) -> list[str]:
-    """Why `--run` may not launch this RL version: the version and retry gates (the smoke gate is
-    `rlaunch.cli.smoke_gate`'s, with the smoke's verdict and parity)."""
+    """Why `--run` may not launch this RL version: the version, retry and credentials gates (the
+    smoke gate is `rlaunch.cli.smoke_gate`'s, with the smoke's verdict and parity)."""
     runtime = document.runtime
     gates = GatesSection(retry=Authorisation("given on the command line") if retry_given else None)
     found = [
         version_problem(facts.attempts, runtime.source_digest, runtime.compatible_checkpoint_digests),
         retry_problem(facts.attempts, gates),
+        credentials_problem(document.run.credentials, os.environ),
     ]
     return [p for p in found if p]
 

@@ -119,6 +119,7 @@ def render_document(
                 seed=spec.seed,
                 export_hf=export_hf,
                 artifact=f"{spec.name}@{spec.version}",
+                credentials=spec.credentials,
             )
         ),
         "runtime": encode(
@@ -196,7 +197,9 @@ def render_document(
 
 def _drop_derived(sections: dict[str, Any]) -> None:
     """Leave out of the fingerprint what identity already decides: the TTL (like the temporary root
-    it names, retention), and the inputs' artifact types and graph (their identities carry them)."""
+    it names, retention), and the inputs' artifact types and graph (their identities carry them);
+    and the declared credentials (what the run needs from where it runs, not what it computes)."""
+    del sections["run"]["credentials"]
     del sections["artifacts"]["temporary_storage_ttl_days"]
     inputs = sections["inputs"]
     del inputs["graph"]

@@ -14,6 +14,7 @@ from typing import Any
 
 from rlaunch.artifacts import ArtifactStep
 from rlaunch.artifacts.identity import validate_name, validate_version
+from rlaunch.secrets import credential_name_problem
 from rlaunch.skyrl.config_yaml import entrypoint_of, parse_config_yaml, render_recipe
 from rlaunch.skyrl.fields import require_int, require_str
 from rlaunch.skyrl.retention import SkyRLRetentionPolicy
@@ -29,6 +30,11 @@ class SkyRLSpec:
     `compatible_checkpoint_digests` declares runtime digests and run fingerprints whose
     checkpoints this run may resume (after compatibility was established); by default a resume
     across a runtime change or a changed recipe is refused (`rlaunch.runs.resume`).
+
+    `credentials` names the environment variables the run needs (`("HF_TOKEN",)` for a gated
+    model, a sandbox's key): names only, carried by the launch document's `run.credentials`,
+    forwarded into the jobs by name, and a launch is refused while one is unset. They are what the
+    run needs from where it runs, not what it computes, so they are not part of the fingerprint.
     """
 
     name: str
@@ -42,6 +48,7 @@ class SkyRLSpec:
     retention: SkyRLRetentionPolicy = SkyRLRetentionPolicy()
     seed: int
     compatible_checkpoint_digests: tuple[str, ...] = ()
+    credentials: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         validate_name(self.name, field="SkyRLSpec.name")
@@ -64,6 +71,17 @@ class SkyRLSpec:
                 raise TypeError(f"SkyRLSpec data sources must be ArtifactDataSource, got {source!r}")
         for digest in self.compatible_checkpoint_digests:
             require_str("SkyRLSpec", "compatible_checkpoint_digests[]", digest)
+        if isinstance(self.credentials, str):
+            raise TypeError(
+                f"SkyRLSpec.credentials must be a tuple of names, e.g. ({self.credentials!r},), not a string"
+                if credential_name_problem(self.credentials) is None
+                else "SkyRLSpec.credentials must be a tuple of variable names, e.g. ('HF_TOKEN',), not a string"
+            )
+        object.__setattr__(self, "credentials", tuple(dict.fromkeys(self.credentials)))
+        for index, name in enumerate(self.credentials):
+            problem = credential_name_problem(name)
+            if problem:
+                raise ValueError(f"SkyRLSpec.credentials[{index}]: {problem}")
         self.recipe  # noqa: B018 - the recipe parses (a PreflightError naming config_yaml otherwise)
 
     @functools.cached_property
