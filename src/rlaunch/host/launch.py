@@ -39,9 +39,9 @@ from rlaunch.launch_config.gates import (
 )
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.rules.document_subject import memory_table
-from rlaunch.runs.layout import GANG_OUTCOME, RESOLVED_DOCUMENT, WANDB_RUN, attempt_dir
+from rlaunch.runs.layout import GANG_OUTCOME, RESOLVED_DOCUMENT, WANDB_RUN, attempt_dir, latest_checkpoint
 from rlaunch.runs.rehearsal_report import read_report, render
-from rlaunch.runs.resume import foreign_checkpoint, refusal
+from rlaunch.runs.resume import foreign_checkpoint, pinned_problem, refusal
 from rlaunch.runs.run_record import task_phases, update_attempt
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.secrets import refuse_secrets_in
@@ -133,6 +133,11 @@ def _check_resume(doc: schema.SkyRLLaunchConfig) -> None:
     )
     if info is not None:
         raise ResumeRefusedError(refusal(info, runtime.source_digest, fingerprint))
+    pin = runtime.resume_from
+    if pin is not None and latest_checkpoint(doc.artifacts.checkpoint_root) is None:
+        problem = pinned_problem(pin.checkpoint_root, pin.step, pin.runtime_digest)
+        if problem:
+            raise ResumeRefusedError(problem)
 
 
 class GateRefusedError(UserError):
@@ -144,7 +149,12 @@ def _check_gates(doc: schema.SkyRLLaunchConfig) -> None:
     runtime, gates = doc.runtime, doc.gates
     attempts = recorded_attempts(doc.artifacts.output_path, besides=doc.run.attempt_id)
     problems = [
-        version_problem(attempts, runtime.source_digest, runtime.compatible_checkpoint_digests),
+        version_problem(
+            attempts,
+            runtime.source_digest,
+            runtime.compatible_checkpoint_digests,
+            pinned=runtime.resume_from is not None,
+        ),
         retry_problem(attempts, gates),
         credentials_problem(doc.run.credentials, os.environ),
     ]

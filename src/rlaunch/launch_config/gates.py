@@ -6,7 +6,9 @@ apply the same functions: the experiment side in the dry run and before it submi
 (`rlaunch.skyrl.gate_checks`), and the launch host on the document it is given, so no path skips them.
 
     version    a version is one runtime: an attempt recorded under another runtime source digest
-               refuses the launch (fix: a new version) unless that digest is declared compatible
+               refuses the launch (fix: a new version) unless that digest is declared compatible, or
+               the launch starts from a pinned checkpoint (`runtime.resume_from`: its own
+               checkpoints then go to a root of its runtime, fresh on a repin)
     retry      a version whose latest attempt failed or was cancelled is relaunched only with an
                authorised retry (`--retry REASON`: who, when and why go into the run record)
     smoke      a large launch (a GPU runtime, or more nodes than `gates.smoke_gate_nodes`) declares
@@ -51,8 +53,13 @@ def foreign_digests(attempts: Iterable[Attempt], digest: str) -> dict[str, str]:
     return found
 
 
-def version_problem(attempts: Sequence[Attempt], digest: str, compatible: Iterable[str] = ()) -> str | None:
-    """Why this version may not launch under runtime `digest` (None: same runtime, or declared)."""
+def version_problem(
+    attempts: Sequence[Attempt], digest: str, compatible: Iterable[str] = (), *, pinned: bool = False
+) -> str | None:
+    """Why this version may not launch under runtime `digest` (None: same runtime, or declared, or
+    `pinned`: it starts from a pinned checkpoint at a checkpoint root of this runtime)."""
+    if pinned:
+        return None
     declared = set(compatible)
     undeclared = {d: a for d, a in foreign_digests(attempts, digest).items() if d not in declared}
     if not undeclared:
@@ -62,7 +69,8 @@ def version_problem(attempts: Sequence[Attempt], digest: str, compatible: Iterab
         f"attempt {attempt} of this version ran under runtime source digest {old[:16]}, and this runtime is "
         f"{digest[:16]}: a version is one runtime. Launch a new version (--version, or --override NAME=VERSION "
         f"for the RL artifact); or, once the old runtime's checkpoints are known to load, declare it with "
-        f"SkyRLSpec(compatible_checkpoint_digests=({old!r},))"
+        f"SkyRLSpec(compatible_checkpoint_digests=({old!r},)), or start from one of them at a fresh checkpoint "
+        "root: SkyRLSpec(resume_from=ResumeFrom(<checkpoint root>, <step>, <its runtime digest>))"
     )
 
 

@@ -37,6 +37,7 @@ from rlaunch.launch_config.task_env import task_environment
 from rlaunch.launch_config.typed import decode, encode
 from rlaunch.names import sanitize_job_name
 from rlaunch.runs.layout import RunPaths, temporary_root
+from rlaunch.runs.resume import pinned_checkpoint_root
 from rlaunch.skyrl.execution import SkyRLExecution
 from rlaunch.skyrl.gate_checks import AUTHORISED_ENV, GATE_OPTIONS
 from rlaunch.skyrl.model_facts import StoredModel
@@ -51,9 +52,15 @@ def run_id(spec: SkyRLSpec) -> str:
 
 
 def live_run_paths(spec: SkyRLSpec, prefix: str) -> RunPaths:
-    """Where a run's outputs live under `prefix` (durable path, TTL checkpoint and attempt roots)."""
+    """Where a run's outputs live under `prefix` (durable path, TTL checkpoint and attempt roots);
+    a run that starts from a pinned checkpoint keeps its own under a root of its runtime."""
     temp = temporary_root(prefix, spec.name, spec.version, spec.retention.temporary_storage_ttl_days)
-    return RunPaths.derive(storage.join(prefix, spec.name, spec.version), temp)
+    paths = RunPaths.derive(storage.join(prefix, spec.name, spec.version), temp)
+    if spec.resume_from is None:
+        return paths
+    return dataclasses.replace(
+        paths, checkpoint_root=pinned_checkpoint_root(paths.checkpoint_root, spec.runtime.source_digest)
+    )
 
 
 def run_paths(spec: SkyRLSpec, ctx: StepContext) -> RunPaths:
@@ -128,6 +135,7 @@ def render_document(
                 source_digest=spec.runtime.source_digest,
                 entrypoint=spec.entrypoint,
                 compatible_checkpoint_digests=spec.compatible_checkpoint_digests,
+                resume_from=spec.resume_from,
             )
         ),
     }
