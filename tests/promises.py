@@ -51,6 +51,7 @@ _HOST_GATES = "tests/gates/test_host_gates.py"
 _PINNED = "tests/gates/test_pinned_data.py"
 _FAILURES = "tests/gates/test_failures.py"
 _CREDENTIALS = "tests/gates/test_declared_credentials.py"
+_PIN = "tests/runs/test_resume_from_pin.py"
 
 PROMISES = (
     Promise(
@@ -434,6 +435,34 @@ PROMISES = (
                 "if is_secret_name(k) and",
                 "a declared credential's value no longer scrubbed in the job",
                 f"{_CREDENTIALS}::test_declared_credentials_reach_the_jobs_by_name_and_are_scrubbed",
+            ),
+        ),
+    ),
+    Promise(
+        "A pinned checkpoint (resume_from) is resumed only when its recorded runtime digest is the pinned one",
+        (
+            _one(
+                "src/rlaunch/runs/resume.py",
+                "    if written != digest:",
+                "    if False:",
+                "the plan's, --run's and host's check of the pinned digest deleted",
+                f"{_PIN}::test_a_digest_mismatch_in_the_pinned_root_is_refused_everywhere",
+                f"{_PIN}::test_the_plan_and_run_refuse_a_pin_whose_digest_differs",
+                f"{_PIN}::test_the_host_refuses_a_pin_whose_digest_differs_and_accepts_the_right_one",
+            ),
+            _one(
+                _SKYRL,
+                "    if written != runtime_digest:",
+                "    if False:",
+                "the SkyRL adapter's pinned-digest check deleted",
+                f"{_PIN}::test_a_digest_mismatch_in_the_pinned_root_is_refused_everywhere",
+            ),
+            _one(
+                _TRL,
+                "    if written != runtime_digest:",
+                "    if False:",
+                "the trl-cpu adapter's pinned-digest check deleted",
+                f"{_PIN}::test_a_digest_mismatch_in_the_pinned_root_is_refused_everywhere",
             ),
         ),
     ),
