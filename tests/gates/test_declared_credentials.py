@@ -46,7 +46,7 @@ def test_a_token_given_as_a_name_is_refused_without_echoing_it() -> None:
 
 
 def test_a_single_string_is_not_read_as_its_letters() -> None:
-    with pytest.raises(TypeError, match=r"must be a tuple of names, e.g. \('HF_TOKEN',\)"):
+    with pytest.raises(TypeError, match=r"must be a tuple of variable names, e.g. \('HF_TOKEN',\), not a string"):
         spec(credentials="HF_TOKEN")
 
 

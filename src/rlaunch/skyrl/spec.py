@@ -79,12 +79,8 @@ class SkyRLSpec:
                 raise TypeError(f"SkyRLSpec data sources must be ArtifactDataSource, got {source!r}")
         for digest in self.compatible_checkpoint_digests:
             require_str("SkyRLSpec", "compatible_checkpoint_digests[]", digest)
-        if isinstance(self.credentials, str):
-            raise TypeError(
-                f"SkyRLSpec.credentials must be a tuple of names, e.g. ({self.credentials!r},), not a string"
-                if credential_name_problem(self.credentials) is None
-                else "SkyRLSpec.credentials must be a tuple of variable names, e.g. ('HF_TOKEN',), not a string"
-            )
+        if isinstance(self.credentials, str):  # not its letters: a string is never echoed (it may be a token)
+            raise TypeError("SkyRLSpec.credentials must be a tuple of variable names, e.g. ('HF_TOKEN',), not a string")
         object.__setattr__(self, "credentials", tuple(dict.fromkeys(self.credentials)))
         for index, name in enumerate(self.credentials):
             problem = credential_name_problem(name)
