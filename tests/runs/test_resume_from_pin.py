@@ -149,6 +149,13 @@ def test_the_host_refuses_a_pin_whose_digest_differs_and_accepts_the_right_one(p
 
     code, result, _ = _launch(prefix, pin(OTHER))
     assert code == 2 and f"was written by {OLD}" in result["failure"], result
+
+    def ignored(doc: dict[str, Any]) -> None:
+        pin(OLD)(doc)
+        doc["skyrl"]["trainer"]["resume_mode"] = "none"
+
+    code, result, _ = _launch(prefix, ignored)
+    assert code == 2 and "trainer.resume_mode is not latest" in result["failure"], result
     code, result, _ = _launch(prefix, pin(OLD))  # the right pin: accepted across the repin
     assert code == 0 and result["state"] == "prepared", result
 

@@ -125,9 +125,14 @@ class HostInterrupted(BaseException):
 
 
 def _check_resume(doc: schema.SkyRLLaunchConfig) -> None:
-    if get_path(doc.skyrl, "trainer.resume_mode") != "latest":
-        return
     runtime, fingerprint = doc.runtime, doc.run.fingerprint
+    if get_path(doc.skyrl, "trainer.resume_mode") != "latest":
+        if runtime.resume_from is not None:  # the pin would be ignored while the version gate trusted it
+            raise ResumeRefusedError(
+                "runtime.resume_from pins a checkpoint to start from, but trainer.resume_mode is not latest: "
+                "set resume_mode: latest, or drop resume_from"
+            )
+        return
     info = foreign_checkpoint(
         doc.artifacts.checkpoint_root, runtime.source_digest, fingerprint, runtime.compatible_checkpoint_digests
     )
