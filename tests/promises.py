@@ -53,6 +53,8 @@ _JUDGE_TABLE = "tests/gates/test_one_judgement.py::test_the_dry_run_run_and_the_
 _PINNED = "tests/gates/test_pinned_data.py"
 _FAILURES = "tests/gates/test_failures.py"
 _STEP_JOBS = "tests/cluster/test_step_jobs.py"
+_CREDENTIALS = "tests/gates/test_declared_credentials.py"
+_PIN = "tests/runs/test_resume_from_pin.py"
 
 PROMISES = (
     Promise(
@@ -486,6 +488,62 @@ PROMISES = (
                 "        p for s in steps for p in submission_problems(",
                 "a served step's resume check refuses the graph",
                 "tests/gates/test_served_step.py::test_a_served_rl_step_is_not_resumed_and_gates_nothing_downstream",
+            ),
+        ),
+    ),
+    Promise(
+        "A launch is refused while a credential it declares is unset or empty, and the jobs get it by name, scrubbed",
+        (
+            _one(
+                _GATES,
+                "    if not missing:\n        return None",
+                "    if True:\n        return None",
+                "--run and the host let a missing declared credential through",
+                f"{_CREDENTIALS}::test_run_refuses_a_missing_declared_credential",
+                f"{_CREDENTIALS}::test_the_host_refuses_a_document_whose_credential_is_missing",
+            ),
+            _one(
+                _GATES,
+                "for name in declared if not env.get(name)]",
+                "for name in declared if name not in env]",
+                "a set-but-empty credential read as set",
+                f"{_CREDENTIALS}::test_credentials_gate_tells_unset_from_set_but_empty",
+                f"{_CREDENTIALS}::test_the_host_refuses_a_document_whose_credential_is_missing",
+            ),
+            _one(
+                "src/rlaunch/secrets.py",
+                "if (is_secret_name(k) or k in listed) and",
+                "if is_secret_name(k) and",
+                "a declared credential's value no longer scrubbed in the job",
+                f"{_CREDENTIALS}::test_declared_credentials_reach_the_jobs_by_name_and_are_scrubbed",
+            ),
+        ),
+    ),
+    Promise(
+        "A pinned checkpoint (resume_from) is resumed only when its recorded runtime digest is the pinned one",
+        (
+            _one(
+                "src/rlaunch/runs/resume.py",
+                "    if written != digest:",
+                "    if False:",
+                "the plan's, --run's and host's check of the pinned digest deleted",
+                f"{_PIN}::test_a_digest_mismatch_in_the_pinned_root_is_refused_everywhere",
+                f"{_PIN}::test_the_plan_and_run_refuse_a_pin_whose_digest_differs",
+                f"{_PIN}::test_the_host_refuses_a_pin_whose_digest_differs_and_accepts_the_right_one",
+            ),
+            _one(
+                _SKYRL,
+                "    if written != runtime_digest:",
+                "    if False:",
+                "the SkyRL adapter's pinned-digest check deleted",
+                f"{_PIN}::test_a_digest_mismatch_in_the_pinned_root_is_refused_everywhere",
+            ),
+            _one(
+                _TRL,
+                "    if written != runtime_digest:",
+                "    if False:",
+                "the trl-cpu adapter's pinned-digest check deleted",
+                f"{_PIN}::test_a_digest_mismatch_in_the_pinned_root_is_refused_everywhere",
             ),
         ),
     ),

@@ -1,8 +1,10 @@
 """Credentials: which environment values may leave this process, and which must never be shown.
 
 Only allow-listed credentials are forwarded to jobs (`HF_TOKEN`, `WANDB_API_KEY`, plus names in
-`RLAUNCH_FORWARD_CREDENTIALS`, comma separated). Two things count as a secret when scrubbing logs,
-recorded argv, records and documents:
+`RLAUNCH_FORWARD_CREDENTIALS`, comma separated, plus the names a launch declares:
+`SkyRLSpec(credentials=...)`, which a job's environment lists in its own
+`RLAUNCH_FORWARD_CREDENTIALS` so every later hop forwards and scrubs them too). Two things count as
+a secret when scrubbing logs, recorded argv, records and documents:
 
 * the value of any environment variable with a credential-like name (a name containing TOKEN,
   SECRET, PASSWORD, PASSPHRASE, API_KEY, ACCESS_KEY, PRIVATE_KEY or CREDENTIAL, or ending in
@@ -61,8 +63,13 @@ class SecretArgumentError(UserError, ValueError):
     """A credential given on the command line (it would be recorded); it must come from the environment."""
 
 
+def listed_names(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The names `env`'s own RLAUNCH_FORWARD_CREDENTIALS lists."""
+    return tuple(n.strip() for n in env.get(FORWARD_ENV, "").split(",") if n.strip())
+
+
 def forwarded_names(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
-    configured = tuple(n.strip() for n in os.environ.get(FORWARD_ENV, "").split(",") if n.strip())
+    configured = listed_names(os.environ)
     names: list[str] = []
     for name in (*DEFAULT_FORWARDED, *configured, *extra):
         if name not in names:
@@ -75,14 +82,36 @@ def forwarded_credentials(extra: tuple[str, ...] = ()) -> dict[str, str]:
     return {name: os.environ[name] for name in forwarded_names(extra) if os.environ.get(name)}
 
 
+_CREDENTIAL_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+
+
+def credential_name_problem(name: object) -> str | None:
+    """Why `name` cannot be a declared credential (None: it can). A declaration names the variable;
+    a value shaped like a token is never echoed back."""
+    if isinstance(name, str) and _CREDENTIAL_NAME.fullmatch(name):
+        return None
+    shown = (
+        "a value shaped like a credential (not shown)"
+        if isinstance(name, str) and secret_kind(name, {})
+        else repr(name)
+    )
+    return (
+        f"{shown} is not an environment variable name: declare the NAME of the variable the job reads "
+        "(upper-case letters, digits and '_', not starting with a digit), e.g. 'HF_TOKEN'; its value stays "
+        "in the environment"
+    )
+
+
 def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name)) or name in forwarded_names()
 
 
 def secret_values(env: dict[str, str] | None = None) -> list[str]:
-    """Values that must never be printed, logged or recorded (longest first, for replacement)."""
+    """Values that must never be printed, logged or recorded (longest first, for replacement);
+    a name `env` itself lists as forwarded (a declared credential in a job's environment) counts."""
     source = os.environ if env is None else env
-    values = {v for k, v in source.items() if is_secret_name(k) and len(v) >= MIN_SECRET_LENGTH}
+    listed = set(listed_names(source))
+    values = {v for k, v in source.items() if (is_secret_name(k) or k in listed) and len(v) >= MIN_SECRET_LENGTH}
     return sorted(values, key=len, reverse=True)
 
 

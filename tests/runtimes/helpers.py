@@ -104,10 +104,12 @@ def run_entry(
     task_dir: Path,
     digest: str | None = None,
     compatible: str = "",
+    resume_from: str = "",
     nproc: int = 1,
     timeout: float = 300,
 ) -> subprocess.CompletedProcess:
     extra = {
+        "RLAUNCH_RESUME_FROM": resume_from,
         "RLAUNCH_ATTEMPT_DIR": attempt,
         "RLAUNCH_TASK_DIR": str(task_dir),
         "RLAUNCH_RUNTIME_DIGEST": env.digest if digest is None else digest,

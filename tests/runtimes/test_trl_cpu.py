@@ -175,6 +175,53 @@ def test_resume_at_final_step_trains_nothing_but_keeps_the_export(full_run, trl_
     assert (root / "exports-again" / "global_step_4" / "policy" / "model.safetensors").exists()
 
 
+def test_a_pinned_checkpoint_of_another_run_starts_a_fresh_root_across_a_repin(full_run, trl_env, tmp_path):
+    """`RLAUNCH_RESUME_FROM` pins step 3 of the uninterrupted run (its latest is 4); a run under
+    another runtime digest, with an empty checkpoint root of its own, resumes exactly step 3."""
+    env, _ = trl_env
+    root = full_run["root"]
+    recipe = dict(full_run["recipe"])
+    recipe["trainer"] = {
+        **recipe["trainer"],
+        "ckpt_path": str(tmp_path / "fresh-ckpts"),
+        "export_path": str(tmp_path / "exports"),
+    }
+    repinned = "0" * 64
+    pin = {"checkpoint_root": f"file://{root / 'ckpts'}", "step": 3, "runtime_digest": env.digest}
+    result = run_entry(
+        env,
+        write_final(tmp_path / "FINAL.yaml", recipe),
+        attempt=str(tmp_path / "attempt"),
+        task_dir=tmp_path / "task",
+        digest=repinned,
+        resume_from=json.dumps(pin),
+    )
+    assert result.returncode == 0, explain(result)
+    assert json.loads((tmp_path / "attempt" / "model_load.json").read_text())["resumed_from_step"] == 3
+    resumed = metrics(tmp_path / "attempt")
+    assert [m["step"] for m in resumed] == [4]
+    uninterrupted = {m["step"]: m for m in metrics(root / "attempt")}
+    assert resumed[0]["reward_mean"] == pytest.approx(uninterrupted[4]["reward_mean"], rel=1e-3, abs=1e-6)
+    written = json.loads((tmp_path / "fresh-ckpts" / "global_step_4" / "rlaunch_checkpoint.json").read_text())
+    assert written["runtime_digest"] == repinned  # its own checkpoints, in its own root
+    assert (root / "ckpts" / "latest").read_text().strip() == "4"  # the pinned root is only read
+
+    wrong = {**pin, "runtime_digest": repinned}
+    result = run_entry(
+        env,
+        write_final(
+            tmp_path / "FINAL-wrong.yaml",
+            {**recipe, "trainer": {**recipe["trainer"], "ckpt_path": str(tmp_path / "other")}},
+        ),
+        attempt=str(tmp_path / "attempt-wrong"),
+        task_dir=tmp_path / "task",
+        digest=repinned,
+        resume_from=json.dumps(wrong),
+    )
+    assert result.returncode == 2, explain(result)
+    assert f"written by runtime digest {env.digest}, not the pinned {repinned}" in result.stderr
+
+
 def test_checkpoint_from_another_digest_is_refused(full_run, trl_env):
     env, _ = trl_env
     root = full_run["root"]

@@ -181,7 +181,7 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
     spec = JobSpec(
         name=name,
         argv=tuple(argv),
-        env=job_environment()
+        env=job_environment(tuple(dict.fromkeys(n for s in steps for n in s.planned_document(prefix).run.credentials)))
         | passed_through(passthrough_patterns(steps))
         | {"RLAUNCH_PREFIX": invocation.prefix, **_authorised_env(invocation)},
         working_dir=os.getcwd(),

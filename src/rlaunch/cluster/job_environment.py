@@ -12,7 +12,7 @@ import os
 import socket
 from collections.abc import Mapping
 
-from rlaunch.secrets import FORWARD_ENV, forwarded_credentials
+from rlaunch.secrets import FORWARD_ENV, forwarded_credentials, listed_names
 
 BASE_VARIABLES = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR")
 BASE_PREFIXES = ("LC_",)
@@ -39,10 +39,15 @@ PLATFORM_SETTINGS = (
 )
 
 
-def job_environment() -> dict[str, str]:
-    """What a submitted job inherits: rlaunch settings that are set, plus allow-listed credentials."""
+def job_environment(declared: tuple[str, ...] = ()) -> dict[str, str]:
+    """What a submitted job inherits: rlaunch settings that are set, plus allow-listed credentials
+    and the `declared` ones (the launch's `run.credentials`). Declared names join the job's
+    RLAUNCH_FORWARD_CREDENTIALS, so the job forwards them onwards and scrubs their values."""
     env = {name: os.environ[name] for name in PLATFORM_SETTINGS if os.environ.get(name)}
-    env.update(forwarded_credentials())
+    env.update(forwarded_credentials(declared))
+    listed = tuple(dict.fromkeys((*listed_names(os.environ), *declared)))
+    if listed:
+        env[FORWARD_ENV] = ",".join(listed)
     return env
 
 

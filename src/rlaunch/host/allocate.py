@@ -45,7 +45,7 @@ def child_job_spec(doc: SkyRLLaunchConfig, resolved_url: str, working_dir: str |
     return JobSpec(
         name=cluster.job_name,
         argv=(sys.executable, "-m", TASK_MODULE, "--config", resolved_url),
-        env=job_environment() | dict(cluster.task_env),
+        env=job_environment(doc.run.credentials) | dict(cluster.task_env),
         working_dir=working_dir,
         resources=child_resources(cluster.allocation),
         replicas=cluster.allocation.num_nodes,

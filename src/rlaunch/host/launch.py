@@ -32,9 +32,9 @@ from rlaunch.launch_config.failures import classify
 from rlaunch.launch_config.gates import authorisations
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.rules.document_subject import memory_table
-from rlaunch.runs.layout import GANG_OUTCOME, RESOLVED_DOCUMENT, WANDB_RUN, attempt_dir
+from rlaunch.runs.layout import GANG_OUTCOME, RESOLVED_DOCUMENT, WANDB_RUN, attempt_dir, latest_checkpoint
 from rlaunch.runs.rehearsal_report import read_report, render
-from rlaunch.runs.resume import foreign_checkpoint, refusal
+from rlaunch.runs.resume import foreign_checkpoint, pinned_problem, refusal
 from rlaunch.runs.run_record import task_phases, update_attempt
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.secrets import refuse_secrets_in
@@ -118,14 +118,24 @@ class HostInterrupted(BaseException):
 
 
 def _check_resume(doc: schema.SkyRLLaunchConfig) -> None:
-    if get_path(doc.skyrl, "trainer.resume_mode") != "latest":
-        return
     runtime, fingerprint = doc.runtime, doc.run.fingerprint
+    if get_path(doc.skyrl, "trainer.resume_mode") != "latest":
+        if runtime.resume_from is not None:  # the pin would be ignored while the version gate trusted it
+            raise ResumeRefusedError(
+                "runtime.resume_from pins a checkpoint to start from, but trainer.resume_mode is not latest: "
+                "set resume_mode: latest, or drop resume_from"
+            )
+        return
     info = foreign_checkpoint(
         doc.artifacts.checkpoint_root, runtime.source_digest, fingerprint, runtime.compatible_checkpoint_digests
     )
     if info is not None:
         raise ResumeRefusedError(refusal(info, runtime.source_digest, fingerprint))
+    pin = runtime.resume_from
+    if pin is not None and latest_checkpoint(doc.artifacts.checkpoint_root) is None:
+        problem = pinned_problem(pin.checkpoint_root, pin.step, pin.runtime_digest)
+        if problem:
+            raise ResumeRefusedError(problem)
 
 
 class GateRefusedError(UserError):

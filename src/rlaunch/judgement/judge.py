@@ -18,6 +18,8 @@ The gates (`rlaunch.launch_config.gates` holds the version, retry and smoke rule
                the launch (`rlaunch.judgement.parity`, the code of `rlaunch parity`); a large
                launch declares one; `--skip-smoke-gate` waives these (recorded, never silent)
     calendar   a large launch uses a calendar version; elsewhere a mutable one (`dev`) is a note
+    credentials every credential the document declares (`run.credentials`) is set, and not empty,
+               where the launch is submitted from
 
 Only what launches is judged: a served version launches nothing, so it has no findings. Large is
 the seed's sense: more nodes or GPUs than the stated thresholds, whatever the accelerator; a run
@@ -27,12 +29,13 @@ declared as a smoke (or a rehearsal runtime's) is never large.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rlaunch.judgement.parity import differences, shape_of_composed, shape_of_document
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.gates import (
+    credentials_problem,
     retry_problem,
     smoke_not_run,
     smoke_problem,
@@ -60,6 +63,14 @@ class Evidence:
     attempts: tuple[Mapping[str, Any], ...] = ()  # this version's attempts, without the one being launched
     served: bool = False  # the terminal manifest exists: nothing launches
     smoke: SmokeEvidence | None = None  # None: no smoke declared
+    # The declared credentials as the submitting environment holds them: "set" or "" (empty); an
+    # unset name is absent. Never their values (`credentials_present`).
+    credentials: Mapping[str, str] = field(default_factory=dict)
+
+
+def credentials_present(declared: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:
+    """Which declared credentials `env` sets (non-empty: "set") or leaves empty (""), without values."""
+    return {name: "set" if env[name] else "" for name in declared if name in env}
 
 
 @dataclass(frozen=True)
@@ -122,7 +133,14 @@ def judge(planned: PlannedLaunch, evidence: Evidence, authorisations: Authorisat
     runtime = document.runtime
     found = [
         Finding("version", p)
-        for p in [version_problem(evidence.attempts, runtime.source_digest, runtime.compatible_checkpoint_digests)]
+        for p in [
+            version_problem(
+                evidence.attempts,
+                runtime.source_digest,
+                runtime.compatible_checkpoint_digests,
+                pinned=runtime.resume_from is not None,
+            )
+        ]
         if p
     ]
     found += [Finding("retry", p) for p in [retry_problem(evidence.attempts, authorisations.retry)] if p]
@@ -133,7 +151,8 @@ def judge(planned: PlannedLaunch, evidence: Evidence, authorisations: Authorisat
         found += [Finding("smoke", problem, smoke_status)] if problem else []
     else:
         found += [Finding("smoke", p, smoke_status) for p in smoke_problems(planned, evidence.smoke)]
-    # Declared credentials (the run's required names, set or not) join here as a "credentials" finding.
+    missing = credentials_problem(document.run.credentials, evidence.credentials)
+    found += [Finding("credentials", missing)] if missing else []
     if why_large and is_mutable(version_name(document)):
         found.append(
             Finding(

@@ -4,11 +4,15 @@ Each rule reads a version's stored facts (the run record's attempts, the declare
 and says why a launch may not go (None: it may).
 
     version    a version is one runtime: an attempt recorded under another runtime source digest
-               refuses the launch (fix: a new version) unless that digest is declared compatible
+               refuses the launch (fix: a new version) unless that digest is declared compatible, or
+               the launch starts from a pinned checkpoint (`runtime.resume_from`: its own
+               checkpoints then go to a root of its runtime, fresh on a repin)
     retry      a version whose latest attempt failed or was cancelled is relaunched only with an
                authorised retry (`--retry REASON`: who, when and why go into the run record)
     smoke      a large launch (more nodes or GPUs than the thresholds; `rlaunch.judgement.judge`
                decides which) declares the smoke that rehearses it, or carries `--skip-smoke-gate REASON`
+    credentials every credential the document declares (`run.credentials`) is set, and not empty,
+               in the environment that submits the jobs (it is forwarded into them by name)
 
 `rlaunch.judgement.judge` applies them, with the smoke's verdict and parity, for every caller.
 """
@@ -49,8 +53,13 @@ def foreign_digests(attempts: Iterable[Attempt], digest: str) -> dict[str, str]:
     return found
 
 
-def version_problem(attempts: Sequence[Attempt], digest: str, compatible: Iterable[str] = ()) -> str | None:
-    """Why this version may not launch under runtime `digest` (None: same runtime, or declared)."""
+def version_problem(
+    attempts: Sequence[Attempt], digest: str, compatible: Iterable[str] = (), *, pinned: bool = False
+) -> str | None:
+    """Why this version may not launch under runtime `digest` (None: same runtime, or declared, or
+    `pinned`: it starts from a pinned checkpoint at a checkpoint root of this runtime)."""
+    if pinned:
+        return None
     declared = set(compatible)
     undeclared = {d: a for d, a in foreign_digests(attempts, digest).items() if d not in declared}
     if not undeclared:
@@ -60,7 +69,8 @@ def version_problem(attempts: Sequence[Attempt], digest: str, compatible: Iterab
         f"attempt {attempt} of this version ran under runtime source digest {old[:16]}, and this runtime is "
         f"{digest[:16]}: a version is one runtime. Launch a new version (--version, or --override NAME=VERSION "
         f"for the RL artifact); or, once the old runtime's checkpoints are known to load, declare it with "
-        f"SkyRLSpec(compatible_checkpoint_digests=({old!r},))"
+        f"SkyRLSpec(compatible_checkpoint_digests=({old!r},)), or start from one of them at a fresh checkpoint "
+        "root: SkyRLSpec(resume_from=ResumeFrom(<checkpoint root>, <step>, <its runtime digest>))"
     )
 
 
@@ -123,6 +133,18 @@ def smoke_record_problem(smoke_attempts: Sequence[Attempt], identity: str, diges
     if latest.get("state") != "succeeded":
         return f"the declared smoke {identity}'s latest attempt {latest.get('attempt_id')} is {latest.get('state')}"
     return smoke_runtime_problem(latest, identity, digest)
+
+
+def credentials_problem(declared: Sequence[str], env: Mapping[str, str]) -> str | None:
+    """A declared credential unset or empty in `env` (the submitting environment) refuses the launch."""
+    missing = [f"{name} ({'set but empty' if name in env else 'not set'})" for name in declared if not env.get(name)]
+    if not missing:
+        return None
+    return (
+        f"the run declares credential(s) it needs that this environment lacks: {', '.join(missing)}. Set each "
+        "in the environment you launch from (it is forwarded into the jobs by name and never recorded), "
+        "or drop it from SkyRLSpec(credentials=...)"
+    )
 
 
 def authorisations(gates: GatesSection) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from rlaunch.launch_config.typed import DocumentError, decode, encode
 from rlaunch.names import sanitize_job_name
 from rlaunch.paths import location_problem, relative_path_problem
 from rlaunch.runs.layout import RunPaths
+from rlaunch.secrets import credential_name_problem
 from rlaunch.units import parse_size
 
 SCHEMA_VERSION = 1
@@ -38,6 +39,18 @@ class RunSection:
     fingerprint: str = ""  # stamped by the launch host (launch_config.resume.run_fingerprint)
     artifact: str | None = None  # the RL artifact's name@version (the trainer's run name, e.g. on W&B)
     export_hf_default: bool = False  # the experiment left export_hf to its default (readiness says so)
+    credentials: tuple[str, ...] = ()  # variables the run needs from its environment (names, never values)
+
+
+@dataclass(frozen=True)
+class ResumeFrom:
+    """An explicit checkpoint to start from (another version's, or this version's under an earlier
+    runtime), pinned by its step and the runtime digest it was written under. A run with one keeps
+    its own checkpoints under a root of its runtime (`pinned_checkpoint_root`), fresh on a repin."""
+
+    checkpoint_root: str
+    step: int
+    runtime_digest: str
 
 
 @dataclass(frozen=True)
@@ -46,6 +59,26 @@ class RuntimeSection:
     source_digest: str
     entrypoint: str = "standard"
     compatible_checkpoint_digests: tuple[str, ...] = ()
+    resume_from: ResumeFrom | None = None
+
+
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def resume_from_problems(pin: ResumeFrom, where: str) -> list[str]:
+    """What is wrong with a pinned checkpoint (`where` names the field)."""
+    problems = []
+    problem = location_problem(pin.checkpoint_root)
+    if problem:
+        problems.append(f"{where}.checkpoint_root={pin.checkpoint_root!r} {problem}")
+    if isinstance(pin.step, bool) or not isinstance(pin.step, int) or pin.step < 1:
+        problems.append(f"{where}.step={pin.step!r} must be the checkpoint's global step, an integer >= 1")
+    if not isinstance(pin.runtime_digest, str) or not _DIGEST.fullmatch(pin.runtime_digest):
+        problems.append(
+            f"{where}.runtime_digest={pin.runtime_digest!r} must be the full 64-hex runtime digest the checkpoint "
+            "was written under (its rlaunch_checkpoint.json says it)"
+        )
+    return problems
 
 
 @dataclass(frozen=True)
@@ -267,6 +300,12 @@ class SkyRLLaunchConfig:
 def from_dict(data: Any) -> SkyRLLaunchConfig:
     config = decode(SkyRLLaunchConfig, data, what="SkyRLLaunchConfig")
     problems = confinement_problems(config)
+    if config.runtime.resume_from is not None:
+        problems += resume_from_problems(config.runtime.resume_from, "runtime.resume_from")
+    for index, name in enumerate(config.run.credentials):
+        problem = credential_name_problem(name)
+        if problem:
+            problems.append(f"run.credentials[{index}]: {problem}")
     if problems:
         raise DocumentError(problems, what="SkyRLLaunchConfig")
     return config

@@ -8,8 +8,10 @@ document is the one that attempt ran, which parity compares with the launch.
 
 from __future__ import annotations
 
+import os
+
 from rlaunch import storage
-from rlaunch.judgement.judge import Evidence, SmokeEvidence
+from rlaunch.judgement.judge import Evidence, SmokeEvidence, credentials_present
 from rlaunch.launch_config.gates import recorded_attempts
 from rlaunch.launch_config.schema import DeclaredSmoke, SkyRLLaunchConfig
 from rlaunch.observe.collect import collect, launch_document
@@ -18,12 +20,14 @@ from rlaunch.observe.verdict import smoke_verdict
 
 
 def launch_evidence(document: SkyRLLaunchConfig) -> Evidence:
-    """What storage holds now for launching `document` (its own attempt left out)."""
+    """What storage holds now for launching `document` (its own attempt left out), and which of its
+    declared credentials the environment it is submitted from sets."""
     smoke = document.gates.smoke
     return Evidence(
         attempts=tuple(recorded_attempts(document.artifacts.output_path, besides=document.run.attempt_id)),
         served=storage.exists(document.artifacts.terminal_manifest_uri),
         smoke=None if smoke is None else smoke_evidence(smoke),
+        credentials=credentials_present(document.run.credentials, os.environ),
     )
 
 

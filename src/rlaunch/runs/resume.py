@@ -6,6 +6,12 @@ allocation's shape, the seed, the runtime profile and entrypoint, and the identi
 and data). A relaunch with `resume_mode: latest` resumes only when both equal this run's, or were
 declared compatible (`SkyRLSpec(compatible_checkpoint_digests=...)` lists either kind). Otherwise
 the plan says REFUSED with both values and `--run` submits nothing, and the host refuses too.
+
+A run may instead start from an explicit checkpoint (`runtime.resume_from`: a root, a step and the
+runtime digest it was written under, e.g. another version's). It keeps its own checkpoints under
+a root of its own runtime (`pinned_checkpoint_root`), so a repin starts a fresh root and the old
+checkpoints are never resumed by accident; while that root holds none, the pinned one is resumed,
+exactly that step (not a later one), and only when its recorded digest is the pinned one.
 """
 
 from __future__ import annotations
@@ -15,9 +21,13 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rlaunch.runs.layout import CheckpointInfo, latest_checkpoint
+from rlaunch import storage
+from rlaunch.runs.layout import CHECKPOINT_META, CheckpointInfo, checkpoint_dir, latest_checkpoint
 
 FINGERPRINT_ENV = "RLAUNCH_RUN_FINGERPRINT"
+RESUME_FROM_ENV = (
+    "RLAUNCH_RESUME_FROM"  # the pinned checkpoint, for the runtime: JSON {checkpoint_root, step, runtime_digest}
+)
 
 
 def identity_view(document: Mapping[str, Any]) -> dict[str, Any]:
@@ -73,3 +83,28 @@ def refusal(info: CheckpointInfo, digest: str, fingerprint: str) -> str:
         "version), or, once compatibility is established, declare it with "
         f"SkyRLSpec(compatible_checkpoint_digests=({declare!r},))"
     )
+
+
+def pinned_checkpoint_root(checkpoint_root: str, digest: str) -> str:
+    """Where a run that starts from a pinned checkpoint keeps its own: one root per runtime."""
+    return f"{checkpoint_root.rstrip('/')}-{digest[:16]}"
+
+
+def pinned_problem(checkpoint_root: str, step: int, digest: str) -> str | None:
+    """Why the pinned checkpoint (`step` under `checkpoint_root`, written under runtime `digest`)
+    cannot be resumed (None: it can). A later checkpoint beside it is not this pin's concern."""
+    path = checkpoint_dir(checkpoint_root, step)
+    meta = storage.read_json(storage.join(path, CHECKPOINT_META))
+    if meta is None:
+        return (
+            f"resume_from pins step {step} under {checkpoint_root}, but {path} holds no finished checkpoint "
+            f"({CHECKPOINT_META} is missing); pin a step that exists there"
+        )
+    written = meta.get("runtime_digest")
+    if written != digest:
+        return (
+            f"resume_from pins {path} as written by runtime digest {digest}, but it was written by "
+            f"{written or 'an unknown runtime'}; pin the digest its {CHECKPOINT_META} records once its "
+            "compatibility with this runtime is established, or start over"
+        )
+    return None

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rlaunch.skyrl.role_plan import SkyRLRolePlan, SkyRLTopology
     from rlaunch.skyrl.runtime import SkyRLRuntime
     from rlaunch.skyrl.sources import ArtifactDataSource, ArtifactHfModel, HfModel, PromptData
-    from rlaunch.skyrl.spec import SkyRLSpec
+    from rlaunch.skyrl.spec import ResumeFrom, SkyRLSpec
 
 __all__ = [
     "ArtifactDataSource",
@@ -40,6 +40,7 @@ __all__ = [
     "PreflightError",
     "PromptData",
     "RaySkyRLExecution",
+    "ResumeFrom",
     "SlurmSkyRLExecution",
     "SkyRLExecution",
     "SkyRLRetentionPolicy",
@@ -71,7 +72,7 @@ __getattr__, __dir__ = lazy_exports(
         "role_plan": ["SkyRLRolePlan", "SkyRLTopology"],
         "runtime": ["SkyRLRuntime"],
         "sources": ["ArtifactDataSource", "ArtifactHfModel", "HfModel", "PromptData"],
-        "spec": ["SkyRLSpec"],
+        "spec": ["ResumeFrom", "SkyRLSpec"],
         "rl_step": ["SkyRLRun", "skyrl_step"],
     },
 )

@@ -40,11 +40,19 @@ def old_runtime_note(document: SkyRLLaunchConfig, facts: StoredFacts) -> str | N
 def plan_rows(document: SkyRLLaunchConfig, facts: StoredFacts) -> list[tuple[str, str]]:
     """The plan's `version` and `retry` rows: what the gates would say of `--run` now."""
     digest, compatible = document.runtime.source_digest, document.runtime.compatible_checkpoint_digests
-    refused = version_problem(facts.attempts, digest, compatible)
+    pin = document.runtime.resume_from
+    refused = version_problem(facts.attempts, digest, compatible, pinned=pin is not None)
     declared = declared_compatible(facts.attempts, digest, compatible)
     served_old = old_runtime_note(document, facts)
+    old = [d for d in foreign_digests(facts.attempts, digest) if d not in declared]
     if served_old:
         version = served_old
+    elif pin is not None and old:
+        version = (
+            f"reused across a repin: earlier attempts ran under runtime digest {', '.join(d[:16] for d in old)}, "
+            f"this runtime {digest[:16]} starts from the pinned checkpoint at a fresh checkpoint root "
+            f"({document.artifacts.checkpoint_root})"
+        )
     elif refused:
         version = f"REFUSED: {refused}"
     elif declared:

@@ -37,6 +37,7 @@ from rlaunch.launch_config.task_env import task_environment
 from rlaunch.launch_config.typed import decode, encode
 from rlaunch.names import sanitize_job_name
 from rlaunch.runs.layout import RunPaths, temporary_root
+from rlaunch.runs.resume import pinned_checkpoint_root
 from rlaunch.skyrl.execution import SkyRLExecution
 from rlaunch.skyrl.gate_checks import AUTHORISED_ENV, GATE_OPTIONS
 from rlaunch.skyrl.model_facts import StoredModel
@@ -54,9 +55,15 @@ def run_id(spec: SkyRLSpec) -> str:
 
 
 def live_run_paths(spec: SkyRLSpec, prefix: str) -> RunPaths:
-    """Where a run's outputs live under `prefix` (durable path, TTL checkpoint and attempt roots)."""
+    """Where a run's outputs live under `prefix` (durable path, TTL checkpoint and attempt roots);
+    a run that starts from a pinned checkpoint keeps its own under a root of its runtime."""
     temp = temporary_root(prefix, spec.name, spec.version, spec.retention.temporary_storage_ttl_days)
-    return RunPaths.derive(storage.join(prefix, spec.name, spec.version), temp)
+    paths = RunPaths.derive(storage.join(prefix, spec.name, spec.version), temp)
+    if spec.resume_from is None:
+        return paths
+    return dataclasses.replace(
+        paths, checkpoint_root=pinned_checkpoint_root(paths.checkpoint_root, spec.runtime.source_digest)
+    )
 
 
 def run_paths(spec: SkyRLSpec, ctx: StepContext) -> RunPaths:
@@ -129,6 +136,7 @@ def render_document(
                 export_hf=bool(export_hf),
                 artifact=f"{spec.name}@{spec.version}",
                 export_hf_default=export_hf is None,
+                credentials=spec.credentials,
             )
         ),
         "runtime": encode(
@@ -137,6 +145,7 @@ def render_document(
                 source_digest=spec.runtime.source_digest,
                 entrypoint=spec.entrypoint,
                 compatible_checkpoint_digests=spec.compatible_checkpoint_digests,
+                resume_from=spec.resume_from,
             )
         ),
     }
@@ -210,7 +219,9 @@ def render_document(
 def _drop_derived(sections: dict[str, Any]) -> None:
     """Leave out of the fingerprint what identity already decides: the TTL (like the temporary root
     it names, retention), and the inputs' artifact types and graph (their identities carry them);
-    and whether export_hf was stated (its value is in)."""
+    and whether export_hf was stated (its value is in); and the declared credentials (what the run
+    needs from where it runs, not what it computes)."""
+    del sections["run"]["credentials"]
     del sections["artifacts"]["temporary_storage_ttl_days"]
     del sections["run"]["export_hf_default"]
     inputs = sections["inputs"]

@@ -140,7 +140,12 @@ def _resume_line(document: SkyRLLaunchConfig, facts: StoredFacts) -> str:
     problem = resume_refusal(document, facts)
     if problem:
         return f"REFUSED: {problem}"
-    info = facts.checkpoint
+    info, pin = facts.checkpoint, document.runtime.resume_from
+    if info is None and pin is not None:
+        return (
+            f"would resume from {pin.checkpoint_root} step {pin.step}, digest {pin.runtime_digest[:16]} (pinned); "
+            f"its own checkpoints go to {document.artifacts.checkpoint_root}"
+        )
     if info is None:
         return "no checkpoint yet"
     digest, fingerprint = document.runtime.source_digest, run_fingerprint(document.to_dict())

@@ -56,7 +56,7 @@ def readiness(
         composed, _ = get_profile(document.runtime.profile).compose(document.skyrl)
     return [
         *_host_resources(document, composed),
-        *_credentials(composed),
+        *_credentials(document, composed),
         _context_budget(document, facts, composed),
         *([_memory_fit(memory)] if memory is not None else []),
         _checkpoint_policy(document, composed),
@@ -144,19 +144,22 @@ def relied_defaults(document: SkyRLLaunchConfig) -> list[str]:
     return [f"{kind}.{n}={values.get(n)!r}" for n in document.cluster.defaults] + export
 
 
-def _credentials(composed: Mapping[str, Any]) -> list[ReadinessItem]:
-    """The credentials this recipe needs, by name, and whether each is set here (never the value)."""
+def _credentials(document: SkyRLLaunchConfig, composed: Mapping[str, Any]) -> list[ReadinessItem]:
+    """The credentials this run needs, by name, and whether each is set here (never the value)."""
     needed = {"WANDB_API_KEY": "trainer.logger is wandb"} if _uses_wandb(composed) else {}
-    allowed = forwarded_names()
+    for name in document.run.credentials:
+        needed.setdefault(name, "declared: SkyRLSpec(credentials=...)")
+    allowed = (*forwarded_names(), *document.run.credentials)
     items = []
     for name, why in needed.items():
-        present = bool(os.environ.get(name))
+        value = os.environ.get(name)
         forwarded = name in allowed
-        state = OK if present and forwarded else MISSING
-        value = f"{name} {'set' if present else 'NOT set'} in the submitting environment"
+        state = OK if value and forwarded else MISSING
+        told = "set" if value else "set but EMPTY" if value is not None else "NOT set"
+        text = f"{name} {told} in the submitting environment"
         if not forwarded:
-            value += "; not allow-listed (add it to RLAUNCH_FORWARD_CREDENTIALS)"
-        items.append(ReadinessItem("credential", value, why, state))
+            text += "; not allow-listed (add it to RLAUNCH_FORWARD_CREDENTIALS)"
+        items.append(ReadinessItem("credential", text, why, state))
     if not items:
         items.append(ReadinessItem("credentials", "none needed by this recipe", "trainer.logger, inputs"))
     return items

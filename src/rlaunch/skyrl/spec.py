@@ -14,6 +14,9 @@ from typing import Any
 
 from rlaunch.artifacts import ArtifactStep
 from rlaunch.artifacts.identity import validate_name, validate_version
+from rlaunch.launch_config.composition import get_path
+from rlaunch.launch_config.schema import ResumeFrom, resume_from_problems
+from rlaunch.secrets import credential_name_problem
 from rlaunch.skyrl.config_yaml import entrypoint_of, parse_config_yaml, render_recipe
 from rlaunch.skyrl.fields import require_int, require_str
 from rlaunch.skyrl.retention import SkyRLRetentionPolicy
@@ -29,6 +32,16 @@ class SkyRLSpec:
     `compatible_checkpoint_digests` declares runtime digests and run fingerprints whose
     checkpoints this run may resume (after compatibility was established); by default a resume
     across a runtime change or a changed recipe is refused (`rlaunch.runs.resume`).
+
+    `credentials` names the environment variables the run needs (`("HF_TOKEN",)` for a gated
+    model, a sandbox's key): names only, carried by the launch document's `run.credentials`,
+    forwarded into the jobs by name, and a launch is refused while one is unset. They are what the
+    run needs from where it runs, not what it computes, so they are not part of the fingerprint.
+
+    `resume_from` starts the run from an explicit checkpoint (`ResumeFrom(root, step, digest)`,
+    e.g. another version's), checked like its own (`rlaunch.runs.resume`); the run then keeps its
+    own checkpoints under a root of its runtime, so it may be reused across a runtime repin. It is
+    part of the fingerprint (it decides the starting weights) and needs `resume_mode: latest`.
     """
 
     name: str
@@ -42,6 +55,8 @@ class SkyRLSpec:
     retention: SkyRLRetentionPolicy = SkyRLRetentionPolicy()
     seed: int
     compatible_checkpoint_digests: tuple[str, ...] = ()
+    credentials: tuple[str, ...] = ()
+    resume_from: ResumeFrom | None = None
 
     def __post_init__(self) -> None:
         validate_name(self.name, field="SkyRLSpec.name")
@@ -64,7 +79,26 @@ class SkyRLSpec:
                 raise TypeError(f"SkyRLSpec data sources must be ArtifactDataSource, got {source!r}")
         for digest in self.compatible_checkpoint_digests:
             require_str("SkyRLSpec", "compatible_checkpoint_digests[]", digest)
+        if isinstance(self.credentials, str):  # not its letters: a string is never echoed (it may be a token)
+            raise TypeError("SkyRLSpec.credentials must be a tuple of variable names, e.g. ('HF_TOKEN',), not a string")
+        object.__setattr__(self, "credentials", tuple(dict.fromkeys(self.credentials)))
+        for index, name in enumerate(self.credentials):
+            problem = credential_name_problem(name)
+            if problem:
+                raise ValueError(f"SkyRLSpec.credentials[{index}]: {problem}")
         self.recipe  # noqa: B018 - the recipe parses (a PreflightError naming config_yaml otherwise)
+        if self.resume_from is not None:
+            if not isinstance(self.resume_from, ResumeFrom):
+                raise TypeError(f"SkyRLSpec.resume_from must be a ResumeFrom, got {self.resume_from!r}")
+            problems = resume_from_problems(self.resume_from, "SkyRLSpec.resume_from")
+            mode = get_path(self.composed_recipe, "trainer.resume_mode")
+            if mode != "latest":
+                problems.append(
+                    f"SkyRLSpec.resume_from needs trainer.resume_mode: latest (the recipe has {mode!r}): a run that "
+                    "starts from a pinned checkpoint resumes its own checkpoints after that"
+                )
+            if problems:
+                raise ValueError("; ".join(problems))
 
     @functools.cached_property
     def recipe(self) -> dict[str, Any]:

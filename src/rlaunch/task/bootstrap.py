@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import os
 import socket
 import subprocess
@@ -30,10 +31,11 @@ from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV, RANK_ENV, WORLD_SI
 from rlaunch.cluster.ray.contract import GCS_ADDRESS_ENV as RAY_GCS_ADDRESS_ENV
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.composition import set_path
+from rlaunch.launch_config.typed import encode
 from rlaunch.names import sanitize_job_name
 from rlaunch.paths import join_inside, remove_inside
 from rlaunch.runs.layout import GANG_OUTCOME, JOINED, attempt_dir
-from rlaunch.runs.resume import FINGERPRINT_ENV
+from rlaunch.runs.resume import FINGERPRINT_ENV, RESUME_FROM_ENV
 from rlaunch.runtimes.environment import RuntimeEnvironment, ensure_environment
 from rlaunch.runtimes.registry import RAY_DRIVER, get_profile
 from rlaunch.storage import utc_now
@@ -123,6 +125,7 @@ def runtime_process_env(doc: schema.SkyRLLaunchConfig, env: RuntimeEnvironment, 
             "RLAUNCH_RUNTIME_DIGEST": doc.runtime.source_digest,
             FINGERPRINT_ENV: doc.run.fingerprint,
             "RLAUNCH_COMPATIBLE_DIGESTS": ",".join(doc.runtime.compatible_checkpoint_digests),
+            RESUME_FROM_ENV: json.dumps(encode(doc.runtime.resume_from)) if doc.runtime.resume_from else "",
             "RLAUNCH_MODEL_IDENTITY": doc.inputs.model.identity,
             "RLAUNCH_TASK_DIR": local_root,
         },

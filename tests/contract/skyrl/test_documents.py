@@ -45,3 +45,24 @@ def test_the_64_gpu_example_is_the_plan_the_readme_shows(tmp_path: Path) -> None
         False,
     )
     assert (engines["num_engines"], engines["tensor_parallel_size"], engines["data_parallel_size"]) == (4, 1, 8)
+
+
+def test_a_pinned_start_is_resume_from_path_as_skyrl_reads_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run pinned to another checkpoint (`RLAUNCH_RESUME_FROM`) with an empty root of its own is
+    handed to SkyRL as `resume_mode: from_path` at the pinned `global_step_<N>` (the directory
+    SkyRL's `load_checkpoints` requires for that mode), a config SkyRL's `validate_cfg` accepts."""
+    import json
+
+    from rlaunch_skyrl.checkpoints import META, start_from_pin
+    from rlaunch_skyrl.driver import config
+    from skyrl.train.utils.trainer_utils import ResumeMode
+
+    monkeypatch.setenv("WANDB_API_KEY", "contract-test-not-a-key")
+    pinned = tmp_path / "old" / "global_step_3"
+    pinned.mkdir(parents=True)
+    (pinned / META).write_text(json.dumps({"global_step": 3, "runtime_digest": "a" * 64}))
+    document = composed_document(STEPS["fsdp-smoke"], str(tmp_path / "prefix"))
+    pin = json.dumps({"checkpoint_root": str(tmp_path / "old"), "step": 3, "runtime_digest": "a" * 64})
+    cfg = config(start_from_pin(document, pin))
+    assert ResumeMode(cfg.trainer.resume_mode) == ResumeMode.FROM_PATH and cfg.trainer.resume_path == str(pinned)
+    assert cfg.trainer.ckpt_path == document["artifacts"]["checkpoint_root"]  # its own checkpoints: its own root

@@ -4,6 +4,10 @@ SkyRL writes `global_step_<N>/` and `latest_ckpt_global_step.txt` under `trainer
 adapter records the runtime digest at the checkpoint root before training, refuses to resume a
 root another digest wrote (unless declared compatible), and afterwards adds rlaunch's `latest`
 marker and a `rlaunch_checkpoint.json` to every checkpoint, which rlaunch's host and `status` read.
+
+A run pinned to another checkpoint (`RLAUNCH_RESUME_FROM`: root, step, runtime digest) starts from
+exactly that step, through SkyRL's own `resume_mode: from_path`, while its own root holds none;
+the pinned checkpoint's recorded digest must be the pinned one (`pinned_resume_path`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 import fsspec
 
 SKYRL_LATEST = "latest_ckpt_global_step.txt"
+RESUME_FROM_ENV = "RLAUNCH_RESUME_FROM"
 RUNTIME_FILE = "rlaunch_runtime.json"
 META = "rlaunch_checkpoint.json"
 _STEP = re.compile(r"^global_step_(\d+)$")
@@ -65,6 +70,36 @@ def guard(ckpt_root: str, resume_mode: str | None, digest: str, compatible: list
     fs.makedirs(root, exist_ok=True)
     claim = {"runtime_digest": digest, "run_fingerprint": fingerprint, "written_at": time.time()}
     fs.pipe_file(f"{root}/{RUNTIME_FILE}", json.dumps(claim).encode())
+
+
+def pinned_resume_path(checkpoint_root: str, step: int, runtime_digest: str) -> str:
+    """SkyRL's `resume_path` for the pinned checkpoint, once it holds step `step` written under
+    `runtime_digest` (ForeignCheckpointError otherwise; a later step beside it is not resumed)."""
+    fs, root = _fs(checkpoint_root)
+    path = f"{checkpoint_root.rstrip('/')}/global_step_{step}"
+    recorded = _read(fs, f"{root}/global_step_{step}/{META}")
+    if recorded is None:
+        raise ForeignCheckpointError(f"the pinned checkpoint {path} is missing ({META} not found)")
+    written = json.loads(recorded).get("runtime_digest")
+    if written != runtime_digest:
+        raise ForeignCheckpointError(
+            f"the pinned checkpoint {path} was written by runtime digest {written or 'unknown'}, not the pinned "
+            f"{runtime_digest}"
+        )
+    return path
+
+
+def start_from_pin(document: Mapping[str, Any], pin: str) -> dict[str, Any]:
+    """The document with SkyRL told to resume the pinned checkpoint (`pin`: RLAUNCH_RESUME_FROM),
+    when the run's own root holds no checkpoint and it resumes at all; else the document as is."""
+    trainer = document["skyrl"]["trainer"]
+    fs, root = _fs(trainer["ckpt_path"])
+    if not pin or trainer.get("resume_mode") != "latest" or _read(fs, f"{root}/{SKYRL_LATEST}") is not None:
+        return dict(document)
+    pinned = json.loads(pin)
+    path = pinned_resume_path(pinned["checkpoint_root"], int(pinned["step"]), pinned["runtime_digest"])
+    skyrl = {**document["skyrl"], "trainer": {**trainer, "resume_mode": "from_path", "resume_path": path}}
+    return {**document, "skyrl": skyrl}
 
 
 def mirror(ckpt_root: str, digest: str, fingerprint: str = "") -> int | None:

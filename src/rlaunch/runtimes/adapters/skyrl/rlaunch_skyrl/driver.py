@@ -4,8 +4,9 @@ The same steps as SkyRL's `skyrl.train.entrypoints.main_base.main` (parse the do
 `SkyRLTrainConfig.from_cli_overrides`, `validate_cfg`, `initialize_ray`, train in a remote task so
 the loop never runs on the head node), through SkyRL's own extension points: `BasePPOExp` builds
 everything, `get_trainer` adds `callbacks=[Evidence(...)]` to the trainer's constructor and picks
-the trainer class (`RayPPOTrainer`, or `FullyAsyncRayPPOTrainer` for the `fully_async` entrypoint,
-which SkyRL ships without an entrypoint of its own), and `get_tracker` sets `WANDB_ENTITY` in the
+the trainer class (`RayPPOTrainer`, or for the `fully_async` entrypoint, which SkyRL ships without an
+entrypoint of its own, `FullyAsyncRayPPOTrainer`: it refuses callbacks, so rlaunch's subclass in
+`rlaunch_skyrl.fully_async` records the same evidence), and `get_tracker` sets `WANDB_ENTITY` in the
 task that creates the W&B run. Nothing in SkyRL is patched.
 """
 
@@ -27,12 +28,19 @@ from rlaunch_skyrl.evidence import Evidence, EvidenceContext
 
 def trainer_class(mode: str) -> type:
     if mode == "fully_async":
-        from skyrl.train.fully_async_trainer import FullyAsyncRayPPOTrainer
+        from rlaunch_skyrl.fully_async import EvidenceFullyAsyncTrainer
 
-        return FullyAsyncRayPPOTrainer
+        return EvidenceFullyAsyncTrainer
     from skyrl.train.trainer import RayPPOTrainer
 
     return RayPPOTrainer
+
+
+def evidence_hookup(mode: str, context: EvidenceContext) -> dict[str, Any]:
+    """How the trainer gets `Evidence`: as a callback, or (the fully async trainer refuses callbacks)
+    as the `evidence` its rlaunch subclass feeds from its own step counter and tracker."""
+    evidence = Evidence(context)
+    return {"evidence": evidence} if mode == "fully_async" else {"callbacks": [evidence]}
 
 
 class RlaunchExperiment(BasePPOExp):
@@ -56,7 +64,7 @@ class RlaunchExperiment(BasePPOExp):
             inference_engine_client=inference_engine_client,
             generator=generator,
             colocate_pg=colocate_pg,
-            callbacks=[Evidence(self.context)],
+            **evidence_hookup(self.mode, self.context),
         )
 
 

@@ -4,7 +4,8 @@ Guards the checkpoint root (runtime digest), runs SkyRL's experiment with rlaunc
 callbacks (`rlaunch_skyrl.driver`: the synchronous trainer, or the fully-async one for the
 `fully_async` entrypoint), then mirrors the checkpoints into rlaunch's layout. rlaunch context
 comes from the task bootstrap's environment: RLAUNCH_RUNTIME_DIGEST, RLAUNCH_RUN_FINGERPRINT,
-RLAUNCH_COMPATIBLE_DIGESTS, RLAUNCH_ATTEMPT_DIR, RLAUNCH_MODEL_IDENTITY.
+RLAUNCH_COMPATIBLE_DIGESTS, RLAUNCH_RESUME_FROM (a pinned checkpoint to start from),
+RLAUNCH_ATTEMPT_DIR, RLAUNCH_MODEL_IDENTITY.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from typing import Any
 
 import yaml
 
-from rlaunch_skyrl.checkpoints import ForeignCheckpointError, guard, mirror, resume_settings
+from rlaunch_skyrl.checkpoints import (
+    RESUME_FROM_ENV,
+    ForeignCheckpointError,
+    guard,
+    mirror,
+    resume_settings,
+    start_from_pin,
+)
 
 MODES = ("standard", "fully_async")
 
@@ -29,6 +37,7 @@ def run(document: Mapping[str, Any], mode: str = "standard") -> int:
     compatible = [d for d in os.environ.get("RLAUNCH_COMPATIBLE_DIGESTS", "").split(",") if d]
     ckpt_root, resume_mode = resume_settings(document["skyrl"])
     try:
+        document = start_from_pin(document, os.environ.get(RESUME_FROM_ENV, ""))  # before the root is claimed
         guard(ckpt_root, resume_mode, digest, compatible, fingerprint)
     except ForeignCheckpointError as exc:
         print(f"[rlaunch_skyrl] refused: {exc}", file=sys.stderr, flush=True)

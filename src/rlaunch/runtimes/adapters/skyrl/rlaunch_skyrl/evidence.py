@@ -1,7 +1,9 @@
 """What `rlaunch status` / `verify-smoke` read, written from inside SkyRL through its callback API.
 
 `Evidence` is a `skyrl.train.utils.callbacks.TrainingCallback` handed to the trainer's constructor
-(`RayPPOTrainer(callbacks=[...])`); nothing in SkyRL is patched. Under the attempt directory
+(`RayPPOTrainer(callbacks=[...])`); nothing in SkyRL is patched. The fully async trainer refuses
+callbacks, so `rlaunch_skyrl.fully_async` feeds the same records from its own step counter and
+tracker (`started`, `logged`, `saved`, `ended`, which the callbacks call too). Under the attempt directory
 (`RLAUNCH_ATTEMPT_DIR`, a local path or fsspec URL), in the formats the trl-cpu runtime writes:
 
 * `joined/trainer-rank-0.json`   the trainer process (SkyRL's driver task) joined: rank, world
@@ -148,7 +150,22 @@ class Evidence(TrainingCallback):
         self.last_step = -1
 
     def on_train_start(self, trainer: Any, callback_input: Any, control: Any) -> None:
-        cfg = trainer.cfg
+        self.started(trainer.cfg, callback_input.global_step)
+
+    def on_log(self, trainer: Any, callback_input: Any, control: Any) -> None:
+        self.logged(callback_input.logs or {})
+
+    def on_save(self, trainer: Any, callback_input: Any, control: Any) -> None:
+        self.saved()
+
+    def on_train_end(self, trainer: Any, callback_input: Any, control: Any) -> None:
+        self.ended(callback_input.global_step)
+
+    # The records themselves, from plain values: the callbacks above and the fully async trainer
+    # (`rlaunch_skyrl.fully_async`, which fires no callbacks) both call these.
+
+    def started(self, cfg: Any, global_step: int) -> None:
+        """Training starts at `global_step` (0, or the step a resume loaded)."""
         placement = cfg.trainer.placement
         _write_json(
             _join(self.context.attempt_dir, "joined", "trainer-rank-0.json"),
@@ -161,15 +178,14 @@ class Evidence(TrainingCallback):
                 "policy_world_size": placement.policy_num_nodes * placement.policy_num_gpus_per_node,
             },
         )
-        resumed = callback_input.global_step or None
-        record = model_load_record(cfg.trainer.policy.model.path, self.context.identity, resumed)
+        record = model_load_record(cfg.trainer.policy.model.path, self.context.identity, global_step or None)
         _write_json(_join(self.context.attempt_dir, "model_load.json"), record)
         wandb_run = wandb_record()  # the tracker was created before the trainer, in this task
         if wandb_run is not None:
             _write_json(_join(self.context.attempt_dir, "wandb.json"), wandb_run)
 
-    def on_log(self, trainer: Any, callback_input: Any, control: Any) -> None:
-        logs = callback_input.logs or {}
+    def logged(self, logs: dict[str, Any]) -> None:
+        """SkyRL logged `logs`; a training step's carry `trainer/global_step` (an evaluation's do not)."""
         if "trainer/global_step" not in logs:  # the evaluation before training, not a step
             return
         step = int(logs["trainer/global_step"])
@@ -181,15 +197,20 @@ class Evidence(TrainingCallback):
         fs.makedirs(os.path.dirname(path), exist_ok=True)
         fs.pipe_file(path, "".join(f"{line}\n" for line in self.lines).encode())
 
-    def on_save(self, trainer: Any, callback_input: Any, control: Any) -> None:
+    def saved(self) -> None:
         mirror(self.context.checkpoint_root, self.context.runtime_digest, self.context.run_fingerprint)
 
-    def on_train_end(self, trainer: Any, callback_input: Any, control: Any) -> None:
-        step = callback_input.global_step
-        export = _join(self.context.export_root, f"global_step_{step}", "policy")
+    def ended(self, global_step: int) -> None:
+        """Training ended at `global_step`, the step SkyRL's final HF export is named by."""
+        export = _join(self.context.export_root, f"global_step_{global_step}", "policy")
         fs, path = fsspec.core.url_to_fs(export)
         files = sorted(os.path.basename(p.rstrip("/")) for p in fs.ls(path, detail=False)) if fs.exists(path) else []
         _write_json(
             _join(self.context.attempt_dir, "export.json"),
-            {"wanted": self.context.export_hf, "global_step": step, "uri": export if files else None, "files": files},
+            {
+                "wanted": self.context.export_hf,
+                "global_step": global_step,
+                "uri": export if files else None,
+                "files": files,
+            },
         )

@@ -92,6 +92,22 @@ class CheckpointStore:
         return doomed
 
 
+def pinned(checkpoint_root: str, step: int, runtime_digest: str) -> CheckpointStore:
+    """The store holding the pinned checkpoint (a run's `RLAUNCH_RESUME_FROM`), once it holds step
+    `step` written under `runtime_digest` (ResumeRefused otherwise; a later step is not resumed)."""
+    store = CheckpointStore(checkpoint_root)
+    location = storage.join(store.step_dir(step), INFO_FILE)
+    if not storage.exists(location):
+        raise ResumeRefused(f"refusing to resume the pinned checkpoint {store.step_dir(step)}: {INFO_FILE} is missing")
+    written = storage.read_json(location).get("runtime_digest")
+    if written != runtime_digest:
+        raise ResumeRefused(
+            f"refusing to resume the pinned checkpoint {store.step_dir(step)}: it was written by runtime digest "
+            f"{written or 'unknown'}, not the pinned {runtime_digest}"
+        )
+    return store
+
+
 def check_digest(
     store: CheckpointStore,
     step: int,

@@ -11,6 +11,8 @@ Context comes from environment variables set by the task bootstrap:
 * `RLAUNCH_RUNTIME_DIGEST`      written into every checkpoint; a resume from another digest is refused
 * `RLAUNCH_RUN_FINGERPRINT`     the run fingerprint (recipe, plan, inputs), written into every checkpoint
 * `RLAUNCH_COMPATIBLE_DIGESTS`  comma-separated digests whose checkpoints may also be resumed
+* `RLAUNCH_RESUME_FROM`         a pinned checkpoint to start from while the run's own root holds
+                                none (JSON: checkpoint_root, step, runtime_digest)
 * `RLAUNCH_MODEL_IDENTITY`      identity string of the model artifact (recorded in model_load.json)
 * `RANK`, `WORLD_SIZE`, `LOCAL_RANK`  set by torchrun when the recipe has more than one device slot
 
@@ -23,6 +25,7 @@ sure the export exists.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -41,6 +44,7 @@ ENV_DIGEST = "RLAUNCH_RUNTIME_DIGEST"
 ENV_COMPATIBLE = "RLAUNCH_COMPATIBLE_DIGESTS"
 ENV_FINGERPRINT = "RLAUNCH_RUN_FINGERPRINT"
 ENV_IDENTITY = "RLAUNCH_MODEL_IDENTITY"
+ENV_RESUME_FROM = "RLAUNCH_RESUME_FROM"
 
 # Objects that must outlive run() in a multi-process run (see the end of `run`).
 KEEP_ALIVE: list[Any] = []
@@ -57,6 +61,7 @@ class Context:
     rank: int
     local_rank: int
     world_size: int
+    resume_from: dict[str, Any] | None = None  # the pinned checkpoint (ENV_RESUME_FROM)
 
     @classmethod
     def from_env(cls) -> Context:
@@ -75,6 +80,7 @@ class Context:
             rank=int(os.environ.get("RANK", "0")),
             local_rank=int(os.environ.get("LOCAL_RANK", "0")),
             world_size=int(os.environ.get("WORLD_SIZE", "1")),
+            resume_from=json.loads(os.environ[ENV_RESUME_FROM]) if os.environ.get(ENV_RESUME_FROM) else None,
         )
 
     def log(self, message: str, *, every_rank: bool = False) -> None:
@@ -181,11 +187,16 @@ def run(skyrl: dict[str, Any], *, export_hf: bool = False) -> None:
     rewards.get(plan.env_class)
     store = CheckpointStore(_location(plan.ckpt_path))
     resume_step: int | None = None
+    resume_store = store
     if plan.resume:
         resume_step = store.latest()
         if resume_step is not None:
             info = store.info(resume_step)
             checkpoints.check_digest(store, resume_step, info, ctx.digest, ctx.compatible, ctx.fingerprint)
+        elif ctx.resume_from is not None:  # nothing of its own yet: start from the pinned checkpoint
+            pin = ctx.resume_from
+            resume_step = int(pin["step"])
+            resume_store = checkpoints.pinned(_location(pin["checkpoint_root"]), resume_step, pin["runtime_digest"])
     if not ctx.digest:
         ctx.log("warning: RLAUNCH_RUNTIME_DIGEST is not set; checkpoints carry no runtime digest")
 
@@ -231,9 +242,9 @@ def run(skyrl: dict[str, Any], *, export_hf: bool = False) -> None:
     local_resume: str | None = None
     if resume_step is not None:
         local_resume = storage.fetch_dir(
-            store.step_dir(resume_step), os.path.join(stage_root, f"resume-rank{ctx.rank}")
+            resume_store.step_dir(resume_step), os.path.join(stage_root, f"resume-rank{ctx.rank}")
         )
-        ctx.log(f"resuming from {store.step_dir(resume_step)} (step {resume_step})")
+        ctx.log(f"resuming from {resume_store.step_dir(resume_step)} (step {resume_step})")
 
     if resume_step is not None and resume_step >= plan.max_steps:
         ctx.log(f"checkpoint step {resume_step} is at or past the final step {plan.max_steps}: nothing to train")
