@@ -14,8 +14,8 @@ from rlaunch.launch_config.gates import credentials_problem
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.secrets import FORWARD_ENV, Scrubber, secret_values
 from rlaunch.skyrl import skyrl_step
-from rlaunch.skyrl.gate_checks import launch_problems
 from rlaunch.skyrl.readiness import MISSING, OK, readiness
+from tests.gates.judged import run_refusals
 from tests.gates.test_host_gates import _launch
 from tests.skyrl.helpers import iris, planned_view, spec
 
@@ -94,10 +94,10 @@ def test_readiness_lists_each_declared_credential_with_whether_it_is_set(
 
 def test_run_refuses_a_missing_declared_credential(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(SANDBOX, raising=False)
-    document, facts = planned_view(spec(credentials=(SANDBOX,)), prefix=prefix)
-    assert launch_problems(document, facts, retry_given=False) == [credentials_problem((SANDBOX,), {})]
+    document, _ = planned_view(spec(credentials=(SANDBOX,)), prefix=prefix)
+    assert run_refusals(document, "credentials") == [f"credentials: {credentials_problem((SANDBOX,), {})}"]
     monkeypatch.setenv(SANDBOX, VALUE)
-    assert launch_problems(document, facts, retry_given=False) == []
+    assert run_refusals(document, "credentials") == []
 
 
 @pytest.mark.usefixtures("signal_handlers")

@@ -21,9 +21,10 @@ from rlaunch.runs.resume import pinned_checkpoint_root, pinned_problem
 from rlaunch.runs.run_record import update_attempt
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import ResumeFrom
-from rlaunch.skyrl.gate_checks import launch_problems, plan_rows
+from rlaunch.skyrl.gate_checks import plan_rows
 from rlaunch.skyrl.plan_view import _resume_line
 from rlaunch.skyrl.resume_check import resume_refusal
+from tests.gates.judged import run_refusals
 from tests.gates.test_host_gates import _launch
 from tests.skyrl.helpers import planned_view, spec
 
@@ -119,11 +120,11 @@ def test_the_plan_shows_the_pin_and_run_accepts_a_repin(tmp_path: Path, prefix: 
     assert _resume_line(document, facts).startswith(f"would resume from {root} step 2, digest {OLD[:16]} (pinned)")
     update_attempt(document.artifacts.output_path, document.run.id, "before-repin", {"runtime_digest": OTHER})
     document, facts = _pinned_view(tmp_path, prefix)
-    assert launch_problems(document, facts, retry_given=False) == []  # the version gate accepts the repin
+    assert run_refusals(document, "version", "retry") == []  # the version gate accepts the repin
     version = dict(plan_rows(document, facts))["version"]
     assert version.startswith(f"reused across a repin: earlier attempts ran under runtime digest {OTHER[:16]}")
     plain, plain_facts = planned_view(spec(), prefix=prefix)  # the same version without a pin: refused
-    assert any("a version is one runtime" in p for p in launch_problems(plain, plain_facts, retry_given=False))
+    assert any("a version is one runtime" in p for p in run_refusals(plain, "version"))
 
 
 def test_the_plan_and_run_refuse_a_pin_whose_digest_differs(tmp_path: Path, prefix: str) -> None:
