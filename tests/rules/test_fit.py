@@ -1,0 +1,127 @@
+"""What would fit: a refused or tight plan names the nearest plans that fit, and each passes the preflight.
+
+The search (`rlaunch.rules.fit`) reads the same memory model as the plan; these tests apply every
+change it prints to the spec's topology and recipe and run the whole preflight on the result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from experiments import rl_plan_example as example
+from rlaunch import rules
+from rlaunch.dotted import set_path
+from rlaunch.rules import fit, memory
+from rlaunch.runtimes.registry import get_profile
+from rlaunch.skyrl import ModelFacts, PreflightError, SkyRLTopology, check_plan
+from rlaunch.skyrl.config_yaml import parse_config_yaml, render_recipe
+from rlaunch.skyrl.preflight import subject_of
+from tests.skyrl.helpers import recipe, topology
+
+QWEN3_8B = ModelFacts.from_hf_config(example.QWEN3_8B_CONFIG)
+
+
+def applied(topo: SkyRLTopology, written: dict[str, Any], changes: list[str]) -> tuple[SkyRLTopology, dict[str, Any]]:
+    """`topo` and `written` with each printed change (`field=value`) pasted in, as a user would."""
+    plan_changes: dict[str, Any] = {}
+    tree = dict(written)
+    for change in changes:
+        field, _, text = change.partition("=")
+        value: Any = {"true": True, "false": False}.get(text, int(text) if text.lstrip("-").isdigit() else text)
+        section, _, name = field.partition(".")
+        if section == "role_plan":
+            plan_changes[name] = value
+        elif section == "topology":
+            topo = dataclasses.replace(topo, **{name: value})
+        else:
+            assert section == "config_yaml", change
+            set_path(tree, name, value)
+    return dataclasses.replace(topo, role_plan=dataclasses.replace(topo.role_plan, **plan_changes)), tree
+
+
+def nearest(found: list[PreflightError]) -> list[list[str]]:
+    """The changes of each nearest plan the memory refusal names."""
+    (first,) = [v for v in found if "nearest_fits" in v.values]
+    assert "Nearest plans that fit: (1) " in first.fix
+    return [line.split(": ", 1)[1].split(" (tightest", 1)[0].split(", ") for line in first.values["nearest_fits"]]
+
+
+def example_plan(variant: str) -> tuple[SkyRLTopology, dict[str, Any]]:
+    return example.topology(False, variant), parse_config_yaml(example.recipe(variant))
+
+
+@pytest.mark.parametrize("variant", ["one-node-24gb", "long-generation-24gb"])
+def test_a_refused_example_names_plans_that_fit_and_each_passes_the_preflight(variant: str) -> None:
+    topo, written = example_plan(variant)
+    refused = check_plan(topo, written, "fsdp", seed=17, model=QWEN3_8B)
+    assert any(v.code.startswith("memory.") for v in refused)
+    plans = nearest(refused)
+    assert plans
+    for changes in plans:
+        fixed_topo, fixed_recipe = applied(topo, written, changes)
+        assert check_plan(fixed_topo, fixed_recipe, "fsdp", seed=17, model=QWEN3_8B) == [], changes
+
+
+def test_the_one_node_24gb_example_is_told_to_offload_or_to_take_more_nodes() -> None:
+    topo, written = example_plan("one-node-24gb")
+    plans = nearest(check_plan(topo, written, "fsdp", seed=17, model=QWEN3_8B))
+    assert ["config_yaml.trainer.policy.fsdp_config.cpu_offload=true"] == [c for c in plans[0] if "offload" in c]
+    (nodes,) = [p for p in plans if any(c.startswith("role_plan.policy_num_nodes=") for c in p)]
+    # 2 nodes leave the training bar over; 3 nodes give a policy dp of 12, which the batch rules
+    # refuse (256 x 8 samples are not a multiple of it): the fewest that fit and pass is 4.
+    assert "role_plan.policy_num_nodes=4" in nodes and "topology.num_nodes=4" in nodes
+
+
+def test_a_plan_that_fits_gets_no_suggestion_and_no_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert check_plan(topology(), recipe(), "fsdp", model=QWEN3_8B) == []
+    called = []
+    monkeypatch.setattr(fit, "_Search", lambda *a, **k: called.append(a))
+    assert check_plan(topology(), recipe(), "fsdp", model=QWEN3_8B) == []
+    assert called == []
+
+
+def test_the_search_is_bounded_by_its_evaluation_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    tables = []
+    real = memory.table_for
+
+    def counting(*args: Any) -> memory.MemoryTable:
+        tables.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(memory, "table_for", counting)
+    topo, written = example_plan("long-generation-24gb")
+    check_plan(topo, written, "fsdp", seed=17, model=QWEN3_8B)
+    # the plan's own table (the rules' and the search's) plus at most the budget
+    assert 2 < len(tables) <= fit.MAX_EVALUATIONS + 2
+
+
+def nearest_of(topo: SkyRLTopology, written: dict[str, Any]) -> list[fit.FitPlan]:
+    """The search on a plan as the preflight composes it (a tight plan is not refused: no error carries it)."""
+    profile = get_profile("fsdp")
+    composed, problems = profile.compose(render_recipe(written, topo.role_plan, profile, 17))
+    assert not problems
+    subject = subject_of(topo, written, profile, 17, QWEN3_8B)
+    return fit.nearest_fits(subject, composed, lambda s, c: rules.composed_rules(s, c, sound=True, suggest=False))
+
+
+def test_a_tight_plan_is_offered_only_plans_where_every_row_is_ok() -> None:
+    topo, written = example_plan("long-generation-24gb")
+    set_path(written, "generator.sampling_params.max_generate_length", 2047)
+    assert check_plan(topo, written, "fsdp", seed=17, model=QWEN3_8B) == []  # tight, not refused
+    found = nearest_of(topo, written)
+    assert found
+    for plan in found:
+        assert {r.status for r in plan.table.rows} == {"ok"}, plan.line()
+        fixed = applied(topo, written, [c.text() for c in plan.changes])
+        assert check_plan(*fixed, "fsdp", seed=17, model=QWEN3_8B) == []
+
+
+def test_a_refused_plan_may_be_offered_a_tight_plan_but_never_an_over_one() -> None:
+    topo, written = example_plan("long-generation-24gb")
+    found = nearest_of(topo, written)
+    assert found
+    for plan in found:
+        assert {r.status for r in plan.table.rows} <= {"ok", "tight"}, plan.line()
