@@ -18,8 +18,10 @@ from rlaunch.rules import fit, memory
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import ModelFacts, PreflightError, SkyRLTopology, check_plan
 from rlaunch.skyrl.config_yaml import parse_config_yaml, render_recipe
+from rlaunch.skyrl.hub import hf_model_source
+from rlaunch.skyrl.plan_view import describe_step
 from rlaunch.skyrl.preflight import subject_of
-from tests.skyrl.helpers import recipe, topology
+from tests.skyrl.helpers import DAY, planned_view, recipe, spec, topology
 
 QWEN3_8B = ModelFacts.from_hf_config(example.QWEN3_8B_CONFIG)
 
@@ -125,3 +127,29 @@ def test_a_refused_plan_may_be_offered_a_tight_plan_but_never_an_over_one() -> N
     assert found
     for plan in found:
         assert {r.status for r in plan.table.rows} <= {"ok", "tight"}, plan.line()
+
+
+def qwen3_8b_source() -> Any:
+    """The example's model with its config.json, at a stated version (no build context here)."""
+    return hf_model_source(
+        "models/qwen3-8b", "Qwen/Qwen3-8B", example.QWEN3_8B_COMMIT, config=example.QWEN3_8B_CONFIG, version=DAY
+    )
+
+
+def test_the_plan_of_a_tight_plan_prints_what_would_fit(prefix: str) -> None:
+    model = qwen3_8b_source()
+    topo, written = example_plan("long-generation-24gb")
+    set_path(written, "generator.sampling_params.max_generate_length", 2047)
+    text = "\n".join(describe_step(*planned_view(spec(topo=topo, tree=written, model=model))))
+    assert "  tight\n" in text
+    head = "what would fit (nearest plans from the same memory model; paste the changes into the spec):"
+    section = text.split(head, 1)[1].split("\n")[1:]
+    shown = [line for line in section if line.startswith("  ") and "tightest row" in line]
+    assert shown, text
+    assert [line.strip() for line in shown] == [f.line() for f in nearest_of(topo, written)]
+
+
+def test_the_plan_of_a_plan_that_fits_prints_no_such_section(prefix: str) -> None:
+    model = qwen3_8b_source()
+    text = "\n".join(describe_step(*planned_view(spec(model=model))))
+    assert "per device: H100" in text and "what would fit" not in text

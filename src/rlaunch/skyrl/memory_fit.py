@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.rules import memory
+from rlaunch.rules import fit, memory
 from rlaunch.runtimes.registry import RuntimeProfile, get_profile
 from rlaunch.skyrl.config_yaml import render_recipe
 from rlaunch.skyrl.model_facts import ModelFacts
@@ -80,3 +80,11 @@ def render(table: memory.MemoryTable) -> list[str]:
             f"{kv.max_model_len} tokens at once ({kv.bytes_per_token} B/token per device)"
         )
     return lines
+
+
+def render_nearest_fits(found: list[fit.FitPlan]) -> list[str]:
+    """The plan's "what would fit" section: each nearest plan as the changes to paste into the spec."""
+    if not found:
+        return []
+    head = "what would fit (nearest plans from the same memory model; paste the changes into the spec):"
+    return [head, *(f"  {f.line()}" for f in found)]

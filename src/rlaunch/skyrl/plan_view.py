@@ -10,11 +10,13 @@ from __future__ import annotations
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry, plan_values
 from rlaunch.launch_config.schema import DataInput, SkyRLLaunchConfig
-from rlaunch.rules.document_subject import memory_table
+from rlaunch.rules.document_subject import memory_table, nearest_fits
+from rlaunch.rules.fit import needs_search
 from rlaunch.runs.resume import run_fingerprint
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl.gate_checks import large, plan_rows, smoke_line
 from rlaunch.skyrl.memory_fit import render as render_memory
+from rlaunch.skyrl.memory_fit import render_nearest_fits
 from rlaunch.skyrl.parity import differences, shape_of_document
 from rlaunch.skyrl.readiness import readiness, relied_defaults
 from rlaunch.skyrl.readiness import render as render_readiness
@@ -81,6 +83,7 @@ def describe_step(document: SkyRLLaunchConfig, facts: StoredFacts, smoke: SkyRLL
     lines += [
         "memory per device (estimates; refused only where a lower bound exceeds the device):",
         *render_memory(memory),
+        *render_nearest_fits(nearest_fits(document) if needs_search(memory) else []),
     ]
     lines += render_readiness(
         readiness(document, facts, memory), large=large(document) is not None, defaults=relied_defaults(document)
