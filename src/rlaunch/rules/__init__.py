@@ -103,6 +103,7 @@ def composed_rules(s: Subject, composed: Mapping[str, Any], *, sound: bool, sugg
     out += runtime_rules.runtime_rules(s, composed)
     out += recipe_rules.recipe_rules(composed)
     out += roles.role_rules(geo, composed)
+    out += roles.critic_rules(s, geo) if sound else []
     out += megatron.megatron_rules(composed)
     out += recipe_rules.wandb_project(s, composed)
     if sound:
