@@ -12,8 +12,9 @@ import pytest
 
 from rlaunch.dotted import get_path
 from rlaunch.launch_config.geometry import CRITIC_FROM_POLICY, Geometry
+from rlaunch.rules import memory
 from rlaunch.runtimes.registry import get_profile
-from rlaunch.skyrl import SkyRLCriticPlan, SkyRLRolePlan
+from rlaunch.skyrl import MemoryReport, ModelFacts, SkyRLCriticPlan, SkyRLRolePlan, memory_report
 from rlaunch.skyrl.config_yaml import render_recipe
 from tests.skyrl.helpers import codes, only, plan, recipe, seed_plan, topology, violations
 
@@ -119,3 +120,43 @@ def test_a_dedicated_critics_data_parallel_size_joins_the_tail_stride() -> None:
     found = violations(topology(dedicated_critic(num_nodes=3), num_nodes=11), GAE)
     assert "= 12 prompts" in only(found, "batch.tail_stride").message
     assert "batch.tail_stride" not in codes(violations(topology(dedicated_critic(num_nodes=2), num_nodes=10), GAE))
+
+
+# --- memory: the critic's rows --------------------------------------------------------------------
+
+QWEN3_8B_CONFIG = {
+    "model_type": "qwen3", "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+    "max_position_embeddings": 40960, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+}  # fmt: skip
+
+
+def rows(report: MemoryReport) -> dict[tuple[str, str], memory.Row]:
+    return {(r.role, r.phase): r for r in report.table.rows}
+
+
+def test_a_critic_is_sized_as_the_policys_model_with_a_value_head() -> None:
+    model = ModelFacts.from_hf_config(QWEN3_8B_CONFIG)
+    arch = model.architecture
+    with_critic = rows(memory_report(topology(colocated_critic()), GAE, "fsdp", model))
+    without = rows(memory_report(topology(), GAE, "fsdp", model))
+    assert ("critic", "model states") not in without
+    value_model = arch.params.total - arch.params.lm_head + arch.hidden  # the LM head replaced by hidden -> 1
+    states = with_critic["critic", "model states"]
+    assert states.estimate == value_model * 16 // 8 and states.certain == value_model * 12 // 8
+    # its step keeps one fp32 value a token where the policy keeps a vocabulary of logits
+    tokens = 2 * (1024 + 3072)
+    policy_step = with_critic["colocated", "training bar"].estimate - with_critic["policy", "model states"].estimate
+    critic_step = with_critic["critic", "training step"].estimate - states.estimate
+    assert policy_step - critic_step == tokens * (arch.vocab - 1) * 4
+    assert with_critic["policy", "model states"] == without["policy", "model states"]
+
+
+def test_a_critic_whose_states_exceed_its_gpus_is_refused_with_the_critics_fix() -> None:
+    model = ModelFacts.from_hf_config(QWEN3_8B_CONFIG)
+    one_gpu = seed_plan(critic=SkyRLCriticPlan(1, 1, 64))  # 8B x 12 bytes on one H100
+    found = violations(topology(one_gpu, num_nodes=9, gpus_per_node=8), GAE, model=model)
+    v = only(found, "memory.model_states")
+    assert v.message.startswith("critic model states") and "role_plan.critic.num_nodes" in v.fields
+    assert "trainer.critic.fsdp_config.cpu_offload=true" in v.fix
+    assert "config_yaml.trainer.critic.fsdp_config.cpu_offload=true" in " ".join(v.values.get("nearest_fits", []))

@@ -5,7 +5,8 @@ key) and is judged by the same memory model (`rlaunch.rules.memory.table_for`) a
 a nearest plan of a refused (or over) plan has no row refused or over; one of a plan that is only
 tight has every row `ok`. Five directions are searched, each giving at most one plan:
 
-* offload: the policy's (then also the reference's) FSDP states to the CPU;
+* offload: one role's FSDP states to the CPU (policy, reference or critic), else the policy's and
+  the others' together;
 * fewest nodes: the fewest policy nodes (colocated engines grow with them, one per engine slice);
 * largest micro batch: the largest divisor of the per-device mini batch below the current one;
 * longest generation: the longest `max_generate_length` (a bisection);
@@ -177,10 +178,10 @@ def _offload(search: _Search, geo: Geometry) -> tuple[Change, ...] | None:
         key = "trainer.policy.megatron_config.optimizer_config_kwargs.optimizer_cpu_offload"
         tried = [(Change(f"config_yaml.{key}", True),)]
     else:
-        policy = Change("config_yaml.trainer.policy.fsdp_config.cpu_offload", True)
-        tried = [(policy,)]
-        if geo.use_reference:
-            tried.append((policy, Change("config_yaml.trainer.ref.fsdp_config.cpu_offload", True)))
+        roles = ["policy"] + (["ref"] if geo.use_reference else []) + (["critic"] if geo.use_critic else [])
+        offload = [Change(f"config_yaml.trainer.{role}.fsdp_config.cpu_offload", True) for role in roles]
+        # one role alone first (the fewest settings), then the policy with each role after it
+        tried = [(c,) for c in offload] + [tuple(offload[:i]) for i in range(2, len(offload) + 1)]
     for changes in tried:
         if all(get_path(search.composed, c.field.removeprefix("config_yaml."), False) for c in changes):
             continue  # already offloaded

@@ -18,6 +18,8 @@ What is counted, per device (SkyRL 0.4.0 keys, `skyrl_040_keys.md`):
   layer's activations without), and the fp32 logits `[tokens x vocab]`. Megatron: bf16 weights and
   fp32 gradients over TP x PP (experts over EP x ETP x PP), the distributed optimizer's 12 bytes a
   parameter over data parallelism as well, activations and logits over TP x CP;
+* critic (when the role plan has one): the training rows of the policy's model with a value head
+  for its LM head (one fp32 value a token, no vocabulary logits), sharded over the critic's GPUs;
 * reference: bf16 weights over its FSDP group (resident beside the policy unless fully
   colocated, when SkyRL offloads it between uses), one forward micro batch;
 * rollout (vLLM): weights per TP x PP shard (experts over EP when EP > 1), the budget
@@ -219,6 +221,9 @@ def estimate(
     if accelerator == "cpu":
         rows += [train.states, train.step]
         return MemoryTable(dev, tuple(rows))
+    if geo.use_critic:  # its own step: colocated, SkyRL offloads the policy while the critic trains
+        critic = _training(arch, geo, k, seq, dev, "critic", cpu=False)
+        rows += [critic.states, critic.step]
     kv = engine_kv(arch, geo, composed, dev)
     engine_rows = rollout_rows(kv, geo)
     rows += [train.states]
@@ -321,7 +326,11 @@ def _lora(k: _Keys, role: str) -> bool:
 
 
 def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device, role: str, *, cpu: bool) -> _Training:
-    p = arch.params.total
+    """The policy's (or the critic's) training rows. The critic is the policy's model with a value
+    head (hidden -> 1) for its LM head, trained on its own GPUs: one fp32 value a token, no vocabulary."""
+    critic = role == "critic"
+    p = arch.params.total - arch.params.lm_head + arch.hidden if critic else arch.params.total
+    world, vocab = (geo.critic_world, 1) if critic else (geo.policy_world, arch.vocab)
     micro = int(k("trainer.micro_train_batch_size_per_gpu", geo.micro_batch))
     budget_tokens = int(k("trainer.max_tokens_per_microbatch", -1))
     checkpointing = bool(k("trainer.gradient_checkpointing", True))
@@ -331,7 +340,7 @@ def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device
         etp = int(k(f"trainer.{role}.megatron_config.expert_tensor_parallel_size", tp))
         dense, experts = p - arch.params.experts, arch.params.experts
         model_shard = dense / (tp * pp) + experts / (ep * etp * pp)
-        dp = max(1, geo.policy_world // (tp * pp * cp))
+        dp = max(1, world // (tp * pp * cp))
         optimizer = (
             0
             if k(f"trainer.{role}.megatron_config.optimizer_config_kwargs.optimizer_cpu_offload", False)
@@ -344,19 +353,19 @@ def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device
         gathered = 0
         layers = math.ceil(arch.layers / pp)
     else:
-        shard = 1 if cpu else _fsdp_shard(k, role, geo.policy_world)
+        shard = 1 if cpu else _fsdp_shard(k, role, world)
         offload = not cpu and bool(k(f"trainer.{role}.fsdp_config.cpu_offload", False))
         per_param, certain_per_param = (2, 2) if _lora(k, role) else (FSDP_STATE_BYTES, FSDP_CERTAIN_BYTES)
         states = 0 if offload else p * per_param // shard
         certain = 0 if offload else p * certain_per_param // shard
         how = ("one full replica per slot" if cpu else f"FSDP over {shard} GPUs") + (", CPU offload" if offload else "")
-        shard_tokens = max(1, geo.policy_sp or 1)
+        shard_tokens = max(1, (geo.critic_sp if critic else geo.policy_sp) or 1)
         gathered = 0 if cpu else 2 * max(arch.layer_params(), arch.vocab * arch.hidden)
         layers = arch.layers
     tokens = (budget_tokens if budget_tokens > 0 else micro * seq) // max(1, shard_tokens)
     per_token = _activation_bytes_per_token(arch)
     kept = layers * tokens * arch.hidden * 2 + tokens * per_token if checkpointing else layers * tokens * per_token
-    logits = tokens * arch.vocab * 4 // (geo.megatron_policy[0] if geo.strategy == "megatron" else 1)
+    logits = tokens * vocab * 4 // (geo.megatron_policy[0] if geo.strategy == "megatron" else 1)
     step = states + gathered + kept + logits
     detail = (
         f"states {gib(states)} ({how}) + gathered {gib(gathered)} + activations {gib(kept)} "
@@ -469,18 +478,18 @@ def violations(table: MemoryTable, s: Subject, geo: Geometry) -> list[Violation]
     states = [r for r in refused if r.role != "rollout"]
     if states:
         r = max(states, key=lambda row: row.certain)
-        role = "ref" if r.role == "reference" else "policy"
+        role = {"reference": "ref", "critic": "critic"}.get(r.role, "policy")
         out.append(
             violation(
                 "memory.model_states",
                 [
-                    "role_plan.policy_num_nodes",
+                    "role_plan.critic.num_nodes" if role == "critic" else "role_plan.policy_num_nodes",
                     "topology.gpu_variant",
                     f"config_yaml.trainer.{role}.fsdp_config.cpu_offload",
                 ],
                 f"{r.role} {r.phase}: the model states alone need at least {gib(r.certain)} GiB per device "
                 f"({r.detail}) but one {where} has {gib(r.capacity)} GiB",
-                f"shard over more GPUs (more policy nodes), set trainer.{role}.fsdp_config.cpu_offload=true, "
+                f"shard over more GPUs (more {'critic' if role == 'critic' else 'policy'} nodes), set trainer.{role}.fsdp_config.cpu_offload=true, "
                 "train LoRA adapters, or use a larger GPU",
                 need_gib=gib(r.certain),
                 capacity_gib=gib(r.capacity),
