@@ -6,6 +6,7 @@ change it prints to the spec's topology and recipe and run the whole preflight o
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any
 
@@ -29,7 +30,7 @@ QWEN3_8B = ModelFacts.from_hf_config(example.QWEN3_8B_CONFIG)
 def applied(topo: SkyRLTopology, written: dict[str, Any], changes: list[str]) -> tuple[SkyRLTopology, dict[str, Any]]:
     """`topo` and `written` with each printed change (`field=value`) pasted in, as a user would."""
     plan_changes: dict[str, Any] = {}
-    tree = dict(written)
+    tree = copy.deepcopy(written)
     for change in changes:
         field, _, text = change.partition("=")
         value: Any = {"true": True, "false": False}.get(text, int(text) if text.lstrip("-").isdigit() else text)
