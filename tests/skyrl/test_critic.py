@@ -160,3 +160,26 @@ def test_a_critic_whose_states_exceed_its_gpus_is_refused_with_the_critics_fix()
     assert v.message.startswith("critic model states") and "role_plan.critic.num_nodes" in v.fields
     assert "trainer.critic.fsdp_config.cpu_offload=true" in v.fix
     assert "config_yaml.trainer.critic.fsdp_config.cpu_offload=true" in " ".join(v.values.get("nearest_fits", []))
+
+
+# --- the plan's views: GPUs by role, parity ------------------------------------------------------
+
+
+def test_the_plan_shows_the_critics_gpus_and_parity_needs_the_same_critic(prefix: str) -> None:
+    from rlaunch.skyrl.parity import differences, shape_of_document
+    from rlaunch.skyrl.plan_view import describe_step
+    from tests.skyrl.helpers import planned_view, spec, to_yaml
+
+    gae, plain = to_yaml(GAE), to_yaml(recipe())
+    with_critic = planned_view(spec(topo=topology(colocated_critic()), config_yaml=gae), prefix=prefix)
+    text = "\n".join(describe_step(*with_critic))
+    assert (
+        "GPUs by role        policy 8, rollout 8 (shared with policy), reference none (no KL), critic 8 (shared with policy)"
+        in text
+    )
+    without = planned_view(spec(topo=topology(), config_yaml=plain), prefix=prefix)
+    assert ", critic" not in "\n".join(describe_step(*without))
+    found = differences(shape_of_document(without[0]), shape_of_document(with_critic[0]))
+    assert ("geometry", "critic", None, "colocated") in {(d.kind, d.field, d.smoke, d.large) for d in found}
+    again = planned_view(spec(topo=topology(colocated_critic(mini_batch_size=16)), config_yaml=gae), prefix=prefix)
+    assert differences(shape_of_document(again[0]), shape_of_document(with_critic[0])) == []  # a batch is scale

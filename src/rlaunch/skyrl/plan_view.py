@@ -72,9 +72,11 @@ def describe_step(document: SkyRLLaunchConfig, facts: StoredFacts, smoke: SkyRLL
     lines = [f"{label:<{width}}  {value}" for label, value in rows]
     ref = "shared with policy" if geo.use_reference else "none (no KL)"
     rollout = f"{geo.rollout_gpus} ({'shared with policy' if geo.colocate_all else 'dedicated'})"
+    critic = f", critic {geo.critic_world} ({'shared with policy' if geo.colocate_all else 'dedicated'})"
     lines += [
         "derived:",
-        f"  GPUs by role        policy {geo.policy_world}, rollout {rollout}, reference {ref}",
+        f"  GPUs by role        policy {geo.policy_world}, rollout {rollout}, reference {ref}"
+        + (critic if geo.use_critic else ""),
         f"  policy dp           {geo.policy_dp if geo.policy_dp else 'not divisible'}",
         f"  per-device mini     {per_gpu_mini} sequences; micro {geo.micro_batch} -> {geo.gradient_accumulation or 0} gradient-accumulation step(s)",
         f"  per training step   {geo.train_batch} prompts, {geo.train_batch * geo.n_samples} samples, {geo.optimizer_steps or 0} optimizer step(s)",
