@@ -11,6 +11,8 @@ import dataclasses
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from experiments import rl_plan_example as example
 from rlaunch import rules
@@ -154,3 +156,44 @@ def test_the_plan_of_a_plan_that_fits_prints_no_such_section(prefix: str) -> Non
     model = qwen3_8b_source()
     text = "\n".join(describe_step(*planned_view(spec(model=model))))
     assert "per device: H100" in text and "what would fit" not in text
+
+
+@st.composite
+def sized_plans(draw: st.DrawFn) -> tuple[SkyRLTopology, dict[str, Any]]:
+    """Colocated Qwen3-8B plans over GPUs, node counts, micro batches and generation lengths."""
+    gpus = draw(st.sampled_from([2, 4, 8]))
+    nodes = draw(st.sampled_from([1, 2]))
+    tp = draw(st.sampled_from([1, 2]))
+    topo = SkyRLTopology(
+        num_nodes=nodes,
+        gpus_per_node=gpus,
+        gpu_variant=draw(st.sampled_from(["L4", "A100", "H100"])),
+        role_plan=dataclasses.replace(
+            example.topology(False, "one-node-24gb").role_plan,
+            policy_num_nodes=nodes,
+            policy_num_gpus_per_node=gpus,
+            num_inference_engines=nodes * gpus // tp,
+            inference_engine_tensor_parallel_size=tp,
+            micro_train_batch_size_per_gpu=draw(st.sampled_from([1, 2, 4])),
+        ),
+    )
+    written = parse_config_yaml(example.recipe("one-node-24gb"))
+    set_path(written, GENERATE, draw(st.sampled_from([512, 3072, 8192, 31744])))
+    return topo, written
+
+
+GENERATE = "generator.sampling_params.max_generate_length"
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(case=sized_plans())
+def test_every_nearest_plan_fits_and_passes_the_preflight_the_plan_passes_but_for_memory(
+    case: tuple[SkyRLTopology, dict[str, Any]],
+) -> None:
+    topo, written = case
+    before = {v.code for v in check_plan(topo, written, "fsdp", seed=17, model=QWEN3_8B)}
+    for plan in nearest_of(topo, written):
+        assert fit.fits(plan.table, strict=False), plan.line()
+        fixed = applied(topo, written, [c.text() for c in plan.changes])
+        after = {v.code for v in check_plan(*fixed, "fsdp", seed=17, model=QWEN3_8B)}
+        assert not {c for c in after if c.startswith("memory.")} and after <= before, (plan.line(), after)
