@@ -106,3 +106,11 @@ def test_a_config_it_cannot_read_or_size_is_a_clear_error(tmp_path: Path) -> Non
     odd.write_text(json.dumps({"model_type": "no-such-architecture"}))
     code, out = run("--model", str(odd), "--gpu", "H100", "--gpus", "8")
     assert code != 0 and f"--model {odd}: cannot size this model" in out, out
+
+
+def test_a_critic_adds_its_rows(config: str) -> None:
+    code, out = run("--model", config, "--gpu", "H100", "--gpus", "8", "--critic")
+    assert code == 0 and "micro batch 2, a critic:" in out, out
+    assert "  critic     model states" in out and "  critic     training step" in out
+    code, out = run("--model", config, "--gpu", "H100", "--gpus", "8")
+    assert "critic" not in out

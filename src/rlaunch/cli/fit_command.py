@@ -1,7 +1,8 @@
 """`rlaunch fit --model config.json --gpu H100 --gpus 8`: what fits on N x GPU for this model?
 
 The plan asked about is the simplest one the allocation holds: every role colocated on all its
-GPUs (the policy over every GPU, one engine per `--engine-tp` GPUs), with the recipe's settings
+GPUs (the policy, and with `--critic` a critic, over every GPU, one engine per `--engine-tp` GPUs),
+with the recipe's settings
 (`--recipe`, else SkyRL's defaults and a 1024 + 3072-token budget) and the stated batch sizes. It
 is sized by the same memory model as the plan of an experiment (`rlaunch.rules.memory`): the
 per-GPU table, then either that it fits, or the nearest plans that do (`rlaunch.rules.fit`), each
@@ -41,6 +42,7 @@ DEFAULT_BUDGET = {
 @click.option("--mini-batch-size", default=64, show_default=True, type=click.IntRange(min=1))
 @click.option("--micro-batch-size", default=2, show_default=True, type=click.IntRange(min=1))
 @click.option("--n-samples", default=8, show_default=True, type=click.IntRange(min=1))
+@click.option("--critic", is_flag=True, help="Add a critic (PPO with GAE) on the policy's GPUs, with its mini batch.")
 def fit(
     model_config: str,
     gpu_variant: str,
@@ -53,11 +55,12 @@ def fit(
     mini_batch_size: int,
     micro_batch_size: int,
     n_samples: int,
+    critic: bool,
 ) -> None:
     """What fits on NODES x GPUS GPU for this model: the per-GPU memory of the colocated plan, and
     if it does not fit, the nearest plans that do."""
     from rlaunch.rules.architecture import Architecture
-    from rlaunch.skyrl import ModelFacts, SkyRLRolePlan, SkyRLTopology
+    from rlaunch.skyrl import ModelFacts, SkyRLCriticPlan, SkyRLRolePlan, SkyRLTopology
     from rlaunch.skyrl.memory_fit import memory_report, nearest_fits, render, render_nearest_fits
 
     model = ModelFacts.from_hf_config(_read_json(model_config))
@@ -79,6 +82,7 @@ def fit(
         policy_mini_batch_size=mini_batch_size,
         micro_train_batch_size_per_gpu=micro_batch_size,
         n_samples_per_prompt=n_samples,
+        critic=SkyRLCriticPlan(nodes, gpus_per_node, mini_batch_size) if critic else None,
     )
     topology = SkyRLTopology(num_nodes=nodes, gpus_per_node=gpus_per_node, gpu_variant=gpu_variant, role_plan=plan)
     tree = _read_recipe(recipe)
@@ -87,7 +91,7 @@ def fit(
     click.echo(
         f"{model.architecture.model_type} ({params:.2f}B parameters) on {nodes} node(s) x {gpus_per_node} "
         f"{gpu_variant}, every role colocated, {world // engine_tp} engine(s) x TP{engine_tp}, "
-        f"micro batch {micro_batch_size}:"
+        f"micro batch {micro_batch_size}{', a critic' if critic else ''}:"
     )
     for line in render(report.table):
         click.echo(line)

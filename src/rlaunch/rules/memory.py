@@ -221,9 +221,7 @@ def estimate(
     if accelerator == "cpu":
         rows += [train.states, train.step]
         return MemoryTable(dev, tuple(rows))
-    if geo.use_critic:  # its own step: colocated, SkyRL offloads the policy while the critic trains
-        critic = _training(arch, geo, k, seq, dev, "critic", cpu=False)
-        rows += [critic.states, critic.step]
+    critic = _training(arch, geo, k, seq, dev, "critic", cpu=False) if geo.use_critic else None
     kv = engine_kv(arch, geo, composed, dev)
     engine_rows = rollout_rows(kv, geo)
     rows += [train.states]
@@ -277,6 +275,8 @@ def estimate(
                 )
             )
         rows += engine_rows
+    if critic is not None:  # its own step: colocated, SkyRL offloads the policy while the critic trains
+        rows += [critic.states, critic.step]
     return MemoryTable(dev, tuple(rows), kv)
 
 
