@@ -99,8 +99,8 @@ def test_the_search_is_bounded_by_its_evaluation_budget(monkeypatch: pytest.Monk
     monkeypatch.setattr(memory, "table_for", counting)
     topo, written = example_plan("long-generation-24gb")
     check_plan(topo, written, "fsdp", seed=17, model=QWEN3_8B)
-    # the plan's own table (the rules' and the search's) plus at most the budget
-    assert 2 < len(tables) <= fit.MAX_EVALUATIONS + 2
+    # the plan's own table (the rules' and the search's), the budget, and one table per direction shown
+    assert 2 < len(tables) <= fit.MAX_EVALUATIONS + 2 + 5
 
 
 def nearest_of(topo: SkyRLTopology, written: dict[str, Any]) -> list[fit.FitPlan]:
@@ -197,3 +197,24 @@ def test_every_nearest_plan_fits_and_passes_the_preflight_the_plan_passes_but_fo
         fixed = applied(topo, written, [c.text() for c in plan.changes])
         after = {v.code for v in check_plan(*fixed, "fsdp", seed=17, model=QWEN3_8B)}
         assert not {c for c in after if c.startswith("memory.")} and after <= before, (plan.line(), after)
+
+
+def test_huge_sizes_keep_the_search_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A micro batch or generation budget of 2**40 (refused by other rules, still searched) costs no
+    more memory tables than the budget: divisors and bisection steps, never a count-down."""
+    tables = []
+    real = memory.table_for
+
+    def counting(*args: Any) -> memory.MemoryTable:
+        tables.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(memory, "table_for", counting)
+    topo, written = example_plan("one-node-24gb")
+    huge = dataclasses.replace(
+        topo, role_plan=dataclasses.replace(topo.role_plan, micro_train_batch_size_per_gpu=2**40)
+    )
+    set_path(written, GENERATE, 2**40)
+    found = check_plan(huge, written, "fsdp", seed=17, model=QWEN3_8B)
+    assert any(v.code.startswith("memory.") for v in found)
+    assert len(tables) <= fit.MAX_EVALUATIONS + 2 + 5

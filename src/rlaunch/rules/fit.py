@@ -1,22 +1,24 @@
 """What would fit: for a plan whose memory table is refused, over or tight, the nearest plans that fit.
 
-Each nearest plan changes one thing the user writes (a role-plan or topology field, or one recipe
-key) and is judged by the same memory model (`rlaunch.rules.memory.table_for`) as the plan itself:
-a nearest plan of a refused (or over) plan has no row refused or over; one of a plan that is only
-tight has every row `ok`. Five directions are searched, each giving at most one plan:
+Each nearest plan is a few edits the user writes (role-plan or topology fields, recipe keys) and is
+judged by the same memory model (`rlaunch.rules.memory.table_for`) as the plan itself: a nearest
+plan of a refused (or over) plan has no row refused or over; one of a plan that is only tight has
+every row `ok`. Five directions are searched, each giving at most one plan (a direction that mends
+the trainer's rows is paired with the smallest engine TP when the engine's rows are short too, and
+the other way round):
 
 * offload: one role's FSDP states to the CPU (policy, reference or critic), else the policy's and
   the others' together;
 * fewest nodes: the fewest policy nodes (colocated engines grow with them, one per engine slice);
 * largest micro batch: the largest divisor of the per-device mini batch below the current one;
-* longest generation: the longest `max_generate_length` (a bisection);
+* longest generation: the longest `max_generate_length`, in whole KV blocks (a bisection);
 * smallest engine TP: the smallest power-of-two tensor parallelism above the current one, the
   rollout GPUs kept (fewer, wider engines).
 
 A candidate is kept only if the composed rules (topology, batches, runtime, recipe) raise nothing
 the original plan did not: a nearest plan that the preflight refuses for another reason is not
-shown. Pure and bounded: at most `MAX_EVALUATIONS` memory tables plus one rule check a direction,
-no I/O.
+shown. Pure and bounded: at most `MAX_EVALUATIONS` memory tables while searching, then one table
+and one rule check a direction; no I/O.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 from rlaunch.dotted import get_path, set_path
 from rlaunch.launch_config.geometry import Geometry, rendered_plan
 from rlaunch.rules import memory
-from rlaunch.rules.subject import Subject
+from rlaunch.rules.subject import Subject, divisors
 
 MAX_EVALUATIONS = 64  # memory tables a whole search may compute (a handful per direction)
 MAX_EXTRA_NODES = 8  # the fewest-nodes search tries up to this many more policy nodes
@@ -121,13 +123,17 @@ class _Search:
         if self.left <= 0:
             return None
         self.left -= 1
+        return self._table(changes)
+
+    def _table(self, changes: tuple[Change, ...]) -> memory.MemoryTable:
         subject, composed = self.variant(changes)
         return memory.table_for(subject, Geometry.from_recipe(composed), composed)
 
     def accepted(self, direction: str, changes: tuple[Change, ...]) -> FitPlan | None:
-        """`changes` as a nearest plan if its table fits and it breaks no rule the plan did not."""
-        table = self.table(changes)
-        if table is None or not self.fits(table) or self.breaks(changes):
+        """`changes` as a nearest plan if its whole table fits and it breaks no rule the plan did not
+        (one table a direction, outside the search's budget, so a long search never drops a find)."""
+        table = self._table(changes)
+        if not self.fits(table) or self.breaks(changes):
             return None
         return FitPlan(direction, changes, table)
 
@@ -155,7 +161,7 @@ def nearest_fits(
     known = frozenset(v.code for v in rules(subject, composed) if not v.code.startswith("memory."))
     strict = all(r.status in ("ok", "tight") for r in table.rows)
     search = _Search(subject, composed, known, rules, strict)
-    engine_fix = () if search.fits(table, ENGINE) else _engine_tp(search, geo, ())
+    engine_fix = () if search.fits(table, ENGINE) else _engine_tp(search, geo)
     trainer_fix = () if search.fits(table, TRAINER) else _offload(search, geo)
     directions: list[tuple[str, tuple[Change, ...] | None]] = [
         ("offload", None if not trainer_fix or engine_fix is None else trainer_fix + engine_fix),
@@ -197,14 +203,14 @@ def _engines(geo: Geometry, gpus: int, tp: int) -> int | None:
     return gpus // width if width > 0 and gpus % width == 0 and gpus >= width else None
 
 
-def _engine_tp(search: _Search, geo: Geometry, trainer: tuple[Change, ...]) -> tuple[Change, ...] | None:
+def _engine_tp(search: _Search, geo: Geometry) -> tuple[Change, ...] | None:
     """The smallest power-of-two engine TP above the current one (the rollout GPUs kept) whose engine
-    rows fit beside `trainer`'s changes; None if none does within a node."""
+    rows fit; None if none does within a node."""
     tp = max(1, geo.tp) * 2
     while tp * geo.pp * geo.dp <= max(1, search.subject.gpus_per_node):
         engines = _engines(geo, geo.rollout_gpus, tp)
         if engines is not None:
-            changes = trainer + (
+            changes = (
                 Change("role_plan.inference_engine_tensor_parallel_size", tp),
                 Change("role_plan.num_inference_engines", engines),
             )
@@ -212,7 +218,7 @@ def _engine_tp(search: _Search, geo: Geometry, trainer: tuple[Change, ...]) -> t
             if table is None:
                 return None
             if search.fits(table, ENGINE):
-                return changes[len(trainer) :]
+                return changes
         tp *= 2
     return None
 
@@ -251,10 +257,8 @@ def _largest_micro_batch(
     dp = geo.policy_dp
     if engine_fix is None or not dp or geo.micro_batch <= 1:
         return None
-    mini = geo.per_gpu_mini(dp)
-    for micro in range(min(geo.micro_batch - 1, mini), 0, -1):
-        if mini % micro:
-            continue
+    smaller = [m for m in divisors(geo.per_gpu_mini(dp)) if m < geo.micro_batch]  # bounded for any size
+    for micro in reversed(smaller):
         changes = (Change("role_plan.micro_train_batch_size_per_gpu", micro), *engine_fix)
         table = search.table(changes)
         if table is None:
@@ -265,16 +269,18 @@ def _largest_micro_batch(
 
 
 def _longest_generation(search: _Search, composed: Mapping[str, Any]) -> tuple[Change, ...] | None:
-    """The longest `max_generate_length` below the current one that fits whole (a bisection)."""
+    """The longest `max_generate_length` below the current one, in whole KV blocks, that fits whole
+    (a bisection over blocks: log2 of the blocks evaluations)."""
+    block = memory.VLLM_BLOCK
     current = int(get_path(composed, GENERATE_KEY, 0) or 0)
-    lo, hi, best = 1, current - 1, None
+    lo, hi, best = 1, (current - 1) // block, None
     while lo <= hi:
         mid = (lo + hi) // 2
-        table = search.table((Change(f"config_yaml.{GENERATE_KEY}", mid),))
+        table = search.table((Change(f"config_yaml.{GENERATE_KEY}", mid * block),))
         if table is None:
             break
         if search.fits(table):
             best, lo = mid, mid + 1
         else:
             hi = mid - 1
-    return None if best is None else (Change(f"config_yaml.{GENERATE_KEY}", best),)
+    return None if best is None else (Change(f"config_yaml.{GENERATE_KEY}", best * block),)
