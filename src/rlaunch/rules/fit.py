@@ -1,9 +1,9 @@
 """What would fit: for a plan whose memory table is refused, over or tight, the nearest plans that fit.
 
 Each nearest plan is a few edits the user writes (role-plan or topology fields, recipe keys) and is
-judged by the same memory model (`rlaunch.rules.memory.table_for`) as the plan itself: a nearest
-plan of a refused (or over) plan has no row refused or over; one of a plan that is only tight has
-every row `ok`. Five directions are searched, each giving at most one plan (a direction that mends
+judged by the same memory model (`rlaunch.rules.memory.table_for`) as the plan itself, and fits
+when every row is `ok`: an estimate within the tight margin is where OOMs happen, so it is never
+offered as a fit. Five directions are searched, each giving at most one plan (a direction that mends
 the trainer's rows is paired with the smallest engine TP when the engine's rows are short too, and
 the other way round):
 
@@ -74,10 +74,9 @@ class FitPlan:
         )
 
 
-def fits(table: memory.MemoryTable, *, strict: bool = True) -> bool:
-    """Every row of a sized table is `ok`, or (not `strict`) at worst tight: no row refused or over."""
-    allowed = ("ok",) if strict else ("ok", "tight")
-    return table.device is not None and bool(table.rows) and all(r.status in allowed for r in table.rows)
+def fits(table: memory.MemoryTable) -> bool:
+    """Every row of a sized table is `ok`: none refused, over or tight."""
+    return table.device is not None and bool(table.rows) and all(r.status == "ok" for r in table.rows)
 
 
 def needs_search(table: memory.MemoryTable) -> bool:
@@ -94,13 +93,12 @@ class _Search:
     composed: Mapping[str, Any]
     known: frozenset[str]
     rules: Callable[[Subject, Mapping[str, Any]], list[Any]]
-    strict: bool  # the plan is only tight: a nearest plan must be ok everywhere
     left: int = MAX_EVALUATIONS
 
     def fits(self, table: memory.MemoryTable, side: str | None = None) -> bool:
         """Whether `table` fits, on one side only (`ENGINE` or `TRAINER`) when `side` is given."""
         rows = tuple(r for r in table.rows if side is None or _side(r) == side)
-        return fits(dataclasses.replace(table, rows=rows), strict=self.strict)
+        return fits(dataclasses.replace(table, rows=rows))
 
     def variant(self, changes: tuple[Change, ...]) -> tuple[Subject, dict[str, Any]]:
         plan = dict(self.subject.plan)
@@ -159,8 +157,7 @@ def nearest_fits(
     if not needs_search(table):
         return []
     known = frozenset(v.code for v in rules(subject, composed) if not v.code.startswith("memory."))
-    strict = all(r.status in ("ok", "tight") for r in table.rows)
-    search = _Search(subject, composed, known, rules, strict)
+    search = _Search(subject, composed, known, rules)
     engine_fix = () if search.fits(table, ENGINE) else _engine_tp(search, geo)
     trainer_fix = () if search.fits(table, TRAINER) else _offload(search, geo)
     directions: list[tuple[str, tuple[Change, ...] | None]] = [
