@@ -19,12 +19,12 @@ from rlaunch import rules
 from rlaunch.dotted import set_path
 from rlaunch.rules import fit, memory
 from rlaunch.runtimes.registry import get_profile
-from rlaunch.skyrl import ModelFacts, PreflightError, SkyRLTopology, check_plan
+from rlaunch.skyrl import ModelFacts, PreflightError, SkyRLTopology, check_plan, skyrl_step
 from rlaunch.skyrl.config_yaml import parse_config_yaml, render_recipe
 from rlaunch.skyrl.hub import hf_model_source
 from rlaunch.skyrl.plan_view import describe_step
 from rlaunch.skyrl.preflight import subject_of
-from tests.skyrl.helpers import DAY, planned_view, recipe, spec, topology
+from tests.skyrl.helpers import DAY, iris, planned_view, recipe, spec, topology
 
 QWEN3_8B = ModelFacts.from_hf_config(example.QWEN3_8B_CONFIG)
 
@@ -163,6 +163,12 @@ def test_the_plan_of_a_tight_plan_prints_what_would_fit(prefix: str) -> None:
     shown = [line for line in section if line.startswith("  ") and "tightest row" in line]
     assert shown, text
     assert [line.strip() for line in shown] == [f.line() for f in nearest_of(topo, written)]
+    step = skyrl_step(spec(topo=topo, tree=written, model=model), iris(), export_hf=True)
+    as_data = step.facts(prefix)["what_would_fit"]  # --plan-format json carries them as data
+    assert [(f["direction"], f["changes"]) for f in as_data] == [
+        (f.direction, {c.field: c.value for c in f.changes}) for f in nearest_of(topo, written)
+    ]
+    assert all(f["tightest"]["status"] == "ok" for f in as_data)
 
 
 def test_the_plan_of_a_plan_that_fits_prints_no_such_section(prefix: str) -> None:

@@ -235,6 +235,7 @@ def test_example_plan_json(tmp_path: pathlib.Path) -> None:
     rows = {(r["role"], r["phase"]): r for r in memory["rows"]}
     assert rows["policy", "model states"]["status"] == "ok" and rows["policy", "model states"]["estimate_gib"] == 3.81
     assert memory["kv_cache"]["max_model_len"] == 4096 and memory["kv_cache"]["tokens"] > 300_000
+    assert payload["facts"][identity]["what_would_fit"] == []  # every row ok: nothing searched
 
 
 @pytest.mark.parametrize("slots", ["1", "2"])

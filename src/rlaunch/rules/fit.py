@@ -65,13 +65,25 @@ class FitPlan:
     changes: tuple[Change, ...]
     table: memory.MemoryTable
 
-    def line(self) -> str:
+    @property
+    def tightest(self) -> memory.Row:
+        """The estimated row closest to its capacity (budget rows, which vLLM fills by design, aside)."""
         estimates = [r for r in self.table.rows if r.margin > 0] or list(self.table.rows)
-        worst = min(estimates, key=lambda r: r.headroom / max(1, r.capacity))
+        return min(estimates, key=lambda r: r.headroom / max(1, r.capacity))
+
+    def line(self) -> str:
+        worst = self.tightest
         return (
             f"{self.direction}: {', '.join(c.text() for c in self.changes)} "
             f"(tightest row {worst.role} {worst.phase}: {memory.gib(worst.estimate)} of {memory.gib(worst.capacity)} GiB)"
         )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "direction": self.direction,
+            "changes": {c.field: c.value for c in self.changes},
+            "tightest": self.tightest.as_dict(),
+        }
 
 
 def fits(table: memory.MemoryTable) -> bool:

@@ -122,12 +122,20 @@ def skyrl_step(
             "launch_document": document,
         }
 
-    from rlaunch.rules.document_subject import memory_table
+    from rlaunch.rules.document_subject import memory_table, nearest_fits
+    from rlaunch.rules.fit import needs_search
     from rlaunch.skyrl.plan_view import describe_step
 
     def describe(prefix: str) -> list[str]:
         planned_smoke = None if smoke is None else smoke.planned_document(prefix)
         return describe_step(step.planned_document(prefix), step.stored_facts(prefix), planned_smoke)
+
+    def facts(prefix: str) -> dict[str, Any]:
+        """The plan's memory table as data, and the nearest plans that fit when it does not."""
+        document = step.planned_document(prefix)
+        table = memory_table(document)
+        found = nearest_fits(document) if needs_search(table) else []
+        return {"memory": table.as_dict(), "what_would_fit": [f.as_dict() for f in found]}
 
     step = SkyRLArtifactStep(
         name=spec.name,
@@ -138,7 +146,7 @@ def skyrl_step(
         deps=spec.deps(),
         runtime_args={EXECUTION_ARG: execution},
         describe=describe,
-        facts=lambda prefix: {"memory": memory_table(step.planned_document(prefix)).as_dict()},
+        facts=facts,
         spec=spec,
         execution=execution,
         export_hf=export_hf,
