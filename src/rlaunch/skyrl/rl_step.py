@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -118,7 +117,7 @@ def skyrl_step(
         refuse_secrets_in(document, f"the launch document of {spec.name}@{spec.version}")
         return {
             "artifact": {"name": spec.name, "version": spec.version},
-            "topology": dataclasses.asdict(spec.topology),
+            "topology": spec.topology.as_dict(),
             "launch_document": document,
         }
 

@@ -9,7 +9,9 @@ and rlaunch renders them into the trainer recipe. The critic is the one optional
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
+from typing import Any
 
 from rlaunch.skyrl.fields import require_bool, require_int, require_str
 
@@ -77,3 +79,11 @@ class SkyRLTopology:
         require_str("SkyRLTopology", "gpu_variant", self.gpu_variant)
         if not isinstance(self.role_plan, SkyRLRolePlan):
             raise TypeError(f"SkyRLTopology.role_plan must be a SkyRLRolePlan, got {self.role_plan!r}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The topology as plain data (the RL step's config and its run record): a role plan without
+        a critic leaves the key out, so such a plan keeps the identity it had before the role existed."""
+        out = dataclasses.asdict(self)
+        if out["role_plan"]["critic"] is None:
+            del out["role_plan"]["critic"]
+        return out
