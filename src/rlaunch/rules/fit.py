@@ -73,9 +73,10 @@ class FitPlan:
 
     def line(self) -> str:
         worst = self.tightest
+        need, has = memory.gib(worst.estimate), memory.gib(worst.capacity)
         return (
             f"{self.direction}: {', '.join(c.text() for c in self.changes)} "
-            f"(tightest row {worst.role} {worst.phase}: {memory.gib(worst.estimate)} of {memory.gib(worst.capacity)} GiB)"
+            f"(tightest row {worst.role} {worst.phase}: {need} of {has} GiB)"
         )
 
     def as_dict(self) -> dict[str, Any]:

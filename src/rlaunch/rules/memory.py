@@ -489,8 +489,8 @@ def violations(table: MemoryTable, s: Subject, geo: Geometry) -> list[Violation]
                 ],
                 f"{r.role} {r.phase}: the model states alone need at least {gib(r.certain)} GiB per device "
                 f"({r.detail}) but one {where} has {gib(r.capacity)} GiB",
-                f"shard over more GPUs (more {'critic' if role == 'critic' else 'policy'} nodes), set trainer.{role}.fsdp_config.cpu_offload=true, "
-                "train LoRA adapters, or use a larger GPU",
+                f"shard over more GPUs (more {'critic' if role == 'critic' else 'policy'} nodes), "
+                f"set trainer.{role}.fsdp_config.cpu_offload=true, train LoRA adapters, or use a larger GPU",
                 need_gib=gib(r.certain),
                 capacity_gib=gib(r.capacity),
             )

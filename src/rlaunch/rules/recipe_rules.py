@@ -138,7 +138,8 @@ def recipe_rules(c: Mapping[str, Any]) -> list[Violation]:
             violation(
                 "recipe.critic",
                 [f"config_yaml.{CRITIC_MODEL_KEY}"],
-                "the critic's model is not written in the recipe: the role plan's critic starts from the policy's model",
+                "the critic's model is not written in the recipe: the role plan's critic starts from the "
+                "policy's model",
                 f"remove {CRITIC_MODEL_KEY}; for a critic, set SkyRLRolePlan(critic=SkyRLCriticPlan(...)) "
                 "(critic-free estimators such as grpo need none)",
                 value=critic,

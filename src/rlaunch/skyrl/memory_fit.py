@@ -60,7 +60,12 @@ def memory_report(
 
 
 def nearest_fits(
-    topology: SkyRLTopology, recipe: Mapping[str, Any], profile: str | RuntimeProfile, model: ModelFacts, *, seed: int = 0
+    topology: SkyRLTopology,
+    recipe: Mapping[str, Any],
+    profile: str | RuntimeProfile,
+    model: ModelFacts,
+    *,
+    seed: int = 0,
 ) -> list[fit.FitPlan]:
     """The nearest plans that fit `topology` + `recipe` when its memory table is refused, over or
     tight (`rlaunch.rules.fit`); [] when it fits, cannot be sized or does not compose."""
