@@ -30,8 +30,10 @@ from rlaunch import rules
 from rlaunch.artifacts import StepContext
 from rlaunch.cli.admin import main as rlaunch_main
 from rlaunch.cluster.local.backend import LocalBackend
+from rlaunch.host.compose import compose_document
 from rlaunch.host.validate import DocumentRefused, validate_document
 from rlaunch.launch_config import schema
+from rlaunch.launch_config.geometry import CRITIC_FROM_POLICY
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.rules.document_subject import memory_table
 from rlaunch.rules.recipe_rules import EXPLICIT_KEYS
@@ -121,6 +123,19 @@ def both(*edits: Edit) -> Edit:
     def edit(d: Doc) -> None:
         for e in edits:
             e(d)
+
+    return edit
+
+
+def critic(num_nodes: int, num_gpus_per_node: int, mini_batch_size: int) -> Edit:
+    """GAE with a critic as the role plan renders one (the host fills its model path)."""
+
+    def edit(d: Doc) -> None:
+        t = trainer(d)
+        t["algorithm"].update(advantage_estimator="gae", use_kl_loss=False)
+        t["critic"] = {"model": {"path": CRITIC_FROM_POLICY}}
+        t["placement"].update(critic_num_nodes=num_nodes, critic_num_gpus_per_node=num_gpus_per_node)
+        t["critic_mini_batch_size"] = mini_batch_size
 
     return edit
 
@@ -215,6 +230,8 @@ CASES: dict[str, tuple[str, Edit]] = {
     "recipe.kl_exclusive": ("fsdp", lambda d: trainer(d)["algorithm"].update(use_kl_in_reward=True)),
     "recipe.gae_needs_critic": ("fsdp", lambda d: trainer(d)["algorithm"].update(advantage_estimator="gae")),
     "recipe.critic_sequence_parallel": ("fsdp", sets(trainer, critic={"sequence_parallel_size": 0})),
+    "role_plan.critic_placement": ("colocated", critic(1, 4, 32)),  # a colocated critic on half the policy's GPUs
+    "batch.critic": ("colocated", critic(1, 8, 48)),  # 64 prompts are not a multiple of 48
     "recipe.language_model_only": ("fsdp", sets(policy, language_model_only=True)),
     "recipe.max_training_steps": ("fsdp", sets(trainer, max_training_steps=0)),
     "recipe.resume_mode": ("fsdp", sets(trainer, resume_mode="from_path")),
@@ -309,6 +326,17 @@ def test_the_base_documents_are_accepted(module_prefix: str, bases: dict[str, Do
         module_prefix, copy.deepcopy(bases["cpu"]) | {"run": {**bases["cpu"]["run"], "submission": "prepare"}}, "ok"
     )
     assert result["state"] == "prepared" and result["violations"] == []
+
+
+def test_the_host_accepts_a_critic_and_gives_it_the_policys_model(bases: dict[str, Doc]) -> None:
+    doc = copy.deepcopy(bases["colocated"])
+    critic(1, 8, 32)(doc)
+    loaded = schema.from_dict(doc)
+    composed = compose_document(loaded, validate_document(loaded)).skyrl
+    model = loaded.inputs.model.local_path
+    assert composed["trainer"]["critic"]["model"]["path"] == model == composed["trainer"]["policy"]["model"]["path"]
+    plain = schema.from_dict(copy.deepcopy(bases["colocated"]))
+    assert compose_document(plain, validate_document(plain)).skyrl["trainer"]["critic"]["model"]["path"] is None
 
 
 def test_the_repository_experiments_render_documents_the_host_accepts(module_prefix: str) -> None:

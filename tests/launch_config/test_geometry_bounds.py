@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from rlaunch.launch_config.composition import set_path
 from rlaunch.launch_config.geometry import (
+    CRITIC_FROM_POLICY,
+    CRITIC_KEYS,
     ROLE_PLAN_KEYS,
     Geometry,
     _ceil_div,
@@ -50,7 +52,29 @@ def test_a_rendered_plan_sets_its_twelve_keys_and_the_reference_and_engines_it_i
     tree: dict[str, Any] = {}
     for key, value in out.items():
         set_path(tree, key, value)
-    assert plan_values(tree) == PLAN
+    assert plan_values(tree) == PLAN | {"critic": None}
+
+
+def test_a_rendered_critic_sets_skyrls_critic_keys_and_reads_back() -> None:
+    critic = {"num_nodes": 2, "num_gpus_per_node": 8, "mini_batch_size": 32}
+    out = rendered_plan(PLAN | {"critic": critic})
+    assert {key: out[key] for key in CRITIC_KEYS.values()} == {CRITIC_KEYS[k]: v for k, v in critic.items()}
+    assert out["trainer.critic.model.path"] == CRITIC_FROM_POLICY
+    assert len(out) == len(ROLE_PLAN_KEYS) + 4 + len(CRITIC_KEYS) + 1
+    tree: dict[str, Any] = {}
+    for key, value in out.items():
+        set_path(tree, key, value)
+    assert plan_values(tree) == PLAN | {"critic": critic}
+    full = _recipe()
+    for key, value in out.items():
+        set_path(full, key, value)
+    set_path(full, "trainer.critic.sequence_parallel_size", 2)
+    g = Geometry.from_recipe(full)
+    assert (g.use_critic, g.critic_world, g.critic_mini_batch, g.critic_dp) == (True, 16, 32, 8)
+    assert g.planned_gpus == 32 + 4 * 2 * 3 * 5 + 16  # not colocated: the critic's nodes are its own
+    assert g.physical_nodes(8) == 4 + 4 * 30 // 8 + 2
+    set_path(full, "trainer.critic.model.path", "/somewhere/else")  # refused by recipe.critic, not a critic role
+    assert plan_values(full)["critic"] is None and not Geometry.from_recipe(full).use_critic
 
 
 def _recipe(use_kl_loss: bool = False, use_kl_in_reward: bool = False) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from rlaunch.rules import MAX_SIZE
-from rlaunch.skyrl import ModelFacts, SkyRLTopology
+from rlaunch.skyrl import ModelFacts, SkyRLCriticPlan, SkyRLTopology
 from tests.skyrl.helpers import (
     WANDB_RECIPE,
     cpu_plan,
@@ -29,6 +29,10 @@ from tests.skyrl.helpers import (
 )
 
 from .helpers import DISAGGREGATED_ONLY, NARROW, OPEN_DEFECT, Case, colocated, fully_async, megatron, seed, verdict
+
+# A colocated critic on the small plan's 8 GPUs, and the GAE recipe that needs it.
+CRITIC = SkyRLCriticPlan(num_nodes=1, num_gpus_per_node=8, mini_batch_size=32)
+GAE = recipe(trainer={"algorithm": {"advantage_estimator": "gae", "use_kl_loss": False}})
 
 EXPECTED = yaml.safe_load((Path(__file__).parent / "verdicts.yaml").read_text(encoding="utf-8"))
 
@@ -201,9 +205,14 @@ CASES: dict[str, Case] = {
     "explicit": seed({"trainer": {"logger": "console"}}),
     "explicit.wandb_project": seed(merge(WANDB_RECIPE, {"trainer": {"project_name": None}})),
     "recipe.critic": seed(recipe(trainer={"critic": {"model": {"path": "/m"}}})),
+    "recipe.critic #2": Case(topology(plan(critic=CRITIC)), GAE, "megatron"),
     "recipe.kl_exclusive": seed(recipe(trainer={"algorithm": {"use_kl_in_reward": True}})),
     "recipe.gae_needs_critic": seed(recipe(trainer={"algorithm": {"advantage_estimator": "gae"}})),
     "recipe.critic_sequence_parallel": seed(recipe(trainer={"critic": {"sequence_parallel_size": 0}})),
+    "role_plan.critic_placement": Case(topology(plan(critic=SkyRLCriticPlan(1, 4, 32))), GAE),
+    "role_plan.critic_placement #2": Case(topology(seed_plan(critic=SkyRLCriticPlan(2, 4, 64)), num_nodes=9), GAE),
+    "batch.critic": Case(topology(plan(critic=SkyRLCriticPlan(1, 8, 48))), GAE),
+    "batch.critic #2": Case(topology(plan(critic=SkyRLCriticPlan(1, 8, 1))), GAE),
     # The reference is built (the base recipe's KL loss): it must load the language model alone too.
     "recipe.language_model_only": seed(recipe(trainer={"policy": {"language_model_only": True}})),
     "recipe.language_model_only #2": seed(

@@ -10,11 +10,13 @@ from typing import Any
 import pytest
 
 from rlaunch.launch_config.composition import get_path
+from rlaunch.launch_config.geometry import CRITIC_FROM_POLICY, CRITIC_KEYS
 from rlaunch.runtimes import registry
 from rlaunch.skyrl import (
     ArtifactDataSource,
     LocalSkyRLExecution,
     RaySkyRLExecution,
+    SkyRLCriticPlan,
     SkyRLRetentionPolicy,
     SkyRLRolePlan,
     SkyRLTopology,
@@ -57,6 +59,7 @@ ROLE_PLAN_CHANGES: dict[str, SkyRLTopology] = {
     "policy_mini_batch_size": topo(policy_mini_batch_size=32),
     "micro_train_batch_size_per_gpu": topo(micro_train_batch_size_per_gpu=4),
     "n_samples_per_prompt": topo(n_samples_per_prompt=4),
+    "critic": topo(n=9, critic=SkyRLCriticPlan(num_nodes=1, num_gpus_per_node=8, mini_batch_size=64)),
 }
 
 
@@ -93,8 +96,21 @@ def test_every_role_plan_value_is_in_the_fingerprinted_document(field: str) -> N
     changed = ROLE_PLAN_CHANGES[field]
     config = skyrl_step(spec(topo=changed), iris()).fingerprint_config
     value = getattr(changed.role_plan, field)
-    assert get_path(config["launch_document"]["skyrl"], RENDERED_KEY[field]) == value
+    skyrl = config["launch_document"]["skyrl"]
+    if field == "critic":
+        assert {name: get_path(skyrl, key) for name, key in CRITIC_KEYS.items()} == dataclasses.asdict(value)
+        assert get_path(skyrl, "trainer.critic.model.path") == CRITIC_FROM_POLICY
+        return
+    assert get_path(skyrl, RENDERED_KEY[field]) == value
     assert set(RENDERED_KEY.values()) <= set(PLAN_KEYS)
+
+
+def test_a_plan_without_a_critic_keeps_the_identity_it_had_before_the_role_existed() -> None:
+    """No `critic` key anywhere in the fingerprinted config of a plan without one (fingerprints of
+    every existing run stay what they were: the 64-GPU example's are main's)."""
+    config = skyrl_step(spec(), iris()).fingerprint_config
+    assert "critic" not in config["topology"]["role_plan"]
+    assert get_path(config["launch_document"]["skyrl"], "trainer.critic", None) is None
 
 
 def _profile_copy(tmp_path, name: str) -> registry.RuntimeProfile:

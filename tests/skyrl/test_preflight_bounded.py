@@ -17,7 +17,7 @@ from rlaunch import rules
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules.subject import DIVISOR_SEARCH, MAX_SIZE, divisor_hint, divisors
 from rlaunch.runtimes.registry import get_profile
-from rlaunch.skyrl import ModelFacts, PreflightError, SkyRLRolePlan, SkyRLTopology, check_plan
+from rlaunch.skyrl import ModelFacts, PreflightError, SkyRLCriticPlan, SkyRLRolePlan, SkyRLTopology, check_plan
 from rlaunch.skyrl.config_yaml import render_recipe
 
 from .helpers import codes, only, plan, recipe, seed_topology, topology, violations
@@ -32,7 +32,7 @@ sizes = st.one_of(
     st.integers(min_value=1, max_value=7).map(lambda k: 2**k),
     st.integers(min_value=-(2**100), max_value=2**100),
 )
-PLAN_FIELDS = [name for name in SkyRLRolePlan.__dataclass_fields__ if name != "colocate_all"]
+PLAN_FIELDS = [name for name in SkyRLRolePlan.__dataclass_fields__ if name not in ("colocate_all", "critic")]
 
 
 @st.composite
@@ -40,6 +40,7 @@ def plans(draw: st.DrawFn) -> SkyRLTopology:
     values: dict[str, Any] = {"colocate_all": draw(st.booleans())}
     for name in PLAN_FIELDS:
         values[name] = draw(sizes)
+    values["critic"] = draw(st.none() | st.builds(SkyRLCriticPlan, sizes, sizes, sizes))
     return SkyRLTopology(
         num_nodes=draw(sizes),
         gpus_per_node=draw(sizes),

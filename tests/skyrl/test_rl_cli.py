@@ -220,6 +220,7 @@ def test_example_variants_that_cannot_fit_are_refused_with_numbers_and_fix(
     assert f"[{code}]" in done.stderr and "Fix:" in done.stderr, done.stderr
     for fragment in fragments:
         assert fragment in done.stderr, (fragment, done.stderr)
+    assert "Nearest plans that fit: (1) " in done.stderr, done.stderr  # each passes the preflight: tests/rules/test_fit.py
     assert "Plan (" not in done.stdout
 
 
@@ -250,6 +251,7 @@ def test_example_plan_json(tmp_path: pathlib.Path) -> None:
     rows = {(r["role"], r["phase"]): r for r in memory["rows"]}
     assert rows["policy", "model states"]["status"] == "ok" and rows["policy", "model states"]["estimate_gib"] == 3.81
     assert memory["kv_cache"]["max_model_len"] == 4096 and memory["kv_cache"]["tokens"] > 300_000
+    assert payload["facts"][identity]["what_would_fit"] == []  # every row ok: nothing searched
 
 
 @pytest.mark.parametrize("slots", ["1", "2"])

@@ -7,11 +7,18 @@ import dataclasses
 import pytest
 
 from rlaunch.runtimes.registry import UnknownRuntimeError
-from rlaunch.skyrl import IrisSkyRLExecution, SkyRLRetentionPolicy, SkyRLRolePlan, SkyRLRuntime, SkyRLTopology
+from rlaunch.skyrl import (
+    IrisSkyRLExecution,
+    SkyRLCriticPlan,
+    SkyRLRetentionPolicy,
+    SkyRLRolePlan,
+    SkyRLRuntime,
+    SkyRLTopology,
+)
 
 from .helpers import iris, plan
 
-INT_FIELDS = [f.name for f in dataclasses.fields(SkyRLRolePlan) if f.name != "colocate_all"]
+INT_FIELDS = [f.name for f in dataclasses.fields(SkyRLRolePlan) if f.name not in ("colocate_all", "critic")]
 
 
 @pytest.mark.parametrize("name", INT_FIELDS)
@@ -21,15 +28,28 @@ def test_role_plan_refuses_non_int_for_every_count(name: str, bad: object) -> No
         plan(**{name: bad})
 
 
+@pytest.mark.parametrize("bad", [True, 8, {"num_nodes": 1, "num_gpus_per_node": 8, "mini_batch_size": 32}])
+def test_role_plan_critic_must_be_a_critic_plan(bad: object) -> None:
+    with pytest.raises(TypeError, match=r"SkyRLRolePlan\.critic must be a SkyRLCriticPlan or None"):
+        plan(critic=bad)
+
+
+@pytest.mark.parametrize("name", ["num_nodes", "num_gpus_per_node", "mini_batch_size"])
+def test_critic_plan_refuses_non_int(name: str) -> None:
+    values: dict[str, object] = {"num_nodes": 1, "num_gpus_per_node": 8, "mini_batch_size": 32, name: 8.0}
+    with pytest.raises(TypeError, match=rf"SkyRLCriticPlan\.{name} must be an int, got 8.0"):
+        SkyRLCriticPlan(**values)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("bad", [1, 0, "true", None])
 def test_role_plan_colocate_all_must_be_a_bool(bad: object) -> None:
     with pytest.raises(TypeError, match=r"SkyRLRolePlan\.colocate_all must be true or false"):
         plan(colocate_all=bad)
 
 
-def test_role_plan_has_no_defaults() -> None:
-    missing = [f.name for f in dataclasses.fields(SkyRLRolePlan) if f.default is not dataclasses.MISSING]
-    assert missing == []
+def test_role_plan_has_no_defaults_but_the_optional_critic() -> None:
+    defaulted = [f.name for f in dataclasses.fields(SkyRLRolePlan) if f.default is not dataclasses.MISSING]
+    assert defaulted == ["critic"] and plan().critic is None
     with pytest.raises(TypeError):
         SkyRLRolePlan(colocate_all=True)  # type: ignore[call-arg]
 

@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, str] = {
     "cancel": "rlaunch.control.cli:cancel",
     "plot": "rlaunch.observe.cli:plot",
     "parity": "rlaunch.cli.parity_command:parity",
+    "fit": "rlaunch.cli.fit_command:fit",
 }
 
 

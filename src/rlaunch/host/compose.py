@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlaunch import storage
-from rlaunch.launch_config.composition import set_path
+from rlaunch.launch_config.composition import get_path, set_path
+from rlaunch.launch_config.geometry import CRITIC_FROM_POLICY, CRITIC_MODEL_KEY
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.runs.layout import attempt_dir
 from rlaunch.runs.resume import run_fingerprint
@@ -23,9 +24,11 @@ from rlaunch.runs.resume import run_fingerprint
 def injected_values(doc: SkyRLLaunchConfig) -> dict[str, Any]:
     art, inputs = doc.artifacts, doc.inputs
     model = inputs.model.local_path
+    critic = {CRITIC_MODEL_KEY: model} if get_path(doc.skyrl, CRITIC_MODEL_KEY, None) == CRITIC_FROM_POLICY else {}
     return {
         "trainer.policy.model.path": model,
         "trainer.ref.model.path": model,
+        **critic,  # the role plan's critic starts from the policy's model
         "data.train_data": [storage.join(d.local_path, d.relative_path) for d in inputs.train_data],
         "data.val_data": [storage.join(d.local_path, d.relative_path) for d in inputs.validation_data],
         "trainer.ckpt_path": art.checkpoint_root,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rlaunch import rules
-from rlaunch.launch_config.geometry import ROLE_PLAN_KEYS
+from rlaunch.launch_config.geometry import CRITIC_KEYS, ROLE_PLAN_KEYS
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.rules.document_subject import document_subject
@@ -58,6 +58,9 @@ def document_path(field: str) -> str:
     head, _, name = field.partition(".")
     if head == "role_plan" and name in ROLE_PLAN_KEYS:
         return f"skyrl.{ROLE_PLAN_KEYS[name]}"
+    critic = name.removeprefix("critic.")
+    if head == "role_plan" and name.startswith("critic.") and critic in CRITIC_KEYS:
+        return f"skyrl.{CRITIC_KEYS[critic]}"
     for prefix, path in _DOCUMENT_PATHS:
         if field == prefix or field.startswith(prefix + "."):
             return path + field[len(prefix) :]

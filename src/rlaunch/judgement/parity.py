@@ -11,10 +11,11 @@ differ (node count, GPUs per node, engine count, batch sizes, steps, intervals);
 * hand-offs - the shape of the graph behind the run's inputs (the document's `inputs.graph`:
   artifact types, recursively, names and versions erased), the model artifact's type, and each
   data source's type and file;
-* geometry  - colocated or disaggregated, TP/PP/EP/DP of one engine, reference model on or off;
+* geometry  - colocated or disaggregated, TP/PP/EP/DP of one engine, reference model on or off,
+  the critic (none, colocated or on its own nodes);
 * checkpoint - whether checkpoints are written and how a relaunch resumes;
 * export    - the terminal Hugging Face export and whether periodic exports are written;
-* memory    - where memory goes: CPU offload of policy and reference, gradient checkpointing,
+* memory    - where memory goes: CPU offload of policy, reference and critic, gradient checkpointing,
   LoRA, the engine's KV-cache dtype and eager mode (how much each run needs is scale: `rlaunch
   parity` prints both runs' per-GPU tables beside each other, and does not compare them).
 """
@@ -85,6 +86,7 @@ class RunShape:
                 "engine EP": geo.ep,
                 "engine DP": geo.dp,
                 "reference model": geo.use_reference,
+                "critic": None if not geo.use_critic else "colocated" if geo.colocate_all else "dedicated",
             },
             checkpoint={
                 "checkpoints written": isinstance(interval, int) and interval > 0,
@@ -108,6 +110,7 @@ def _memory_switches(composed: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "policy CPU offload": on("trainer.policy.fsdp_config.cpu_offload"),
         "reference CPU offload": on("trainer.ref.fsdp_config.cpu_offload"),
+        "critic CPU offload": on("trainer.critic.fsdp_config.cpu_offload"),
         "gradient checkpointing": on("trainer.gradient_checkpointing"),
         "LoRA": isinstance(lora, int) and lora > 0,
         "engine KV cache dtype": get_path(

@@ -39,20 +39,39 @@ ROLE_PLAN_KEYS: dict[str, str] = {
 }
 
 
+# The critic's plan field -> the recipe key it is rendered into (only when the role plan has a critic).
+CRITIC_KEYS: dict[str, str] = {
+    "num_nodes": "trainer.placement.critic_num_nodes",
+    "num_gpus_per_node": "trainer.placement.critic_num_gpus_per_node",
+    "mini_batch_size": "trainer.critic_mini_batch_size",
+}
+# SkyRL builds a critic exactly when this key is set. The role plan renders it as CRITIC_FROM_POLICY
+# (the critic starts from the policy's model); the launch host replaces that with the staged model path.
+CRITIC_MODEL_KEY = "trainer.critic.model.path"
+CRITIC_FROM_POLICY = "rlaunch:policy-model"
+
+
 def rendered_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
     """Every recipe key a role plan (field -> value) decides: its own twelve, plus the reference
-    sharing the policy's GPUs and engines running inside the gang."""
+    sharing the policy's GPUs and engines running inside the gang, and its critic's keys if it has one."""
     out = {key: plan[name] for name, key in ROLE_PLAN_KEYS.items()}
     out["trainer.placement.colocate_policy_ref"] = True
     out["trainer.placement.ref_num_nodes"] = plan["policy_num_nodes"]
     out["trainer.placement.ref_num_gpus_per_node"] = plan["policy_num_gpus_per_node"]
     out["generator.inference_engine.run_engines_locally"] = True
+    critic = plan.get("critic")
+    if critic:
+        out.update({key: critic[name] for name, key in CRITIC_KEYS.items()})
+        out[CRITIC_MODEL_KEY] = CRITIC_FROM_POLICY
     return out
 
 
 def plan_values(recipe: Mapping[str, Any]) -> dict[str, Any]:
-    """The role plan (field -> value) a composed recipe carries."""
-    return {name: get_path(recipe, key) for name, key in ROLE_PLAN_KEYS.items()}
+    """The role plan (field -> value) a composed recipe carries; `critic` is None without one."""
+    out = {name: get_path(recipe, key) for name, key in ROLE_PLAN_KEYS.items()}
+    has_critic = get_path(recipe, CRITIC_MODEL_KEY, None) == CRITIC_FROM_POLICY
+    out["critic"] = {name: get_path(recipe, key) for name, key in CRITIC_KEYS.items()} if has_critic else None
+    return out
 
 
 @dataclass(frozen=True)
@@ -81,11 +100,19 @@ class Geometry:
     # consumes whole generation groups and trims nothing (SkyRL's `_remove_tail_data` is called
     # only in `RayPPOTrainer.train`).
     trims_tail: bool = True
+    # The critic (PPO with GAE), as the role plan renders it (`CRITIC_FROM_POLICY`; rlaunch refuses
+    # any other critic path). Colocated it shares the policy's GPUs; otherwise it has nodes of its own.
+    use_critic: bool = False
+    critic_nodes: int = 0
+    critic_gpus_per_node: int = 0
+    critic_mini_batch: int = 0
+    critic_sp: int = 1
 
     @classmethod
     def from_recipe(cls, recipe: Mapping[str, Any]) -> Geometry:
         g = lambda key: get_path(recipe, key)  # noqa: E731
         plan = plan_values(recipe)
+        critic = plan["critic"] or {}
         return cls(
             strategy=g("trainer.strategy"),
             colocate_all=plan["colocate_all"],
@@ -108,6 +135,11 @@ class Geometry:
             megatron_policy=_megatron(recipe, "trainer.policy"),
             megatron_ref=_megatron(recipe, "trainer.ref"),
             trims_tail=not get_path(recipe, FULLY_ASYNC_ENABLED_KEY, False),
+            use_critic=bool(critic),
+            critic_nodes=critic.get("num_nodes", 0),
+            critic_gpus_per_node=critic.get("num_gpus_per_node", 0),
+            critic_mini_batch=critic.get("mini_batch_size", 0),
+            critic_sp=get_path(recipe, "trainer.critic.sequence_parallel_size", 1) if critic else 1,
         )
 
     # --- GPUs by role -------------------------------------------------------------------------
@@ -119,6 +151,15 @@ class Geometry:
     @property
     def ref_world(self) -> int:
         return self.ref_nodes * self.ref_gpus_per_node
+
+    @property
+    def critic_world(self) -> int:
+        return self.critic_nodes * self.critic_gpus_per_node if self.use_critic else 0
+
+    @property
+    def dedicated_critic_gpus(self) -> int:
+        """GPUs the critic adds to the allocation: its own unless every role is colocated."""
+        return 0 if self.colocate_all else self.critic_world
 
     @property
     def engine_slice(self) -> int:
@@ -136,7 +177,7 @@ class Geometry:
 
     @property
     def planned_gpus(self) -> int:
-        return self.policy_world if self.colocate_all else self.policy_world + self.rollout_gpus
+        return self.policy_world if self.colocate_all else self.policy_world + self.rollout_gpus + self.critic_world
 
     # --- nodes -------------------------------------------------------------------------------
 
@@ -159,7 +200,8 @@ class Geometry:
 
     def physical_nodes(self, gpus_per_node: int) -> int | None:
         rollout = self.rollout_nodes(gpus_per_node)
-        return None if rollout is None else self.policy_nodes + rollout
+        critic = 0 if self.colocate_all or not self.use_critic else self.critic_nodes
+        return None if rollout is None else self.policy_nodes + rollout + critic
 
     # --- data parallelism and batches ----------------------------------------------------------
 
@@ -177,6 +219,14 @@ class Geometry:
     @property
     def ref_dp(self) -> int | None:
         return self.data_parallel(self.ref_world, self.ref_sp, self.megatron_ref)
+
+    @property
+    def critic_dp(self) -> int | None:
+        """The critic's data-parallel size (SkyRL trains a critic with FSDP only); None without one."""
+        world, sp = self.critic_world, self.critic_sp
+        if not self.use_critic or world <= 0 or sp <= 0 or world % sp:
+            return None
+        return world // sp
 
     def per_gpu_mini(self, dp: int) -> int:
         """Sequences of one mini batch on one data-parallel rank (SkyRL floors it)."""
@@ -198,15 +248,18 @@ class Geometry:
         """Optimizer steps per training step (one per mini batch)."""
         return self.train_batch // self.mini_batch if self.mini_batch > 0 else None
 
-    def lcm_dp(self) -> int | None:
+    def lcm_dp(self, *, critic: bool = False) -> int | None:
+        """The lcm of the data-parallel sizes of the policy and the reference if used (SkyRL's
+        `validate_cfg`), and of the critic if `critic` and there is one (its tail trim)."""
         dps = [self.policy_dp] + ([self.ref_dp] if self.use_reference else [])
+        dps += [self.critic_dp] if critic and self.use_critic else []
         known = [d for d in dps if d is not None]
         return math.lcm(*known) if len(known) == len(dps) else None
 
     def tail_stride(self) -> int | None:
         """Prompts SkyRL keeps a multiple of after generation (it trims the tail to this stride);
         None when the trainer trims nothing (fully async) or the stride is underivable."""
-        lcm = self.lcm_dp()
+        lcm = self.lcm_dp(critic=True)
         if lcm is None or not self.trims_tail:
             return None
         return lcm // math.gcd(lcm, self.n_samples)

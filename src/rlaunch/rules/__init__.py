@@ -13,6 +13,7 @@ no input makes a rule divide by zero or run long.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -88,8 +89,10 @@ def check_written(s: Subject) -> list[Violation]:
     )
 
 
-def composed_rules(s: Subject, composed: Mapping[str, Any], *, sound: bool) -> list[Violation]:
-    """The rules over the composed recipe; `sound`: every size is positive and bounded."""
+def composed_rules(s: Subject, composed: Mapping[str, Any], *, sound: bool, suggest: bool = True) -> list[Violation]:
+    """The rules over the composed recipe; `sound`: every size is positive and bounded; `suggest`: a
+    memory refusal names the nearest plans that fit (`rlaunch.rules.fit`, which judges each with
+    these rules, not suggesting again)."""
     geo = Geometry.from_recipe(composed)
     out = []
     if sound:
@@ -100,6 +103,7 @@ def composed_rules(s: Subject, composed: Mapping[str, Any], *, sound: bool) -> l
     out += runtime_rules.runtime_rules(s, composed)
     out += recipe_rules.recipe_rules(composed)
     out += roles.role_rules(geo, composed)
+    out += roles.critic_rules(s, geo) if sound else []
     out += megatron.megatron_rules(composed)
     out += recipe_rules.wandb_project(s, composed)
     if sound:
@@ -107,5 +111,19 @@ def composed_rules(s: Subject, composed: Mapping[str, Any], *, sound: bool) -> l
         if s.architecture is not None:
             from rlaunch.rules import memory
 
-            out += memory.memory_rules(s, geo, composed)
+            found = memory.memory_rules(s, geo, composed)
+            out += with_nearest_fits(found, s, composed) if found and suggest else found
     return out
+
+
+def with_nearest_fits(found: list[Violation], s: Subject, composed: Mapping[str, Any]) -> list[Violation]:
+    """`found` (memory refusals) with the nearest plans that fit added to the first one's fix."""
+    from rlaunch.rules import fit
+
+    nearest = fit.nearest_fits(s, composed, lambda s2, c2: composed_rules(s2, c2, sound=True, suggest=False))
+    if not nearest:
+        return found
+    first = found[0]
+    listed = "; ".join(f"({i}) {f.line()}" for i, f in enumerate(nearest, 1))
+    values = {**first.values, "nearest_fits": [f.line() for f in nearest]}
+    return [dataclasses.replace(first, fix=f"{first.fix}. Nearest plans that fit: {listed}", values=values), *found[1:]]

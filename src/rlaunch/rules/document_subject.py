@@ -11,11 +11,13 @@ from typing import Any
 
 from rlaunch.launch_config.geometry import Geometry, plan_values
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
-from rlaunch.rules import memory
+from rlaunch.rules import fit, memory
 from rlaunch.rules.architecture import from_hf_config
 from rlaunch.rules.subject import Subject
 from rlaunch.runtimes.registry import RuntimeProfile, UnknownRuntimeError, get_profile
 from rlaunch.units import parse_size
+
+SIZING_ERRORS = (ArithmeticError, KeyError, TypeError, ValueError)  # what a refused document's sizes raise
 
 
 def document_subject(doc: SkyRLLaunchConfig, profile: RuntimeProfile, composed: dict[str, Any]) -> Subject:
@@ -51,6 +53,31 @@ def memory_table(doc: SkyRLLaunchConfig) -> memory.MemoryTable:
     return composed_memory_table(doc, profile, composed)
 
 
+def nearest_fits(doc: SkyRLLaunchConfig) -> list[fit.FitPlan]:
+    """The nearest plans that fit a document whose memory table is refused, over or tight (`rules.fit`)."""
+    judged = _judged(doc)
+    if isinstance(judged, str):
+        return []
+    from rlaunch.rules import composed_rules
+
+    try:
+        return fit.nearest_fits(*judged, lambda s, c: composed_rules(s, c, sound=True, suggest=False))
+    except SIZING_ERRORS:
+        return []
+
+
+def _judged(doc: SkyRLLaunchConfig) -> tuple[Subject, dict[str, Any]] | str:
+    """The document's subject and composed recipe, or why it has none."""
+    try:
+        profile = get_profile(doc.runtime.profile)
+    except UnknownRuntimeError as exc:
+        return str(exc)
+    composed, problems = profile.compose(doc.skyrl)
+    if problems:
+        return "the recipe does not compose"
+    return document_subject(doc, profile, composed), composed
+
+
 def composed_memory_table(
     doc: SkyRLLaunchConfig, profile: RuntimeProfile, composed: dict[str, Any]
 ) -> memory.MemoryTable:
@@ -58,7 +85,7 @@ def composed_memory_table(
     subject = document_subject(doc, profile, composed)
     try:
         return memory.table_for(subject, Geometry.from_recipe(composed), composed)
-    except (ArithmeticError, KeyError, TypeError, ValueError) as exc:  # a refused document's sizes
+    except SIZING_ERRORS as exc:  # a refused document's sizes
         return memory.MemoryTable(None, unsized=(f"cannot size this plan: {type(exc).__name__}: {exc}",))
 
 

@@ -305,6 +305,7 @@ def estimate(
     if accelerator == "cpu":
         rows += [train.states, train.step]
         return MemoryTable(dev, tuple(rows))
+    critic = _training(arch, geo, k, seq, dev, "critic", cpu=False) if geo.use_critic else None
     kv = engine_kv(arch, geo, composed, dev)
     engine_rows = rollout_rows(kv, geo)
     rows += [train.states]
@@ -372,6 +373,8 @@ def estimate(
                 )
             )
         rows += engine_rows
+    if critic is not None:  # its own step: colocated, SkyRL offloads the policy while the critic trains
+        rows += [critic.states, critic.step]
     return MemoryTable(dev, tuple(rows), kv)
 
 
@@ -423,7 +426,11 @@ def _lora(k: _Keys, role: str) -> bool:
 
 
 def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device, role: str, *, cpu: bool) -> _Training:
-    p = arch.params.total
+    """The policy's (or the critic's) training rows. The critic is the policy's model with a value
+    head (hidden -> 1) for its LM head, trained on its own GPUs: one fp32 value a token, no vocabulary."""
+    critic = role == "critic"
+    p = arch.params.total - arch.params.lm_head + arch.hidden if critic else arch.params.total
+    world, vocab = (geo.critic_world, 1) if critic else (geo.policy_world, arch.vocab)
     micro = int(k("trainer.micro_train_batch_size_per_gpu", geo.micro_batch))
     checkpointing = bool(k("trainer.gradient_checkpointing", True))
     if geo.strategy == "megatron" and not cpu:
@@ -446,7 +453,7 @@ def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device
         resident = int(2 * m.shard)
         layers = math.ceil(arch.layers / pp)
     else:
-        shard = 1 if cpu else _fsdp_shard(k, role, geo.policy_world)
+        shard = 1 if cpu else _fsdp_shard(k, role, world)
         offload = not cpu and bool(k(f"trainer.{role}.fsdp_config.cpu_offload", False))
         lora = _lora(k, role)
         per_param, certain_per_param = (2, 2) if lora else (FSDP_STATE_BYTES, FSDP_CERTAIN_BYTES)
@@ -457,7 +464,7 @@ def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device
         fsdp = None if cpu else _FsdpPhases(arch, shard, frozen=lora)
         resident = 0 if offload else (2 if lora else 4) * p // shard
         layers = arch.layers
-    split = _token_split(geo, "policy", cpu)
+    split = _token_split(geo, role, cpu)
     micro_tokens = _micro_tokens(k, micro, seq)
     layout = (
         "packed"
@@ -471,8 +478,8 @@ def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device
     # the gradient through the in-place division by the temperature: two vocabulary-wide tensors.
     # Megatron's vocabulary-parallel log-probs hold one fp32 copy; the CPU trainer's model is fp32.
     fp32_logits = geo.strategy == "megatron" or cpu
-    logit_bytes = 4 if fp32_logits else 2 * 2
-    logits = micro_tokens // split.logit_tokens * (arch.vocab // split.vocab) * logit_bytes
+    logit_bytes = 4 if fp32_logits or critic else 2 * 2  # the critic's one fp32 value a token
+    logits = micro_tokens // split.logit_tokens * max(1, vocab // split.vocab) * logit_bytes
     backward = tokens * ((saved if checkpointing else 0) + _backward_bytes_per_token(arch))
     gathered, logits_gathered, layer_gathered, reduce, root = (
         (0, 0, 0, 0, 0)
@@ -551,7 +558,7 @@ def _token_split(geo: Geometry, role: str, cpu: bool) -> _TokenSplit:
     if geo.strategy == "megatron" and not cpu:
         tp, _, cp = geo.megatron_policy if role == "policy" else geo.megatron_ref
         return _TokenSplit(tp * cp, cp, tp)
-    sp = max(1, (geo.policy_sp if role == "policy" else geo.ref_sp) or 1)
+    sp = max(1, {"policy": geo.policy_sp, "critic": geo.critic_sp}.get(role, geo.ref_sp) or 1)
     return _TokenSplit(sp, sp, 1)
 
 
@@ -836,19 +843,19 @@ def violations(table: MemoryTable, s: Subject, geo: Geometry) -> list[Violation]
     states = [r for r in refused if r.role != "rollout"]
     if states:
         r = max(states, key=lambda row: row.certain)
-        role = "ref" if r.role == "reference" else "policy"
+        role = {"reference": "ref", "critic": "critic"}.get(r.role, "policy")
         out.append(
             violation(
                 "memory.model_states",
                 [
-                    "role_plan.policy_num_nodes",
+                    "role_plan.critic.num_nodes" if role == "critic" else "role_plan.policy_num_nodes",
                     "topology.gpu_variant",
                     f"config_yaml.trainer.{role}.fsdp_config.cpu_offload",
                 ],
                 f"{r.role} {r.phase}: the model states alone need at least {gib(r.certain)} GiB per device "
                 f"({r.detail}) but one {where} has {gib(r.capacity)} GiB",
-                f"shard over more GPUs (more policy nodes), set trainer.{role}.fsdp_config.cpu_offload=true, "
-                "train LoRA adapters, or use a larger GPU",
+                f"shard over more GPUs (more {'critic' if role == 'critic' else 'policy'} nodes), "
+                f"set trainer.{role}.fsdp_config.cpu_offload=true, train LoRA adapters, or use a larger GPU",
                 need_gib=gib(r.certain),
                 capacity_gib=gib(r.capacity),
             )

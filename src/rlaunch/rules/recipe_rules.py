@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlaunch.launch_config.composition import RecipeProblem, get_path, has_path
-from rlaunch.launch_config.geometry import ROLE_PLAN_KEYS, rendered_plan
+from rlaunch.launch_config.geometry import CRITIC_FROM_POLICY, CRITIC_MODEL_KEY, ROLE_PLAN_KEYS, rendered_plan
 from rlaunch.rules.subject import Subject, Violation, divisor_hint, violation
 
 CODES = (
@@ -132,14 +132,27 @@ def explicitness(s: Subject) -> list[Violation]:
 def recipe_rules(c: Mapping[str, Any]) -> list[Violation]:
     g = lambda key: get_path(c, key)  # noqa: E731
     out = []
-    if g("trainer.critic.model.path"):
+    critic = g(CRITIC_MODEL_KEY)
+    if critic and critic != CRITIC_FROM_POLICY:
         out.append(
             violation(
                 "recipe.critic",
-                ["config_yaml.trainer.critic.model.path"],
-                "the role plan does not describe a separate critic role",
-                "remove trainer.critic.model.path (critic-free estimators such as grpo need none)",
-                value=g("trainer.critic.model.path"),
+                [f"config_yaml.{CRITIC_MODEL_KEY}"],
+                "the critic's model is not written in the recipe: the role plan's critic starts from the "
+                "policy's model",
+                f"remove {CRITIC_MODEL_KEY}; for a critic, set SkyRLRolePlan(critic=SkyRLCriticPlan(...)) "
+                "(critic-free estimators such as grpo need none)",
+                value=critic,
+            )
+        )
+    elif critic and g("trainer.strategy") == "megatron":
+        out.append(
+            violation(
+                "recipe.critic",
+                ["role_plan.critic", "runtime.profile"],
+                "SkyRL 0.4.0 trains a critic only with FSDP: its Megatron backend refuses one (GRPO only)",
+                "run the critic's plan on the fsdp runtime, or drop the critic (and GAE) for grpo",
+                value=critic,
             )
         )
     if g("trainer.algorithm.use_kl_loss") and g("trainer.algorithm.use_kl_in_reward"):
@@ -153,14 +166,15 @@ def recipe_rules(c: Mapping[str, Any]) -> list[Violation]:
                 use_kl_in_reward=True,
             )
         )
-    if g("trainer.algorithm.advantage_estimator") == "gae" and not g("trainer.critic.model.path"):
-        # SkyRL's own rule; with a critic named, `recipe.critic` refuses the plan (no critic role).
+    if g("trainer.algorithm.advantage_estimator") == "gae" and not critic:
+        # SkyRL's own rule (`validate_cfg`): GAE's values come from the critic.
         out.append(
             violation(
                 "recipe.gae_needs_critic",
-                ["config_yaml.trainer.algorithm.advantage_estimator"],
+                ["config_yaml.trainer.algorithm.advantage_estimator", "role_plan.critic"],
                 "advantage_estimator 'gae' needs a critic, which the role plan does not describe",
-                "use grpo, rloo or reinforce++",
+                "add one to the role plan (SkyRLRolePlan(critic=SkyRLCriticPlan(num_nodes, num_gpus_per_node, "
+                "mini_batch_size))), or use grpo, rloo or reinforce++",
                 value="gae",
             )
         )

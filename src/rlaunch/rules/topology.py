@@ -27,6 +27,7 @@ def structure(s: Subject) -> list[Violation]:
     """Every size positive and at most MAX_SIZE; the other rules assume it (and print only such sizes)."""
     sizes = [("topology", name, getattr(s, name)) for name in ("num_nodes", "gpus_per_node")]
     sizes += [("role_plan", name, s.plan[name]) for name in ROLE_PLAN_KEYS if name != "colocate_all"]
+    sizes += [("role_plan", f"critic.{name}", value) for name, value in (s.plan.get("critic") or {}).items()]
     out = []
     for kind, name, value in sizes:
         if abs(value) > MAX_SIZE:
@@ -135,14 +136,14 @@ def topology_rules(s: Subject, geo: Geometry) -> list[Violation]:
             )
         )
     else:
-        free_nodes = n - geo.policy_nodes
+        free_nodes = n - geo.policy_nodes - (geo.critic_nodes if geo.dedicated_critic_gpus else 0)
         needed = geo.rollout_nodes(g)
         if needed is not None and needed > free_nodes and geo.planned_gpus == allocated:
             out.append(
                 violation(
                     "engine.rollout_packing",
                     ["role_plan.num_inference_engines"],
-                    f"{geo.engines} engines of {ranks} GPUs need {needed} whole node(s) (engines never straddle nodes) but {free_nodes} remain after the policy",
+                    f"{geo.engines} engines of {ranks} GPUs need {needed} whole node(s) (engines never straddle nodes) but {free_nodes} remain after the policy{' and the critic' if geo.dedicated_critic_gpus else ''}",
                     f"make each engine's TP*PP*DP divide {g}",
                     needed_nodes=needed,
                     free_nodes=free_nodes,
@@ -174,6 +175,7 @@ def topology_rules(s: Subject, geo: Geometry) -> list[Violation]:
         parts = f"policy {geo.policy_world}" + (
             "" if geo.colocate_all else f" + rollout {geo.rollout_gpus} = {engine_desc}"
         )
+        parts += f" + critic {geo.dedicated_critic_gpus}" if geo.dedicated_critic_gpus else ""
         out.append(
             violation(
                 "topology.gpu_budget",

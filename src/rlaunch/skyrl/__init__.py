@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rlaunch.skyrl.preflight_error import PreflightError
     from rlaunch.skyrl.retention import SkyRLRetentionPolicy
     from rlaunch.skyrl.rl_step import SkyRLRun, skyrl_step
-    from rlaunch.skyrl.role_plan import SkyRLRolePlan, SkyRLTopology
+    from rlaunch.skyrl.role_plan import SkyRLCriticPlan, SkyRLRolePlan, SkyRLTopology
     from rlaunch.skyrl.runtime import SkyRLRuntime
     from rlaunch.skyrl.sources import ArtifactDataSource, ArtifactHfModel, HfModel, PromptData
     from rlaunch.skyrl.spec import ResumeFrom, SkyRLSpec
@@ -43,6 +43,7 @@ __all__ = [
     "ResumeFrom",
     "SlurmSkyRLExecution",
     "SkyRLExecution",
+    "SkyRLCriticPlan",
     "SkyRLRetentionPolicy",
     "SkyRLRolePlan",
     "SkyRLRun",
@@ -69,7 +70,7 @@ __getattr__, __dir__ = lazy_exports(
         "model_facts": ["ModelFacts"],
         "preflight": ["check_plan"],
         "retention": ["SkyRLRetentionPolicy"],
-        "role_plan": ["SkyRLRolePlan", "SkyRLTopology"],
+        "role_plan": ["SkyRLCriticPlan", "SkyRLRolePlan", "SkyRLTopology"],
         "runtime": ["SkyRLRuntime"],
         "sources": ["ArtifactDataSource", "ArtifactHfModel", "HfModel", "PromptData"],
         "spec": ["ResumeFrom", "SkyRLSpec"],

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rlaunch import rules
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.rules import memory
+from rlaunch.rules import fit, memory
 from rlaunch.runtimes.registry import RuntimeProfile, get_profile
 from rlaunch.skyrl.config_yaml import render_recipe
 from rlaunch.skyrl.model_facts import ModelFacts
@@ -47,19 +48,49 @@ def memory_report(
 
     `host_memory_bytes` (per node) sizes a CPU runtime's slots; GPUs are sized from the device table.
     """
+    judged = _judged(topology, recipe, profile, model, seed, host_memory_bytes)
+    if judged is None:
+        table = memory.MemoryTable(None, unsized=("cannot size: the recipe does not compose (check_plan says why)",))
+        return MemoryReport(table, (), tuple(table.warnings()))
+    subject, composed = judged
+    geo = Geometry.from_recipe(composed)
+    table = memory.table_for(subject, geo, composed)
+    found = memory.violations(table, subject, geo)
+    return MemoryReport(table, tuple(PreflightError.from_violation(v) for v in found), tuple(table.warnings()))
+
+
+def nearest_fits(
+    topology: SkyRLTopology,
+    recipe: Mapping[str, Any],
+    profile: str | RuntimeProfile,
+    model: ModelFacts,
+    *,
+    seed: int = 0,
+) -> list[fit.FitPlan]:
+    """The nearest plans that fit `topology` + `recipe` when its memory table is refused, over or
+    tight (`rlaunch.rules.fit`); [] when it fits, cannot be sized or does not compose."""
+    judged = _judged(topology, recipe, profile, model, seed, None)
+    if judged is None:
+        return []
+    return fit.nearest_fits(*judged, lambda s, c: rules.composed_rules(s, c, sound=True, suggest=False))
+
+
+def _judged(
+    topology: SkyRLTopology,
+    recipe: Mapping[str, Any],
+    profile: str | RuntimeProfile,
+    model: ModelFacts,
+    seed: int,
+    host_memory_bytes: int | None,
+) -> tuple[rules.Subject, dict[str, Any]] | None:
+    """What the rules judge and the composed recipe, as `check_plan` renders them; None if it does not compose."""
     prof = profile if isinstance(profile, RuntimeProfile) else get_profile(profile)
     subject = dataclasses.replace(subject_of(topology, recipe, prof, seed, model), host_memory_bytes=host_memory_bytes)
     try:
         composed, problems = prof.compose(render_recipe(recipe, topology.role_plan, prof, seed))
     except ValueError as exc:
         problems = [str(exc)]
-    if problems:
-        table = memory.MemoryTable(None, unsized=("cannot size: the recipe does not compose (check_plan says why)",))
-        return MemoryReport(table, (), tuple(table.warnings()))
-    geo = Geometry.from_recipe(composed)
-    table = memory.table_for(subject, geo, composed)
-    found = memory.violations(table, subject, geo)
-    return MemoryReport(table, tuple(PreflightError.from_violation(v) for v in found), tuple(table.warnings()))
+    return None if problems else (subject, composed)
 
 
 def render(table: memory.MemoryTable) -> list[str]:
@@ -80,3 +111,11 @@ def render(table: memory.MemoryTable) -> list[str]:
             f"{kv.max_model_len} tokens at once ({kv.bytes_per_token} B/token per device)"
         )
     return lines
+
+
+def render_nearest_fits(found: list[fit.FitPlan]) -> list[str]:
+    """The plan's "what would fit" section: each nearest plan as the changes to paste into the spec."""
+    if not found:
+        return []
+    head = "what would fit (nearest plans from the same memory model; paste the changes into the spec):"
+    return [head, *(f"  {f.line()}" for f in found)]

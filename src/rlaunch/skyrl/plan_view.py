@@ -13,9 +13,12 @@ from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry, plan_values
 from rlaunch.launch_config.schema import DataInput, SkyRLLaunchConfig
+from rlaunch.rules.document_subject import nearest_fits
+from rlaunch.rules.fit import needs_search
 from rlaunch.runs.resume import run_fingerprint
 from rlaunch.skyrl.gate_checks import plan_rows, smoke_line
 from rlaunch.skyrl.memory_fit import render as render_memory
+from rlaunch.skyrl.memory_fit import render_nearest_fits
 from rlaunch.skyrl.readiness import readiness, relied_defaults
 from rlaunch.skyrl.readiness import render as render_readiness
 from rlaunch.skyrl.resume_check import resume_refusal
@@ -69,9 +72,11 @@ def describe_step(planned: PlannedLaunch, facts: StoredFacts, smoke: PlannedLaun
     lines = [f"{label:<{width}}  {value}" for label, value in rows]
     ref = "shared with policy" if geo.use_reference else "none (no KL)"
     rollout = f"{geo.rollout_gpus} ({'shared with policy' if geo.colocate_all else 'dedicated'})"
+    critic = f", critic {geo.critic_world} ({'shared with policy' if geo.colocate_all else 'dedicated'})"
     lines += [
         "derived:",
-        f"  GPUs by role        policy {geo.policy_world}, rollout {rollout}, reference {ref}",
+        f"  GPUs by role        policy {geo.policy_world}, rollout {rollout}, reference {ref}"
+        + (critic if geo.use_critic else ""),
         f"  policy dp           {geo.policy_dp if geo.policy_dp else 'not divisible'}",
         f"  per-device mini     {per_gpu_mini} sequences; micro {geo.micro_batch} -> {geo.gradient_accumulation or 0} gradient-accumulation step(s)",
         f"  per training step   {geo.train_batch} prompts, {geo.train_batch * geo.n_samples} samples, {geo.optimizer_steps or 0} optimizer step(s)",
@@ -80,6 +85,7 @@ def describe_step(planned: PlannedLaunch, facts: StoredFacts, smoke: PlannedLaun
     lines += [
         "memory per device (estimates; refused only where a lower bound exceeds the device):",
         *render_memory(memory),
+        *render_nearest_fits(nearest_fits(document) if needs_search(memory) else []),
     ]
     lines += render_readiness(
         readiness(document, facts, memory, composed),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -138,15 +137,24 @@ def skyrl_step(
         refuse_secrets_in(document, f"the launch document of {spec.name}@{spec.version}")
         return {
             "artifact": {"name": spec.name, "version": spec.version},
-            "topology": dataclasses.asdict(spec.topology),
+            "topology": spec.topology.as_dict(),
             "launch_document": document,
         }
 
+    from rlaunch.rules.document_subject import nearest_fits
+    from rlaunch.rules.fit import needs_search
     from rlaunch.skyrl.plan_view import describe_step
 
     def describe(prefix: str) -> list[str]:
         planned_smoke = None if smoke is None else smoke.planned(prefix)
         return describe_step(step.planned(prefix), step.stored_facts(prefix), planned_smoke)
+
+    def facts(prefix: str) -> dict[str, Any]:
+        """The plan's memory table as data, and the nearest plans that fit when it does not."""
+        planned = step.planned(prefix)
+        table = planned.memory
+        found = nearest_fits(planned.document) if needs_search(table) else []
+        return {"memory": table.as_dict(), "what_would_fit": [f.as_dict() for f in found]}
 
     step = SkyRLArtifactStep(
         name=spec.name,
@@ -157,7 +165,7 @@ def skyrl_step(
         deps=spec.deps(),
         runtime_args={EXECUTION_ARG: execution},
         describe=describe,
-        facts=lambda prefix: {"memory": step.planned(prefix).memory.as_dict()},
+        facts=facts,
         spec=spec,
         execution=execution,
         export_hf=export_hf,

@@ -1,8 +1,8 @@
 """Differential test: rlaunch's `check_plan` against SkyRL 0.4.0's real `validate_cfg`.
 
 Plans are drawn at random (hypothesis, derandomized: the same 3,000 plans every run) over the
-topology, the role plan and recipe knobs: the policy's, the reference model's and the critic's
-own parallel settings (sizes SkyRL refuses included), KL in the loss, in the reward or nowhere
+topology, the role plan (with or without a critic role) and recipe knobs: the policy's, the
+reference model's and the critic's own parallel settings (sizes SkyRL refuses included), KL in the loss, in the reward or nowhere
 (so with and without a reference model), strategy, entrypoint, estimator, loss. For each, the
 recipe is rendered and composed as rlaunch would launch it, turned into the adapter's dotlist,
 parsed by `SkyRLTrainConfig.from_cli_overrides` and validated by `validate_cfg`:
@@ -27,12 +27,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlaunch.launch_config.composition import set_path
+from rlaunch.launch_config.composition import get_path, set_path
+from rlaunch.launch_config.geometry import CRITIC_FROM_POLICY, CRITIC_MODEL_KEY
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl.config_yaml import render_recipe
 from rlaunch.skyrl.preflight import check_plan
 from rlaunch.skyrl.preflight_error import PreflightError
-from rlaunch.skyrl.role_plan import SkyRLRolePlan, SkyRLTopology
+from rlaunch.skyrl.role_plan import SkyRLCriticPlan, SkyRLRolePlan, SkyRLTopology
 
 pytestmark = pytest.mark.skyrl
 RULES_DOC = Path(__file__).resolve().parents[3] / "src" / "rlaunch" / "skyrl" / "preflight" / "LAUNCHER_RULES.md"
@@ -169,7 +170,14 @@ def plans(draw: st.DrawFn) -> dict[str, Any]:
         inference_engine_expert_parallel_size=draw(st.sampled_from([1] * 6 + [tp * dp, 2])),
         **sizes,
     )
-    if draw(st.sampled_from([False] * 4 + [True])):  # the critic the role plan never has
+    if draw(st.sampled_from([False] * 4 + [True])):  # the role plan's critic, its sizes SkyRL refuses included
+        critic_nodes = draw(st.sampled_from([1, 1, 2]))
+        plan["critic"] = SkyRLCriticPlan(
+            num_nodes=policy_nodes if colocate and draw(st.booleans()) else critic_nodes,
+            num_gpus_per_node=gpus if draw(st.booleans()) else draw(st.sampled_from([1, 2, 8])),
+            mini_batch_size=draw(st.sampled_from([sizes["policy_mini_batch_size"], sizes["train_batch_size"], 3, 1])),
+        )
+    elif draw(st.sampled_from([False] * 4 + [True])):  # critic settings in the recipe, no critic role
         trainer["critic"] = {"sequence_parallel_size": draw(st.sampled_from([1, 2, 0, -1]))}
         if draw(st.booleans()):
             trainer["placement"] = {
@@ -193,6 +201,7 @@ def plans(draw: st.DrawFn) -> dict[str, Any]:
         workers = draw(st.sampled_from([8, 32, 128, plan["policy_mini_batch_size"]]))
         trainer["fully_async"] = {"num_parallel_generation_workers": workers}
     rollout_nodes = 0 if colocate else -(-engines * engine_gpus // gpus)
+    rollout_nodes += 0 if colocate or "critic" not in plan else plan["critic"].num_nodes
     nodes = policy_nodes + rollout_nodes if draw(st.sampled_from([True] * 3 + [False])) else draw(st.integers(1, 6))
     return {"plan": plan, "recipe": recipe, "strategy": strategy, "nodes": nodes, "gpus": gpus}
 
@@ -237,6 +246,8 @@ def skyrl_refusal(composed: dict[str, Any], strategy: str) -> str | None:
     for key, value in (("trainer.policy.model.path", "/models/m"), ("trainer.ref.model.path", "/models/m"),
                        ("data.train_data", ["/data/train.parquet"]), ("data.val_data", [])):  # fmt: skip
         set_path(tree, key, value)
+    if get_path(tree, CRITIC_MODEL_KEY, None) == CRITIC_FROM_POLICY:  # as the host injects it
+        set_path(tree, CRITIC_MODEL_KEY, "/models/m")
     try:
         config({"skyrl": tree, "run": {"export_hf": False}})
     except Exception as exc:  # noqa: BLE001 - any failure of parse or validate_cfg is a refusal (even ZeroDivisionError)
@@ -253,6 +264,8 @@ def tags(case: dict[str, Any]) -> list[str]:
         out.append(f"{built}, reference settings ({case['strategy']})")
     if "critic" in trainer:
         out.append("critic settings")
+    if "critic" in case["plan"]:
+        out.append("critic role")
     if case["recipe"].get("entrypoint") == "fully_async":
         out.append("fully_async")
     return out
@@ -337,5 +350,6 @@ def test_the_differential_run_covered_every_outcome() -> None:
                 key = f"{outcome}: {built}, reference settings ({strategy})"
                 assert OUTCOMES[key] > 0, f"the draw never reached {key!r}:\n{summary}"
         assert OUTCOMES[f"{outcome}: critic settings"] > 0 and OUTCOMES[f"{outcome}: fully_async"] > 0, summary
+        assert OUTCOMES[f"{outcome}: critic role"] > 0, summary
     for name in REFERENCE_REFUSALS:
         assert OUTCOMES[f"SkyRL refuses: {name}"] > 0, f"the draw never reached SkyRL refusing {name}:\n{summary}"
