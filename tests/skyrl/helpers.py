@@ -13,6 +13,7 @@ import yaml
 
 from rlaunch import storage
 from rlaunch.artifacts import ArtifactStep, Directory
+from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.skyrl import (
     ArtifactDataSource,
@@ -295,3 +296,10 @@ def planned_view(
     step = skyrl_step(s, execution or iris(), export_hf=export_hf, smoke=smoke)
     where = prefix or storage.default_prefix()
     return step.planned_document(where), step.stored_facts(where)
+
+
+def planned_launch_view(s: SkyRLSpec, *, prefix: str | None = None) -> tuple[PlannedLaunch, StoredFacts]:
+    """What the plan view reads for `s`: the planned launch (composed once) and the stored facts."""
+    step = skyrl_step(s, iris(), export_hf=True)
+    where = prefix or storage.default_prefix()
+    return step.planned(where), step.stored_facts(where)

@@ -146,9 +146,9 @@ def test_a_critic_is_sized_as_the_policys_model_with_a_value_head() -> None:
     assert states.estimate == value_model * 16 // 8 and states.certain == value_model * 12 // 8
     # its step keeps one fp32 value a token where the policy keeps a vocabulary of logits
     tokens = 2 * (1024 + 3072)
-    policy_step = with_critic["colocated", "training bar"].estimate - with_critic["policy", "model states"].estimate
-    critic_step = with_critic["critic", "training step"].estimate - states.estimate
-    assert policy_step - critic_step == tokens * (arch.vocab - 1) * 4
+    policy_logits = dict(with_critic["colocated", "training bar"].parts)["logits"]
+    critic_logits = dict(with_critic["critic", "training step"].parts)["logits"]
+    assert (policy_logits, critic_logits) == (tokens * arch.vocab * 4, tokens * 4)  # 2 bf16 vs 1 fp32
     assert with_critic["policy", "model states"] == without["policy", "model states"]
 
 
@@ -166,20 +166,20 @@ def test_a_critic_whose_states_exceed_its_gpus_is_refused_with_the_critics_fix()
 
 
 def test_the_plan_shows_the_critics_gpus_and_parity_needs_the_same_critic(prefix: str) -> None:
-    from rlaunch.skyrl.parity import differences, shape_of_document
+    from rlaunch.judgement.parity import differences, shape_of_document
     from rlaunch.skyrl.plan_view import describe_step
-    from tests.skyrl.helpers import planned_view, spec, to_yaml
+    from tests.skyrl.helpers import planned_launch_view, planned_view, spec, to_yaml
 
     gae, plain = to_yaml(GAE), to_yaml(recipe())
-    with_critic = planned_view(spec(topo=topology(colocated_critic()), config_yaml=gae), prefix=prefix)
+    with_critic = planned_launch_view(spec(topo=topology(colocated_critic()), config_yaml=gae), prefix=prefix)
     text = "\n".join(describe_step(*with_critic))
     assert (
         "GPUs by role        policy 8, rollout 8 (shared with policy), reference none (no KL), critic 8 (shared with policy)"
         in text
     )
-    without = planned_view(spec(topo=topology(), config_yaml=plain), prefix=prefix)
+    without = planned_launch_view(spec(topo=topology(), config_yaml=plain), prefix=prefix)
     assert ", critic" not in "\n".join(describe_step(*without))
-    found = differences(shape_of_document(without[0]), shape_of_document(with_critic[0]))
+    found = differences(shape_of_document(without[0].document), shape_of_document(with_critic[0].document))
     assert ("geometry", "critic", None, "colocated") in {(d.kind, d.field, d.smoke, d.large) for d in found}
     again = planned_view(spec(topo=topology(colocated_critic(mini_batch_size=16)), config_yaml=gae), prefix=prefix)
-    assert differences(shape_of_document(again[0]), shape_of_document(with_critic[0])) == []  # a batch is scale
+    assert differences(shape_of_document(again[0]), shape_of_document(with_critic[0].document)) == []  # a batch is scale

@@ -177,7 +177,7 @@ def nearest_fits(
         ("offload", None if not trainer_fix or engine_fix is None else trainer_fix + engine_fix),
         ("fewest nodes", _fewest_nodes(search, geo, engine_fix)),
         ("largest micro batch", _largest_micro_batch(search, geo, engine_fix)),
-        ("longest generation", _longest_generation(search, composed)),
+        ("longest generation", _longest_generation(search, geo, composed, engine_fix)),
         ("smallest engine TP", None if not engine_fix or trainer_fix is None else engine_fix + trainer_fix),
     ]
     out: list[FitPlan] = []
@@ -278,19 +278,37 @@ def _largest_micro_batch(
     return None
 
 
-def _longest_generation(search: _Search, composed: Mapping[str, Any]) -> tuple[Change, ...] | None:
+def _longest_generation(
+    search: _Search, geo: Geometry, composed: Mapping[str, Any], engine_fix: tuple[Change, ...] | None
+) -> tuple[Change, ...] | None:
     """The longest `max_generate_length` below the current one, in whole KV blocks, that fits whole
-    (a bisection over blocks: log2 of the blocks evaluations)."""
+    (a bisection over blocks: log2 of the blocks evaluations). When no length fits as the plan
+    stands, the engine's nearest mend goes with it (its overhead can leave room for no length at the
+    current TP), and then the trainer's offload too (the model states alone can leave no room)."""
     block = memory.VLLM_BLOCK
     current = int(get_path(composed, GENERATE_KEY, 0) or 0)
-    lo, hi, best = 1, (current - 1) // block, None
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        table = search.table((Change(f"config_yaml.{GENERATE_KEY}", mid * block),))
-        if table is None:
-            break
-        if search.fits(table):
-            best, lo = mid, mid + 1
-        else:
-            hi = mid - 1
-    return None if best is None else (Change(f"config_yaml.{GENERATE_KEY}", best * block),)
+    engine = engine_fix or ()
+    offload = _offload_all(composed, geo)
+    for extra in dict.fromkeys([(), engine, engine + offload]):
+        lo, hi, best = 1, (current - 1) // block, None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            table = search.table((Change(f"config_yaml.{GENERATE_KEY}", mid * block), *extra))
+            if table is None:
+                return None
+            if search.fits(table):
+                best, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+        if best is not None:
+            return (Change(f"config_yaml.{GENERATE_KEY}", best * block), *extra)
+    return None
+
+
+def _offload_all(composed: Mapping[str, Any], geo: Geometry) -> tuple[Change, ...]:
+    """Every trainer role's FSDP offload not yet set (none on Megatron, whose offload is the optimizer's)."""
+    if geo.strategy == "megatron":
+        return ()
+    roles = ["policy"] + (["ref"] if geo.use_reference else []) + (["critic"] if geo.use_critic else [])
+    keys = [f"trainer.{role}.fsdp_config.cpu_offload" for role in roles]
+    return tuple(Change(f"config_yaml.{key}", True) for key in keys if not get_path(composed, key, False))
