@@ -50,6 +50,7 @@ _GATES = "src/rlaunch/launch_config/gates.py"
 _HOST_GATES = "tests/gates/test_host_gates.py"
 _PINNED = "tests/gates/test_pinned_data.py"
 _FAILURES = "tests/gates/test_failures.py"
+_READ_ONLY = "tests/launch/test_read_only_prefix.py"
 
 PROMISES = (
     Promise(
@@ -455,6 +456,25 @@ PROMISES = (
                 "pass",
                 "the trainer's W&B evidence not recorded",
                 "tests/gates/test_wandb_run.py::test_the_wandb_run_the_trainer_used_is_in_the_run_record_and_status",
+            ),
+        ),
+    ),
+    Promise(
+        "Read-only views tell the truth on a prefix they cannot write, and write nothing",
+        (
+            _one(
+                "src/rlaunch/observe/finalise.py",
+                "        if not is_read_only(exc):\n            raise\n        snapshot.failure",
+                "        raise\n        snapshot.failure",
+                "a read-only prefix's refusal raised from status",
+                f"{_READ_ONLY}::test_a_dead_run_on_a_read_only_prefix_is_reported_failed_and_nothing_is_written",
+            ),
+            _one(
+                "src/rlaunch/cluster/local/backend.py",
+                "            if not is_read_only(exc):\n                raise\n            return state",
+                "            raise\n            return state",
+                "a dead supervisor's outcome reconciled only when it can be written",
+                f"{_READ_ONLY}::test_a_dead_run_on_a_read_only_prefix_is_reported_failed_and_nothing_is_written",
             ),
         ),
     ),

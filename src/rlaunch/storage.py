@@ -15,6 +15,7 @@ of every record (`utc_now`, `utc_from_epoch`) and the one JSON encoding (`dumps`
 from __future__ import annotations
 
 import datetime
+import errno
 import json
 import os
 import shutil
@@ -342,6 +343,15 @@ def copy_hashed(url: Location, local: str, *, chunk: int = 256 << 10) -> tuple[s
             out.write(view[:n])
             size += n
     return digest.hexdigest(), size
+
+
+READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def is_read_only(exc: OSError) -> bool:
+    """Whether a write failed because the location is read-only to this user (a shared bucket mounted
+    for readers): a read-only view goes on with what it reconciled in memory."""
+    return isinstance(exc, PermissionError) or exc.errno in READ_ONLY_ERRNOS
 
 
 def writable_problem(url: str) -> str | None:

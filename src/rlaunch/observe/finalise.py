@@ -5,7 +5,8 @@ supervisors were killed with SIGKILL, or the machine went down), the record woul
 forever. The next `rlaunch status` of the run, and the next launch of it, look at the attempt's
 jobs: once the coordinator job (which runs the host) has ended, the host can write nothing more,
 so the record is closed with the reconciled state and the reason. A verdict the host already
-wrote is never overridden (`run_record.close_attempt`).
+wrote is never overridden (`run_record.close_attempt`). On a prefix this user cannot write (a
+shared bucket mounted for readers) the view shows the reconciled state and writes nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from rlaunch.observe.collect import RunStatus, Terminal, effective_state
 from rlaunch.processes import actor
 from rlaunch.runs import run_record
 from rlaunch.statefiles import CorruptStateError
-from rlaunch.storage import utc_now
+from rlaunch.storage import is_read_only, utc_now
 
 ENDED = ("failed", "cancelled")
 
@@ -47,7 +48,13 @@ def finalise_snapshot(snapshot: RunStatus, by: str = "rlaunch status") -> bool:
     fields = _fields(snapshot.state, snapshot.state_reason, snapshot.coordinator, by)
     if snapshot.failure:
         fields["failure"] = snapshot.failure
-    closed = run_record.close_attempt(snapshot.output_path, snapshot.attempt_id, fields)
+    try:
+        closed = run_record.close_attempt(snapshot.output_path, snapshot.attempt_id, fields)
+    except OSError as exc:
+        if not is_read_only(exc):
+            raise
+        snapshot.failure = fields["failure"]  # a read-only prefix: shown as a writer would record it, not written
+        return False
     if closed:
         snapshot.record_state, snapshot.failure = fields["state"], fields["failure"]
     return closed

@@ -41,7 +41,7 @@ from rlaunch.cluster.protocol import (
 from rlaunch.processes import actor
 from rlaunch.secrets import scrub_tree, secret_values
 from rlaunch.statefiles import CorruptStateError
-from rlaunch.storage import utc_now
+from rlaunch.storage import is_read_only, utc_now
 
 ROOT_ENV = "RLAUNCH_LOCAL_ROOT"
 KILL_GRACE_ENV = "RLAUNCH_LOCAL_KILL_GRACE"
@@ -331,6 +331,11 @@ class LocalBackend(GangBackend):
         for replica in unfinished:
             replica.update(state=ended.value, finished_at=utc_now())
         state.update(state=ended.value, message=message, finished_at=utc_now(), cancel=cancel)
-        job.write_state(state)
+        try:
+            job.write_state(state)
+        except OSError as exc:
+            if not is_read_only(exc):
+                raise
+            return state  # a reader of a read-only root: the outcome holds in memory; a writer records it
         self.cancel_children(job.job_id, reason=parent_ended_reason(job.job_id, ended.value), wait=False)
         return state
