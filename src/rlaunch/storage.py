@@ -14,12 +14,14 @@ of every record (`utc_now`, `utc_from_epoch`) and the one JSON encoding (`dumps`
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import json
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from rlaunch.errors import UserError
@@ -197,15 +199,27 @@ def _fsynced_temporary(path: str, data: bytes) -> str:
 
 def write_bytes_atomic(url: Location, data: bytes) -> None:
     fs, path = _route(url)
-    if fs is None:
+    with _naming(url):
+        if fs is not None:
+            fs.pipe_file(path, data)
+            return
         tmp = _fsynced_temporary(path, data)
         try:
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        return
-    fs.pipe_file(path, data)
+
+
+@contextlib.contextmanager
+def _naming(url: Location) -> Iterator[None]:
+    """An OSError names the file being written when the OS did not (a write to a full disk names none)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(url)) from exc  # the errno's own subclass (PermissionError, ...)
 
 
 def write_json_atomic(url: Location, obj: Any) -> None:
@@ -224,7 +238,8 @@ def create_exclusive(url: Location, data: bytes) -> bool:
     """
     fs, path = _route(url)
     if fs is None:
-        tmp = _fsynced_temporary(path, data)
+        with _naming(url):
+            tmp = _fsynced_temporary(path, data)
         try:
             os.link(tmp, path)
             return True
@@ -346,12 +361,47 @@ def copy_hashed(url: Location, local: str, *, chunk: int = 256 << 10) -> tuple[s
 
 
 READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def is_read_only(exc: OSError) -> bool:
     """Whether a write failed because the location is read-only to this user (a shared bucket mounted
     for readers): a read-only view goes on with what it reconciled in memory."""
     return isinstance(exc, PermissionError) or exc.errno in READ_ONLY_ERRNOS
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether a write failed because its filesystem is full or the user's quota is spent."""
+    return isinstance(exc, OSError) and exc.errno in FULL_ERRNOS
+
+
+def disk_full_message(exc: OSError) -> str:
+    """One line for a write that did not fit: the errno's name, the path and what to do next."""
+    name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+    where = exc.filename or "a file whose path the system did not give"
+    return (
+        f"{exc.strerror or 'no space left on device'} ({name}) writing {where}: free space on that filesystem "
+        f'(or use another prefix) and run again; a failed RL attempt resubmits with --retry "disk full"'
+    )
+
+
+def fullest(urls: list[str]) -> str | None:
+    """Of the local locations `urls`, the one whose filesystem has the least space free: where a
+    write that failed without naming its file (a trainer's bare ENOSPC) most likely went."""
+    free: list[tuple[int, str]] = []
+    for url in urls:
+        if not url or not is_local(url):
+            continue
+        path = local_path(url)
+        existing = path
+        while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+            existing = os.path.dirname(existing)
+        try:
+            stats = os.statvfs(existing)
+        except OSError:
+            continue
+        free.append((stats.f_bavail * stats.f_frsize, path))
+    return min(free)[1] if free else None
 
 
 def writable_problem(url: str) -> str | None:

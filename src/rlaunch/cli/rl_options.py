@@ -185,7 +185,29 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
         return 130
     status = backend.wait(job_id)
     click.echo(f"RL coordinator {job_id} {status.state.value}" + (f": {status.message}" if status.message else ""))
+    if status.state.value != "succeeded":
+        for line in _failed_attempts(launched, prefix, job_id):
+            click.echo(line, err=True)
     return 0 if status.state.value == "succeeded" else 1
+
+
+def _failed_attempts(steps: list[Any], prefix: str, coordinator_job_id: str) -> list[str]:
+    """The submitter's last word: each failed attempt of this coordinator with its class and next step."""
+    from rlaunch.launch_config.failures import FailureClass
+    from rlaunch.runs import run_record
+    from rlaunch.statefiles import CorruptStateError
+
+    lines = []
+    for step in steps:
+        try:
+            attempts = (run_record.read(step.path(prefix)) or {}).get("attempts") or []
+        except (CorruptStateError, OSError):
+            continue
+        for attempt in attempts:
+            found = FailureClass.from_json(attempt.get("failure_class"))
+            if attempt.get("coordinator_job_id") == coordinator_job_id and attempt.get("state") == "failed" and found:
+                lines.append(f"{step.identity} attempt {attempt.get('attempt_id')} failed: {found.summary()}")
+    return lines
 
 
 def _given(invocation: Invocation) -> dict[str, str]:

@@ -9,6 +9,7 @@ export -> manifests and run record.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 from collections import deque
@@ -26,7 +27,7 @@ from rlaunch.host.outputs import ForeignOutputError, refuse_foreign_outputs
 from rlaunch.host.validate import DocumentRefused, validate_document
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.composition import get_path
-from rlaunch.launch_config.failures import classify
+from rlaunch.launch_config.failures import DISK_FULL, UNCLASSIFIED, classify, disk_full
 from rlaunch.launch_config.gates import (
     authorisations,
     large_launch,
@@ -214,7 +215,10 @@ def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) ->
         _succeed(doc, result)
     if result.state == FAILED:
         codes = [_trainer_exit_code(doc), *(r.exit_code for r in status.replicas)]
-        result.failure_class = classify(result.failure, list(tail), codes).to_json()
+        found = classify(result.failure, list(tail), codes)
+        if found.cause == DISK_FULL and found.where is None:  # a trainer's ENOSPC names no file: its fullest root
+            found = dataclasses.replace(found, where=storage.fullest(_run_roots(doc)))
+        result.failure_class = found.to_json()
     _finish(doc, result, backend)
     return result
 
@@ -263,7 +267,12 @@ def _finish(
     """Write the manifests and the attempt's end; a refused attempt (nothing was submitted) says so,
     and the gates do not count it as a run of this version."""
     result.finished_at = utc_now()
-    write_manifests(doc, doc.to_dict(), result)
+    try:
+        write_manifests(doc, doc.to_dict(), result)
+    except OSError as exc:
+        if not storage.is_disk_full(exc):
+            raise
+        _manifests_did_not_fit(result, exc)  # the run record (often on another volume) still tells
     phases = {"finished": result.finished_at}
     extra: dict[str, Any] = {"refused": True} if refused else {}
     if result.child_job_id:
@@ -272,6 +281,21 @@ def _finish(
         if isinstance(wandb, dict):
             extra["wandb"] = wandb  # the run the trainer actually logged to
     _record(doc, result, result.state, backend, phases, extra)
+
+
+def _run_roots(doc: schema.SkyRLLaunchConfig) -> list[str]:
+    paths = doc.artifacts
+    return [paths.checkpoint_root, paths.attempts_root, paths.export_root, paths.output_path]
+
+
+def _manifests_did_not_fit(result: LaunchResult, exc: OSError) -> None:
+    """The attempt's manifests hit a full disk: the attempt failed (a success without its terminal
+    manifest is not complete), and says so; a cause the trainer's failure already named stays."""
+    message = storage.disk_full_message(exc)
+    result.failure = f"{result.failure}; {message}" if result.failure else message
+    result.state = FAILED
+    if (result.failure_class or {}).get("kind") in (None, UNCLASSIFIED):
+        result.failure_class = disk_full(message, exc.filename).to_json()
 
 
 def _coordinator_phases(backend: Backend, job_id: str | None) -> dict[str, str]:

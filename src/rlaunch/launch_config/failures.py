@@ -9,6 +9,9 @@
                    an unreachable service, a collective-communication failure. Resubmit with
                    `--retry "<reason>"`.
 
+Each class carries the cause, the evidence, where it happened (a path or a node, when known) and
+the next step (`advice`: the kind's, or the cause's own where it says more, as a full disk does).
+
 `classify` reads, in order, a refusal before allocation (its rule codes), the log lines nearest the end
 (known signatures), the exit codes and signals of the trainer and the gang, then the failure
 message; it keeps the line that decided as evidence. Nothing matched: `unclassified`.
@@ -41,8 +44,20 @@ def _sig(kind: str, cause: str, pattern: str, rule: str | None = None) -> Signat
     return Signature(kind, cause, re.compile(pattern, re.IGNORECASE), rule)
 
 
+DISK_FULL = "disk full"
+# What to do when the cause says more than its kind (`FailureClass.advice`).
+NEXT_STEPS = {
+    DISK_FULL: "free space on the full filesystem (or point the prefix or $RLAUNCH_TEMP_PREFIX at a larger one), "
+    'then resubmit with --retry "disk full"',
+}
+
 # Most specific first: a collective timeout is a timeout line too, an OOM traceback a traceback.
 SIGNATURES: tuple[Signature, ...] = (
+    _sig(
+        OPERATIONAL,
+        DISK_FULL,
+        r"No space left on device|\bENOSPC\b|Errno 28\b|Disk quota exceeded|\bEDQUOT\b|Errno 122\b",
+    ),
     _sig(
         OPERATIONAL,
         "collective-communication failure",
@@ -96,19 +111,37 @@ class FailureClass:
     cause: str
     evidence: str
     rule: str | None = None
+    where: str | None = None  # the path or node the fault happened at, when known
 
     @property
     def advice(self) -> str:
-        return ADVICE[self.kind]
+        return NEXT_STEPS.get(self.cause) or ADVICE[self.kind]
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "advice": self.advice}
+
+    def summary(self) -> str:
+        """One line for a person: the kind and cause, where, the evidence and the next step."""
+        where = f" at {self.where}" if self.where else ""
+        return f"{self.kind} failure, {self.cause}{where}: {self.evidence or '-'}; next: {self.advice}"
 
     @classmethod
     def from_json(cls, data: Any) -> FailureClass | None:
         if not isinstance(data, dict) or data.get("kind") not in ADVICE:
             return None
-        return cls(str(data["kind"]), str(data.get("cause", "")), str(data.get("evidence", "")), data.get("rule"))
+        where = data.get("where")
+        return cls(
+            str(data["kind"]),
+            str(data.get("cause", "")),
+            str(data.get("evidence", "")),
+            data.get("rule"),
+            str(where) if where else None,
+        )
+
+
+def disk_full(evidence: str, where: str | None) -> FailureClass:
+    """A write that did not fit (ENOSPC, EDQUOT) at `where`: operational, whatever else failed before."""
+    return FailureClass(OPERATIONAL, DISK_FULL, evidence[-300:], where=where)
 
 
 def classify(
@@ -127,7 +160,7 @@ def classify(
     for line in reversed([ln.rstrip() for ln in log_lines if ln.strip()]):
         found = _signature(line)
         if found:
-            return FailureClass(found.kind, found.cause, line[-300:], found.rule)
+            return _found(found, line)
     for code in exit_codes:
         signal = _signal(code)
         if signal in SIGNALS:
@@ -138,8 +171,16 @@ def classify(
     for line in (failure or "").splitlines():
         found = _signature(line)
         if found:
-            return FailureClass(found.kind, found.cause, line[-300:], found.rule)
+            return _found(found, line)
     return FailureClass(UNCLASSIFIED, "no known signature", (failure or "").splitlines()[0][:300] if failure else "")
+
+
+_PATH = re.compile(r"(?:writing |')(/[^\s':]+)")  # the file a storage error names (`storage.disk_full_message`)
+
+
+def _found(signature: Signature, line: str) -> FailureClass:
+    path = _PATH.search(line) if signature.cause == DISK_FULL else None
+    return FailureClass(signature.kind, signature.cause, line[-300:], signature.rule, path.group(1) if path else None)
 
 
 def _signature(line: str) -> Signature | None:
