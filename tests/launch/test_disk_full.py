@@ -10,12 +10,12 @@ thread) reaches the user, and nothing claims the run is still running.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.faults import small_tmpfs
 from tests.launching import Launcher
 
 VERSION = "2026.12.04"
@@ -25,24 +25,15 @@ MARKER = ("-m", "tests.experiments.marker", "--version", VERSION, "--steps", "4"
 
 @pytest.fixture
 def scratch_launcher(tmp_path: Path) -> Iterator[tuple[Launcher, Path]]:
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(scratch)], capture_output=True, text=True, check=False
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here (needs root and CAP_SYS_ADMIN): {mounted.stderr.strip()}")
-    launcher = Launcher(tmp_path / "prefix", {"RLAUNCH_TEMP_PREFIX": str(scratch)})
-    try:
+    with small_tmpfs(tmp_path / "scratch", "2m") as scratch:
+        launcher = Launcher(tmp_path / "prefix", {"RLAUNCH_TEMP_PREFIX": str(scratch)})
         yield launcher, scratch
-    finally:
         jobs = launcher.prefix / ".jobs"
         if jobs.exists():
             backend = launcher.backend()
             for job in backend.list_jobs():
                 if not job.state.terminal:
                     backend.cancel(job.job_id, reason="test teardown")
-        subprocess.run(["umount", "--lazy", str(scratch)], check=True)
 
 
 def _names_enospc_and(text: str, scratch: Path) -> bool:
