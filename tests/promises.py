@@ -464,8 +464,8 @@ PROMISES = (
         (
             _one(
                 "src/rlaunch/observe/finalise.py",
-                "        if not is_read_only(exc):\n            raise\n        snapshot.failure",
-                "        raise\n        snapshot.failure",
+                "        if not is_read_only(exc):\n            raise\n        closed = False",
+                "        raise\n        closed = False",
                 "a read-only prefix's refusal raised from status",
                 f"{_READ_ONLY}::test_a_dead_run_on_a_read_only_prefix_is_reported_failed_and_nothing_is_written",
             ),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,6 +67,9 @@ def test_a_dead_run_on_a_read_only_prefix_is_reported_failed_and_nothing_is_writ
     status = json.loads(shown.stdout)
     assert status["state"] == "failed" and status["is_terminal"], status
     assert "supervisor" in (status["failure"] or status["state_reason"] or ""), status
+    failure_class = status["failure_class"]  # a lost supervisor is the machinery's fault: retry
+    assert (failure_class["kind"], failure_class["cause"]) == ("operational", "lost supervisor"), failure_class
+    assert failure_class["where"] == socket.gethostname() and "--retry" in failure_class["advice"], failure_class
 
     listed = launcher.run("-m", "rlaunch", "runs", "--json", timeout=60)
     assert listed.returncode == 0, listed.stderr

@@ -38,10 +38,11 @@ class Signature:
     cause: str
     pattern: re.Pattern[str]
     rule: str | None = None
+    where: re.Pattern[str] | None = None  # its first group: the path or node the line names
 
 
-def _sig(kind: str, cause: str, pattern: str, rule: str | None = None) -> Signature:
-    return Signature(kind, cause, re.compile(pattern, re.IGNORECASE), rule)
+def _sig(kind: str, cause: str, pattern: str, rule: str | None = None, where: str | None = None) -> Signature:
+    return Signature(kind, cause, re.compile(pattern, re.IGNORECASE), rule, re.compile(where) if where else None)
 
 
 DISK_FULL = "disk full"
@@ -49,7 +50,14 @@ DISK_FULL = "disk full"
 NEXT_STEPS = {
     DISK_FULL: "free space on the full filesystem (or point the prefix or $RLAUNCH_TEMP_PREFIX at a larger one), "
     'then resubmit with --retry "disk full"',
+    "node failure": 'resubmit with --retry "node failure" (the scheduler keeps the node out until it is repaired: '
+    "`sinfo -R` says why)",
+    "cancelled by the scheduler": "see why the scheduler ended the job (`sacct -j <job>`, `scontrol ping`), "
+    'then resubmit with --retry "<reason>"',
+    "lost supervisor": "the process that supervised the job died with its machine or was killed (see its "
+    'supervisor.log); resubmit with --retry "lost supervisor"',
 }
+_NODES = r"on node\(s\) (\S+)"  # how the Slurm backend names the nodes of a job it ended (`_lost_message`)
 
 # Most specific first: a collective timeout is a timeout line too, an OOM traceback a traceback.
 SIGNATURES: tuple[Signature, ...] = (
@@ -57,13 +65,27 @@ SIGNATURES: tuple[Signature, ...] = (
         OPERATIONAL,
         DISK_FULL,
         r"No space left on device|\bENOSPC\b|Errno 28\b|Disk quota exceeded|\bEDQUOT\b|Errno 122\b",
+        where=r"(?:writing |')(/[^\s':]+)",  # the file a storage error names (`storage.disk_full_message`)
     ),
+    _sig(OPERATIONAL, "node failure", r"\b(NODE_FAIL|BOOT_FAIL)\b|\bNodeDown\b", where=_NODES),
+    _sig(
+        OPERATIONAL,
+        "cancelled by the scheduler",
+        r"supervisor received SIG(TERM|HUP|INT)\b|Slurm job ended \((CANCELLED|REVOKED|DEADLINE)\b",
+        where=r"cancelled by [^@\s]+@(\S+) \(pid|" + _NODES,
+    ),
+    _sig(OPERATIONAL, "lost supervisor", r"\bsupervisor lost\b", where=r"supervisor lost on (\S+?):"),
     _sig(
         OPERATIONAL,
         "collective-communication failure",
         r"\bNCCL\b|ProcessGroupNCCL|collective operation timeout|gloo.*(connection|closed)",
     ),
-    _sig(OPERATIONAL, "killed for memory", r"out of memory|OutOfMemoryError|\bOOM\b|oom[-_ ]kill|Killed process \d+"),
+    _sig(
+        OPERATIONAL,
+        "killed for memory",
+        r"out of memory|OutOfMemoryError|\bOOM\b|oom[-_ ]kill|Killed process \d+|\bOUT_OF_MEMORY\b",
+        where=_NODES,
+    ),
     _sig(OPERATIONAL, "preempted", r"preempt"),
     _sig(
         OPERATIONAL,
@@ -175,12 +197,10 @@ def classify(
     return FailureClass(UNCLASSIFIED, "no known signature", (failure or "").splitlines()[0][:300] if failure else "")
 
 
-_PATH = re.compile(r"(?:writing |')(/[^\s':]+)")  # the file a storage error names (`storage.disk_full_message`)
-
-
 def _found(signature: Signature, line: str) -> FailureClass:
-    path = _PATH.search(line) if signature.cause == DISK_FULL else None
-    return FailureClass(signature.kind, signature.cause, line[-300:], signature.rule, path.group(1) if path else None)
+    named = signature.where.search(line) if signature.where else None
+    where = next((g for g in named.groups() if g), None) if named else None
+    return FailureClass(signature.kind, signature.cause, line[-300:], signature.rule, where)
 
 
 def _signature(line: str) -> Signature | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlaunch.observe import run_jobs
-from rlaunch.observe.collect import RunStatus, Terminal, effective_state
+from rlaunch.observe.collect import RunStatus, Terminal, effective_state, observed_failure_class
 from rlaunch.processes import actor
 from rlaunch.runs import run_record
 from rlaunch.statefiles import CorruptStateError
@@ -53,10 +53,12 @@ def finalise_snapshot(snapshot: RunStatus, by: str = "rlaunch status") -> bool:
     except OSError as exc:
         if not is_read_only(exc):
             raise
+        closed = False
         snapshot.failure = fields["failure"]  # a read-only prefix: shown as a writer would record it, not written
-        return False
     if closed:
         snapshot.record_state, snapshot.failure = fields["state"], fields["failure"]
+    if snapshot.failure == fields["failure"] and snapshot.state == "failed":
+        snapshot.failure_class = observed_failure_class(snapshot)  # classed by what the jobs said
     return closed
 
 

@@ -224,7 +224,8 @@ class LocalBackend(GangBackend):
     def _lost_message(self, job: JobDir) -> str:
         """Why a job whose supervisor is gone without an outcome failed."""
         return (
-            f"supervisor lost: it exited without recording an outcome (see {job.supervisor_log}); "
+            f"supervisor lost on {socket.gethostname()}: it exited without recording an outcome "
+            f"(see {job.supervisor_log}); "
             "stopped the replicas it left"
         )
 
