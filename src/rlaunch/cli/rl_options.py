@@ -28,6 +28,7 @@ from rlaunch.cluster.protocol import (
     sanitize_job_name,
     single_replica_lines,
 )
+from rlaunch.processes import interrupt_exit, interruptible
 from rlaunch.units import parse_size
 
 SUBMITTER = "@rl_build_options"
@@ -175,15 +176,18 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
         click.echo(f"detached; follow with: {jobs_command(backend.name)} logs {job_id} --follow")
         return 0
     try:
-        for line in single_replica_lines(backend.logs(job_id, follow=True), spec.replicas):
-            click.echo(line)
-    except KeyboardInterrupt:
+        with interruptible():
+            for line in single_replica_lines(backend.logs(job_id, follow=True), spec.replicas):
+                click.echo(line)
+            status = backend.wait(job_id)
+    except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM: this process stops, the run does not
+        jobs = jobs_command(backend.name)
         click.echo(
-            f"\nstopped following; the coordinator keeps running ({jobs_command(backend.name)} cancel {job_id} to stop it)",
+            f"\nstopped following; RL coordinator {job_id} keeps running: follow it with "
+            f"`{jobs} logs {job_id} --follow`, stop it with `{jobs} cancel {job_id}`",
             err=True,
         )
-        return 130
-    status = backend.wait(job_id)
+        return interrupt_exit(interrupt)
     click.echo(f"RL coordinator {job_id} {status.state.value}" + (f": {status.message}" if status.message else ""))
     if status.state.value != "succeeded":
         for line in _failed_attempts(launched, prefix, job_id):
