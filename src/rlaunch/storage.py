@@ -338,6 +338,19 @@ def get_file(url: Location, local: str) -> None:
         fs.get_file(path, local)
 
 
+def hashed(url: Location, *, chunk: int = 1 << 20) -> tuple[str, int]:
+    """(sha256 hex, size) of the file at `url`, read once in chunks (a checkpoint's weights are large)."""
+    import hashlib
+
+    fs, path = _route(url)
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") if fs is None else fs.open(path, "rb") as source:
+        for block in iter(lambda: source.read(chunk), b""):
+            digest.update(block)
+            size += len(block)
+    return digest.hexdigest(), size
+
+
 def copy_hashed(url: Location, local: str, *, chunk: int = 256 << 10) -> tuple[str, int]:
     """Copy the file at `url` to the local path `local`, hashing the bytes as they pass: one read of
     the source, no read-back; returns (sha256 hex, size). A chunk small enough to stay in the CPU's

@@ -41,7 +41,7 @@ from rlaunch.launch_config.typed import DocumentError
 from rlaunch.rules.document_subject import memory_table
 from rlaunch.runs.layout import GANG_OUTCOME, RESOLVED_DOCUMENT, WANDB_RUN, attempt_dir
 from rlaunch.runs.rehearsal_report import read_report, render
-from rlaunch.runs.resume import foreign_checkpoint, refusal
+from rlaunch.runs.resume import fall_back, foreign_checkpoint, refusal, verified_resume
 from rlaunch.runs.run_record import task_phases, update_attempt
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.secrets import refuse_secrets_in
@@ -88,6 +88,7 @@ def execute_launch(url: str, log: TextIO = sys.stderr) -> LaunchResult:
         refuse_secrets_in(resolved_doc.to_dict(), f"launch document {url}")  # stored and recorded: no credentials
         _check_resume(resolved_doc)
         _check_gates(resolved_doc)
+        _verify_resume(resolved_doc, result, log)
         return _submit(resolved_doc, result, log)
     except ForeignOutputError as exc:
         result.failure = str(exc)
@@ -133,6 +134,31 @@ def _check_resume(doc: schema.SkyRLLaunchConfig) -> None:
     )
     if info is not None:
         raise ResumeRefusedError(refusal(info, runtime.source_digest, fingerprint))
+
+
+def _verify_resume(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) -> None:
+    """Resume only a checkpoint whose files match its manifest: a damaged latest one is moved aside
+    and the newest that verifies is resumed, saying so; with none good the launch is refused."""
+    if get_path(doc.skyrl, "trainer.resume_mode") != "latest":
+        return
+    root = doc.artifacts.checkpoint_root
+    point = verified_resume(root)
+    if point is None:
+        return
+    if point.info is None:
+        raise ResumeRefusedError(
+            f"resume_mode=latest: no checkpoint under {root} matches its manifest: {'; '.join(point.notes())}. "
+            "Move the damaged checkpoints away to start this version from step 0, or use a fresh RL artifact version"
+        )
+    if point.skipped:
+        fall_back(root, point)
+        log.write(
+            f"resuming step {point.info.step} ({point.info.path}): the newer checkpoints fail their manifest and "
+            f"were moved aside: {'; '.join(point.notes())}\n"
+        )
+    else:
+        log.write(f"resuming step {point.info.step} ({point.info.path}): its files match their manifest\n")
+    result.resume = {"step": point.info.step, "path": point.info.path, "skipped": point.notes()}
 
 
 class GateRefusedError(UserError):
@@ -336,6 +362,7 @@ def _record(
         "resolved_config_uri": result.resolved_config_uri,
         **authorisations(doc.gates),
         **({"failure_class": result.failure_class} if result.failure_class else {}),
+        **({"resume": result.resume} if result.resume else {}),
         **(extra or {}),
         "phases": phases or {},
         "memory": memory_table(doc).as_dict(),

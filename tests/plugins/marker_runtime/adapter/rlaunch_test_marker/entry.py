@@ -10,7 +10,8 @@ steps), `wrong_model` (records loading another path), `slow` (half a second per 
 `wandb_offline` (writes `wandb.json` as the adapters do for an offline W&B run: id, project, entity,
 run directory under $WANDB_DIR).
 Records follow the trl-cpu layout: model_load.json, metrics.jsonl, joined/trainer-rank-0.json,
-checkpoints with a latest marker, an HF-shaped export.
+checkpoints (weights, and a manifest of each file's size and sha256) with a latest marker, an
+HF-shaped export.
 """
 
 from __future__ import annotations
@@ -125,7 +126,14 @@ def run(skyrl: dict, export_hf: bool = False) -> int:
             )
         if step % interval == 0 or step == final_step:
             directory = os.path.join(ckpt_root, f"global_step_{step}")
-            meta = {"global_step": step, "runtime_digest": digest, "run_fingerprint": fingerprint}
+            weights = os.path.join(directory, "model.safetensors")
+            os.makedirs(directory, exist_ok=True)
+            with open(weights, "wb") as handle:
+                handle.write(f"marker-weights-{step}\n".encode() * 64)
+            with open(weights, "rb") as handle:
+                data = handle.read()
+            files = {"model.safetensors": {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}}
+            meta = {"global_step": step, "runtime_digest": digest, "run_fingerprint": fingerprint, "files": files}
             _write(os.path.join(directory, "rlaunch_checkpoint.json"), meta)
             with open(f"{latest}.tmp", "w", encoding="utf-8") as handle:
                 handle.write(str(step))
