@@ -478,6 +478,33 @@ PROMISES = (
             ),
         ),
     ),
+    Promise(
+        "A checkpoint that fails its manifest (sizes, sha256) is never resumed",
+        (
+            _one(
+                "src/rlaunch/runs/resume.py",
+                "        problem = checkpoint_problem(path)\n",
+                "        problem = None\n",
+                "checkpoints resumed unverified",
+                "tests/runtimes/test_checkpoint_manifest.py::test_resume_falls_back_to_the_newest_checkpoint_that_verifies",
+                "tests/launch/test_damaged_checkpoint.py::"
+                "test_a_truncated_latest_checkpoint_is_skipped_and_the_retry_resumes_the_previous_good_one",
+            ),
+        ),
+    ),
+    Promise(
+        "A full disk is named with its path and the next step in the record, status and the submitter",
+        (
+            _one(
+                "src/rlaunch/host/launch.py",
+                "        if not storage.is_disk_full(exc):\n            raise\n        _manifests_did_not_fit",
+                "        raise\n        _manifests_did_not_fit",
+                "the attempt left unrecorded when its manifests do not fit",
+                "tests/launch/test_disk_full.py::"
+                "test_a_full_scratch_disk_is_named_in_the_record_status_and_the_submitters_last_line",
+            ),
+        ),
+    ),
 )
 
 
