@@ -6,6 +6,12 @@ twice over: `{output_path}/cancellations/{attempt_id}.json`, created exclusively
 cancel wins, as on the backend), and a `cancelled` entry plus state `cancelled` in the run
 record, written once the jobs have stopped (so after the interrupted host recorded its own
 "failed"), unless the attempt had already succeeded.
+
+A cancel works at every moment of an attempt: before the host named the attempt's jobs (nothing
+recorded yet, or only the coordinator's first entry), it stops the coordinator the reference named
+or the running one labelled with the run, and records the attempt that coordinator recorded. A
+cancel that cannot find or reach the jobs of an open attempt says so (`RunJobs.cannot_act`) and
+the command exits 1, never "nothing to cancel".
 """
 
 from __future__ import annotations
@@ -51,21 +57,18 @@ class RunJobs:
 
 
 def run_jobs_of(ref: RunRef) -> RunJobs:
-    """The selected attempt and its jobs; an attempt whose record names no job yet (the coordinator
-    recorded it, the host has not) is matched to the running coordinator labelled with the run."""
+    """The selected attempt and its jobs. Before the host named them (nothing recorded yet, or the
+    attempt the coordinator recorded first), the coordinator is the one the reference named or the
+    running one labelled with the run."""
     attempt = ref.attempt() or {}
-    coordinator_id = attempt.get("coordinator_job_id") or (None if attempt.get("child_job_id") else ref.job_id)
-    if coordinator_id is None and not attempt.get("child_job_id") and ref.artifact and ref.prefix:
-        pending = pending_coordinator(ref.artifact, ref.output_path, ref.prefix)
-        coordinator_id = pending.job_id if pending else None
-    if not attempt.get("coordinator_job_id") and not attempt.get("child_job_id"):
-        if not coordinator_id:
-            return RunJobs(attempt, [], [])
-        coordinator = run_jobs.view("coordinator", coordinator_id, run_jobs.find_job(coordinator_id, ref.prefix))
-        views = [coordinator]
+    if attempt.get("coordinator_job_id") or attempt.get("child_job_id"):
+        _, coordinator, child = run_jobs.run_jobs(attempt, ref.prefix)
+        views = [j for j in (coordinator, child) if j is not None]
     else:
-        _, found_coordinator, child = run_jobs.run_jobs(attempt, ref.prefix)
-        views = [j for j in (found_coordinator, child) if j is not None]
+        labelled = ref.job_id is None and ref.artifact and ref.prefix
+        pending = pending_coordinator(ref.artifact, ref.output_path, ref.prefix) if labelled else None
+        job_id = ref.job_id or (pending.job_id if pending else None)
+        views = [run_jobs.view("coordinator", job_id, run_jobs.find_job(job_id, ref.prefix))] if job_id else []
     return RunJobs(
         attempt,
         [j for j in views if j.error is None and not j.terminal],
