@@ -48,6 +48,9 @@ def test_a_truncated_latest_checkpoint_is_skipped_and_the_retry_resumes_the_prev
         and len(manifest["files"]["model.safetensors"]["sha256"]) == 64
     )
     _truncate(root / "global_step_4")
+    plan = launcher.run(*MARKER, "--scenario", "flaky_at_6")
+    assert "would resume step 4" in plan.stdout and "step 2 would be resumed instead" in plan.stdout, plan.stdout
+    assert "global_step_4: model.safetensors has 10 bytes" in plan.stdout, plan.stdout
 
     retried = launcher.run(*MARKER, "--scenario", "flaky_at_6", "--run", "--retry", "the trainer failed at step 6")
     output = retried.stdout + retried.stderr

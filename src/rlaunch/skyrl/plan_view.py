@@ -149,5 +149,20 @@ def _resume_line(document: SkyRLLaunchConfig, facts: StoredFacts) -> str:
         if theirs != ours
     ]
     if declared:
-        return f"would resume step {info.step}, compatible by declaration: checkpoint {' and '.join(declared)}"
-    return f"would resume step {info.step} (same run fingerprint {fingerprint[:16]} and runtime digest {digest[:16]})"
+        line = f"would resume step {info.step}, compatible by declaration: checkpoint {' and '.join(declared)}"
+    else:
+        line = (
+            f"would resume step {info.step} (same run fingerprint {fingerprint[:16]} and runtime digest {digest[:16]})"
+        )
+    return line + _verified(facts)
+
+
+def _verified(facts: StoredFacts) -> str:
+    """Whether the checkpoint a resume would continue matches its manifest, and which one it falls back to."""
+    point = facts.resume_point
+    if point is None or not point.skipped:
+        return "; its files match their manifest"
+    damaged = "; ".join(point.notes())
+    if point.info is None:
+        return f"; but no checkpoint matches its manifest, so the launch will be refused: {damaged}"
+    return f"; but it fails its manifest, so step {point.info.step} would be resumed instead: {damaged}"
