@@ -464,14 +464,14 @@ PROMISES = (
         (
             _one(
                 "src/rlaunch/observe/finalise.py",
-                "        if not is_read_only(exc):\n            raise\n        closed = False",
+                "        if not cannot_write(exc):\n            raise\n        closed = False",
                 "        raise\n        closed = False",
                 "a read-only prefix's refusal raised from status",
                 f"{_READ_ONLY}::test_a_dead_run_on_a_read_only_prefix_is_reported_failed_and_nothing_is_written",
             ),
             _one(
                 "src/rlaunch/cluster/local/backend.py",
-                "            if not is_read_only(exc):\n                raise\n            return state",
+                "            if not cannot_write(exc):\n                raise\n            return state",
                 "            raise\n            return state",
                 "a dead supervisor's outcome reconciled only when it can be written",
                 f"{_READ_ONLY}::test_a_dead_run_on_a_read_only_prefix_is_reported_failed_and_nothing_is_written",

@@ -377,10 +377,10 @@ READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
-def is_read_only(exc: OSError) -> bool:
+def cannot_write(exc: OSError) -> bool:
     """Whether a write failed because the location is read-only to this user (a shared bucket mounted
-    for readers): a read-only view goes on with what it reconciled in memory."""
-    return isinstance(exc, PermissionError) or exc.errno in READ_ONLY_ERRNOS
+    for readers) or full: a read-only view goes on with what it reconciled in memory."""
+    return isinstance(exc, PermissionError) or exc.errno in READ_ONLY_ERRNOS or exc.errno in FULL_ERRNOS
 
 
 def is_disk_full(exc: BaseException) -> bool:

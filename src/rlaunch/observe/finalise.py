@@ -6,7 +6,7 @@ forever. The next `rlaunch status` of the run, and the next launch of it, look a
 jobs: once the coordinator job (which runs the host) has ended, the host can write nothing more,
 so the record is closed with the reconciled state and the reason. A verdict the host already
 wrote is never overridden (`run_record.close_attempt`). On a prefix this user cannot write (a
-shared bucket mounted for readers) the view shows the reconciled state and writes nothing.
+shared bucket mounted for readers, or a full disk) the view shows the reconciled state and writes nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from rlaunch.observe.collect import RunStatus, Terminal, effective_state, observ
 from rlaunch.processes import actor
 from rlaunch.runs import run_record
 from rlaunch.statefiles import CorruptStateError
-from rlaunch.storage import is_read_only, utc_now
+from rlaunch.storage import cannot_write, utc_now
 
 ENDED = ("failed", "cancelled")
 
@@ -51,10 +51,10 @@ def finalise_snapshot(snapshot: RunStatus, by: str = "rlaunch status") -> bool:
     try:
         closed = run_record.close_attempt(snapshot.output_path, snapshot.attempt_id, fields)
     except OSError as exc:
-        if not is_read_only(exc):
+        if not cannot_write(exc):
             raise
         closed = False
-        snapshot.failure = fields["failure"]  # a read-only prefix: shown as a writer would record it, not written
+        snapshot.failure = fields["failure"]  # a read-only or full prefix: shown as a writer would record it
     if closed:
         snapshot.record_state, snapshot.failure = fields["state"], fields["failure"]
     if snapshot.failure == fields["failure"] and snapshot.state == "failed":

@@ -41,7 +41,7 @@ from rlaunch.cluster.protocol import (
 from rlaunch.processes import actor
 from rlaunch.secrets import scrub_tree, secret_values
 from rlaunch.statefiles import CorruptStateError
-from rlaunch.storage import is_read_only, utc_now
+from rlaunch.storage import cannot_write, utc_now
 
 ROOT_ENV = "RLAUNCH_LOCAL_ROOT"
 KILL_GRACE_ENV = "RLAUNCH_LOCAL_KILL_GRACE"
@@ -335,8 +335,8 @@ class LocalBackend(GangBackend):
         try:
             job.write_state(state)
         except OSError as exc:
-            if not is_read_only(exc):
+            if not cannot_write(exc):
                 raise
-            return state  # a reader of a read-only root: the outcome holds in memory; a writer records it
+            return state  # a reader of a read-only or full root: the outcome holds in memory; a writer records it
         self.cancel_children(job.job_id, reason=parent_ended_reason(job.job_id, ended.value), wait=False)
         return state
