@@ -158,10 +158,10 @@ def _resume_line(document: SkyRLLaunchConfig, facts: StoredFacts) -> str:
 
 
 def _verified(facts: StoredFacts) -> str:
-    """Whether the checkpoint a resume would continue matches its manifest, and which one it falls back to."""
+    """What a damaged checkpoint changes: which one a resume falls back to, or that none verifies."""
     point = facts.resume_point
     if point is None or not point.skipped:
-        return "; its files match their manifest"
+        return ""
     damaged = "; ".join(point.notes())
     if point.info is None:
         return f"; but no checkpoint matches its manifest, so the launch will be refused: {damaged}"
