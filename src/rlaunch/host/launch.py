@@ -157,7 +157,7 @@ def _verify_resume(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: Tex
             f"were moved aside: {'; '.join(point.notes())}\n"
         )
     else:
-        log.write(f"resuming step {point.info.step} ({point.info.path}): its files match their manifest\n")
+        log.write(f"resuming step {point.info.step} ({point.info.path}): no file of it fails its manifest\n")
     result.resume = {"step": point.info.step, "path": point.info.path, "skipped": point.notes()}
 
 
