@@ -55,6 +55,7 @@ _FAILURES = "tests/gates/test_failures.py"
 _STEP_JOBS = "tests/cluster/test_step_jobs.py"
 _CREDENTIALS = "tests/gates/test_declared_credentials.py"
 _PIN = "tests/runs/test_resume_from_pin.py"
+_READ_ONLY = "tests/launch/test_read_only_prefix.py"
 
 PROMISES = (
     Promise(
@@ -594,6 +595,52 @@ PROMISES = (
                 "pass",
                 "the trainer's W&B evidence not recorded",
                 "tests/gates/test_wandb_run.py::test_the_wandb_run_the_trainer_used_is_in_the_run_record_and_status",
+            ),
+        ),
+    ),
+    Promise(
+        "Read-only views tell the truth on a prefix they cannot write, and write nothing",
+        (
+            _one(
+                "src/rlaunch/observe/finalise.py",
+                "        if not cannot_write(exc):\n            raise\n        closed = False",
+                "        raise\n        closed = False",
+                "a read-only prefix's refusal raised from status",
+                f"{_READ_ONLY}::test_a_dead_run_on_a_read_only_prefix_is_reported_failed_and_nothing_is_written",
+            ),
+            _one(
+                "src/rlaunch/cluster/local/backend.py",
+                "            if not cannot_write(exc):\n                raise\n            return state",
+                "            raise\n            return state",
+                "a dead supervisor's outcome reconciled only when it can be written",
+                f"{_READ_ONLY}::test_a_dead_run_on_a_read_only_prefix_is_reported_failed_and_nothing_is_written",
+            ),
+        ),
+    ),
+    Promise(
+        "A checkpoint that fails its manifest (sizes, sha256) is never resumed",
+        (
+            _one(
+                "src/rlaunch/runs/resume.py",
+                "        problem = checkpoint_problem(path)\n",
+                "        problem = None\n",
+                "checkpoints resumed unverified",
+                "tests/runtimes/test_checkpoint_manifest.py::test_resume_falls_back_to_the_newest_checkpoint_that_verifies",
+                "tests/launch/test_damaged_checkpoint.py::"
+                "test_a_truncated_latest_checkpoint_is_skipped_and_the_retry_resumes_the_previous_good_one",
+            ),
+        ),
+    ),
+    Promise(
+        "A full disk is named with its path and the next step in the record, status and the submitter",
+        (
+            _one(
+                "src/rlaunch/host/launch.py",
+                "        if not storage.is_disk_full(exc):\n            raise\n        _manifests_did_not_fit",
+                "        raise\n        _manifests_did_not_fit",
+                "the attempt left unrecorded when its manifests do not fit",
+                "tests/launch/test_disk_full.py::"
+                "test_a_full_scratch_disk_is_named_in_the_record_status_and_the_submitters_last_line",
             ),
         ),
     ),

@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.py312_tier import PYTHON_ENV, TIER_ENV, Tier, collect_only_inside, find_python312, tier_command, tier_env
+from tests.py312_tier import (
+    PYTHON_ENV,
+    REPO,
+    TIER_ENV,
+    Tier,
+    collect_only_inside,
+    find_python312,
+    tier_command,
+    tier_env,
+)
 
 
 def test_an_explicit_interpreter_that_is_not_312_is_an_error_not_a_skip(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,3 +64,27 @@ def test_the_sub_suite_runs_this_checkout_under_its_marker(tmp_path: Path) -> No
     assert argv[argv.index("-m", 3) + 1] == "demo"
     env = tier_env(tier)
     assert env[TIER_ENV] == "demo" and env["PYTHONPATH"].endswith("/src")
+
+
+def test_the_iris_tier_environment_carries_every_dependency_of_rlaunch() -> None:
+    """Iris coordinators run in the tier's environment with rlaunch from the checkout: a dependency rlaunch
+    needs (uv, to build a runtime) missing there fails only when no earlier test left the runtime built."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    from rlaunch.runtimes.lockfile import read_lock_file
+    from tests.test_iris_tier import IRIS
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    needed = {canonicalize_name(Requirement(r).name): Requirement(r) for r in project["dependencies"]}
+    pinned = {p.name: p for p in read_lock_file(str(IRIS.lock))}
+    missing = sorted(name for name in needed if name not in pinned)
+    assert not missing, f"{IRIS.lock} lacks {missing}: add them to requirements.in beside it and regenerate the lock"
+    outside = sorted(
+        f"{name}=={pinned[name].version} (rlaunch needs {needed[name].specifier})"
+        for name in needed
+        if not needed[name].specifier.contains(pinned[name].version, prereleases=True)
+    )
+    assert not outside, f"{IRIS.lock} pins versions rlaunch does not accept: {outside}"

@@ -6,6 +6,7 @@ subcommand, the launch host and the task bootstrap. Inside the boundary:
 * a `UserError` (an expected mistake: a bad field, file or reference) prints one line,
   `error: <what, the value, the fix>`, and exits with its `exit_code` (2);
 * Click's own errors, `SystemExit` and Ctrl-C pass through unchanged;
+* a full disk (ENOSPC, EDQUOT) prints one line naming the errno, the path and the next step, exit 1;
 * anything else was not anticipated: the full traceback is saved to a file and
   one line names the exception and that file and says it is a bug, exit 1. A user never sees a
   bare traceback.
@@ -80,8 +81,13 @@ def unexpected_message(exc: BaseException, program: str) -> str:
 
 def classify(exc: BaseException, program: str) -> tuple[int, str]:
     """(exit code, message) for an exception that reached the boundary."""
+    from rlaunch.storage import disk_full_message, is_disk_full
+
     if isinstance(exc, UserError):
         return exc.exit_code, user_message(exc)
+    if is_disk_full(exc):  # the machine's fault, not a bug: named with its path and the next step
+        assert isinstance(exc, OSError)
+        return UNEXPECTED_EXIT, user_message(Exception(f"{program}: {disk_full_message(exc)}"))
     return UNEXPECTED_EXIT, unexpected_message(exc, program)
 
 

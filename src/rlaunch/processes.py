@@ -1,4 +1,5 @@
-"""This process and others: who is acting, and whether a pid is still the process it was.
+"""This process and others: who is acting, whether a pid is still the process it was, and how a
+follower stops on SIGINT or SIGTERM (`interruptible`).
 
 Liveness reads /proc where it exists, because a zombie (dead, not yet reaped) still answers
 `kill(pid, 0)`, and a pid can be reused: a long-lived process is identified by pid *and* start
@@ -7,10 +8,12 @@ time.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
+import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 PROC_ROOT = "/proc"
@@ -65,3 +68,27 @@ def actor() -> dict[str, Any]:
     except (KeyError, OSError):
         user = str(os.getuid())
     return {"user": user, "host": socket.gethostname(), "pid": os.getpid()}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM to a command that follows or watches: the same clean stop as Ctrl-C, with its own exit."""
+
+
+def interrupt_exit(interrupt: KeyboardInterrupt) -> int:
+    """The shell's exit status for the signal that stopped us: 143 for SIGTERM, 130 for Ctrl-C."""
+    return 128 + (signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT)
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Inside the block SIGTERM raises `Terminated` where Ctrl-C raises KeyboardInterrupt, so one
+    handler stops a follower on either (the default SIGTERM would end the process without a word)."""
+
+    def terminated(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

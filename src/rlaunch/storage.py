@@ -14,11 +14,14 @@ of every record (`utc_now`, `utc_from_epoch`) and the one JSON encoding (`dumps`
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import errno
 import json
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from rlaunch.errors import UserError
@@ -196,15 +199,27 @@ def _fsynced_temporary(path: str, data: bytes) -> str:
 
 def write_bytes_atomic(url: Location, data: bytes) -> None:
     fs, path = _route(url)
-    if fs is None:
+    with _naming(url):
+        if fs is not None:
+            fs.pipe_file(path, data)
+            return
         tmp = _fsynced_temporary(path, data)
         try:
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        return
-    fs.pipe_file(path, data)
+
+
+@contextlib.contextmanager
+def _naming(url: Location) -> Iterator[None]:
+    """An OSError names the file being written when the OS did not (a write to a full disk names none)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(url)) from exc  # the errno's own subclass (PermissionError, ...)
 
 
 def write_json_atomic(url: Location, obj: Any) -> None:
@@ -223,7 +238,8 @@ def create_exclusive(url: Location, data: bytes) -> bool:
     """
     fs, path = _route(url)
     if fs is None:
-        tmp = _fsynced_temporary(path, data)
+        with _naming(url):
+            tmp = _fsynced_temporary(path, data)
         try:
             os.link(tmp, path)
             return True
@@ -322,6 +338,19 @@ def get_file(url: Location, local: str) -> None:
         fs.get_file(path, local)
 
 
+def hashed(url: Location, *, chunk: int = 1 << 20) -> tuple[str, int]:
+    """(sha256 hex, size) of the file at `url`, read once in chunks (a checkpoint's weights are large)."""
+    import hashlib
+
+    fs, path = _route(url)
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") if fs is None else fs.open(path, "rb") as source:
+        for block in iter(lambda: source.read(chunk), b""):
+            digest.update(block)
+            size += len(block)
+    return digest.hexdigest(), size
+
+
 def copy_hashed(url: Location, local: str, *, chunk: int = 256 << 10) -> tuple[str, int]:
     """Copy the file at `url` to the local path `local`, hashing the bytes as they pass: one read of
     the source, no read-back; returns (sha256 hex, size). A chunk small enough to stay in the CPU's
@@ -342,6 +371,50 @@ def copy_hashed(url: Location, local: str, *, chunk: int = 256 << 10) -> tuple[s
             out.write(view[:n])
             size += n
     return digest.hexdigest(), size
+
+
+READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def cannot_write(exc: OSError) -> bool:
+    """Whether a write failed because the location is read-only to this user (a shared bucket mounted
+    for readers) or full: a read-only view goes on with what it reconciled in memory."""
+    return isinstance(exc, PermissionError) or exc.errno in READ_ONLY_ERRNOS or exc.errno in FULL_ERRNOS
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether a write failed because its filesystem is full or the user's quota is spent."""
+    return isinstance(exc, OSError) and exc.errno in FULL_ERRNOS
+
+
+def disk_full_message(exc: OSError) -> str:
+    """One line for a write that did not fit: the errno's name, the path and what to do next."""
+    name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+    where = exc.filename or "a file whose path the system did not give"
+    return (
+        f"{exc.strerror or 'no space left on device'} ({name}) writing {where}: free space on that filesystem "
+        f'(or use another prefix) and run again; a failed RL attempt resubmits with --retry "disk full"'
+    )
+
+
+def fullest(urls: list[str]) -> str | None:
+    """Of the local locations `urls`, the one whose filesystem has the least space free: where a
+    write that failed without naming its file (a trainer's bare ENOSPC) most likely went."""
+    free: list[tuple[int, str]] = []
+    for url in urls:
+        if not url or not is_local(url):
+            continue
+        path = local_path(url)
+        existing = path
+        while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+            existing = os.path.dirname(existing)
+        try:
+            stats = os.statvfs(existing)
+        except OSError:
+            continue
+        free.append((stats.f_bavail * stats.f_frsize, path))
+    return min(free)[1] if free else None
 
 
 def writable_problem(url: str) -> str | None:

@@ -14,6 +14,7 @@ import pytest
 
 from rlaunch import storage
 from rlaunch.artifacts.lock import StepLock
+from tests.faults import fill, small_tmpfs
 
 
 @pytest.fixture
@@ -324,3 +325,17 @@ def test_takeover_loses_to_a_runner_that_created_its_lock_first(output, monkeypa
     finally:
         monkeypatch.setattr(storage, "remove", remove)
         rival.release()
+
+
+def test_a_full_disk_under_the_heartbeat_is_said_in_one_line_and_the_heartbeat_goes_on(tmp_path, capfd):
+    with small_tmpfs(tmp_path / "small", "64k") as small:
+        lock = StepLock(str(small / "out"), heartbeat_seconds=0.05, stale_seconds=60)
+        assert lock.try_acquire()
+        try:
+            filler = fill(small)
+            assert _wait_until(lambda: "ENOSPC" in capfd.readouterr().err and True, timeout=5)
+            filler.unlink()
+            beat = lock.holder()["heartbeat_at"]
+            assert _wait_until(lambda: (lock.holder() or {}).get("heartbeat_at", 0) > beat), "the heartbeat stopped"
+        finally:
+            lock.release()

@@ -144,3 +144,30 @@ def test_the_first_state_and_reason_row_of_squeue_or_sacct_is_read(out: str, exp
 
     entry = first_entry(out)
     assert (entry.state, entry.reason) == expected if expected else entry is None
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "nodes", "cause"),
+    [
+        ("NODE_FAIL", "NodeDown", "node-2", "node failure"),
+        ("CANCELLED", "None", "node-[1-2]", "cancelled by the scheduler"),
+        ("OUT_OF_MEMORY", "OutOfMemory", "node-3", "killed for memory"),
+    ],
+)
+def test_a_job_slurm_ended_under_its_driver_names_the_state_and_nodes_and_is_classed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state: str, reason: str, nodes: str, cause: str
+) -> None:
+    from rlaunch.cluster.local.state import JobDir
+    from rlaunch.cluster.slurm import commands
+    from rlaunch.cluster.slurm.backend import SlurmBackend
+    from rlaunch.launch_config.failures import OPERATIONAL, classify
+
+    def slurm(argv: list[str], **_: object) -> str:  # slurmctld purged the job: accounting answers
+        answers = {"squeue": "", "State,Reason": f"{state} by 0|{reason}\n", "NodeList": f"{nodes}\n"}
+        return answers["squeue" if argv[0] == "squeue" else argv[-1]]
+
+    monkeypatch.setattr(commands, "run", slurm)
+    message = SlurmBackend(root=tmp_path)._lost_message(JobDir(tmp_path, "77"))
+    assert f"({state}, reason {reason}) on node(s) {nodes} " in message, message
+    found = classify(f"child job 77 reached failed: {message}")
+    assert (found.kind, found.cause, found.where) == (OPERATIONAL, cause, nodes), found

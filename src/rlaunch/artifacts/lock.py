@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -92,13 +93,23 @@ class StepLock:
 
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat_seconds):
+            try:
+                if not self._beat_once():
+                    return  # taken over; the new holder owns the output now
+            except OSError as exc:  # a full or failing disk: said in one line, tried again at the next beat
+                said = storage.disk_full_message(exc) if storage.is_disk_full(exc) else f"{exc}"
+                sys.stderr.write(f"warning: the lock heartbeat of {self.url} could not beat: {said}\n")
+
+    def _beat_once(self) -> bool:
+        """Rewrite the lock's heartbeat; False when another runner holds it now."""
+        holder = self.holder()
+        if holder is None:
+            # Moved away for a moment by a runner checking a takeover; re-assert exclusively
+            # (if that runner already created its own lock, this fails and it owns the output).
+            if storage.create_exclusive(self.url, self._payload()):
+                return True
             holder = self.holder()
-            if holder is None:
-                # Moved away for a moment by a runner checking a takeover; re-assert exclusively
-                # (if that runner already created its own lock, this fails and it owns the output).
-                if storage.create_exclusive(self.url, self._payload()):
-                    continue
-                holder = self.holder()
-            if holder is None or holder.get("owner") != self.owner:
-                return  # taken over; the new holder owns the output now
-            storage.write_bytes_atomic(self.url, self._payload())
+        if holder is None or holder.get("owner") != self.owner:
+            return False
+        storage.write_bytes_atomic(self.url, self._payload())
+        return True

@@ -16,6 +16,7 @@ import click
 
 from rlaunch.cluster.protocol import Backend, JobStatus, get_backend
 from rlaunch.errors import UserError
+from rlaunch.processes import interrupt_exit, interruptible
 
 
 @contextmanager
@@ -148,10 +149,11 @@ def logs(ctx: click.Context, job_id: str, follow: bool, replica: int | None, tai
     backend = _backend(ctx)
     with _clear_errors():
         try:
-            for line in backend.logs(job_id, replica=replica, follow=follow, tail=tail):
-                click.echo(line)
-        except KeyboardInterrupt:
-            sys.exit(130)
+            with interruptible():
+                for line in backend.logs(job_id, replica=replica, follow=follow, tail=tail):
+                    click.echo(line)
+        except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM stops following, never the job
+            sys.exit(interrupt_exit(interrupt))
 
 
 @jobs.command()

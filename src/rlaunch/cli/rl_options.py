@@ -28,6 +28,7 @@ from rlaunch.cluster.protocol import (
     sanitize_job_name,
     single_replica_lines,
 )
+from rlaunch.processes import interrupt_exit, interruptible
 from rlaunch.units import parse_size
 
 if TYPE_CHECKING:
@@ -214,17 +215,42 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
         click.echo(f"detached; follow with: {jobs_command(backend.name)} logs {job_id} --follow")
         return 0
     try:
-        for line in single_replica_lines(backend.logs(job_id, follow=True), spec.replicas):
-            click.echo(line)
-    except KeyboardInterrupt:
+        with interruptible():
+            for line in single_replica_lines(backend.logs(job_id, follow=True), spec.replicas):
+                click.echo(line)
+            status = backend.wait(job_id)
+    except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM: this process stops, the run does not
+        jobs = jobs_command(backend.name)
         click.echo(
-            f"\nstopped following; the coordinator keeps running ({jobs_command(backend.name)} cancel {job_id} to stop it)",
+            f"\nstopped following; RL coordinator {job_id} keeps running: follow it with "
+            f"`{jobs} logs {job_id} --follow`, stop it with `{jobs} cancel {job_id}`",
             err=True,
         )
-        return 130
-    status = backend.wait(job_id)
+        return interrupt_exit(interrupt)
     click.echo(f"RL coordinator {job_id} {status.state.value}" + (f": {status.message}" if status.message else ""))
+    if status.state.value != "succeeded":
+        for line in _failed_attempts(launched, prefix, job_id):
+            click.echo(line, err=True)
     return 0 if status.state.value == "succeeded" else 1
+
+
+def _failed_attempts(steps: list[Any], prefix: str, coordinator_job_id: str) -> list[str]:
+    """The submitter's last word: each failed attempt of this coordinator with its class and next step."""
+    from rlaunch.launch_config.failures import FailureClass
+    from rlaunch.runs import run_record
+    from rlaunch.statefiles import CorruptStateError
+
+    lines = []
+    for step in steps:
+        try:
+            attempts = (run_record.read(step.path(prefix)) or {}).get("attempts") or []
+        except (CorruptStateError, OSError):
+            continue
+        for attempt in attempts:
+            found = FailureClass.from_json(attempt.get("failure_class"))
+            if attempt.get("coordinator_job_id") == coordinator_job_id and attempt.get("state") == "failed" and found:
+                lines.append(f"{step.identity} attempt {attempt.get('attempt_id')} failed: {found.summary()}")
+    return lines
 
 
 def _given(invocation: Invocation) -> dict[str, str]:

@@ -6,6 +6,12 @@ twice over: `{output_path}/cancellations/{attempt_id}.json`, created exclusively
 cancel wins, as on the backend), and a `cancelled` entry plus state `cancelled` in the run
 record, written once the jobs have stopped (so after the interrupted host recorded its own
 "failed"), unless the attempt had already succeeded.
+
+A cancel works at every moment of an attempt: before the host named the attempt's jobs (nothing
+recorded yet, or only the coordinator's first entry), it stops the coordinator the reference named
+or the running one labelled with the run, and records the attempt that coordinator recorded. A
+cancel that cannot find or reach the jobs of an open attempt says so (`RunJobs.cannot_act`) and
+the command exits 1, never "nothing to cancel".
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any
 
 from rlaunch import storage
 from rlaunch.observe import run_jobs
-from rlaunch.observe.resolve import RunRef
+from rlaunch.observe.resolve import RunRef, pending_coordinator
 from rlaunch.processes import actor
 from rlaunch.runs import run_record
 from rlaunch.runs.layout import cancel_record
@@ -31,20 +37,48 @@ class CancelOutcome:
     already_ended: bool = False
 
 
-def live_jobs(ref: RunRef) -> tuple[dict[str, Any], list[run_jobs.JobView]]:
-    """The selected attempt and its jobs that have not ended (coordinator first)."""
+@dataclass(frozen=True)
+class RunJobs:
+    """The selected attempt and its jobs as a cancel sees them."""
+
+    attempt: dict[str, Any]
+    live: list[run_jobs.JobView]  # not ended (coordinator first)
+    unreachable: list[run_jobs.JobView]  # named by the record but not found or not readable
+
+    def cannot_act(self) -> str | None:
+        """Why nothing can be cancelled although the attempt may still run (None: it can, or it ended)."""
+        if self.live or not self.attempt or self.attempt.get("state") in run_record.FINAL_STATES:
+            return None
+        if self.unreachable:
+            return "; ".join(f"{j.role} {j.job_id}: {j.error}" for j in self.unreachable)
+        if not (self.attempt.get("coordinator_job_id") or self.attempt.get("child_job_id")):
+            return "the record names none of its jobs yet and no running coordinator is labelled with the run"
+        return None
+
+
+def run_jobs_of(ref: RunRef) -> RunJobs:
+    """The selected attempt and its jobs. Before the host named them (nothing recorded yet, or the
+    attempt the coordinator recorded first), the coordinator is the one the reference named or the
+    running one labelled with the run."""
     attempt = ref.attempt() or {}
-    if not attempt:  # submitted moments ago: only the coordinator exists, building the RL step's inputs
-        if not ref.job_id:
-            return attempt, []
-        coordinator = run_jobs.view("coordinator", ref.job_id, run_jobs.find_job(ref.job_id, ref.prefix))
-        return attempt, [coordinator] if coordinator.error is None and not coordinator.terminal else []
-    _, coordinator, child = run_jobs.run_jobs(attempt, ref.prefix)
-    return attempt, [j for j in (coordinator, child) if j is not None and j.error is None and not j.terminal]
+    if attempt.get("coordinator_job_id") or attempt.get("child_job_id"):
+        _, coordinator, child = run_jobs.run_jobs(attempt, ref.prefix)
+        views = [j for j in (coordinator, child) if j is not None]
+    else:
+        labelled = ref.job_id is None and ref.artifact and ref.prefix
+        pending = pending_coordinator(ref.artifact, ref.output_path, ref.prefix) if labelled else None
+        job_id = ref.job_id or (pending.job_id if pending else None)
+        views = [run_jobs.view("coordinator", job_id, run_jobs.find_job(job_id, ref.prefix))] if job_id else []
+    return RunJobs(
+        attempt,
+        [j for j in views if j.error is None and not j.terminal],
+        [j for j in views if j.error is not None],
+    )
 
 
 def cancel_run(ref: RunRef, reason: str | None = None) -> CancelOutcome:
-    attempt, live = live_jobs(ref)
+    found = run_jobs_of(ref)
+    attempt, live = found.attempt, found.live
     outcome = CancelOutcome(attempt_id=attempt.get("attempt_id"))
     if not live:
         outcome.already_ended = True
@@ -76,8 +110,12 @@ def cancel_run(ref: RunRef, reason: str | None = None) -> CancelOutcome:
             outcome.states[job.job_id] = backend.cancel(job.job_id, reason=because).state.value
         else:
             outcome.states[job.job_id] = status.state.value
+    current = (run_record.read(ref.output_path) or {}).get("attempts") or []
+    if not outcome.attempt_id:  # cancelled before its attempt was recorded: the coordinator may have recorded it since
+        outcome.attempt_id = next(
+            (a.get("attempt_id") for a in current if a.get("coordinator_job_id") in outcome.requested), None
+        )
     if outcome.attempt_id:
-        current = (run_record.read(ref.output_path) or {}).get("attempts") or []
         entry = next((a for a in current if a.get("attempt_id") == outcome.attempt_id), {})
         fields: dict[str, Any] = {
             "cancelled": {"by": who, "at": requested_at, "reason": reason, "states_after": outcome.states}

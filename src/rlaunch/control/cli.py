@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from rlaunch.observe.cli import prefix_option, resolve_run, run_argument
@@ -20,11 +22,20 @@ def cancel(run: str, prefix: str | None, yes: bool, reason: str | None) -> None:
 
     RUN is name@version, the RL artifact's path, or a coordinator or child job id.
     """
-    from rlaunch.control.cancel import cancel_run, live_jobs
+    from rlaunch.control.cancel import cancel_run, run_jobs_of
 
     ref = resolve_run(run, prefix)
-    attempt, live = live_jobs(ref)
+    found = run_jobs_of(ref)
+    attempt, live = found.attempt, found.live
     name = ref.artifact or ref.output_path
+    problem = found.cannot_act()
+    if problem:  # the attempt may still run: never "nothing to cancel" with success
+        click.echo(
+            f"error: cannot cancel {name} attempt {attempt.get('attempt_id')} ({attempt.get('state')}): {problem}; "
+            f"find its jobs with `rlaunch jobs list` and cancel them there",
+            err=True,
+        )
+        sys.exit(1)
     if not live:
         state = attempt.get("state") or "no attempt recorded"
         click.echo(f"{name}: nothing to cancel (attempt {attempt.get('attempt_id') or '-'}: {state}, no job running)")

@@ -9,6 +9,7 @@ export -> manifests and run record.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 from collections import deque
@@ -28,13 +29,13 @@ from rlaunch.judgement.judge import Authorisations, judge, refusals
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.composition import get_path
-from rlaunch.launch_config.failures import classify
+from rlaunch.launch_config.failures import DISK_FULL, UNCLASSIFIED, classify, disk_full
 from rlaunch.launch_config.gates import authorisations
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.rules.document_subject import memory_table
 from rlaunch.runs.layout import GANG_OUTCOME, RESOLVED_DOCUMENT, WANDB_RUN, attempt_dir, latest_checkpoint
 from rlaunch.runs.rehearsal_report import read_report, render
-from rlaunch.runs.resume import foreign_checkpoint, pinned_problem, refusal
+from rlaunch.runs.resume import fall_back, foreign_checkpoint, pinned_problem, refusal, verified_resume
 from rlaunch.runs.run_record import task_phases, update_attempt
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.secrets import refuse_secrets_in
@@ -81,6 +82,7 @@ def execute_launch(url: str, log: TextIO = sys.stderr) -> LaunchResult:
         refuse_secrets_in(resolved_doc.to_dict(), f"launch document {url}")  # stored and recorded: no credentials
         _check_resume(resolved_doc)
         _check_gates(resolved_doc)
+        _verify_resume(resolved_doc, result, log)
         return _submit(resolved_doc, result, log)
     except ForeignOutputError as exc:
         result.failure = str(exc)
@@ -136,6 +138,31 @@ def _check_resume(doc: schema.SkyRLLaunchConfig) -> None:
         problem = pinned_problem(pin.checkpoint_root, pin.step, pin.runtime_digest)
         if problem:
             raise ResumeRefusedError(problem)
+
+
+def _verify_resume(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) -> None:
+    """Resume only a checkpoint whose files match its manifest: a damaged latest one is moved aside
+    and the newest that verifies is resumed, saying so; with none good the launch is refused."""
+    if get_path(doc.skyrl, "trainer.resume_mode") != "latest":
+        return
+    root = doc.artifacts.checkpoint_root
+    point = verified_resume(root)
+    if point is None:
+        return
+    if point.info is None:
+        raise ResumeRefusedError(
+            f"resume_mode=latest: no checkpoint under {root} matches its manifest: {'; '.join(point.notes())}. "
+            "Move the damaged checkpoints away to start this version from step 0, or use a fresh RL artifact version"
+        )
+    if point.skipped:
+        fall_back(root, point)
+        log.write(
+            f"resuming step {point.info.step} ({point.info.path}): the newer checkpoints fail their manifest and "
+            f"were moved aside: {'; '.join(point.notes())}\n"
+        )
+    else:
+        log.write(f"resuming step {point.info.step} ({point.info.path}): no file of it fails its manifest\n")
+    result.resume = {"step": point.info.step, "path": point.info.path, "skipped": point.notes()}
 
 
 class GateRefusedError(UserError):
@@ -204,7 +231,10 @@ def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) ->
         _succeed(doc, result)
     if result.state == FAILED:
         codes = [_trainer_exit_code(doc), *(r.exit_code for r in status.replicas)]
-        result.failure_class = classify(result.failure, list(tail), codes).to_json()
+        found = classify(result.failure, list(tail), codes)
+        if found.cause == DISK_FULL and found.where is None:  # a trainer's ENOSPC names no file: its fullest root
+            found = dataclasses.replace(found, where=storage.fullest(_run_roots(doc)))
+        result.failure_class = found.to_json()
     _finish(doc, result, backend)
     return result
 
@@ -253,7 +283,12 @@ def _finish(
     """Write the manifests and the attempt's end; a refused attempt (nothing was submitted) says so,
     and the gates do not count it as a run of this version."""
     result.finished_at = utc_now()
-    write_manifests(doc, doc.to_dict(), result)
+    try:
+        write_manifests(doc, doc.to_dict(), result)
+    except OSError as exc:
+        if not storage.is_disk_full(exc):
+            raise
+        _manifests_did_not_fit(result, exc)  # the run record (often on another volume) still tells
     phases = {"finished": result.finished_at}
     extra: dict[str, Any] = {"refused": True} if refused else {}
     if result.child_job_id:
@@ -262,6 +297,21 @@ def _finish(
         if isinstance(wandb, dict):
             extra["wandb"] = wandb  # the run the trainer actually logged to
     _record(doc, result, result.state, backend, phases, extra)
+
+
+def _run_roots(doc: schema.SkyRLLaunchConfig) -> list[str]:
+    paths = doc.artifacts
+    return [paths.checkpoint_root, paths.attempts_root, paths.export_root, paths.output_path]
+
+
+def _manifests_did_not_fit(result: LaunchResult, exc: OSError) -> None:
+    """The attempt's manifests hit a full disk: the attempt failed (a success without its terminal
+    manifest is not complete), and says so; a cause the trainer's failure already named stays."""
+    message = storage.disk_full_message(exc)
+    result.failure = f"{result.failure}; {message}" if result.failure else message
+    result.state = FAILED
+    if (result.failure_class or {}).get("kind") in (None, UNCLASSIFIED):
+        result.failure_class = disk_full(message, exc.filename).to_json()
 
 
 def _coordinator_phases(backend: Backend, job_id: str | None) -> dict[str, str]:
@@ -302,6 +352,7 @@ def _record(
         "resolved_config_uri": result.resolved_config_uri,
         **authorisations(doc.gates),
         **({"failure_class": result.failure_class} if result.failure_class else {}),
+        **({"resume": result.resume} if result.resume else {}),
         **(extra or {}),
         "phases": phases or {},
         "memory": memory_table(doc).as_dict(),

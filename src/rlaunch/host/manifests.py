@@ -40,6 +40,7 @@ class LaunchResult:
     finished_at: str | None = None
     rehearsal: dict[str, Any] | None = None  # the rehearsal report (state rehearsed)
     failure_class: dict[str, Any] | None = None  # deterministic or operational (launch_config.failures)
+    resume: dict[str, Any] | None = None  # the verified checkpoint resumed, and the damaged ones skipped
 
     @property
     def ok(self) -> bool:

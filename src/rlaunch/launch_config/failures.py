@@ -9,6 +9,9 @@
                    an unreachable service, a collective-communication failure. Resubmit with
                    `--retry "<reason>"`.
 
+Each class carries the cause, the evidence, where it happened (a path or a node, when known) and
+the next step (`advice`: the kind's, or the cause's own where it says more, as a full disk does).
+
 `classify` reads, in order, a refusal before allocation (its rule codes), the log lines nearest the end
 (known signatures), the exit codes and signals of the trainer and the gang, then the failure
 message; it keeps the line that decided as evidence. Nothing matched: `unclassified`.
@@ -35,20 +38,54 @@ class Signature:
     cause: str
     pattern: re.Pattern[str]
     rule: str | None = None
+    where: re.Pattern[str] | None = None  # its first group: the path or node the line names
 
 
-def _sig(kind: str, cause: str, pattern: str, rule: str | None = None) -> Signature:
-    return Signature(kind, cause, re.compile(pattern, re.IGNORECASE), rule)
+def _sig(kind: str, cause: str, pattern: str, rule: str | None = None, where: str | None = None) -> Signature:
+    return Signature(kind, cause, re.compile(pattern, re.IGNORECASE), rule, re.compile(where) if where else None)
 
+
+DISK_FULL = "disk full"
+# What to do when the cause says more than its kind (`FailureClass.advice`).
+NEXT_STEPS = {
+    DISK_FULL: "free space on the full filesystem (or point the prefix or $RLAUNCH_TEMP_PREFIX at a larger one), "
+    'then resubmit with --retry "disk full"',
+    "node failure": 'resubmit with --retry "node failure" (the scheduler keeps the node out until it is repaired: '
+    "`sinfo -R` says why)",
+    "cancelled by the scheduler": "see why the scheduler ended the job (`sacct -j <job>`, `scontrol ping`), "
+    'then resubmit with --retry "<reason>"',
+    "lost supervisor": "the process that supervised the job died with its machine or was killed (see its "
+    'supervisor.log); resubmit with --retry "lost supervisor"',
+}
+_NODES = r"on node\(s\) (\S+)"  # how the Slurm backend names the nodes of a job it ended (`_lost_message`)
 
 # Most specific first: a collective timeout is a timeout line too, an OOM traceback a traceback.
 SIGNATURES: tuple[Signature, ...] = (
     _sig(
         OPERATIONAL,
+        DISK_FULL,
+        r"No space left on device|\bENOSPC\b|Errno 28\b|Disk quota exceeded|\bEDQUOT\b|Errno 122\b",
+        where=r"(?:writing |')(/[^\s':]+)",  # the file a storage error names (`storage.disk_full_message`)
+    ),
+    _sig(OPERATIONAL, "node failure", r"\b(NODE_FAIL|BOOT_FAIL)\b|\bNodeDown\b", where=_NODES),
+    _sig(
+        OPERATIONAL,
+        "cancelled by the scheduler",
+        r"supervisor received SIG(TERM|HUP|INT)\b|Slurm job ended \((CANCELLED|REVOKED|DEADLINE)\b",
+        where=r"cancelled by [^@\s]+@(\S+) \(pid|" + _NODES,
+    ),
+    _sig(OPERATIONAL, "lost supervisor", r"\bsupervisor lost\b", where=r"supervisor lost on (\S+?):"),
+    _sig(
+        OPERATIONAL,
         "collective-communication failure",
         r"\bNCCL\b|ProcessGroupNCCL|collective operation timeout|gloo.*(connection|closed)",
     ),
-    _sig(OPERATIONAL, "killed for memory", r"out of memory|OutOfMemoryError|\bOOM\b|oom[-_ ]kill|Killed process \d+"),
+    _sig(
+        OPERATIONAL,
+        "killed for memory",
+        r"out of memory|OutOfMemoryError|\bOOM\b|oom[-_ ]kill|Killed process \d+|\bOUT_OF_MEMORY\b",
+        where=_NODES,
+    ),
     _sig(OPERATIONAL, "preempted", r"preempt"),
     _sig(
         OPERATIONAL,
@@ -96,19 +133,37 @@ class FailureClass:
     cause: str
     evidence: str
     rule: str | None = None
+    where: str | None = None  # the path or node the fault happened at, when known
 
     @property
     def advice(self) -> str:
-        return ADVICE[self.kind]
+        return NEXT_STEPS.get(self.cause) or ADVICE[self.kind]
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "advice": self.advice}
+
+    def summary(self) -> str:
+        """One line for a person: the kind and cause, where, the evidence and the next step."""
+        where = f" at {self.where}" if self.where else ""
+        return f"{self.kind} failure, {self.cause}{where}: {self.evidence or '-'}; next: {self.advice}"
 
     @classmethod
     def from_json(cls, data: Any) -> FailureClass | None:
         if not isinstance(data, dict) or data.get("kind") not in ADVICE:
             return None
-        return cls(str(data["kind"]), str(data.get("cause", "")), str(data.get("evidence", "")), data.get("rule"))
+        where = data.get("where")
+        return cls(
+            str(data["kind"]),
+            str(data.get("cause", "")),
+            str(data.get("evidence", "")),
+            data.get("rule"),
+            str(where) if where else None,
+        )
+
+
+def disk_full(evidence: str, where: str | None) -> FailureClass:
+    """A write that did not fit (ENOSPC, EDQUOT) at `where`: operational, whatever else failed before."""
+    return FailureClass(OPERATIONAL, DISK_FULL, evidence[-300:], where=where)
 
 
 def classify(
@@ -127,7 +182,7 @@ def classify(
     for line in reversed([ln.rstrip() for ln in log_lines if ln.strip()]):
         found = _signature(line)
         if found:
-            return FailureClass(found.kind, found.cause, line[-300:], found.rule)
+            return _found(found, line)
     for code in exit_codes:
         signal = _signal(code)
         if signal in SIGNALS:
@@ -138,8 +193,14 @@ def classify(
     for line in (failure or "").splitlines():
         found = _signature(line)
         if found:
-            return FailureClass(found.kind, found.cause, line[-300:], found.rule)
+            return _found(found, line)
     return FailureClass(UNCLASSIFIED, "no known signature", (failure or "").splitlines()[0][:300] if failure else "")
+
+
+def _found(signature: Signature, line: str) -> FailureClass:
+    named = signature.where.search(line) if signature.where else None
+    where = next((g for g in named.groups() if g), None) if named else None
+    return FailureClass(signature.kind, signature.cause, line[-300:], signature.rule, where)
 
 
 def _signature(line: str) -> Signature | None:

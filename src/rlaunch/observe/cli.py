@@ -12,9 +12,9 @@ import sys
 import click
 
 from rlaunch.observe.resolve import RunRef, default_prefix, resolve
+from rlaunch.processes import interrupt_exit, interruptible
 from rlaunch.waiting import wait_until
 
-INTERRUPTED_EXIT = 130
 TAIL = click.IntRange(min=0, max=10**9)  # a deque of the last N lines: bounded, so a huge N is a clear error
 
 prefix_option = click.option(
@@ -125,12 +125,13 @@ def status(run: str, prefix: str | None, attempt_id: str | None, as_json: bool, 
         return ended
 
     try:
-        if watch:
-            wait_until(shown_ended, None, "the run to end", interval)
-        else:
-            show()
-    except KeyboardInterrupt:
-        sys.exit(INTERRUPTED_EXIT)
+        with interruptible():
+            if watch:
+                wait_until(shown_ended, None, "the run to end", interval)
+            else:
+                show()
+    except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM stops watching, never the run
+        sys.exit(interrupt_exit(interrupt))
     if damage:
         click.echo(f"error: {damage[0]}", err=True)
         sys.exit(1)
@@ -228,12 +229,13 @@ def logs(
         raise click.ClickException(f"job {job_id} is not known to the {attempt.get('backend') or 'local'} backend")
     backend, _ = found
     try:
-        for line in backend.logs(job_id, replica=replica, follow=follow, tail=tail):
-            click.echo(line.rstrip("\n"))
+        with interruptible():
+            for line in backend.logs(job_id, replica=replica, follow=follow, tail=tail):
+                click.echo(line.rstrip("\n"))
     except (JobNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
-    except KeyboardInterrupt:
-        sys.exit(INTERRUPTED_EXIT)
+    except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM stops following, never the job
+        sys.exit(interrupt_exit(interrupt))
 
 
 @click.command()

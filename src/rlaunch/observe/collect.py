@@ -517,7 +517,10 @@ def _failure_class(status: RunStatus, attempt: dict[str, Any]) -> FailureClass |
     if status.state != "failed":
         return None
     recorded = FailureClass.from_json(attempt.get("failure_class"))
-    if recorded is not None:
-        return recorded
+    return recorded if recorded is not None else observed_failure_class(status)
+
+
+def observed_failure_class(status: RunStatus) -> FailureClass:
+    """What the failure message and the child's exit codes say of a failure the host never classified."""
     codes = [r.exit_code for r in status.child.replicas] if status.child is not None else []
     return classify(status.failure or status.state_reason, exit_codes=codes)

@@ -5,7 +5,8 @@ supervisors were killed with SIGKILL, or the machine went down), the record woul
 forever. The next `rlaunch status` of the run, and the next launch of it, look at the attempt's
 jobs: once the coordinator job (which runs the host) has ended, the host can write nothing more,
 so the record is closed with the reconciled state and the reason. A verdict the host already
-wrote is never overridden (`run_record.close_attempt`).
+wrote is never overridden (`run_record.close_attempt`). On a prefix this user cannot write (a
+shared bucket mounted for readers, or a full disk) the view shows the reconciled state and writes nothing.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from rlaunch.observe import run_jobs
-from rlaunch.observe.collect import RunStatus, Terminal, effective_state
+from rlaunch.observe.collect import RunStatus, Terminal, effective_state, observed_failure_class
 from rlaunch.processes import actor
 from rlaunch.runs import run_record
 from rlaunch.statefiles import CorruptStateError
-from rlaunch.storage import utc_now
+from rlaunch.storage import cannot_write, utc_now
 
 ENDED = ("failed", "cancelled")
 
@@ -47,9 +48,17 @@ def finalise_snapshot(snapshot: RunStatus, by: str = "rlaunch status") -> bool:
     fields = _fields(snapshot.state, snapshot.state_reason, snapshot.coordinator, by)
     if snapshot.failure:
         fields["failure"] = snapshot.failure
-    closed = run_record.close_attempt(snapshot.output_path, snapshot.attempt_id, fields)
+    try:
+        closed = run_record.close_attempt(snapshot.output_path, snapshot.attempt_id, fields)
+    except OSError as exc:
+        if not cannot_write(exc):
+            raise
+        closed = False
+        snapshot.failure = fields["failure"]  # a read-only or full prefix: shown as a writer would record it
     if closed:
         snapshot.record_state, snapshot.failure = fields["state"], fields["failure"]
+    if snapshot.failure == fields["failure"] and snapshot.state == "failed":
+        snapshot.failure_class = observed_failure_class(snapshot)  # classed by what the jobs said
     return closed
 
 

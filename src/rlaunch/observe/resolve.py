@@ -216,7 +216,7 @@ def _by_job_labels(job_id: str, prefix: str) -> RunRef | None:
     )
 
 
-def _pending_coordinator(identity: str, output_path: str, prefix: str) -> RunRef | None:
+def pending_coordinator(identity: str, output_path: str, prefix: str) -> RunRef | None:
     """A run submitted moments ago: its coordinator runs, or waits in a queue (labelled with the
     artifact), but wrote nothing yet."""
     from rlaunch.observe.run_jobs import unrecorded_backends
@@ -251,14 +251,14 @@ def resolve(reference: str, prefix: str | None = None, attempt_id: str | None = 
         base = default_prefix(prefix)
         output_path = storage.join(base, *parts)
         if not any(storage.exists(storage.join(output_path, m)) for m in _MARKERS):
-            pending = _pending_coordinator(reference, output_path, base)
+            pending = pending_coordinator(reference, output_path, base)
             if pending is None or attempt_id is not None:
                 raise RunNotFoundError(f"no RL run {reference} under {base} (set --prefix or RLAUNCH_PREFIX)")
             return pending
         ref = at_path(output_path, prefix=base, attempt_id=attempt_id)
         if attempt_id is None and ref.job_id is None and ref.damage is None and not (ref.record or {}).get("attempts"):
             # a record written at submission (the smoke gate's override) before the coordinator started
-            pending = _pending_coordinator(reference, output_path, base)
+            pending = pending_coordinator(reference, output_path, base)
             if pending is not None:
                 return replace(ref, job_id=pending.job_id)
         return ref

@@ -133,7 +133,11 @@ def latest_checkpoint(checkpoint_root: str) -> CheckpointInfo | None:
             steps.append(parse_step_marker(storage.read_bytes(marker), marker))
     if not steps:
         return None
-    step = max(steps)
+    return checkpoint_info(checkpoint_root, max(steps))
+
+
+def checkpoint_info(checkpoint_root: str, step: int) -> CheckpointInfo:
+    """The checkpoint of `step`: its path, and the digests it was written under."""
     path = checkpoint_dir(checkpoint_root, step)
     meta = storage.read_json(storage.join(path, CHECKPOINT_META)) or {}
     root = storage.read_json(storage.join(checkpoint_root, RUNTIME_FILE)) or {}

@@ -12,17 +12,33 @@ runtime digest it was written under, e.g. another version's). It keeps its own c
 a root of its own runtime (`pinned_checkpoint_root`), so a repin starts a fresh root and the old
 checkpoints are never resumed by accident; while that root holds none, the pinned one is resumed,
 exactly that step (not a later one), and only when its recorded digest is the pinned one.
+
+Every checkpoint's `rlaunch_checkpoint.json` lists its files with their size and sha256 (written
+as the checkpoint is written). Before a resume the host verifies the latest checkpoint against it
+(`verified_resume`); a damaged one (a truncated weight file) is moved aside and the newest one that
+verifies is resumed instead, saying so; with none good the launch is refused, naming each.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from rlaunch import storage
-from rlaunch.runs.layout import CHECKPOINT_META, CheckpointInfo, checkpoint_dir, latest_checkpoint
+from rlaunch.runs.layout import (
+    CHECKPOINT_META,
+    LATEST_MARKER,
+    SKYRL_LATEST_MARKER,
+    CheckpointInfo,
+    checkpoint_dir,
+    checkpoint_info,
+    checkpoint_steps,
+    latest_checkpoint,
+)
 
 FINGERPRINT_ENV = "RLAUNCH_RUN_FINGERPRINT"
 RESUME_FROM_ENV = (
@@ -108,3 +124,63 @@ def pinned_problem(checkpoint_root: str, step: int, digest: str) -> str | None:
             "compatibility with this runtime is established, or start over"
         )
     return None
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """The checkpoint a resume would continue (None: none verifies), and the newer ones that did not."""
+
+    info: CheckpointInfo | None
+    skipped: tuple[tuple[str, str], ...] = ()  # (checkpoint path, what failed its manifest), newest first
+
+    def notes(self) -> list[str]:
+        return [f"{path}: {problem}" for path, problem in self.skipped]
+
+
+def checkpoint_problem(path: str) -> str | None:
+    """What in the checkpoint at `path` fails its manifest; None when every file it lists has its size
+    and sha256 (a checkpoint written before manifests lists none: nothing to check)."""
+    files = (storage.read_json(storage.join(path, CHECKPOINT_META)) or {}).get("files")
+    if not isinstance(files, dict):
+        return None
+    for name, expected in sorted(files.items()):
+        url = storage.join(path, name)
+        if not storage.exists(url):
+            return f"{name} is missing"
+        digest, size = storage.hashed(url)
+        if size != expected.get("size"):
+            return f"{name} has {size} bytes, its manifest says {expected.get('size')} (truncated or overwritten)"
+        if digest != expected.get("sha256"):
+            return f"{name} does not match its manifest's sha256 (damaged)"
+    return None
+
+
+def verified_resume(checkpoint_root: str) -> ResumePoint | None:
+    """The newest checkpoint, at or below the latest marker, that verifies (None: no checkpoint)."""
+    latest = latest_checkpoint(checkpoint_root)
+    if latest is None:
+        return None
+    skipped = []
+    for step in sorted((s for s in checkpoint_steps(checkpoint_root) if s <= latest.step), reverse=True):
+        path = checkpoint_dir(checkpoint_root, step)
+        if not storage.exists(storage.join(path, CHECKPOINT_META)):
+            continue  # never completed: not a checkpoint a runtime resumes
+        problem = checkpoint_problem(path)
+        if problem is None:
+            return ResumePoint(checkpoint_info(checkpoint_root, step), tuple(skipped))
+        skipped.append((path, problem))
+    return ResumePoint(None, tuple(skipped))
+
+
+def fall_back(checkpoint_root: str, point: ResumePoint) -> None:
+    """Move the damaged checkpoints aside (`damaged-global_step_<N>-<time>`, kept for a look) and point
+    the latest markers at the checkpoint that verifies, so the runtime resumes that one."""
+    assert point.info is not None
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for path, _ in point.skipped:  # renamed out of `global_step_*`, which runtimes list and prune
+        parent, name = path.rstrip("/").rsplit("/", 1)
+        storage.rename(path, storage.join(parent, f"damaged-{name}-{stamp}"))
+    for name in (LATEST_MARKER, SKYRL_LATEST_MARKER):
+        marker = storage.join(checkpoint_root, name)
+        if name == LATEST_MARKER or storage.exists(marker):
+            storage.write_text_atomic(marker, f"{point.info.step}\n")

@@ -164,5 +164,20 @@ def _resume_line(document: SkyRLLaunchConfig, facts: StoredFacts) -> str:
         if theirs != ours
     ]
     if declared:
-        return f"would resume step {info.step}, compatible by declaration: checkpoint {' and '.join(declared)}"
-    return f"would resume step {info.step} (same run fingerprint {fingerprint[:16]} and runtime digest {digest[:16]})"
+        line = f"would resume step {info.step}, compatible by declaration: checkpoint {' and '.join(declared)}"
+    else:
+        line = (
+            f"would resume step {info.step} (same run fingerprint {fingerprint[:16]} and runtime digest {digest[:16]})"
+        )
+    return line + _verified(facts)
+
+
+def _verified(facts: StoredFacts) -> str:
+    """What a damaged checkpoint changes: which one a resume falls back to, or that none verifies."""
+    point = facts.resume_point
+    if point is None or not point.skipped:
+        return ""
+    damaged = "; ".join(point.notes())
+    if point.info is None:
+        return f"; but no checkpoint matches its manifest, so the launch will be refused: {damaged}"
+    return f"; but it fails its manifest, so step {point.info.step} would be resumed instead: {damaged}"

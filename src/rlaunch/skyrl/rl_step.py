@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -177,6 +178,8 @@ def skyrl_step(
 
 def run_skyrl(config: dict[str, Any]) -> SkyRLRun:
     """Record the request, write the launch document beside the attempt and hand it to the host."""
+    from rlaunch.cluster.protocol import JOB_ID_ENV  # the coordinator job this runs in, named from the first write
+
     document = schema.from_dict(config["launch_document"])
     art, run = document.artifacts, document.run
     url = storage.join(attempt_dir(art.attempts_root, run.attempt_id), HANDED_DOCUMENT)
@@ -194,6 +197,7 @@ def run_skyrl(config: dict[str, Any]) -> SkyRLRun:
         "argv": records.redact_argv(list(sys.argv)),
         "launch_document_uri": url,
         "submitted_at": storage.utc_now(),
+        **({"coordinator_job_id": os.environ[JOB_ID_ENV]} if os.environ.get(JOB_ID_ENV) else {}),
         **authorisations(document.gates),
         "phases": marked(),
     })  # fmt: skip

@@ -27,6 +27,7 @@ from rlaunch.artifacts import ArtifactStep, records
 from rlaunch.launch_config.gates import recorded_attempts
 from rlaunch.rules.data_rules import DataFacts
 from rlaunch.runs.layout import CheckpointInfo, RunPaths, latest_checkpoint
+from rlaunch.runs.resume import ResumePoint, verified_resume
 from rlaunch.skyrl.model_facts import ModelFacts, StoredModel
 from rlaunch.skyrl.sources import ArtifactDataSource, ArtifactHfModel, declared_config, pinned_commit
 
@@ -38,6 +39,7 @@ class StoredFacts:
     model: StoredModel = StoredModel()
     data: tuple[DataFacts, ...] = ()
     checkpoint: CheckpointInfo | None = None
+    resume_point: ResumePoint | None = None  # the newest checkpoint that matches its manifest (runs.resume)
     attempts: tuple[Mapping[str, Any], ...] = ()
     served: bool = False  # the terminal manifest exists: `--run` serves the version, nothing is launched
     smoke_attempts: tuple[Mapping[str, Any], ...] | None = None  # None: no smoke declared
@@ -56,6 +58,7 @@ def gather(
         model=stored_model(model, prefix),
         data=tuple(f for role, source in data if (f := _data_facts(role, source, prefix)) is not None),
         checkpoint=latest_checkpoint(paths.checkpoint_root),
+        resume_point=verified_resume(paths.checkpoint_root),
         attempts=tuple(recorded_attempts(paths.output_path)),
         served=storage.exists(paths.terminal_manifest_uri),
         smoke_attempts=None if smoke_output_path is None else tuple(recorded_attempts(smoke_output_path)),

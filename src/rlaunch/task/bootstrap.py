@@ -238,10 +238,16 @@ def main(config_url: str) -> None:
                 sys.exit(code)
         else:
             code = run_entrypoint(doc, final_document(doc, staged), local_root, phases)
-        storage.write_json_atomic(
-            storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), OUTCOME),
-            {"exit_code": code, "time": utc_now(), **phases},
-        )
+        try:
+            storage.write_json_atomic(
+                storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), OUTCOME),
+                {"exit_code": code, "time": utc_now(), **phases},
+            )
+        except OSError as exc:
+            if not storage.is_disk_full(exc):
+                raise
+            log(f"entrypoint exited {code}; its outcome was not recorded: {storage.disk_full_message(exc)}")
+            sys.exit(code or 1)  # without its outcome the gang did not finish its work
         log(f"entrypoint exited {code}")
         sys.exit(code)
     finally:

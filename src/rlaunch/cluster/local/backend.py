@@ -41,7 +41,7 @@ from rlaunch.cluster.protocol import (
 from rlaunch.processes import actor
 from rlaunch.secrets import scrub_tree, secret_values
 from rlaunch.statefiles import CorruptStateError
-from rlaunch.storage import utc_now
+from rlaunch.storage import cannot_write, utc_now
 
 ROOT_ENV = "RLAUNCH_LOCAL_ROOT"
 KILL_GRACE_ENV = "RLAUNCH_LOCAL_KILL_GRACE"
@@ -224,7 +224,8 @@ class LocalBackend(GangBackend):
     def _lost_message(self, job: JobDir) -> str:
         """Why a job whose supervisor is gone without an outcome failed."""
         return (
-            f"supervisor lost: it exited without recording an outcome (see {job.supervisor_log}); "
+            f"supervisor lost on {socket.gethostname()}: it exited without recording an outcome "
+            f"(see {job.supervisor_log}); "
             "stopped the replicas it left"
         )
 
@@ -331,6 +332,11 @@ class LocalBackend(GangBackend):
         for replica in unfinished:
             replica.update(state=ended.value, finished_at=utc_now())
         state.update(state=ended.value, message=message, finished_at=utc_now(), cancel=cancel)
-        job.write_state(state)
+        try:
+            job.write_state(state)
+        except OSError as exc:
+            if not cannot_write(exc):
+                raise
+            return state  # a reader of a read-only or full root: the outcome holds in memory; a writer records it
         self.cancel_children(job.job_id, reason=parent_ended_reason(job.job_id, ended.value), wait=False)
         return state

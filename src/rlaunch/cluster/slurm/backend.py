@@ -253,7 +253,9 @@ class SlurmBackend(LocalBackend):
     def _lost_message(self, job: JobDir) -> str:
         entry = self._entry(job.job_id)
         how = f"{entry.state}, reason {entry.reason}" if entry else "slurmctld no longer knows it"
-        return f"the Slurm job ended ({how}) before its driver recorded an outcome (see {job.supervisor_log})"
+        nodes = commands.job_nodes(job.job_id)
+        on = f" on node(s) {nodes}" if nodes else ""  # where it happened: `launch_config.failures` reads it
+        return f"the Slurm job ended ({how}){on} before its driver recorded an outcome (see {job.supervisor_log})"
 
     # -- stopping ------------------------------------------------------------------------------
 

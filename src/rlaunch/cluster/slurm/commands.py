@@ -92,6 +92,21 @@ def accounting_entry(job_id: str) -> QueueEntry | None:
         return None
 
 
+def job_nodes(job_id: str) -> str | None:
+    """The nodes a job ran on, as Slurm writes them (`node-[1-2]`); None when Slurm no longer says."""
+    for argv in (
+        ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "NodeList"],
+        ["squeue", "-h", "-j", job_id, "-o", "%N"],
+    ):
+        try:
+            nodes = run(argv).strip().splitlines()
+        except SlurmError:
+            continue
+        if nodes and nodes[0].strip() not in ("", "None assigned", "(null)"):
+            return nodes[0].strip()
+    return None
+
+
 def queued_ids() -> list[str]:
     """Every job id squeue lists (pending and running), as squeue shows them."""
     return run(["squeue", "-h", "-o", "%i"]).split()

@@ -6,10 +6,12 @@ checkpoint: a transient fault the next attempt survives), `no_steps` (loads the 
 steps), `wrong_model` (records loading another path), `slow` (half a second per step),
 `missing_module` (imports a module the runtime lacks: a deterministic failure), `sigkill_at_<N>`
 (the trainer is killed with SIGKILL at step N, as the kernel's OOM killer would: an operational one),
+`fill_disk_at_<N>` (step N's checkpoint writes weights until its filesystem is full: ENOSPC),
 `wandb_offline` (writes `wandb.json` as the adapters do for an offline W&B run: id, project, entity,
 run directory under $WANDB_DIR).
 Records follow the trl-cpu layout: model_load.json, metrics.jsonl, joined/trainer-rank-0.json,
-checkpoints with a latest marker, an HF-shaped export.
+checkpoints (weights, and a manifest of each file's size and sha256) with a latest marker, an
+HF-shaped export.
 """
 
 from __future__ import annotations
@@ -100,6 +102,12 @@ def run(skyrl: dict, export_hf: bool = False) -> int:
             return 3
         if scenario == f"sigkill_at_{step}":
             os.kill(os.getpid(), signal.SIGKILL)
+        if scenario == f"fill_disk_at_{step}":
+            os.makedirs(os.path.join(ckpt_root, f"global_step_{step}"), exist_ok=True)
+            with open(os.path.join(ckpt_root, f"global_step_{step}", "model.safetensors"), "wb") as handle:
+                while True:  # as a trainer saving weights does: the write that does not fit raises ENOSPC
+                    handle.write(b"\0" * (1 << 20))
+                    handle.flush()
         time.sleep(0.5 if scenario == "slow" else 0.05)
         with open(f"{attempt}/metrics.jsonl", "a", encoding="utf-8") as handle:
             handle.write(
@@ -118,7 +126,14 @@ def run(skyrl: dict, export_hf: bool = False) -> int:
             )
         if step % interval == 0 or step == final_step:
             directory = os.path.join(ckpt_root, f"global_step_{step}")
-            meta = {"global_step": step, "runtime_digest": digest, "run_fingerprint": fingerprint}
+            weights = os.path.join(directory, "model.safetensors")
+            os.makedirs(directory, exist_ok=True)
+            with open(weights, "wb") as handle:
+                handle.write(f"marker-weights-{step}\n".encode() * 64)
+            with open(weights, "rb") as handle:
+                data = handle.read()
+            files = {"model.safetensors": {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}}
+            meta = {"global_step": step, "runtime_digest": digest, "run_fingerprint": fingerprint, "files": files}
             _write(os.path.join(directory, "rlaunch_checkpoint.json"), meta)
             with open(f"{latest}.tmp", "w", encoding="utf-8") as handle:
                 handle.write(str(step))

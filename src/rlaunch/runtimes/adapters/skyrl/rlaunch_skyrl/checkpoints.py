@@ -12,6 +12,7 @@ the pinned checkpoint's recorded digest must be the pinned one (`pinned_resume_p
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -108,20 +109,34 @@ def mirror(ckpt_root: str, digest: str, fingerprint: str = "") -> int | None:
     latest = _read(fs, f"{root}/{SKYRL_LATEST}")
     if latest is None:
         return None
+    step = int(latest.strip())
     names = [os.path.basename(p.rstrip("/")) for p in fs.ls(root, detail=False)]
     for name in names:
         match = _STEP.match(name)
-        if match and not fs.exists(f"{root}/{name}/{META}"):
+        # only checkpoints SkyRL committed (at or below its marker): a newer directory may be half-written
+        if match and int(match.group(1)) <= step and not fs.exists(f"{root}/{name}/{META}"):
             meta = {
                 "global_step": int(match.group(1)),
                 "runtime_digest": digest,
                 "run_fingerprint": fingerprint,
                 "written_at": time.time(),
+                "files": _manifest(fs, f"{root}/{name}"),
             }
             fs.pipe_file(f"{root}/{name}/{META}", json.dumps(meta).encode())
-    step = int(latest.strip())
     fs.pipe_file(f"{root}/latest", str(step).encode())
     return step
+
+
+def _manifest(fs: Any, directory: str) -> dict[str, dict[str, Any]]:
+    """Each file of a checkpoint with its size and sha256: what rlaunch verifies before resuming it."""
+    files = {}
+    for path in sorted(fs.find(directory)):
+        digest = hashlib.sha256()
+        with fs.open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        files[path[len(directory) :].lstrip("/")] = {"size": fs.size(path), "sha256": digest.hexdigest()}
+    return files
 
 
 def resume_settings(skyrl: Mapping[str, Any]) -> tuple[str, str | None]:

@@ -5,7 +5,8 @@ Layout::
     {ckpt_path}/global_step_<N>/            a complete TRL/HF Trainer checkpoint (model, tokenizer,
                                             optimizer.pt, scheduler.pt, rng_state*.pth,
                                             trainer_state.json) plus
-    {ckpt_path}/global_step_<N>/rlaunch_checkpoint.json   {global_step, runtime_digest, written_at, ...}
+    {ckpt_path}/global_step_<N>/rlaunch_checkpoint.json   {global_step, runtime_digest, written_at,
+                                            files: {relative path: {size, sha256}}, ...}
     {ckpt_path}/latest                      text: N (written atomically, only once global_step_<N> is complete)
 
 `rlaunch_checkpoint.json` is written last inside a checkpoint, and `latest` after it. Retention
@@ -69,8 +70,15 @@ class CheckpointStore:
         """Copy a finished local Trainer checkpoint to `global_step_<step>/`, then move `latest`."""
         import os
 
+        files = {  # what resume verifies before it continues this checkpoint (rlaunch.runs.resume)
+            os.path.relpath(path, local_dir): {"size": os.path.getsize(path), "sha256": storage.sha256_file(path)}
+            for directory, _, names in os.walk(local_dir)
+            for path in (os.path.join(directory, name) for name in names)
+            if os.path.relpath(path, local_dir) != INFO_FILE
+        }
         storage.write_json_atomic(
-            os.path.join(local_dir, INFO_FILE), {"global_step": step, "written_at": time.time(), **info}
+            os.path.join(local_dir, INFO_FILE),
+            {"global_step": step, "written_at": time.time(), **info, "files": files},
         )
         destination = self.step_dir(step)
         storage.publish_dir(local_dir, destination, last=[INFO_FILE])

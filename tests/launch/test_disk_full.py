@@ -1,0 +1,68 @@
+"""A full disk during a run is named, classed and survived.
+
+The scratch volume ($RLAUNCH_TEMP_PREFIX: checkpoints and attempt directories) is a small tmpfs;
+the trainer fills it writing a checkpoint (ENOSPC), as a real trainer saving weights would. The
+run record, `rlaunch status` and the submitter's last line must each name ENOSPC and the full
+path, with the next step; no traceback of rlaunch's (the launcher's, or one from a background
+thread) reaches the user, and nothing claims the run is still running.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.faults import small_tmpfs
+from tests.launching import Launcher
+
+VERSION = "2026.12.04"
+RUN = f"marker/rl@{VERSION}"
+MARKER = ("-m", "tests.experiments.marker", "--version", VERSION, "--steps", "4")
+
+
+@pytest.fixture
+def scratch_launcher(tmp_path: Path) -> Iterator[tuple[Launcher, Path]]:
+    with small_tmpfs(tmp_path / "scratch", "2m") as scratch:
+        launcher = Launcher(tmp_path / "prefix", {"RLAUNCH_TEMP_PREFIX": str(scratch)})
+        yield launcher, scratch
+        jobs = launcher.prefix / ".jobs"
+        if jobs.exists():
+            backend = launcher.backend()
+            for job in backend.list_jobs():
+                if not job.state.terminal:
+                    backend.cancel(job.job_id, reason="test teardown")
+
+
+def _names_enospc_and(text: str, scratch: Path) -> bool:
+    return "ENOSPC" in text and str(scratch) in text
+
+
+def test_a_full_scratch_disk_is_named_in_the_record_status_and_the_submitters_last_line(
+    scratch_launcher: tuple[Launcher, Path],
+) -> None:
+    launcher, scratch = scratch_launcher
+    done = launcher.run(*MARKER, "--scenario", "fill_disk_at_2", "--run", timeout=240)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output[-3000:]
+    # the trainer's own traceback is its log, streamed as it is; none of rlaunch's reaches the user
+    assert "src/rlaunch/" not in output and "Exception in thread" not in output, output[-3000:]
+    assert "this is a bug" not in output, output[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert _names_enospc_and(last, scratch), last
+    assert "--retry" in last, last  # the next step
+
+    record = json.loads((launcher.prefix / "marker" / "rl" / VERSION / "run_record.json").read_text())
+    attempt = record["attempts"][-1]
+    assert attempt["state"] == "failed", attempt
+    failure_class = attempt["failure_class"]
+    assert failure_class["kind"] == "operational" and failure_class["cause"] == "disk full", failure_class
+    assert str(scratch) in failure_class["where"], failure_class
+    assert _names_enospc_and(attempt["failure"] + failure_class["evidence"] + failure_class["where"], scratch)
+
+    shown = launcher.run("-m", "rlaunch", "status", RUN, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert "disk full" in shown.stdout and str(scratch) in shown.stdout, shown.stdout
+    assert "free space" in shown.stdout, shown.stdout  # the next step
