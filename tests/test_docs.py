@@ -8,6 +8,7 @@ for a code no rule emits, fails here before `mkdocs build --strict` runs in CI.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import re
 import sys
@@ -29,6 +30,7 @@ def _hooks() -> ModuleType:
     return module
 
 
+@functools.cache
 def _entries() -> dict[str, str]:
     """The rendered violations page: each code's entry text."""
     source = (REPO / "docs" / "reference" / "violations.md").read_text(encoding="utf-8")

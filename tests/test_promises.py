@@ -95,6 +95,7 @@ def weakened_checkout(guard: Guard, root: Path) -> Path:
     return copy
 
 
+@pytest.mark.promises
 @pytest.mark.parametrize("item", GUARDS, ids=_guard_id)
 def test_removing_a_guard_fails_its_tests(item: tuple[str, Guard], tmp_path: Path) -> None:
     promise, guard = item
