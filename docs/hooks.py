@@ -10,6 +10,7 @@ tests/test_docs.py compares the page's entries with the rule set.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import html
 import re
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ class Site:
     fields: tuple[str, ...]
     message: str
     fix: str
+    context: str = ""  # the raising function's docstring, first line: what a run-time message is about
 
 
 def _text(node: ast.expr, names: dict[str, ast.expr]) -> str:
@@ -139,6 +141,7 @@ def sites(src: Path = SRC) -> dict[str, list[Site]]:
         tables = _tables(module)
         for name, function in _functions(module):
             names = _assignments(function)
+            doc = (ast.get_docstring(function) or "").split("\n", 1)[0]
             for node in ast.walk(function):
                 if isinstance(node, (ast.ListComp, ast.GeneratorExp)) and isinstance(node.elt, ast.Call):
                     call = node.elt
@@ -160,7 +163,7 @@ def sites(src: Path = SRC) -> dict[str, list[Site]]:
                         if i == 0 or getattr(node.func, "id", None) not in RAISERS:
                             site = _site(node, i, f"{rel} ({name})", {}, names)
                             if site.message:
-                                out.setdefault(arg.value, []).append(site)
+                                out.setdefault(arg.value, []).append(dataclasses.replace(site, context=doc))
                         break
     return out
 
@@ -214,6 +217,8 @@ def violations_markdown(src: Path = SRC) -> str:
             if site.fields:
                 lines.append("- **fields**: " + ", ".join(f"`{f}`" for f in site.fields))
             lines.append(f"- **meaning**: {_md(site.message)}")
+            if site.context and re.fullmatch(r"(\{[^}]*\}\W*)+", site.message):  # the message is all run-time values
+                lines.append(f"- **context**: {_md(site.context)}")
             lines.append(f"- **fix**: {_md(site.fix)}")
             lines.append("")
     return "\n".join(lines)
