@@ -78,7 +78,7 @@ def cancel_run(ref: RunRef, reason: str | None = None) -> CancelOutcome:
             outcome.states[job.job_id] = status.state.value
     if outcome.attempt_id:
         current = (run_record.read(ref.output_path) or {}).get("attempts") or []
-        entry = next((a for a in current if a.get("attempt_id") == outcome.attempt_id), {})
+        entry: dict[str, Any] = next((a for a in current if a.get("attempt_id") == outcome.attempt_id), {})
         fields: dict[str, Any] = {
             "cancelled": {"by": who, "at": requested_at, "reason": reason, "states_after": outcome.states}
         }
