@@ -6,7 +6,7 @@
 
 Each area names the modules to mutate and the fast unit tests that guard them (no end-to-end
 launch, no Ray): the preflight rules, launch_config, host, task, artifacts, observe (verdict and
-collect), and every module that keeps a safety promise (README's "What rlaunch guarantees"):
+collect), and every module that keeps a safety promise (docs/guarantees.md, "What rlaunch guarantees"):
 secrets, statefiles, paths, storage's atomic writes, resume, the runtime digest and the adapters'
 checkpoint guards (imported by their own package names, as the adapter tests import them). For every area the script copies the checkout's `src/`, `tests/`, `experiments/`
 and `pyproject.toml` to a scratch directory, adds a `[tool.mutmut]` section for that area, runs

@@ -79,3 +79,22 @@ def launcher(tmp_path: Path) -> Iterator[Launcher]:
         for job in backend.list_jobs():
             if not job.state.terminal:
                 backend.cancel(job.job_id, reason="test teardown")
+
+
+# The markers that say what a test costs (pyproject.toml declares them). A test carrying none of them
+# is a unit or rule test: it gets `fast`, the edit-test loop's lane (`pytest -m fast`).
+COSTLY = ("e2e", "launch", "runtime", "property", "promises", "parity", "ray", "multinode", "skyrl", "iris", "slurm")
+# Fixtures whose cost their tests inherit, so a new test that uses one cannot land in the fast lane; a
+# Hypothesis test (`@given`) is a `property` search.
+COSTLY_FIXTURES = {"trl_env": "runtime", "launcher": "launch"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker("property")  # a Hypothesis search: hundreds of examples
+        for fixture, marker in COSTLY_FIXTURES.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(marker)
+        if not any(item.get_closest_marker(name) for name in COSTLY):
+            item.add_marker("fast")

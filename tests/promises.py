@@ -1,28 +1,34 @@
 """The safety promises rlaunch makes, each with its guards and the tests that fail without them.
 
-README's "What rlaunch guarantees" table is this table (tests/test_promises.py holds the two
-together). A guard is named by the source it lives in and a weakening of it: the edit a real bug
-would make (a deleted check, a widened pattern, absent read as fine, a prefix compare). Applied to
-a copy of the checkout, the weakening must make each of the guard's tests fail: that is the proof
-that the promise's test notices when its guard is gone (tests/test_promises.py runs it).
+docs/guarantees.md's "What rlaunch guarantees" table is this table (tests/test_promises.py holds the
+two together). A guard is named by the source file it lives in, the function or class that holds it
+(`where`: "Class.method", "function", or a module-level name), and a weakening of it: the edit a real
+bug would make (a deleted check, a widened pattern, absent read as fine, a prefix compare). Each edit
+is located inside its holder, found by `ast`, and matched there with whitespace ignored, so
+reformatting, moving or renaming code elsewhere in the file does not lose it. Applied to a copy of
+the checkout, the weakening must make each of the guard's tests fail: that is the proof that the
+promise's test notices when its guard is gone (tests/test_promises.py runs it).
 """
 
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class Guard:
     path: str  # the source file, relative to the repository root
-    edits: tuple[tuple[str, str], ...]  # (text, weakened text): each text occurs exactly once
+    edits: tuple[tuple[str, str], ...]  # (text, weakened text): each text occurs exactly once in the holder
     tests: tuple[str, ...]  # pytest node ids (parametrized ids included) that must fail weakened
     weakening: str  # what the edit does, in words
+    where: str = ""  # the holder: "Class.method", "function" or a module-level name; "" the whole file (not Python)
 
 
 @dataclass(frozen=True)
 class Promise:
-    text: str  # as README states it
+    text: str  # as the guarantees table states it
     guards: tuple[Guard, ...]
 
     @property
@@ -31,7 +37,69 @@ class Promise:
 
 
 def _one(path: str, old: str, new: str, weakening: str, *tests: str) -> Guard:
-    return Guard(path, ((old, new),), tests, weakening)
+    """`path` is "file::holder" (the holder as in `Guard.where`), or a file alone for a non-Python file."""
+    file, _, where = path.partition("::")
+    return Guard(file, ((old, new),), tests, weakening, where)
+
+
+class GuardNotFound(LookupError):
+    """A guard's holder or guarded text is not (or not exactly once) where the table says."""
+
+
+def holder_span(source: str, where: str) -> tuple[int, int]:
+    """The character span of `where` in `source`: a (nested) function or class, or a module-level assignment."""
+    if not where:
+        return 0, len(source)
+    starts = [0]
+    for line in source.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    scope: list[ast.stmt] = ast.parse(source).body
+    node: ast.stmt | None = None
+    for name in where.split("."):
+        node = next((n for n in scope if _defines(n, name)), None)
+        if node is None:
+            raise GuardNotFound(f"no {name!r} of {where!r} in the source")
+        scope = getattr(node, "body", [])
+    assert node is not None and node.end_lineno is not None and node.end_col_offset is not None
+    first = getattr(node, "decorator_list", None) or [node]
+    return starts[first[0].lineno - 1] + first[0].col_offset, starts[node.end_lineno - 1] + node.end_col_offset
+
+
+def _defines(node: ast.stmt, name: str) -> bool:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name == name
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+    return any(isinstance(t, ast.Name) and t.id == name for t in targets)
+
+
+def _pattern(text: str) -> re.Pattern[str]:
+    """`text` with any run of whitespace matching any run (or none, beside punctuation)."""
+    parts = re.split(r"(\s+)", text.strip())
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2 == 0:
+            out.append(re.escape(part))
+        else:
+            between_words = parts[i - 1][-1:].isalnum() and parts[i + 1][:1].isalnum()
+            out.append(r"\s+" if between_words else r"\s*")
+    return re.compile("".join(out))
+
+
+def locate(source: str, where: str, old: str) -> tuple[int, int]:
+    """The span of the one occurrence of `old` inside the holder `where`; GuardNotFound otherwise."""
+    lo, hi = holder_span(source, where)
+    found = [(lo + m.start(), lo + m.end()) for m in _pattern(old).finditer(source[lo:hi])]
+    if len(found) != 1:
+        raise GuardNotFound(f"{old.strip()!r} occurs {len(found)} times in {where or 'the file'}")
+    return found[0]
+
+
+def weaken(source: str, guard: Guard) -> str:
+    """`source` with the guard's edits applied, each where `locate` finds it."""
+    for old, new in guard.edits:
+        start, end = locate(source, guard.where, old)
+        source = source[:start] + new.strip() + source[end:]
+    return source
 
 
 _STAGING = "tests/task/test_staging.py"
@@ -62,7 +130,7 @@ PROMISES = (
         "Nothing is staged that fails its checksum",
         (
             _one(
-                "src/rlaunch/task/staging.py",
+                "src/rlaunch/task/staging.py::_copy_all",
                 "if rel in expected and digest != expected[rel]:",
                 "if False:",
                 "the sha256 check deleted",
@@ -75,21 +143,21 @@ PROMISES = (
         "No resume across runtimes",
         (
             _one(
-                "src/rlaunch/runs/resume.py",
+                "src/rlaunch/runs/resume.py::accepts",
                 "return info.runtime_digest in (digest, *accepted) and info.fingerprint in (fingerprint, *accepted)",
                 "return info.fingerprint in (fingerprint, *accepted)",
                 "the plan's and host's runtime digest compare deleted",
                 f"{_RESUME}::test_both_digests_must_match",
             ),
             _one(
-                _TRL,
+                f"{_TRL}::check_digest",
                 "if written == current or written in compatible:",
                 "if True:",
                 "the trl-cpu adapter's digest compare deleted",
                 f"{_GUARDS}::test_trl_cpu_resumes_only_the_same_runtime_and_run",
             ),
             _one(
-                _SKYRL,
+                f"{_SKYRL}::guard",
                 'if resume_mode == "latest" and has_checkpoint and previous not in (None, digest, *compatible):',
                 "if False:",
                 "the SkyRL adapter's digest guard deleted",
@@ -101,28 +169,28 @@ PROMISES = (
         "No resume across runs (another recipe, plan or input)",
         (
             _one(
-                "src/rlaunch/runs/resume.py",
+                "src/rlaunch/runs/resume.py::accepts",
                 "return info.runtime_digest in (digest, *accepted) and info.fingerprint in (fingerprint, *accepted)",
                 "return info.runtime_digest in (digest, *accepted)",
                 "the plan's and host's fingerprint compare deleted",
                 f"{_RESUME}::test_a_checkpoint_of_another_recipe_is_refused_naming_both_fingerprints",
             ),
             _one(
-                "src/rlaunch/runs/resume.py",
+                "src/rlaunch/runs/resume.py::accepts",
                 "and info.fingerprint in (fingerprint, *accepted)",
                 "and info.fingerprint in (None, fingerprint, *accepted)",
                 "a checkpoint without a fingerprint read as fine",
                 f"{_RESUME}::test_a_checkpoint_without_a_fingerprint_is_refused",
             ),
             _one(
-                _TRL,
+                f"{_TRL}::check_digest",
                 "if fingerprint and written_run != fingerprint and written_run not in compatible:",
                 "if fingerprint and written_run not in (None, fingerprint) and written_run not in compatible:",
                 "the trl-cpu adapter reads a checkpoint without a fingerprint as fine",
                 f"{_GUARDS}::test_trl_cpu_a_checkpoint_without_identity_is_not_resumed",
             ),
             _one(
-                _SKYRL,
+                f"{_SKYRL}::guard",
                 'and previous_run not in (None, "", fingerprint, *compatible)',
                 "and False",
                 "the SkyRL adapter's fingerprint guard deleted",
@@ -134,7 +202,7 @@ PROMISES = (
         "No credential outside the allow-list reaches a job",
         (
             _one(
-                "src/rlaunch/cluster/job_environment.py",
+                "src/rlaunch/cluster/job_environment.py::base_environment",
                 "return {k: v for k, v in source.items() if k in BASE_VARIABLES or k.startswith(BASE_PREFIXES)}",
                 "return dict(source)",
                 "the allow-list widened to the whole environment",
@@ -154,30 +222,31 @@ PROMISES = (
                 ),
                 (f"{_SECRETS}::test_the_launchers_own_secrets_reach_neither_log_files_nor_the_followed_output",),
                 "secret values no longer replaced",
+                where="Scrubber",
             ),
             _one(
-                "src/rlaunch/secrets.py",
+                "src/rlaunch/secrets.py::_SHAPES",
                 "for _, pattern in TOKEN_SHAPES))",
                 "for _, pattern in TOKEN_SHAPES[:1]))",
                 "every token shape but the first dropped from the pattern",
                 f"{_SECRETS}::test_token_shapes_are_scrubbed_without_being_in_the_environment",
             ),
             _one(
-                "src/rlaunch/secrets.py",
+                "src/rlaunch/secrets.py::_SECRET_NAME",
                 "|CREDENTIAL|(?:^|_)KEY$)",
                 "|CREDENTIAL)",
                 "names ending in _KEY no longer secret",
                 f"{_SECRETS}::test_secret_names",
             ),
             _one(
-                "src/rlaunch/cluster/local/supervisor.py",
+                "src/rlaunch/cluster/local/supervisor.py::Supervisor.__init__",
                 "Scrubber.for_process(env, known=known or ())",
                 "Scrubber.for_process(env)",
                 "the supervisor forgets the submitter's secrets",
                 f"{_SECRETS}::test_the_launchers_own_secrets_reach_neither_log_files_nor_the_followed_output",
             ),
             _one(
-                "src/rlaunch/secrets.py",
+                "src/rlaunch/secrets.py::refuse_secrets_in",
                 "    elif isinstance(value, str):\n        kind = secret_kind(value)",
                 "    elif False:\n        kind = secret_kind(value)",
                 "a credential in a document no longer refused",
@@ -189,7 +258,7 @@ PROMISES = (
         "Damaged state is never read as absent",
         (
             _one(
-                "src/rlaunch/statefiles.py",
+                "src/rlaunch/statefiles.py::parse_json",
                 '        problem = "empty file" if not data.strip() else f"not valid JSON: {exc}"\n'
                 "        raise CorruptStateError(source, problem) from None",
                 "        return None",
@@ -198,14 +267,14 @@ PROMISES = (
                 f"{_STATE}::test_jobs_list_reports_a_damaged_job_and_lists_the_rest",
             ),
             _one(
-                "src/rlaunch/statefiles.py",
+                "src/rlaunch/statefiles.py::parse_step_marker",
                 "if not value.isdigit() or not value.isascii():",
                 "if False:",
                 "a checkpoint marker's step number unchecked",
                 f"{_STATE}::test_a_non_integer_latest_marker_names_the_file_and_the_fix",
             ),
             _one(
-                "src/rlaunch/observe/collect.py",
+                "src/rlaunch/observe/collect.py::collect",
                 "if ref.damage and not attempt:",
                 "if False:",
                 "a damaged record with nothing else to say shown as pending",
@@ -217,7 +286,7 @@ PROMISES = (
         "A damaged run record still reports what the other durable state says",
         (
             _one(
-                "src/rlaunch/observe/resolve.py",
+                "src/rlaunch/observe/resolve.py::at_path",
                 "record = recovered_record(output_path, artifact, prefix)",
                 "record = None",
                 "nothing rebuilt from the terminal manifest and the attempt manifests",
@@ -229,42 +298,42 @@ PROMISES = (
         "A smoke passes only when every criterion holds",
         (
             _one(
-                "src/rlaunch/observe/verdict.py",
+                "src/rlaunch/observe/verdict.py::run_succeeded",
                 'if s.state == "succeeded":',
                 'if s.state in ("succeeded", "running"):',
                 "a running run counted as succeeded",
                 f"{_VERDICT}::test_running_is_never_a_success_even_with_everything_else_in_place",
             ),
             _one(
-                "src/rlaunch/observe/verdict.py",
+                "src/rlaunch/observe/verdict.py::run_succeeded",
                 "if s.damage:  #",
                 "if False:  #",
                 "a damaged record's rebuilt attempt counted as a success",
                 f"{_DAMAGED}::test_status_json_carries_the_damage_and_the_smoke_verdict_fails",
             ),
             _one(
-                "src/rlaunch/observe/verdict.py",
+                "src/rlaunch/observe/verdict.py::tasks_joined",
                 "elif t.missing_trainers:",
                 "elif False:",
                 "missing trainer processes ignored",
                 f"{_VERDICT}::test_a_missing_trainer_process_fails_the_join_criterion",
             ),
             _one(
-                "src/rlaunch/observe/verdict.py",
+                "src/rlaunch/observe/verdict.py::model_path_active",
                 "if not m.configured_path or not is_staged_copy(m.configured_path, m.configured, s.attempt_id):",
                 "if not m.configured_path:",
                 "any configured path accepted as the attempt's staged copy",
                 f"{_VERDICT}::test_a_model_staged_for_another_attempt_is_not_the_configured_path",
             ),
             _one(
-                "src/rlaunch/observe/verdict.py",
+                "src/rlaunch/observe/verdict.py::steps_advance",
                 "if st.count < 2:",
                 "if st.count < 1:",
                 "one recorded step counted as advancing",
                 f"{_VERDICT}::test_a_single_step_or_steps_going_backwards_do_not_advance",
             ),
             _one(
-                "src/rlaunch/observe/verdict.py",
+                "src/rlaunch/observe/verdict.py::terminal_metadata",
                 "elif s.attempt_id and t.attempt_id != s.attempt_id:",
                 "elif False:",
                 "another attempt's terminal manifest accepted",
@@ -276,14 +345,14 @@ PROMISES = (
         "Identities and digests are compared in full",
         (
             _one(
-                "src/rlaunch/observe/verdict.py",
+                "src/rlaunch/observe/verdict.py::model_path_active",
                 "if m.identity != m.expected_identity:",
                 'if (m.identity or "")[:10] != (m.expected_identity or "")[:10]:',
                 "the loaded model's identity compared by a prefix",
                 f"{_VERDICT}::test_an_identity_differing_only_in_its_last_character_fails",
             ),
             _one(
-                "src/rlaunch/rules/runtime_rules.py",
+                "src/rlaunch/rules/runtime_rules.py::source_digest",
                 "if s.source_digest == installed:",
                 "if s.source_digest[:16] == installed[:16]:",
                 "the runtime digest compared by the 16 characters a plan prints",
@@ -295,7 +364,7 @@ PROMISES = (
         "Nothing is deleted outside its own root",
         (
             _one(
-                "src/rlaunch/paths.py",
+                "src/rlaunch/paths.py::inside",
                 "if real == real_root or os.path.commonpath([real_root, real]) != real_root:",
                 "if real == real_root:",
                 "the confinement check reduced to 'not the root itself'",
@@ -308,7 +377,7 @@ PROMISES = (
         "Nothing is written over what rlaunch does not own",
         (
             _one(
-                "src/rlaunch/host/outputs.py",
+                "src/rlaunch/host/outputs.py::foreign_entries",
                 'return [n for n in storage.list_names(url) if not (own(_ASIDE.sub("", n)) or _TEMPORARY.fullmatch(n))]',
                 "return []",
                 "every output root read as rlaunch's own",
@@ -320,7 +389,7 @@ PROMISES = (
         "A record is replaced whole or not at all, and an exclusive create never overwrites",
         (
             _one(
-                "src/rlaunch/storage.py",
+                "src/rlaunch/storage.py::write_bytes_atomic",
                 "        tmp = _fsynced_temporary(path, data)\n        try:\n            os.replace(tmp, path)",
                 '        with open(path, "wb") as handle:\n            handle.write(data)\n'
                 "            os.fsync(handle.fileno())\n        tmp = path\n        try:\n            pass",
@@ -329,7 +398,7 @@ PROMISES = (
                 f"{_STORAGE}::test_an_atomic_write_never_exposes_a_partial_file",
             ),
             _one(
-                "src/rlaunch/storage.py",
+                "src/rlaunch/storage.py::create_exclusive",
                 "        try:\n            os.link(tmp, path)\n            return True",
                 "        try:\n            os.replace(tmp, path)\n            os.link(path, tmp)\n            return True",
                 "the exclusive create replaced by an overwrite",
@@ -341,7 +410,7 @@ PROMISES = (
         "One source, one runtime digest (a wheel and a checkout agree)",
         (
             _one(
-                "src/rlaunch/runtimes/registry.py",
+                "src/rlaunch/runtimes/registry.py::SHIPPED_PROFILE_FILES",
                 'SHIPPED_PROFILE_FILES = ("*.yaml", "*.txt", "*.in", "*.toml")',
                 'SHIPPED_PROFILE_FILES = ("*.yaml", "*.txt", "*.toml")',
                 "requirements.in dropped from the digest's list",
@@ -361,7 +430,7 @@ PROMISES = (
         "An RL step is launched only by the coordinator @rl_build_options submits",
         (
             _one(
-                "src/rlaunch/artifacts/plan.py",
+                "src/rlaunch/artifacts/plan.py::refuse_foreign_steps",
                 "    if foreign:\n",
                 "    if False:\n",
                 "any runner may build an RL step",
@@ -374,7 +443,7 @@ PROMISES = (
         "A version is one runtime: an attempt under another runtime digest refuses the launch",
         (
             _one(
-                _GATES,
+                f"{_GATES}::version_problem",
                 "    if not undeclared:\n        return None",
                 "    if True:\n        return None",
                 "attempts under another runtime digest ignored",
@@ -552,7 +621,7 @@ PROMISES = (
         "A host resource the experiment did not state is shown as a default",
         (
             _one(
-                "src/rlaunch/skyrl/readiness.py",
+                "src/rlaunch/skyrl/readiness.py::_host_resources.value",
                 'return f"{text} [default]" if name in defaults else text',
                 "return text",
                 "defaults shown like stated values",
@@ -564,7 +633,7 @@ PROMISES = (
         "Data rows carry the fields the runtime reads, checked before allocation",
         (
             _one(
-                "src/rlaunch/rules/data_rules.py",
+                "src/rlaunch/rules/data_rules.py::data_rules",
                 "                if row is None:\n",
                 "                if True:\n",
                 "rows lacking a field read as fine",
@@ -577,7 +646,7 @@ PROMISES = (
         "A failed attempt says whether its inputs or the machinery failed",
         (
             _one(
-                "src/rlaunch/launch_config/failures.py",
+                "src/rlaunch/launch_config/failures.py::_signature",
                 "    return next((s for s in SIGNATURES if s.pattern.search(line)), None)",
                 "    return None",
                 "log signatures ignored",
@@ -590,7 +659,7 @@ PROMISES = (
         "The run record holds the W&B run the trainer used",
         (
             _one(
-                "src/rlaunch/host/launch.py",
+                "src/rlaunch/host/launch.py::_finish",
                 'extra["wandb"] = wandb  # the run the trainer actually logged to',
                 "pass",
                 "the trainer's W&B evidence not recorded",
@@ -647,8 +716,8 @@ PROMISES = (
 )
 
 
-def readme_table() -> list[str]:
-    """The lines of README's table (tests/test_promises.py checks README carries exactly these)."""
+def guarantees_table() -> list[str]:
+    """The lines of the guarantees table (tests/test_promises.py checks docs/guarantees.md carries exactly these)."""
     lines = ["| promise | guards (weakening) | tests that fail without it |", "|---|---|---|"]
     for p in PROMISES:
         guards = "; ".join(f"`{g.path.removeprefix('src/rlaunch/')}` ({g.weakening})" for g in p.guards)

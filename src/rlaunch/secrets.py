@@ -23,6 +23,7 @@ recorded in job specs and run records, so secrets travel through the environment
 
 from __future__ import annotations
 
+import builtins
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -149,7 +150,7 @@ class Scrubber:
         data = _SHAPES_BYTES.sub(REDACTED.encode(), data)
         return _WANDB_BYTES.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + REDACTED.encode(), data)
 
-    def safe_cut(self, data: bytes) -> int:
+    def safe_cut(self, data: builtins.bytes) -> int:  # `bytes` in this class is the method above
         """Where a long unterminated line may be cut: before its last `overlap` bytes, and never
         inside a secret (the bytes after the cut are kept and scrubbed with what follows)."""
         cut = max(len(data) - self.overlap, 0)

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from tests.launching import Launcher
+
+pytestmark = pytest.mark.launch
 
 VERSION = "2026.11.30"
 

@@ -10,6 +10,8 @@ import yaml
 
 from tests.launching import Launcher
 
+pytestmark = pytest.mark.launch
+
 VERSION = "2026.11.30"
 
 

@@ -20,6 +20,8 @@ import pytest
 from tests.launching import REPO, Launcher
 from tests.polling import wait_for
 
+pytestmark = pytest.mark.launch
+
 VERSION = "2026.11.30"
 RUN = f"marker/rl@{VERSION}"
 STEPS = 10

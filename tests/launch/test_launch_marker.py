@@ -12,9 +12,12 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.launching import MULTINODE_SKIP, Launcher
+
+pytestmark = pytest.mark.launch
 
 VERSION = "2026.11.30"
 MARKER = ("-m", "tests.experiments.marker", "--version", VERSION)

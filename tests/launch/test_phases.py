@@ -7,7 +7,11 @@ import subprocess
 import sys
 from datetime import datetime
 
+import pytest
+
 from tests.launching import REPO, Launcher
+
+pytestmark = pytest.mark.launch
 
 VERSION = "2026.11.30"
 EXPECTED = [

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.launching import Launcher, copied_marker_launcher, release_copied_marker
+
+pytestmark = pytest.mark.launch
 
 VERSION = "2026.11.30"
 MARKER = ("-m", "tests.experiments.marker", "--version", VERSION, "--scenario", "fail_at_3")

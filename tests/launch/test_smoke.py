@@ -16,6 +16,8 @@ import pytest
 
 from tests.launching import Launcher
 
+pytestmark = pytest.mark.launch
+
 VERSION = "2026.11.30"
 SMOKE = ("-m", "experiments.smoke", "--version", VERSION)
 TIMEOUT = 1800

@@ -2,7 +2,7 @@
 placement-group check, the report, the host's `rehearsed` record, and the runtime profile.
 
 The full rehearsal (real SkyRL 0.4.0 on a 2-node x 2-logical-GPU gang, ~7 minutes) is
-`python -m experiments.rehearsal --version V --run` (README, "Rehearsal")."""
+`python -m experiments.rehearsal --version V --run` (docs/clusters/multinode.md, "Rehearsal")."""
 
 from __future__ import annotations
 

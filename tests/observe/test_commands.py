@@ -13,6 +13,8 @@ from tests.polling import wait_for
 from .conftest import RL, Runs
 from .lab import REPO, Lab
 
+pytestmark = pytest.mark.launch
+
 
 def test_runs_lists_every_run_newest_first_with_state_and_ids(lab: Lab, runs: Runs) -> None:
     result = lab.rlaunch("runs", "--json", "--name", "marker/rl")

@@ -11,6 +11,8 @@ import pytest
 
 from tests.launching import Launcher
 
+pytestmark = pytest.mark.launch
+
 VERSION = "2026.11.30"
 DAMAGED = b'{"run_id": "marker/rl", "attempts": [{"attempt_id": '  # a copy cut short
 

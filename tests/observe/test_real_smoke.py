@@ -1,5 +1,5 @@
-"""The real CPU smoke (TRL GRPO through the trl-cpu runtime) passes `verify-smoke`, and the README's
-tour commands (`status`, `verify-smoke`, `plot`) work on it. Part of the main suite (CI runs it):
+"""The real CPU smoke (TRL GRPO through the trl-cpu runtime) passes `verify-smoke`, and the tour's
+commands (`status`, `verify-smoke`, `plot`; README, docs/getting-started.md) work on it. Part of the main suite (CI runs it):
 the first run builds the trl-cpu environment (a few minutes), later runs reuse it from the
 runtime cache ($RLAUNCH_RUNTIME_CACHE, else ~/.cache/rlaunch/runtimes).
 """

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from .conftest import RL, Runs
 from .lab import FAKE_SECRET, Lab
+
+pytestmark = pytest.mark.launch
 
 
 def verdict(lab: Lab, run: str) -> tuple[int, dict[str, dict]]:

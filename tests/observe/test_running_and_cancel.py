@@ -8,12 +8,16 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 from rlaunch.cluster.local.backend import LocalBackend
 from tests.polling import wait_for
 
 from .conftest import RL
 from .lab import REPO, Lab
 from .test_run_states import failing, verdict
+
+pytestmark = pytest.mark.launch
 
 VERSION = "2026.11.10"
 

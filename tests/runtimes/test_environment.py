@@ -20,6 +20,8 @@ from rlaunch.runtimes.environment import (
 )
 from rlaunch.runtimes.registry import Capabilities, RuntimeProfile, get_profile
 
+pytestmark = pytest.mark.runtime
+
 SIX_WHEEL = "4721f391ed90541fddacab5acf947aa0d3dc7d27b2e1e8eda2be8970586c3274"  # six-1.17.0-py2.py3-none-any.whl
 LOCK = f"# a tiny lock for builder tests\nsix==1.17.0 \\\n    --hash=sha256:{SIX_WHEEL}\n"
 

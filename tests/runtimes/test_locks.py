@@ -95,6 +95,7 @@ def _problems(pin: Pin, files: Files, supported: set[tags.Tag]) -> list[str]:
     return out
 
 
+@pytest.mark.runtime  # reads the registry for every pin: seconds per lock
 def test_every_pin_exists_on_the_registry_for_linux_x86_64() -> None:
     wanted: dict[str, list[tuple[Pin, set[tags.Tag]]]] = {}
     for path, python in LOCKS.values():

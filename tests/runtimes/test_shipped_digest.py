@@ -73,6 +73,7 @@ _DIGESTS = (
 )
 
 
+@pytest.mark.runtime  # builds a wheel and installs it
 def test_a_wheel_gives_every_runtime_the_editable_installs_digest(tmp_path: Path) -> None:
     """Build the wheel from this checkout, install it in a fresh venv, compare every runtime's digest."""
     tree = tmp_path / "tree"

@@ -179,7 +179,7 @@ class Runner:
 
     def _build(self, step: ArtifactStep[Any], path: str, action: str) -> StepOutcome:
         lock = StepLock(path)
-        said = []
+        said: list[bool] = []
 
         def acquired_or_built() -> str | None:
             if lock.try_acquire():

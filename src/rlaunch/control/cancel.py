@@ -116,7 +116,7 @@ def cancel_run(ref: RunRef, reason: str | None = None) -> CancelOutcome:
             (a.get("attempt_id") for a in current if a.get("coordinator_job_id") in outcome.requested), None
         )
     if outcome.attempt_id:
-        entry = next((a for a in current if a.get("attempt_id") == outcome.attempt_id), {})
+        entry: dict[str, Any] = next((a for a in current if a.get("attempt_id") == outcome.attempt_id), {})
         fields: dict[str, Any] = {
             "cancelled": {"by": who, "at": requested_at, "reason": reason, "states_after": outcome.states}
         }

@@ -1,7 +1,7 @@
 """Text and JSON for runs, a run's status and the smoke verdict.
 
 Plain text (aligned columns, no colour library): `rlaunch status` must render in well under a
-second, and the same text goes to terminals, CI logs and the README.
+second, and the same text goes to terminals, CI logs and the documentation.
 """
 
 from __future__ import annotations

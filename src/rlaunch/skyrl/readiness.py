@@ -13,7 +13,7 @@ credential value is never read into an item.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +66,7 @@ def readiness(
     ]
 
 
-def render(items: list[ReadinessItem], *, large: bool = False, defaults: list[str] = ()) -> list[str]:
+def render(items: list[ReadinessItem], *, large: bool = False, defaults: Sequence[str] = ()) -> list[str]:
     """The readiness section; a large launch ends it with every default it would rely on."""
     width = max(len(item.label) for item in items)
     missing = sum(item.state == MISSING for item in items)
