@@ -456,14 +456,14 @@ PROMISES = (
         "A failed or cancelled version is relaunched only with an authorised retry",
         (
             _one(
-                _GATES,
+                f"{_GATES}::retry_problem",
                 "if latest is None or authorised:",
                 "if True:",
                 "a retry needs no authorisation",
                 f"{_HOST_GATES}::test_a_failed_version_needs_the_retry_authorisation_in_the_document",
             ),
             _one(
-                "src/rlaunch/host/step_job.py",
+                "src/rlaunch/host/step_job.py::StepJobLauncher.run",
                 "if refusal and self.retry is None:",
                 "if False:",
                 "a step job's retry needs no authorisation",
@@ -476,7 +476,7 @@ PROMISES = (
         "Where a step runs never changes its identity",
         (
             _one(
-                "src/rlaunch/artifacts/step.py",
+                "src/rlaunch/artifacts/step.py::ArtifactStep.fingerprint_payload",
                 '"deps": sorted({dep.identity for dep in self.deps}),',
                 '"deps": sorted({dep.identity for dep in self.deps}), "execution": repr(self.execution),',
                 "the step's execution hashed into its fingerprint",
@@ -488,7 +488,7 @@ PROMISES = (
         "A large launch declares its smoke or carries a recorded reason",
         (
             _one(
-                _GATES,
+                f"{_GATES}::smoke_problem",
                 "    if large is None:\n        return None",
                 "    if True:\n        return None",
                 "a large launch without a smoke let through",
@@ -501,14 +501,14 @@ PROMISES = (
         "The dry run, --run and the launch host refuse with one judgement: a declared smoke must pass verify-smoke and have parity",
         (
             _one(
-                _JUDGE,
+                f"{_JUDGE}::smoke_problems",
                 'found += [f"smoke {declared.identity} does not pass verify-smoke: {c}" for c in smoke.failed]',
                 "found += []",
                 "a smoke that fails verify-smoke opens the gate",
                 f"{_JUDGE_TABLE}[smoke-fails-verify-smoke]",
             ),
             _one(
-                _JUDGE,
+                f"{_JUDGE}::smoke_problems",
                 'found += [f"parity with smoke {declared.identity}: {d.line()}" for d in differences(*shapes)]',
                 "found += []",
                 "a smoke of another shape opens the gate",
@@ -520,7 +520,7 @@ PROMISES = (
         "Large is more nodes or GPUs than the thresholds, whatever the accelerator; a declared smoke is never large",
         (
             _one(
-                _JUDGE,
+                f"{_JUDGE}::large",
                 "    if planned.gpus > gates.smoke_gate_gpus:",
                 "    if False:",
                 "the GPU threshold ignored",
@@ -528,7 +528,7 @@ PROMISES = (
                 "tests/gates/test_smoke_gate.py::test_large_is_the_users_thresholds_whatever_the_accelerator",
             ),
             _one(
-                _JUDGE,
+                f"{_JUDGE}::large",
                 "    if gates.is_smoke or planned.profile.rehearsal:",
                 "    if planned.profile.rehearsal:",
                 "a declared smoke judged large",
@@ -541,7 +541,7 @@ PROMISES = (
         "A large launch uses a calendar version",
         (
             _one(
-                _JUDGE,
+                f"{_JUDGE}::judge",
                 "    if why_large and is_mutable(version_name(document)):",
                 "    if False:",
                 "a large launch under a mutable version let through",
@@ -553,7 +553,7 @@ PROMISES = (
         "Only what launches is judged: a served RL step gates nothing downstream",
         (
             _one(
-                "src/rlaunch/cli/rl_options.py",
+                "src/rlaunch/cli/rl_options.py::submit_coordinator",
                 "        p for s in launched for p in submission_problems(",
                 "        p for s in steps for p in submission_problems(",
                 "a served step's resume check refuses the graph",
@@ -565,7 +565,7 @@ PROMISES = (
         "A launch is refused while a credential it declares is unset or empty, and the jobs get it by name, scrubbed",
         (
             _one(
-                _GATES,
+                f"{_GATES}::credentials_problem",
                 "    if not missing:\n        return None",
                 "    if True:\n        return None",
                 "--run and the host let a missing declared credential through",
@@ -573,7 +573,7 @@ PROMISES = (
                 f"{_CREDENTIALS}::test_the_host_refuses_a_document_whose_credential_is_missing",
             ),
             _one(
-                _GATES,
+                f"{_GATES}::credentials_problem",
                 "for name in declared if not env.get(name)]",
                 "for name in declared if name not in env]",
                 "a set-but-empty credential read as set",
@@ -581,7 +581,7 @@ PROMISES = (
                 f"{_CREDENTIALS}::test_the_host_refuses_a_document_whose_credential_is_missing",
             ),
             _one(
-                "src/rlaunch/secrets.py",
+                "src/rlaunch/secrets.py::secret_values",
                 "if (is_secret_name(k) or k in listed) and",
                 "if is_secret_name(k) and",
                 "a declared credential's value no longer scrubbed in the job",
@@ -593,7 +593,7 @@ PROMISES = (
         "A pinned checkpoint (resume_from) is resumed only when its recorded runtime digest is the pinned one",
         (
             _one(
-                "src/rlaunch/runs/resume.py",
+                "src/rlaunch/runs/resume.py::pinned_problem",
                 "    if written != digest:",
                 "    if False:",
                 "the plan's, --run's and host's check of the pinned digest deleted",
@@ -602,14 +602,14 @@ PROMISES = (
                 f"{_PIN}::test_the_host_refuses_a_pin_whose_digest_differs_and_accepts_the_right_one",
             ),
             _one(
-                _SKYRL,
+                f"{_SKYRL}::pinned_resume_path",
                 "    if written != runtime_digest:",
                 "    if False:",
                 "the SkyRL adapter's pinned-digest check deleted",
                 f"{_PIN}::test_a_digest_mismatch_in_the_pinned_root_is_refused_everywhere",
             ),
             _one(
-                _TRL,
+                f"{_TRL}::pinned",
                 "    if written != runtime_digest:",
                 "    if False:",
                 "the trl-cpu adapter's pinned-digest check deleted",
@@ -671,14 +671,14 @@ PROMISES = (
         "Read-only views tell the truth on a prefix they cannot write, and write nothing",
         (
             _one(
-                "src/rlaunch/observe/finalise.py",
+                "src/rlaunch/observe/finalise.py::finalise_snapshot",
                 "        if not cannot_write(exc):\n            raise\n        closed = False",
                 "        raise\n        closed = False",
                 "a read-only prefix's refusal raised from status",
                 f"{_READ_ONLY}::test_a_dead_run_on_a_read_only_prefix_is_reported_failed_and_nothing_is_written",
             ),
             _one(
-                "src/rlaunch/cluster/local/backend.py",
+                "src/rlaunch/cluster/local/backend.py::LocalBackend._take_over",
                 "            if not cannot_write(exc):\n                raise\n            return state",
                 "            raise\n            return state",
                 "a dead supervisor's outcome reconciled only when it can be written",
@@ -690,7 +690,7 @@ PROMISES = (
         "A checkpoint that fails its manifest (sizes, sha256) is never resumed",
         (
             _one(
-                "src/rlaunch/runs/resume.py",
+                "src/rlaunch/runs/resume.py::verified_resume",
                 "        problem = checkpoint_problem(path)\n",
                 "        problem = None\n",
                 "checkpoints resumed unverified",
@@ -704,7 +704,7 @@ PROMISES = (
         "A full disk is named with its path and the next step in the record, status and the submitter",
         (
             _one(
-                "src/rlaunch/host/launch.py",
+                "src/rlaunch/host/launch.py::_finish",
                 "        if not storage.is_disk_full(exc):\n            raise\n        _manifests_did_not_fit",
                 "        raise\n        _manifests_did_not_fit",
                 "the attempt left unrecorded when its manifests do not fit",

@@ -20,6 +20,8 @@ import pytest
 from tests.launching import Launcher
 from tests.polling import wait_for
 
+pytestmark = pytest.mark.launch
+
 VERSION = "2026.12.06"
 RUN = f"marker/rl@{VERSION}"
 

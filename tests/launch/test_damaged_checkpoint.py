@@ -12,7 +12,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.launching import Launcher
+
+pytestmark = pytest.mark.launch
 
 VERSION = "2026.12.07"
 MARKER = ("-m", "tests.experiments.marker", "--version", VERSION, "--steps", "6")

@@ -18,6 +18,8 @@ import pytest
 from tests.faults import small_tmpfs
 from tests.launching import Launcher
 
+pytestmark = pytest.mark.launch
+
 VERSION = "2026.12.04"
 RUN = f"marker/rl@{VERSION}"
 MARKER = ("-m", "tests.experiments.marker", "--version", VERSION, "--steps", "4")

@@ -20,6 +20,8 @@ import pytest
 from tests.launching import REPO, Launcher
 from tests.polling import wait_for
 
+pytestmark = pytest.mark.launch
+
 VERSION = "2026.12.05"
 RUN = f"marker/rl@{VERSION}"
 MARKER = ("-m", "tests.experiments.marker", "--version", VERSION, "--scenario", "slow", "--steps", "200")

@@ -23,6 +23,8 @@ import pytest
 from tests.launch.test_kill9 import RUN, Run
 from tests.launching import Launcher
 
+pytestmark = pytest.mark.launch
+
 
 def _mount(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["mount", *args], capture_output=True, text=True, check=False)
