@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
         UndeclaredRuntimeArgError,
     )
     from rlaunch.artifacts.fingerprint import CanonicalizationError, canonical_json
-    from rlaunch.artifacts.identity import InvalidIdentityError, is_mutable, validate_name, validate_version
+    from rlaunch.artifacts.identity import InvalidIdentityError, validate_name, validate_version
     from rlaunch.artifacts.plan import PlannedStep, plan_graph
     from rlaunch.artifacts.runner import FingerprintDriftError, RunFailedError, Runner, StepOutcome
     from rlaunch.artifacts.step import ArtifactStep, FingerprintMismatchError, GraphError, graph_handles
@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
         current_build_context,
         resolve_version,
     )
+    from rlaunch.names import is_mutable
 
 __all__ = [
     "Artifact",

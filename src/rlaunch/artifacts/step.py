@@ -12,8 +12,9 @@ from rlaunch import storage
 from rlaunch.artifacts.artifact import Artifact
 from rlaunch.artifacts.context import StepContext
 from rlaunch.artifacts.fingerprint import canonical_json, canonical_value, fingerprint_hash
-from rlaunch.artifacts.identity import is_mutable, validate_name, validate_version
+from rlaunch.artifacts.identity import validate_name, validate_version
 from rlaunch.errors import UserError
+from rlaunch.names import is_mutable
 from rlaunch.step_jobs import StepExecution, function_path
 
 A = TypeVar("A", bound=Artifact)

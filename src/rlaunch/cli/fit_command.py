@@ -65,7 +65,8 @@ def fit(
 
     model = ModelFacts.from_hf_config(_read_json(model_config))
     if not isinstance(model.architecture, Architecture):
-        raise UserError(f"--model {model_config}: cannot size this model: {model.architecture.reason}")
+        reason = model.architecture.reason if model.architecture is not None else "no architecture"
+        raise UserError(f"--model {model_config}: cannot size this model: {reason}")
     world = nodes * gpus_per_node
     if world % engine_tp:
         raise UserError(f"--engine-tp {engine_tp} must divide the {world} GPUs; pick a divisor of {world}")
@@ -121,7 +122,7 @@ def _read_json(path: str) -> dict[str, Any]:
 
 def _read_recipe(path: str | None) -> dict[str, Any]:
     if path is None:
-        return json.loads(json.dumps(DEFAULT_BUDGET))
+        return dict(json.loads(json.dumps(DEFAULT_BUDGET)))
     from rlaunch.skyrl.config_yaml import parse_config_yaml
 
     try:

@@ -38,7 +38,7 @@ def step_gpu_hours(step: ArtifactStep[Any]) -> float:
     if topology.gpu_variant.lower() == "cpu":
         return 0.0
     seconds = execution.job_timeout_seconds or execution.coordinator_timeout_hours * 3600
-    return topology.num_nodes * topology.gpus_per_node * seconds / 3600
+    return float(topology.num_nodes * topology.gpus_per_node * seconds / 3600)
 
 
 def step_placement(step: ArtifactStep[Any]) -> str:

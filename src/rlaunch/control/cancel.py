@@ -66,7 +66,7 @@ def run_jobs_of(ref: RunRef) -> RunJobs:
         views = [j for j in (coordinator, child) if j is not None]
     else:
         labelled = ref.job_id is None and ref.artifact and ref.prefix
-        pending = pending_coordinator(ref.artifact, ref.output_path, ref.prefix) if labelled else None
+        pending = pending_coordinator(ref.artifact, ref.output_path, ref.prefix) if labelled and ref.artifact and ref.prefix else None
         job_id = ref.job_id or (pending.job_id if pending else None)
         views = [run_jobs.view("coordinator", job_id, run_jobs.find_job(job_id, ref.prefix))] if job_id else []
     return RunJobs(
@@ -101,10 +101,10 @@ def cancel_run(ref: RunRef, reason: str | None = None) -> CancelOutcome:
     candidates = run_jobs.backends(attempt.get("backend") or "local", attempt.get("placement"), ref.prefix)
     because = f"rlaunch cancel by {who['user']}@{who['host']}" + (f": {reason}" if reason else "")
     for job in live:  # coordinator first: its cancel cascades to the child
-        found = run_jobs.lookup(job.job_id, candidates)
-        if found is None:
+        looked_up = run_jobs.lookup(job.job_id, candidates)
+        if looked_up is None:
             continue
-        backend, status = found
+        backend, status = looked_up
         if not status.state.terminal:
             outcome.requested.append(job.job_id)
             outcome.states[job.job_id] = backend.cancel(job.job_id, reason=because).state.value

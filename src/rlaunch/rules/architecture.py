@@ -218,7 +218,8 @@ def _quantization(q: Any) -> Quantization | str | None:
         return Quantization(method, bits / 8 + per_group)
     if method == "compressed-tensors":
         groups = q.get("config_groups") or {}
-        weights = next(iter(groups.values()), {}).get("weights") or {}
+        first: Mapping[str, Any] = next(iter(groups.values()), {})
+        weights = first.get("weights") or {}
         bits = _int(weights, "num_bits")
         strategy = str(weights.get("strategy", "tensor"))
         group = int(weights.get("group_size") or 0)

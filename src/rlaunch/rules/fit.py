@@ -192,7 +192,7 @@ def _offload(search: _Search, geo: Geometry) -> tuple[Change, ...] | None:
     """The fewest offload settings that make the trainer's rows fit; None if none does."""
     if geo.strategy == "megatron":
         key = "trainer.policy.megatron_config.optimizer_config_kwargs.optimizer_cpu_offload"
-        tried = [(Change(f"config_yaml.{key}", True),)]
+        tried: list[tuple[Change, ...]] = [(Change(f"config_yaml.{key}", True),)]
     else:
         roles = ["policy"] + (["ref"] if geo.use_reference else []) + (["critic"] if geo.use_critic else [])
         offload = [Change(f"config_yaml.trainer.{role}.fsdp_config.cpu_offload", True) for role in roles]

@@ -436,12 +436,12 @@ def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device
     if geo.strategy == "megatron" and not cpu:
         m = _megatron(arch, k, role, geo.megatron_policy)
         tp, pp, cp = geo.megatron_policy
-        dense_dp = max(1, geo.policy_world // (tp * pp * cp))
-        expert_dp = max(1, geo.policy_world // (m.ep * m.etp * pp))
+        dense_dp = max(1, world // (tp * pp * cp))
+        expert_dp = max(1, world // (m.ep * m.etp * pp))
         optimizer = (
             0
             if k(f"trainer.{role}.megatron_config.optimizer_config_kwargs.optimizer_cpu_offload", False)
-            else 12 * (m.dense / dense_dp + m.experts / expert_dp)
+            else int(12 * (m.dense / dense_dp + m.experts / expert_dp))
         )
         states = int(6 * m.shard + optimizer) if not _lora(k, role) else int(2 * m.shard)
         certain = int(2 * m.shard + optimizer) if not _lora(k, role) else int(2 * m.shard)

@@ -160,7 +160,7 @@ def verified_resume(checkpoint_root: str) -> ResumePoint | None:
     latest = latest_checkpoint(checkpoint_root)
     if latest is None:
         return None
-    skipped = []
+    skipped: list[tuple[str, str]] = []
     for step in sorted((s for s in checkpoint_steps(checkpoint_root) if s <= latest.step), reverse=True):
         path = checkpoint_dir(checkpoint_root, step)
         if not storage.exists(storage.join(path, CHECKPOINT_META)):

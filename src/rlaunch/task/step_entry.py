@@ -81,7 +81,8 @@ def staged_config(inputs: list[dict[str, str]], config: Any, root: str, progress
 def load_function(path: str) -> Callable[[Any], Any]:
     module, _, name = path.partition(":")
     try:
-        return getattr(importlib.import_module(module), name)
+        function: Callable[[Any], Any] = getattr(importlib.import_module(module), name)
+        return function
     except (ImportError, AttributeError) as exc:
         raise StagingError(
             f"the step job cannot import its function {path} ({exc}); the job's working directory must hold the "
