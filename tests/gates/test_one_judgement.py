@@ -24,7 +24,7 @@ from rlaunch.launch_config import schema
 from rlaunch.runs.run_record import update_attempt
 from rlaunch.skyrl import skyrl_step
 from rlaunch.skyrl.rl_step import SkyRLArtifactStep
-from tests.skyrl.helpers import DAY, iris, spec
+from tests.skyrl.helpers import DAY, iris, launch_of, spec
 
 pytestmark = pytest.mark.usefixtures("signal_handlers")
 
@@ -51,13 +51,13 @@ def experiment(smoke: bool, rl_version: str) -> Any:
 
 
 def _earlier(step: SkyRLArtifactStep, prefix: str, **fields: Any) -> None:
-    document = step.planned_document(prefix)
+    document = launch_of(step, prefix).document
     update_attempt(document.artifacts.output_path, document.run.id, "earlier", fields)
 
 
 def _smoke_ran(prefix: str, state: str, edit: Callable[[dict[str, Any]], None] = lambda d: None) -> None:
     """A smoke attempt in storage, with the document it ran (as its RL step records them)."""
-    document = smoke_step().planned_document(prefix).to_dict()
+    document = launch_of(smoke_step(), prefix).document.to_dict()
     edit(document)
     url = storage.join(prefix, "smoke-handed.yaml")
     storage.write_text_atomic(url, schema.dumps(schema.from_dict(document)))
@@ -74,7 +74,7 @@ def _other_runtime(prefix: str) -> None:
 
 def _failed_before(prefix: str) -> None:
     step = large_step(smoke=False)
-    _earlier(step, prefix, state="failed", runtime_digest=step.planned_document(prefix).runtime.source_digest)
+    _earlier(step, prefix, state="failed", runtime_digest=launch_of(step, prefix).document.runtime.source_digest)
 
 
 def _no_export(document: dict[str, Any]) -> None:
@@ -137,7 +137,7 @@ def _run(args: tuple[str, ...], identity: str) -> list[str]:
 
 
 def _host(step: SkyRLArtifactStep, prefix: str) -> tuple[list[str], dict[str, Any]]:
-    document = step.planned_document(prefix).to_dict()
+    document = launch_of(step, prefix).document.to_dict()
     document["run"]["attempt_id"] = "by-hand"
     document["run"]["submission"] = "prepare"
     path = Path(prefix).parent / "handed.yaml"
@@ -173,6 +173,6 @@ def test_a_skipped_smoke_gate_waives_the_smoke_findings_alone(prefix: str) -> No
 
 def test_a_mutable_version_is_a_note_for_a_smoke_and_refuses_nothing(prefix: str) -> None:
     smoke = skyrl_step(spec(name=SMOKE, version="dev"), iris(), export_hf=True, is_smoke=True)
-    findings = judgement(smoke, prefix, Authorisations())
+    findings = judgement(launch_of(smoke, prefix), Authorisations())
     assert [f.status for f in findings] == ["note"] and refusals(findings) == []
     assert findings[0].line().startswith("calendar version: the mutable version 'dev' is rebuilt on every run")

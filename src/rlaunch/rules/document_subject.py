@@ -48,16 +48,17 @@ def memory_table(doc: SkyRLLaunchConfig) -> memory.MemoryTable:
     composed, problems = profile.compose(doc.skyrl)
     if problems:
         return memory.MemoryTable(None, unsized=("the recipe does not compose",))
-    return composed_memory_table(doc, profile, composed)
+    return composed_memory_table(doc, profile, composed, Geometry.from_recipe(composed))
 
 
 def composed_memory_table(
-    doc: SkyRLLaunchConfig, profile: RuntimeProfile, composed: dict[str, Any]
+    doc: SkyRLLaunchConfig, profile: RuntimeProfile, composed: dict[str, Any], geometry: Geometry
 ) -> memory.MemoryTable:
-    """`memory_table` of a document whose recipe is already composed on `profile` (composed once)."""
+    """`memory_table` of a document whose recipe is already composed on `profile`, with its geometry
+    (both derived once, by `rlaunch.judgement.planned.PlannedLaunch`)."""
     subject = document_subject(doc, profile, composed)
     try:
-        return memory.table_for(subject, Geometry.from_recipe(composed), composed)
+        return memory.table_for(subject, geometry, composed)
     except (ArithmeticError, KeyError, TypeError, ValueError) as exc:  # a refused document's sizes
         return memory.MemoryTable(None, unsized=(f"cannot size this plan: {type(exc).__name__}: {exc}",))
 
