@@ -128,6 +128,15 @@ def _dry_run(args: tuple[str, ...]) -> list[str]:
     return [line.removeprefix("  refused: ") for line in lines[start + 1 : -1]]
 
 
+def _json_dry_run(args: tuple[str, ...], identity: str) -> list[str]:
+    """The refusing findings `--plan-format json` carries for `identity` (it refuses, so it launches)."""
+    done = CliRunner().invoke(experiment, ["--version", DAY, *args, "--plan-format", "json"])
+    assert done.exit_code == 0, done.output
+    judged = json.loads(done.stdout)["judgement"][identity]
+    assert judged["launches"] and judged["refused"]
+    return [f"{f['gate']}: {f['message']}" for f in judged["findings"] if f["status"] == "refused"]
+
+
 def _run(args: tuple[str, ...], identity: str) -> list[str]:
     done = CliRunner().invoke(experiment, ["--version", DAY, *args, "--run"])
     assert done.exit_code == 2, done.output
@@ -157,6 +166,7 @@ def test_the_dry_run_run_and_the_host_find_the_same_words(case: Case, prefix: st
     assert all(line.startswith(GATES) for line in planned), planned
     assert all(any(f in line for line in planned) for f in case.expected), planned
     assert not any(f in line for f in case.absent for line in planned), planned
+    assert _json_dry_run(case.args, step.identity) == planned
     assert _run(case.args, step.identity) == planned
     host, result = _host(step, prefix)
     assert host == planned
@@ -169,6 +179,9 @@ def test_a_skipped_smoke_gate_waives_the_smoke_findings_alone(prefix: str) -> No
     assert done.exit_code == 0, done.output
     assert "  refused: version: attempt earlier" in done.stdout
     assert "  waived: smoke: this is a large launch (it allocates 8 nodes" in done.stdout
+    done = CliRunner().invoke(experiment, ["--version", DAY, "--skip-smoke-gate", "why", "--plan-format", "json"])
+    (judged,) = json.loads(done.stdout)["judgement"].values()
+    assert [(f["gate"], f["status"]) for f in judged["findings"]] == [("version", "refused"), ("smoke", "waived")]
 
 
 def test_a_mutable_version_is_a_note_for_a_smoke_and_refuses_nothing(prefix: str) -> None:

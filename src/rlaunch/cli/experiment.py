@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 import click
+from click.core import ParameterSource
 
 from rlaunch import storage
 from rlaunch.artifacts.identity import InvalidIdentityError, validate_name, validate_version
@@ -298,9 +299,23 @@ def _plan_or_run(
         judged = executor.judgement(planned, invocation, planning)
         terminal = [h.identity for h in handles]
         render = plan_text.plan_json if options.plan_format == "json" else plan_text.plan_text
-        click.echo(render(planned, invocation.prefix, terminal, handles, planning, judged))
+        click.echo(render(planned, invocation.prefix, terminal, handles, planning, judged, default_stage_notes()))
         return
     sys.exit(executor.run(handles, invocation, planning))
+
+
+def default_stage_notes() -> list[str]:
+    """A note when the experiment's terminal stage (its `--stage` option) came from its default: the
+    seed asks for the terminal stage to be chosen, and a default one may add downstream work."""
+    ctx = click.get_current_context(silent=True)
+    param = next((p for p in ctx.command.params if p.name == "stage"), None) if ctx else None
+    if ctx is None or param is None or ctx.get_parameter_source("stage") is not ParameterSource.DEFAULT:
+        return []
+    choices = "|".join(map(str, param.type.choices)) if isinstance(param.type, click.Choice) else "STAGE"
+    return [
+        f"note: --stage {ctx.params['stage']} [default]: the terminal stage came from its default, not the "
+        f"command line; choose it with --stage {choices}"
+    ]
 
 
 def plan_rl_steps(handles: list[ArtifactStep[Any]], prefix: str) -> Planning | None:

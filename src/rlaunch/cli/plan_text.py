@@ -128,6 +128,7 @@ def plan_text(
     handles: list[ArtifactStep[Any]] | None = None,
     planning: Planning | None = None,
     judged: Judged | None = None,
+    notes: list[str] | None = None,
 ) -> str:
     lines: list[str] = []
     for identity, detail in _details(planned, planning).items():
@@ -150,7 +151,7 @@ def plan_text(
     for p in planned:
         suffix = "  (mutable — rebuilds every run)" if p.step.mutable else ""
         lines.append(f"  {p.step.identity}{suffix}")
-    return "\n".join(lines + judgement_lines(judged or {}))
+    return "\n".join(lines + (notes or []) + judgement_lines(judged or {}))
 
 
 def plan_json(
@@ -160,6 +161,7 @@ def plan_json(
     handles: list[ArtifactStep[Any]] | None = None,
     planning: Planning | None = None,
     judged: Judged | None = None,
+    notes: list[str] | None = None,
 ) -> str:
     payload: dict[str, Any] = {
         "prefix": prefix,
@@ -168,6 +170,7 @@ def plan_json(
         "details": _details(planned, planning),
         "facts": _numbers(planned, planning),
         "judgement": judgement_json(judged or {}),
+        "notes": notes or [],
         "resolved_versions": [p.step.identity for p in planned],
         "gpu_hours": {
             "steps": {p.step.identity: step_gpu_hours(p.step) for p in planned},
