@@ -145,12 +145,18 @@ def _run(args: tuple[str, ...], identity: str) -> list[str]:
     return [line for line in lines if line.startswith(GATES)]
 
 
-def _host(step: SkyRLArtifactStep, prefix: str) -> tuple[list[str], dict[str, Any]]:
+def _handed(step: SkyRLArtifactStep, prefix: str) -> Path:
+    """The document `--run` would hand the host, written where `rlaunch launch --config` reads it."""
     document = launch_of(step, prefix).document.to_dict()
     document["run"]["attempt_id"] = "by-hand"
     document["run"]["submission"] = "prepare"
     path = Path(prefix).parent / "handed.yaml"
     path.write_text(schema.dumps(schema.from_dict(document)))
+    return path
+
+
+def _host(step: SkyRLArtifactStep, prefix: str) -> tuple[list[str], dict[str, Any]]:
+    path = _handed(step, prefix)
     done = CliRunner().invoke(launch, ["--config", str(path)])
     assert done.exit_code == 2, done.output
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -189,3 +195,35 @@ def test_a_mutable_version_is_a_note_for_a_smoke_and_refuses_nothing(prefix: str
     findings = judgement(launch_of(smoke, prefix), Authorisations())
     assert [f.status for f in findings] == ["note"] and refusals(findings) == []
     assert findings[0].line().startswith("calendar version: the mutable version 'dev' is rebuilt on every run")
+
+
+def test_the_host_plans_the_document_it_is_handed_once(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Validation, composition, the judgement and the run record's memory table read one
+    `PlannedLaunch`: the host composes the recipe once and builds its geometry once."""
+    from rlaunch.launch_config.geometry import Geometry
+    from rlaunch.runtimes.registry import RuntimeProfile
+
+    _failed_before(prefix)  # refused by the retry gate, after every reading of the document
+    step = large_step(smoke=False)
+    path, expected = _handed(step, prefix), launch_of(step, prefix).memory.as_dict()
+    composed: list[str] = []
+    geometries: list[str] = []
+    real_compose, real_geometry = RuntimeProfile.compose, Geometry.from_recipe.__func__  # type: ignore[attr-defined]
+
+    def compose(self: RuntimeProfile, recipe: Any) -> Any:
+        composed.append(self.name)
+        return real_compose(self, recipe)
+
+    def geometry(cls: type[Geometry], recipe: Any) -> Geometry:
+        geometries.append(cls.__name__)
+        return real_geometry(cls, recipe)
+
+    monkeypatch.setattr(RuntimeProfile, "compose", compose)
+    monkeypatch.setattr(Geometry, "from_recipe", classmethod(geometry))
+    done = CliRunner().invoke(launch, ["--config", str(path)])
+    assert done.exit_code == 2, done.output
+    assert json.loads(done.stdout.strip().splitlines()[-1])["failure"].startswith("retry: the latest attempt earlier")
+    record = json.loads((Path(prefix) / "checkpoints/gsm8k-grpo" / DAY / "run_record.json").read_text())
+    (refused,) = [a for a in record["attempts"] if a["attempt_id"] == "by-hand"]
+    assert refused["memory"] == expected  # the run record's table is the planned launch's
+    assert composed == ["fsdp"] and len(geometries) == 1, (composed, geometries)
