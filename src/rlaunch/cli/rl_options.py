@@ -100,12 +100,13 @@ class CoordinatorExecutor:
         self, planned: list[PlannedStep], invocation: Invocation, planning: Planning | None
     ) -> dict[str, tuple[Finding, ...] | None]:
         """Each RL step's judgement, as `--run` and the launch host would apply it now (None: served)."""
+        if planning is None:
+            return {}
         pending = {id(p.step) for p in planned if p.action in ("run", "rebuild")}
         authorised = _authorisations(invocation)
         return {
             step.identity: judgement(planning.launch(step), authorised) if id(step) in pending else None
             for step in skyrl_steps([p.step for p in planned])
-            if planning is not None
         }
 
     def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation, planning: Planning | None) -> int:
