@@ -48,12 +48,13 @@ def test_planning_gathers_each_rl_steps_stored_facts_once(prefix: str, monkeypat
     assert len(gathered) == 2, gathered  # one per RL step, whatever reads it
 
 
-@pytest.mark.parametrize("plan_format", ["text", "json"])
+@pytest.mark.parametrize("how", [("--plan-format", "text"), ("--plan-format", "json"), ("--run",)])
 def test_a_dry_run_composes_each_rl_steps_launch_once(
-    prefix: str, monkeypatch: pytest.MonkeyPatch, plan_format: str
+    prefix: str, monkeypatch: pytest.MonkeyPatch, how: tuple[str, ...]
 ) -> None:
     """The whole dry run (the preflight, the plan view, readiness, the memory table, parity and the
-    judgement) reads one `PlannedLaunch` per RL step: one composition, one geometry."""
+    judgement), and `--run` up to its refusal, read one `PlannedLaunch` per RL step: one
+    composition, one geometry."""
     from click.testing import CliRunner
 
     from rlaunch.launch_config.geometry import Geometry
@@ -61,7 +62,7 @@ def test_a_dry_run_composes_each_rl_steps_launch_once(
 
     monkeypatch.setenv(storage.PREFIX_ENV, prefix)
     composed: list[str] = []
-    geometries: list[int] = []
+    geometries: list[str] = []
     real_compose, real_geometry = RuntimeProfile.compose, Geometry.from_recipe.__func__  # type: ignore[attr-defined]
 
     def compose(self: RuntimeProfile, recipe: Any) -> Any:
@@ -69,15 +70,17 @@ def test_a_dry_run_composes_each_rl_steps_launch_once(
         return real_compose(self, recipe)
 
     def geometry(cls: type[Geometry], recipe: Any) -> Geometry:
-        geometries.append(1)
+        geometries.append(cls.__name__)
         return real_geometry(cls, recipe)
 
     monkeypatch.setattr(RuntimeProfile, "compose", compose)
     monkeypatch.setattr(Geometry, "from_recipe", classmethod(geometry))
-    args = ["--version", DAY, "--stage", "evaluation", "--plan-format", plan_format]
-    done = CliRunner().invoke(rl_plan_example.main, args)
-    assert done.exit_code == 0, done.output
-    assert "parity holds" in done.stdout and "judgement" in done.stdout
+    done = CliRunner().invoke(rl_plan_example.main, ["--version", DAY, "--stage", "evaluation", *how])
+    if how == ("--run",):  # its declared smoke has not run: refused by the judgement, after every reading
+        assert done.exit_code == 2 and "smoke: the declared smoke" in done.stderr, done.output
+    else:
+        assert done.exit_code == 0, done.output
+        assert "parity holds" in done.stdout and "judgement" in done.stdout
     assert composed == ["fsdp", "fsdp"], composed  # the RL step and its declared smoke, once each
     assert len(geometries) == 2, geometries
 
