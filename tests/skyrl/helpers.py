@@ -31,6 +31,7 @@ from rlaunch.skyrl import (
     planning,
     skyrl_step,
 )
+from rlaunch.skyrl.execution import SkyRLExecution
 from rlaunch.skyrl.rl_step import SkyRLArtifactStep
 from rlaunch.skyrl.stored_facts import StoredFacts
 
@@ -280,7 +281,7 @@ LLAMA_31_405B = {
 }
 
 
-def planned(s: SkyRLSpec, execution: Any = None) -> SkyRLArtifactStep:
+def planned(s: SkyRLSpec, execution: SkyRLExecution | None = None) -> SkyRLArtifactStep:
     """`s` as an RL step, planned under RLAUNCH_PREFIX: the preflight that `--run` and the dry run
     run when the graph is planned (a PreflightError listing every violation), else the step."""
     step = skyrl_step(s, execution or iris(), export_hf=True)
@@ -289,7 +290,12 @@ def planned(s: SkyRLSpec, execution: Any = None) -> SkyRLArtifactStep:
 
 
 def planned_view(
-    s: SkyRLSpec, execution: Any = None, *, export_hf: bool = True, smoke: Any = None, prefix: str | None = None
+    s: SkyRLSpec,
+    execution: SkyRLExecution | None = None,
+    *,
+    export_hf: bool = True,
+    smoke: SkyRLArtifactStep | None = None,
+    prefix: str | None = None,
 ) -> tuple[SkyRLLaunchConfig, StoredFacts]:
     """What the plan's views read for `s` under `prefix` (default RLAUNCH_PREFIX): the launch
     document `--run` would launch, and the step's stored facts."""
