@@ -486,3 +486,26 @@ def test_hello_run_against_a_prefix_and_a_failing_override(tmp_path, hello):
     assert "//" not in run.stdout.replace("://", "")
     typo = _hello_process("--version", DAY, "--override", "hello/txt=2026.11.29", cwd=work)
     assert typo.returncode != 0 and "hello/txt" in typo.stderr
+
+
+@click.command()
+@click.option("--stage", type=click.Choice(["data", "report"]), default="report", help="Terminal stage.")
+@build_options
+def staged(stage: str):
+    data = _step("exp/data", rows=10)
+    return data if stage == "data" else _step("exp/report", data)
+
+
+def test_a_terminal_stage_left_to_its_default_is_noted_in_the_plan(prefix):
+    note = "note: --stage report [default]: the terminal stage came from its default, not the command line"
+    defaulted = invoke(staged, "--version", DAY)
+    assert defaulted.exit_code == 0, defaulted.output
+    assert f"{note}; choose it with --stage data|report" in defaulted.stdout.splitlines()
+    payload = json.loads(invoke(staged, "--version", DAY, "--plan-format", "json").stdout)
+    assert [n.startswith(note) for n in payload["notes"]] == [True]
+    chosen = invoke(staged, "--version", DAY, "--stage", "report")  # the same value, chosen: no note
+    assert chosen.exit_code == 0 and "[default]" not in chosen.stdout
+    assert json.loads(invoke(staged, "--version", DAY, "--stage", "report", "--plan-format", "json").stdout)[
+        "notes"
+    ] == []
+    assert "note: --stage" not in invoke(experiment, "--version", DAY).stdout  # no stage option, no note

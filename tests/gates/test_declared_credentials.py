@@ -9,6 +9,7 @@ import pytest
 
 from rlaunch.cluster.job_environment import job_environment
 from rlaunch.host.allocate import child_job_spec
+from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.gates import credentials_problem
 from rlaunch.launch_config.typed import DocumentError
@@ -84,7 +85,7 @@ def test_readiness_lists_each_declared_credential_with_whether_it_is_set(
     monkeypatch.setenv("HF_TOKEN", "")
     monkeypatch.delenv("GATED_TOKEN", raising=False)
     document, facts = planned_view(spec(credentials=(SANDBOX, "HF_TOKEN", "GATED_TOKEN")), prefix=prefix)
-    items = {i.value.split()[0]: i for i in readiness(document, facts) if i.label == "credential"}
+    items = {i.value.split()[0]: i for i in readiness(PlannedLaunch.of(document), facts) if i.label == "credential"}
     assert items[SANDBOX].state == OK and items[SANDBOX].value == f"{SANDBOX} set in the submitting environment"
     assert items[SANDBOX].source == "declared: SkyRLSpec(credentials=...)"
     assert items["HF_TOKEN"].state == MISSING and "set but EMPTY" in items["HF_TOKEN"].value

@@ -24,7 +24,7 @@ from rlaunch.launch_config import schema
 from rlaunch.runs.run_record import update_attempt
 from rlaunch.skyrl import skyrl_step
 from rlaunch.skyrl.rl_step import SkyRLArtifactStep
-from tests.skyrl.helpers import DAY, iris, spec
+from tests.skyrl.helpers import DAY, iris, launch_of, spec
 
 pytestmark = pytest.mark.usefixtures("signal_handlers")
 
@@ -51,13 +51,13 @@ def experiment(smoke: bool, rl_version: str) -> Any:
 
 
 def _earlier(step: SkyRLArtifactStep, prefix: str, **fields: Any) -> None:
-    document = step.planned_document(prefix)
+    document = launch_of(step, prefix).document
     update_attempt(document.artifacts.output_path, document.run.id, "earlier", fields)
 
 
 def _smoke_ran(prefix: str, state: str, edit: Callable[[dict[str, Any]], None] = lambda d: None) -> None:
     """A smoke attempt in storage, with the document it ran (as its RL step records them)."""
-    document = smoke_step().planned_document(prefix).to_dict()
+    document = launch_of(smoke_step(), prefix).document.to_dict()
     edit(document)
     url = storage.join(prefix, "smoke-handed.yaml")
     storage.write_text_atomic(url, schema.dumps(schema.from_dict(document)))
@@ -74,7 +74,7 @@ def _other_runtime(prefix: str) -> None:
 
 def _failed_before(prefix: str) -> None:
     step = large_step(smoke=False)
-    _earlier(step, prefix, state="failed", runtime_digest=step.planned_document(prefix).runtime.source_digest)
+    _earlier(step, prefix, state="failed", runtime_digest=launch_of(step, prefix).document.runtime.source_digest)
 
 
 def _no_export(document: dict[str, Any]) -> None:
@@ -128,6 +128,15 @@ def _dry_run(args: tuple[str, ...]) -> list[str]:
     return [line.removeprefix("  refused: ") for line in lines[start + 1 : -1]]
 
 
+def _json_dry_run(args: tuple[str, ...], identity: str) -> list[str]:
+    """The refusing findings `--plan-format json` carries for `identity` (it refuses, so it launches)."""
+    done = CliRunner().invoke(experiment, ["--version", DAY, *args, "--plan-format", "json"])
+    assert done.exit_code == 0, done.output
+    judged = json.loads(done.stdout)["judgement"][identity]
+    assert judged["launches"] and judged["refused"]
+    return [f"{f['gate']}: {f['message']}" for f in judged["findings"] if f["status"] == "refused"]
+
+
 def _run(args: tuple[str, ...], identity: str) -> list[str]:
     done = CliRunner().invoke(experiment, ["--version", DAY, *args, "--run"])
     assert done.exit_code == 2, done.output
@@ -136,12 +145,18 @@ def _run(args: tuple[str, ...], identity: str) -> list[str]:
     return [line for line in lines if line.startswith(GATES)]
 
 
-def _host(step: SkyRLArtifactStep, prefix: str) -> tuple[list[str], dict[str, Any]]:
-    document = step.planned_document(prefix).to_dict()
+def _handed(step: SkyRLArtifactStep, prefix: str) -> Path:
+    """The document `--run` would hand the host, written where `rlaunch launch --config` reads it."""
+    document = launch_of(step, prefix).document.to_dict()
     document["run"]["attempt_id"] = "by-hand"
     document["run"]["submission"] = "prepare"
     path = Path(prefix).parent / "handed.yaml"
     path.write_text(schema.dumps(schema.from_dict(document)))
+    return path
+
+
+def _host(step: SkyRLArtifactStep, prefix: str) -> tuple[list[str], dict[str, Any]]:
+    path = _handed(step, prefix)
     done = CliRunner().invoke(launch, ["--config", str(path)])
     assert done.exit_code == 2, done.output
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -157,6 +172,7 @@ def test_the_dry_run_run_and_the_host_find_the_same_words(case: Case, prefix: st
     assert all(line.startswith(GATES) for line in planned), planned
     assert all(any(f in line for line in planned) for f in case.expected), planned
     assert not any(f in line for f in case.absent for line in planned), planned
+    assert _json_dry_run(case.args, step.identity) == planned
     assert _run(case.args, step.identity) == planned
     host, result = _host(step, prefix)
     assert host == planned
@@ -169,10 +185,45 @@ def test_a_skipped_smoke_gate_waives_the_smoke_findings_alone(prefix: str) -> No
     assert done.exit_code == 0, done.output
     assert "  refused: version: attempt earlier" in done.stdout
     assert "  waived: smoke: this is a large launch (it allocates 8 nodes" in done.stdout
+    done = CliRunner().invoke(experiment, ["--version", DAY, "--skip-smoke-gate", "why", "--plan-format", "json"])
+    (judged,) = json.loads(done.stdout)["judgement"].values()
+    assert [(f["gate"], f["status"]) for f in judged["findings"]] == [("version", "refused"), ("smoke", "waived")]
 
 
 def test_a_mutable_version_is_a_note_for_a_smoke_and_refuses_nothing(prefix: str) -> None:
     smoke = skyrl_step(spec(name=SMOKE, version="dev"), iris(), export_hf=True, is_smoke=True)
-    findings = judgement(smoke, prefix, Authorisations())
+    findings = judgement(launch_of(smoke, prefix), Authorisations())
     assert [f.status for f in findings] == ["note"] and refusals(findings) == []
     assert findings[0].line().startswith("calendar version: the mutable version 'dev' is rebuilt on every run")
+
+
+def test_the_host_plans_the_document_it_is_handed_once(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Validation, composition, the judgement and the run record's memory table read one
+    `PlannedLaunch`: the host composes the recipe once and builds its geometry once."""
+    from rlaunch.launch_config.geometry import Geometry
+    from rlaunch.runtimes.registry import RuntimeProfile
+
+    _failed_before(prefix)  # refused by the retry gate, after every reading of the document
+    step = large_step(smoke=False)
+    path, expected = _handed(step, prefix), launch_of(step, prefix).memory.as_dict()
+    composed: list[str] = []
+    geometries: list[str] = []
+    real_compose, real_geometry = RuntimeProfile.compose, Geometry.from_recipe.__func__  # type: ignore[attr-defined]
+
+    def compose(self: RuntimeProfile, recipe: Any) -> Any:
+        composed.append(self.name)
+        return real_compose(self, recipe)
+
+    def geometry(cls: type[Geometry], recipe: Any) -> Geometry:
+        geometries.append(cls.__name__)
+        return real_geometry(cls, recipe)
+
+    monkeypatch.setattr(RuntimeProfile, "compose", compose)
+    monkeypatch.setattr(Geometry, "from_recipe", classmethod(geometry))
+    done = CliRunner().invoke(launch, ["--config", str(path)])
+    assert done.exit_code == 2, done.output
+    assert json.loads(done.stdout.strip().splitlines()[-1])["failure"].startswith("retry: the latest attempt earlier")
+    record = json.loads((Path(prefix) / "checkpoints/gsm8k-grpo" / DAY / "run_record.json").read_text())
+    (refused,) = [a for a in record["attempts"] if a["attempt_id"] == "by-hand"]
+    assert refused["memory"] == expected  # the run record's table is the planned launch's
+    assert composed == ["fsdp"] and len(geometries) == 1, (composed, geometries)

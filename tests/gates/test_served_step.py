@@ -39,6 +39,9 @@ def test_a_served_rl_step_is_not_resumed_and_gates_nothing_downstream(launcher: 
     assert "served from storage" in plan.stdout and "nothing resumes" in plan.stdout
     assert "would resume" not in plan.stdout and "REFUSED" not in plan.stdout
     assert f"judgement of marker/rl@{DAY}: served from storage, nothing launches, nothing is judged" in plan.stdout
+    as_json = launcher.run(*EXPERIMENT, "--stage", "evaluation", "--plan-format", "json")
+    judged = json.loads(as_json.stdout)["judgement"]
+    assert judged == {f"marker/rl@{DAY}": {"launches": False, "refused": False, "findings": []}}
 
     done = launcher.run(*EXPERIMENT, "--stage", "evaluation", "--run")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]

@@ -15,8 +15,7 @@ from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.cli.experiment import Invocation
 from rlaunch.cli.rl_options import _overrides, _record_overrides, judgement
 from rlaunch.judgement.judge import Authorisations, large, refusals
-from rlaunch.judgement.planned import PlannedLaunch
-from rlaunch.skyrl import skyrl_step
+from rlaunch.skyrl import planning, skyrl_step
 from tests.launching import Launcher
 from tests.skyrl import helpers as h
 
@@ -47,7 +46,7 @@ def test_a_two_node_launch_without_a_smoke_is_refused_and_goes_with_a_recorded_r
 def _large(execution: object, *, is_smoke: bool = False, **shape: int) -> str | None:
     spec = h.spec(topo=h.topology(h.seed_plan(), num_nodes=8) if not shape else h.topology(**shape))
     step = skyrl_step(spec, execution, export_hf=True, is_smoke=is_smoke)  # type: ignore[arg-type]
-    return large(PlannedLaunch.of(step.planned_document(storage.default_prefix())))
+    return large(h.launch_of(step))
 
 
 def test_large_is_the_users_thresholds_whatever_the_accelerator(prefix: str) -> None:
@@ -75,19 +74,19 @@ def test_the_64_gpu_example_waits_for_its_gpu_smoke_and_goes_only_with_a_recorde
     def invocation(**options: str) -> Invocation:
         return Invocation(module=None, argv=(), version=DAY, max_concurrent=1, prefix=prefix, options=options)
 
-    refused = refusals(judgement(step, prefix, Authorisations()))
+    refused = refusals(judgement(h.launch_of(step, prefix), Authorisations()))
     assert refused == [
         f"smoke: the declared smoke {step.smoke.identity} has not run; launch it and check it with rlaunch verify-smoke"
     ]
-    waived = judgement(step, prefix, Authorisations(skip_smoke_gate=True))
+    waived = judgement(h.launch_of(step, prefix), Authorisations(skip_smoke_gate=True))
     assert refusals(waived) == []
-    _record_overrides(_overrides([(step, waived)]), invocation(skip_smoke_gate="smoke ran on the staging cluster"))
+    reason = invocation(skip_smoke_gate="smoke ran on the staging cluster")
+    _record_overrides(_overrides([(step, waived)]), reason, planning.plan([step], prefix))
     record = json.loads((Path(prefix) / step.name / DAY / "run_record.json").read_text())
     (override,) = record["smoke_gate_overrides"]
     assert override["smoke"] == step.smoke.identity and override["reason"] == "smoke ran on the staging cluster"
 
 
 def _describe(step) -> list[str]:  # noqa: ANN001 - a SkyRL step
-    from rlaunch import storage
 
-    return step.describe(storage.default_prefix())
+    return planning.plan([step], storage.default_prefix()).describe(step)

@@ -20,7 +20,7 @@ def _rows(spec, prefix: str) -> dict[str, str]:
 
 
 def _resume(spec, prefix: str) -> str:
-    return _resume_line(*h.planned_view(spec, prefix=prefix))
+    return _resume_line(*h.planned_view_of(h.skyrl_step(spec, h.iris(), export_hf=True), prefix))
 
 
 def _fingerprint(spec, prefix: str) -> str:

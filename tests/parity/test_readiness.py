@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.rules.defect_triggers import TRIGGERS, findings
 from rlaunch.runtimes.defects import FIXED, OPEN, UNVERIFIED, WORKED_AROUND, KnownDefect
 from rlaunch.runtimes.lockfile import read_lock
@@ -75,8 +76,9 @@ def test_an_open_defect_the_geometry_triggers_is_a_preflight_violation() -> None
 
 
 def _view(execution=None, *, export_hf: bool = True, **spec_kwargs):
-    """The planned launch document and stored facts readiness reads (never the spec)."""
-    return h.planned_view(h.spec(**spec_kwargs), execution, export_hf=export_hf)
+    """The planned launch and stored facts readiness reads (never the spec)."""
+    document, facts = h.planned_view(h.spec(**spec_kwargs), execution, export_hf=export_hf)
+    return PlannedLaunch.of(document), facts
 
 
 def _items(execution=None, **spec_kwargs) -> dict[str, list]:
@@ -130,7 +132,7 @@ def test_host_resources_mark_every_default_for_every_role_and_the_coordinator() 
     (coordinator,) = _items(stated)["coordinator"]  # the same values, stated: no longer defaults
     assert coordinator.state == OK and "[default]" not in coordinator.value
     sized = h.iris(memory="1600GB", cpu=96, disk="4TB", max_retries=0)
-    assert relied_defaults(_view(sized)[0]) == [
+    assert relied_defaults(_view(sized)[0].document) == [
         "IrisSkyRLExecution.coordinator_cpu=4.0",
         "IrisSkyRLExecution.coordinator_memory='16GB'",
         "IrisSkyRLExecution.coordinator_disk='64GB'",
@@ -138,7 +140,7 @@ def test_host_resources_mark_every_default_for_every_role_and_the_coordinator() 
 
 
 def test_a_large_plan_lists_every_default_it_relies_on() -> None:
-    defaults = relied_defaults(_view(h.iris())[0])
+    defaults = relied_defaults(_view(h.iris())[0].document)
     lines = render(list(_items().values())[0], large=True, defaults=defaults)
     assert lines[-1].startswith("  a large launch relying on 3 default(s): IrisSkyRLExecution.coordinator_cpu=4.0")
     assert render(list(_items().values())[0], large=False, defaults=defaults)[-1].startswith("  [")
@@ -174,12 +176,11 @@ def test_an_export_left_to_its_default_is_marked_a_default(prefix: str) -> None:
 
     def export_item(**export: bool) -> tuple[str, str]:
         step = skyrl_step(h.spec(), h.iris(), **export)
-        document = step.planned_document(prefix)
-        (item,) = [i for i in readiness(document, step.stored_facts(prefix)) if i.label == "export"]
+        (item,) = [i for i in readiness(*h.planned_view_of(step, prefix)) if i.label == "export"]
         return item.state, item.line(6)
 
     state, line = export_item()
     assert state == "default" and line.startswith("  [default] export  no terminal export;"), line
-    assert "skyrl_step.export_hf=False" in relied_defaults(skyrl_step(h.spec(), h.iris()).planned_document(prefix))
+    assert "skyrl_step.export_hf=False" in relied_defaults(h.launch_of(skyrl_step(h.spec(), h.iris()), prefix).document)
     state, line = export_item(export_hf=False)  # stated: the same value, no longer a default
     assert state == "ok" and line.startswith("  [ok]      export  no terminal export;"), line

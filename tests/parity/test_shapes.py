@@ -36,7 +36,7 @@ def test_cpu_smoke_rehearses_the_scaled_cpu_run() -> None:
         large = cpu_scaled.scaled_step(slots=1)
     assert large.smoke is not None
     prefix = storage.default_prefix()
-    smoke_document, large_document = large.smoke.planned_document(prefix), large.planned_document(prefix)
+    smoke_document, large_document = h.launch_of(large.smoke, prefix).document, h.launch_of(large, prefix).document
     assert differences(shape_of_document(smoke_document), shape_of_document(large_document)) == []
     # scale really differs: the batch, the steps
     assert large.spec.topology.role_plan.train_batch_size > large.smoke.spec.topology.role_plan.train_batch_size
@@ -149,7 +149,7 @@ def test_the_large_plan_names_its_smoke_and_every_difference() -> None:
 
     def lines_for(spec: Any) -> list[str]:
         step = skyrl_step(spec, h.iris(), export_hf=True, smoke=smoke)
-        return parity_lines(step.planned(prefix), step.stored_facts(prefix), smoke.planned(prefix))
+        return parity_lines(*h.planned_view_of(step, prefix), h.launch_of(smoke, prefix))
 
     lines = lines_for(large)
     assert lines[0].startswith(f"smoke gate: {smoke.identity}; parity FAILS, 1 difference(s)")

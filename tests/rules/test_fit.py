@@ -19,7 +19,7 @@ from rlaunch import rules
 from rlaunch.dotted import set_path
 from rlaunch.rules import fit, memory
 from rlaunch.runtimes.registry import get_profile
-from rlaunch.skyrl import ModelFacts, PreflightError, SkyRLTopology, check_plan, skyrl_step
+from rlaunch.skyrl import ModelFacts, PreflightError, SkyRLTopology, check_plan, planning, skyrl_step
 from rlaunch.skyrl.config_yaml import parse_config_yaml, render_recipe
 from rlaunch.skyrl.hub import hf_model_source
 from rlaunch.skyrl.plan_view import describe_step
@@ -164,7 +164,7 @@ def test_the_plan_of_a_tight_plan_prints_what_would_fit(prefix: str) -> None:
     assert shown, text
     assert [line.strip() for line in shown] == [f.line() for f in nearest_of(topo, written)]
     step = skyrl_step(spec(topo=topo, tree=written, model=model), iris(), export_hf=True)
-    as_data = step.facts(prefix)["what_would_fit"]  # --plan-format json carries them as data
+    as_data = planning.plan([step], prefix).numbers(step)["what_would_fit"]  # --plan-format json carries them
     assert [(f["direction"], f["changes"]) for f in as_data] == [
         (f.direction, {c.field: c.value for c in f.changes}) for f in nearest_of(topo, written)
     ]

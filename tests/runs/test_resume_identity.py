@@ -16,6 +16,7 @@ from rlaunch.launch_config import schema
 from rlaunch.runs import layout
 from rlaunch.runs.resume import foreign_checkpoint, refusal, run_fingerprint
 from tests.documents import rendered_document, rl_step
+from tests.skyrl.helpers import launch_of
 
 DIGEST = "d" * 64
 
@@ -33,7 +34,7 @@ def checkpoint(root: str, step: int, **meta: Any) -> None:
 def test_the_plan_and_the_host_compute_the_same_fingerprint(prefix: str) -> None:
     document = rendered_document(prefix)
     resolved = resolve(schema.from_dict(document))
-    planned = rl_step().planned_document(prefix).to_dict()  # what the plan's resume check hashes
+    planned = launch_of(rl_step(), prefix).document.to_dict()  # what the plan's resume check hashes
     assert resolved.run.fingerprint == run_fingerprint(planned) == run_fingerprint(document)
     # the resolved document keeps it through a YAML round trip (the child reads it from there)
     assert schema.loads(schema.dumps(resolved)).run.fingerprint == resolved.run.fingerprint

@@ -28,9 +28,10 @@ from rlaunch.skyrl import (
     SkyRLSpec,
     SkyRLTopology,
     check_plan,
+    planning,
     skyrl_step,
 )
-from rlaunch.skyrl.planning import preflight
+from rlaunch.skyrl.execution import SkyRLExecution
 from rlaunch.skyrl.rl_step import SkyRLArtifactStep
 from rlaunch.skyrl.stored_facts import StoredFacts
 
@@ -280,26 +281,44 @@ LLAMA_31_405B = {
 }
 
 
-def planned(s: SkyRLSpec, execution: Any = None) -> SkyRLArtifactStep:
+def planned(s: SkyRLSpec, execution: SkyRLExecution | None = None) -> SkyRLArtifactStep:
     """`s` as an RL step, planned under RLAUNCH_PREFIX: the preflight that `--run` and the dry run
     run when the graph is planned (a PreflightError listing every violation), else the step."""
     step = skyrl_step(s, execution or iris(), export_hf=True)
-    preflight([step], storage.default_prefix())
+    planning.plan([step], storage.default_prefix())
     return step
 
 
 def planned_view(
-    s: SkyRLSpec, execution: Any = None, *, export_hf: bool = True, smoke: Any = None, prefix: str | None = None
+    s: SkyRLSpec,
+    execution: SkyRLExecution | None = None,
+    *,
+    export_hf: bool = True,
+    smoke: SkyRLArtifactStep | None = None,
+    prefix: str | None = None,
 ) -> tuple[SkyRLLaunchConfig, StoredFacts]:
     """What the plan's views read for `s` under `prefix` (default RLAUNCH_PREFIX): the launch
     document `--run` would launch, and the step's stored facts."""
     step = skyrl_step(s, execution or iris(), export_hf=export_hf, smoke=smoke)
-    where = prefix or storage.default_prefix()
-    return step.planned_document(where), step.stored_facts(where)
+    run = planning.planned_run(step, prefix or storage.default_prefix())
+    assert run.launch is not None, f"{step.identity}: its recipe does not render"
+    return run.launch.document, run.facts
+
+
+def planned_view_of(step: SkyRLArtifactStep, prefix: str | None = None) -> tuple[PlannedLaunch, StoredFacts]:
+    """What readiness and the plan view read of `step` under `prefix`: its planned launch and stored facts."""
+    run = planning.planned_run(step, prefix or storage.default_prefix())
+    assert run.launch is not None, f"{step.identity}: its recipe does not render"
+    return run.launch, run.facts
+
+
+def launch_of(step: SkyRLArtifactStep, prefix: str | None = None) -> PlannedLaunch:
+    """What `step` would launch under `prefix` (default RLAUNCH_PREFIX), planned as the dry run plans it."""
+    launch = planning.planned_run(step, prefix or storage.default_prefix()).launch
+    assert launch is not None, f"{step.identity}: its recipe does not render"
+    return launch
 
 
 def planned_launch_view(s: SkyRLSpec, *, prefix: str | None = None) -> tuple[PlannedLaunch, StoredFacts]:
     """What the plan view reads for `s`: the planned launch (composed once) and the stored facts."""
-    step = skyrl_step(s, iris(), export_hf=True)
-    where = prefix or storage.default_prefix()
-    return step.planned(where), step.stored_facts(where)
+    return planned_view_of(skyrl_step(s, iris(), export_hf=True), prefix)

@@ -14,12 +14,13 @@ from rlaunch import storage
 from rlaunch.artifacts import records
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.judgement.parity import differences, shape_of_document
+from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config import schema
 from rlaunch.skyrl import planning, skyrl_step, stored_facts
 from rlaunch.skyrl.plan_view import describe_step
 from rlaunch.skyrl.readiness import DEFAULT, MISSING, readiness
 
-from .helpers import DAY, iris, planned_view, spec
+from .helpers import DAY, iris, launch_of, planned_view, spec
 
 DIRECTORY = "rlaunch.artifacts.artifact.Directory"
 
@@ -40,45 +41,55 @@ def test_planning_gathers_each_rl_steps_stored_facts_once(prefix: str, monkeypat
         return real(model, *args, **kwargs)
 
     monkeypatch.setattr(planning, "gather", counting)
-    steps = [step, step.smoke]
-    planning.preflight(steps, prefix)  # the dry run's and --run's order: preflight, plan, views
-    for each in steps:
-        assert each.describe(prefix) and each.facts(prefix)["memory"]["rows"]
-        each.planned_document(prefix)
+    planned = planning.plan([step], prefix)  # the step and the smoke it declares
+    for each in (step, step.smoke):
+        assert planned.describe(each) and planned.numbers(each)["memory"]["rows"]
+        assert planned.launch(each).document.run.artifact == each.identity
     assert len(gathered) == 2, gathered  # one per RL step, whatever reads it
 
 
-def test_a_dry_run_composes_each_rl_steps_launch_once(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Past the preflight (which checks the spec's own parts), the plan view, readiness, the memory
-    table, parity, the submission checks and the judgement all read one `PlannedLaunch` per RL step."""
-    from rlaunch.cli.rl_options import judgement
-    from rlaunch.judgement.judge import Authorisations
+@pytest.mark.parametrize("how", [("--plan-format", "text"), ("--plan-format", "json"), ("--run",)])
+def test_a_dry_run_composes_each_rl_steps_launch_once(
+    prefix: str, monkeypatch: pytest.MonkeyPatch, how: tuple[str, ...]
+) -> None:
+    """The whole dry run (the preflight, the plan view, readiness, the memory table, parity and the
+    judgement), and `--run` up to its refusal, read one `PlannedLaunch` per RL step: one
+    composition, one geometry."""
+    from click.testing import CliRunner
+
+    from rlaunch.launch_config.geometry import Geometry
     from rlaunch.runtimes.registry import RuntimeProfile
-    from rlaunch.skyrl.submission import submission_problems
 
-    step = _example(prefix, monkeypatch)
-    steps = [step, step.smoke]
-    planning.preflight(steps, prefix)
+    monkeypatch.setenv(storage.PREFIX_ENV, prefix)
     composed: list[str] = []
-    real = RuntimeProfile.compose
+    geometries: list[str] = []
+    real_compose, real_geometry = RuntimeProfile.compose, Geometry.from_recipe.__func__  # type: ignore[attr-defined]
 
-    def counting(self: RuntimeProfile, recipe: Any) -> Any:
+    def compose(self: RuntimeProfile, recipe: Any) -> Any:
         composed.append(self.name)
-        return real(self, recipe)
+        return real_compose(self, recipe)
 
-    monkeypatch.setattr(RuntimeProfile, "compose", counting)
-    for each in steps:
-        assert each.describe(prefix) and each.facts(prefix)["memory"]["rows"]
-        submission_problems(each.planned(prefix), each.stored_facts(prefix), prefix)
-        judgement(each, prefix, Authorisations())
-    assert composed == ["fsdp", "fsdp"], composed  # one per RL step, whatever reads it
+    def geometry(cls: type[Geometry], recipe: Any) -> Geometry:
+        geometries.append(cls.__name__)
+        return real_geometry(cls, recipe)
+
+    monkeypatch.setattr(RuntimeProfile, "compose", compose)
+    monkeypatch.setattr(Geometry, "from_recipe", classmethod(geometry))
+    done = CliRunner().invoke(rl_plan_example.main, ["--version", DAY, "--stage", "evaluation", *how])
+    if how == ("--run",):  # its declared smoke has not run: refused by the judgement, after every reading
+        assert done.exit_code == 2 and "smoke: the declared smoke" in done.stderr, done.output
+    else:
+        assert done.exit_code == 0, done.output
+        assert "parity holds" in done.stdout and "judgement" in done.stdout
+    assert composed == ["fsdp", "fsdp"], composed  # the RL step and its declared smoke, once each
+    assert len(geometries) == 2, geometries
 
 
 def test_the_views_read_no_storage(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     step = _example(prefix, monkeypatch)
-    planned, facts = step.planned(prefix), step.stored_facts(prefix)
-    smoke = step.smoke.planned(prefix)
-    expected = describe_step(planned, facts, smoke)
+    planned = planning.plan([step], prefix)
+    launch, facts, smoke = planned.launch(step), planned.facts(step), planned.launch(step.smoke)
+    expected = describe_step(launch, facts, smoke)
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError(f"a view read storage: {args[:1]}")
@@ -87,7 +98,7 @@ def test_the_views_read_no_storage(prefix: str, monkeypatch: pytest.MonkeyPatch)
         for name in ("_route", "filesystem", "exists", "read_json", "read_text", "list_names"):
             guard.setattr(storage, name, refuse)
         guard.setattr(records, "read_record", refuse)
-        assert describe_step(planned, facts, smoke) == expected
+        assert describe_step(launch, facts, smoke) == expected
     assert "parity holds" in "\n".join(expected)
 
 
@@ -110,7 +121,7 @@ def test_what_identity_already_decides_stays_out_of_the_fingerprint(prefix: str)
     fingerprinted = step.fingerprint_config["launch_document"]
     assert "graph" not in fingerprinted["inputs"] and "artifact_type" not in fingerprinted["inputs"]["model"]
     assert "temporary_storage_ttl_days" not in fingerprinted["artifacts"]
-    assert step.planned_document(prefix).inputs.graph  # the planned and launched documents carry them
+    assert launch_of(step, prefix).document.inputs.graph  # the planned and launched documents carry them
 
 
 def test_parity_compares_two_documents_even_hand_edited_ones(prefix: str) -> None:
@@ -127,7 +138,7 @@ def test_parity_compares_two_documents_even_hand_edited_ones(prefix: str) -> Non
 
 def test_readiness_of_a_document_without_an_experiment_names_what_it_lacks(prefix: str) -> None:
     document, facts = planned_view(spec(), iris(), prefix=prefix)
-    items = {i.label: i for i in readiness(document, facts)}
+    items = {i.label: i for i in readiness(PlannedLaunch.of(document), facts)}
     assert items["coordinator"].state == DEFAULT
     bare = schema.from_dict(
         {
@@ -135,7 +146,7 @@ def test_readiness_of_a_document_without_an_experiment_names_what_it_lacks(prefi
             "cluster": {**document.to_dict()["cluster"], "coordinator": None, "execution": None, "defaults": []},
         }
     )
-    items = {i.label: i for i in readiness(bare, stored_facts.StoredFacts())}
+    items = {i.label: i for i in readiness(PlannedLaunch.of(bare), stored_facts.StoredFacts())}
     assert items["coordinator"].state == MISSING and "no cluster.coordinator" in items["coordinator"].source
     assert items["policy hosts"].source == "the launch document(cpu, memory, disk)"
 
@@ -151,16 +162,18 @@ def test_run_reads_the_record_again_after_closing_a_dead_attempt(prefix: str, mo
     step = skyrl_step(spec(), iris(), export_hf=True)
     output = live_run_paths(step.spec, prefix).output_path
     update_attempt(output, "run", "a1", {"state": "running", "runtime_digest": step.spec.runtime.source_digest})
-    assert [a["state"] for a in step.stored_facts(prefix).attempts] == ["running"]
+    assert [a["state"] for a in planning.planned_run(step, prefix).facts.attempts] == ["running"]
 
     def jobs_gone(output_path: str, where: str | None, by: str) -> list[str]:  # what finalise does, minus the backend
         close_attempt(output_path, "a1", {"state": "failed", "failure": "its jobs were gone", "closed_by": by})
         return ["a1"]
 
     monkeypatch.setattr(finalise, "finalise_open_attempts", jobs_gone)
-    rl_options._finalise_dead_attempts([step], prefix)
-    assert [a["state"] for a in step.stored_facts(prefix).attempts] == ["failed"]
-    retry = [p for p in refusals(rl_options.judgement(step, prefix, Authorisations())) if p.startswith("retry: ")]
+    assert rl_options._finalise_dead_attempts([step], prefix)  # storage changed: --run plans again
+    replanned = planning.plan([step], prefix)
+    assert [a["state"] for a in replanned.facts(step).attempts] == ["failed"]
+    found = refusals(rl_options.judgement(replanned.launch(step), Authorisations()))
+    retry = [p for p in found if p.startswith("retry: ")]
     assert len(retry) == 1 and "the latest attempt a1 failed" in retry[0] and "--retry" in retry[0]
 
 

@@ -22,7 +22,7 @@ from rlaunch import storage
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import PreflightError, SkyRLSpec
-from rlaunch.skyrl.planning import preflight
+from rlaunch.skyrl.planning import plan
 from rlaunch.skyrl.rl_step import SkyRLArtifactStep
 
 from .helpers import DAY, model_step, recipe, seed_topology, spec, to_yaml
@@ -97,7 +97,7 @@ def test_a_broken_spec_builds_and_its_violations_surface_when_the_graph_is_plann
     with nothing_readable(monkeypatch, tmp_path), build_context(BuildContext(VersionCodex(default=DAY))):
         broken = rl_plan_example.rl_step(broken=True)
     with pytest.raises(PreflightError) as info:
-        preflight([broken], prefix)
+        plan([broken], prefix)
     assert [v.code for v in info.value.violations] == [
         "topology.gpu_budget",
         "batch.train_mini",

@@ -42,8 +42,6 @@ class ArtifactStep(Generic[A]):
     deps: tuple[ArtifactStep[Any], ...] = ()
     runtime_args: Mapping[str, Any] = field(default_factory=dict)
     expected_fingerprint: str | None = None
-    describe: Callable[[str], list[str]] | None = None  # the plan's lines for this step under a prefix
-    facts: Callable[[str], Mapping[str, Any]] | None = None  # the plan's numbers as data (`--plan-format json`)
     execution: Any = None  # where `run` runs: None (the coordinator) or an `execution_type`
     execution_type: ClassVar[type] = StepExecution
     submitted_by: ClassVar[str | None] = None  # the only path that may launch it (None: any runner)

@@ -11,9 +11,10 @@ import functools
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import click
+from click.core import ParameterSource
 
 from rlaunch import storage
 from rlaunch.artifacts.identity import InvalidIdentityError, validate_name, validate_version
@@ -25,6 +26,10 @@ from rlaunch.cli import plan_text
 from rlaunch.cli.step_checks import preflight_step_jobs
 from rlaunch.errors import UserError
 from rlaunch.secrets import SecretArgumentError, refuse_secret_arguments
+
+if TYPE_CHECKING:
+    from rlaunch.judgement.judge import Finding
+    from rlaunch.skyrl.planning import Planning
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,10 @@ class Invocation:
 
 
 class Executor(Protocol):
-    """What `--run` does with the built graph. Returns the process exit code."""
+    """What `--run` does with the built graph. Returns the process exit code.
+
+    `planning` is every RL step of the graph planned once (`rlaunch.skyrl.planning.plan`; None: the
+    graph has none): what the plan shows, the judgement and the submission checks read."""
 
     option_names: tuple[str, ...]
 
@@ -48,10 +56,13 @@ class Executor(Protocol):
 
     def check(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> None: ...
 
-    def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> int: ...
+    def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation, planning: Planning | None) -> int: ...
 
-    def judgement_lines(self, planned: list[PlannedStep], invocation: Invocation) -> list[str]:
-        """What the dry run prints after the plan: the findings `--run` would refuse on."""
+    def judgement(
+        self, planned: list[PlannedStep], invocation: Invocation, planning: Planning | None
+    ) -> dict[str, tuple[Finding, ...] | None]:
+        """What the dry run shows after the plan: each gated step's findings, as `--run` would refuse
+        on them (None: served from storage, nothing launches, nothing is judged)."""
         ...
 
 
@@ -79,10 +90,12 @@ class LocalRunExecutor:
     def check(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> None:
         refuse_foreign_steps(plan_graph(handles, invocation.prefix), self.submitter)
 
-    def judgement_lines(self, planned: list[PlannedStep], invocation: Invocation) -> list[str]:
-        return []  # nothing this path builds is gated: RL steps are the coordinator's
+    def judgement(
+        self, planned: list[PlannedStep], invocation: Invocation, planning: Planning | None
+    ) -> dict[str, tuple[Finding, ...] | None]:
+        return {}  # nothing this path builds is gated: RL steps are the coordinator's
 
-    def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
+    def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation, planning: Planning | None = None) -> int:
         from rlaunch.artifacts.runner import RunFailedError, Runner
         from rlaunch.host.step_job import StepJobLauncher
 
@@ -274,7 +287,7 @@ def _plan_or_run(
             prefix=storage.default_prefix(),
             options=executor_options,
         )
-        preflight_rl_steps(handles, invocation.prefix)
+        planning = plan_rl_steps(handles, invocation.prefix)
         preflight_step_jobs(handles)
         planned = plan_graph(handles, invocation.prefix)
         executor.check(handles, invocation)
@@ -283,33 +296,39 @@ def _plan_or_run(
             raise  # click's own, and expected errors: the boundary prints them (exit 2)
         raise click.ClickException(str(exc)) from exc
     if not options.do_run:
-        _print_plan(planned, handles, invocation, options.plan_format)
-        if options.plan_format != "json":
-            for line in executor.judgement_lines(planned, invocation):
-                click.echo(line)
+        judged = executor.judgement(planned, invocation, planning)
+        terminal = [h.identity for h in handles]
+        render = plan_text.plan_json if options.plan_format == "json" else plan_text.plan_text
+        click.echo(render(planned, invocation.prefix, terminal, handles, planning, judged, default_stage_notes()))
         return
-    sys.exit(executor.run(handles, invocation))
+    sys.exit(executor.run(handles, invocation, planning))
 
 
-def preflight_rl_steps(handles: list[ArtifactStep[Any]], prefix: str) -> None:
-    """The preflight of every RL step in the graph, before it is planned: a spec reads nothing when
-    it is built, so what storage holds is judged here (one PreflightError listing every violation)."""
+def default_stage_notes() -> list[str]:
+    """A note when the experiment's terminal stage (its `--stage` option) came from its default: the
+    seed asks for the terminal stage to be chosen, and a default one may add downstream work."""
+    ctx = click.get_current_context(silent=True)
+    param = next((p for p in ctx.command.params if p.name == "stage"), None) if ctx else None
+    if ctx is None or param is None or ctx.get_parameter_source("stage") is not ParameterSource.DEFAULT:
+        return []
+    choices = "|".join(map(str, param.type.choices)) if isinstance(param.type, click.Choice) else "STAGE"
+    return [
+        f"note: --stage {ctx.params['stage']} [default]: the terminal stage came from its default, not the "
+        f"command line; choose it with --stage {choices}"
+    ]
+
+
+def plan_rl_steps(handles: list[ArtifactStep[Any]], prefix: str) -> Planning | None:
+    """Every RL step in the graph planned once, with its preflight, before the graph is planned: a
+    spec reads nothing when it is built, so what storage holds is read and judged here (one
+    PreflightError listing every violation). None: the graph has no RL step."""
     if "rlaunch.skyrl.rl_step" not in sys.modules:
-        return  # no RL step exists without its module: a main that builds none loads no RL code
-    from rlaunch.skyrl.planning import preflight
+        return None  # no RL step exists without its module: a main that builds none loads no RL code
+    from rlaunch.skyrl.planning import plan
     from rlaunch.skyrl.rl_step import SkyRLArtifactStep
 
-    preflight([s for s in graph_handles(handles) if isinstance(s, SkyRLArtifactStep)], prefix)
-
-
-def _print_plan(
-    planned: list[PlannedStep], handles: list[ArtifactStep[Any]], invocation: Invocation, plan_format: str
-) -> None:
-    terminal = [h.identity for h in handles]
-    if plan_format == "json":
-        click.echo(plan_text.plan_json(planned, invocation.prefix, terminal, handles))
-    else:
-        click.echo(plan_text.plan_text(planned, invocation.prefix, terminal, handles))
+    steps = [s for s in graph_handles(handles) if isinstance(s, SkyRLArtifactStep)]
+    return plan(steps, prefix) if steps else None
 
 
 build_options = make_build_options(LocalRunExecutor())

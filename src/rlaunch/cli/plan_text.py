@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.artifacts.fingerprint import short
 from rlaunch.artifacts.plan import PlannedStep
 from rlaunch.artifacts.step import ArtifactStep, graph_handles
 from rlaunch.step_jobs import StepExecution
+
+if TYPE_CHECKING:
+    from rlaunch.judgement.judge import Finding
+    from rlaunch.skyrl.planning import Planning
+
+Judged = dict[str, "tuple[Finding, ...] | None"]  # identity -> the judgement's findings (None: served)
 
 ACTION_LABEL = {
     "run": "run",
@@ -19,8 +25,46 @@ ACTION_LABEL = {
 }
 
 
-def _details(planned: list[PlannedStep], prefix: str) -> list[tuple[str, list[str]]]:
-    return [(p.step.identity, p.step.describe(prefix)) for p in planned if p.step.describe is not None]
+def _details(planned: list[PlannedStep], planning: Planning | None) -> dict[str, list[str]]:
+    """The plan's lines of each RL step of the graph (a declared smoke outside it is not shown)."""
+    if planning is None:
+        return {}
+    shown = {p.step.identity for p in planned}
+    return {s.identity: planning.describe(s) for s in planning.runs if s.identity in shown}
+
+
+def _numbers(planned: list[PlannedStep], planning: Planning | None) -> dict[str, dict[str, Any]]:
+    """`_details`' numbers as data (`--plan-format json`)."""
+    if planning is None:
+        return {}
+    shown = {p.step.identity for p in planned}
+    return {s.identity: planning.numbers(s) for s in planning.runs if s.identity in shown}
+
+
+def judgement_lines(judged: Judged) -> list[str]:
+    """The judgement of each gated step, as the dry run prints it after the plan."""
+    lines = []
+    for identity, findings in judged.items():
+        if findings is None:
+            lines.append(f"judgement of {identity}: served from storage, nothing launches, nothing is judged")
+            continue
+        lines.append(f"judgement of {identity} (--run and the launch host refuse on the same findings):")
+        lines += [f"  {f.status}: {f.line()}" for f in findings] or ["  none: it may launch"]
+        if any(f.refuses for f in findings):
+            lines.append("  --run would submit nothing")
+    return lines
+
+
+def judgement_json(judged: Judged) -> dict[str, Any]:
+    """`judgement_lines` as data: whether each step launches, its findings, whether `--run` refuses."""
+    return {
+        identity: {
+            "launches": findings is not None,
+            "refused": any(f.refuses for f in findings or ()),
+            "findings": [{"gate": f.gate, "status": f.status, "message": f.message} for f in findings or ()],
+        }
+        for identity, findings in judged.items()
+    }
 
 
 def step_gpu_hours(step: ArtifactStep[Any]) -> float:
@@ -78,10 +122,16 @@ def placement_lines(planned: list[PlannedStep], handles: list[ArtifactStep[Any]]
 
 
 def plan_text(
-    planned: list[PlannedStep], prefix: str, terminal: list[str], handles: list[ArtifactStep[Any]] | None = None
+    planned: list[PlannedStep],
+    prefix: str,
+    terminal: list[str],
+    handles: list[ArtifactStep[Any]] | None = None,
+    planning: Planning | None = None,
+    judged: Judged | None = None,
+    notes: list[str] | None = None,
 ) -> str:
     lines: list[str] = []
-    for identity, detail in _details(planned, prefix):
+    for identity, detail in _details(planned, planning).items():
         lines.append(f"== {identity} ==")
         lines.extend(detail)
         lines.append("")
@@ -101,18 +151,26 @@ def plan_text(
     for p in planned:
         suffix = "  (mutable — rebuilds every run)" if p.step.mutable else ""
         lines.append(f"  {p.step.identity}{suffix}")
-    return "\n".join(lines)
+    return "\n".join(lines + (notes or []) + judgement_lines(judged or {}))
 
 
 def plan_json(
-    planned: list[PlannedStep], prefix: str, terminal: list[str], handles: list[ArtifactStep[Any]] | None = None
+    planned: list[PlannedStep],
+    prefix: str,
+    terminal: list[str],
+    handles: list[ArtifactStep[Any]] | None = None,
+    planning: Planning | None = None,
+    judged: Judged | None = None,
+    notes: list[str] | None = None,
 ) -> str:
     payload: dict[str, Any] = {
         "prefix": prefix,
         "terminal": terminal,
         "steps": [p.to_json() for p in planned],
-        "details": {identity: detail for identity, detail in _details(planned, prefix)},
-        "facts": {p.step.identity: dict(p.step.facts(prefix)) for p in planned if p.step.facts},
+        "details": _details(planned, planning),
+        "facts": _numbers(planned, planning),
+        "judgement": judgement_json(judged or {}),
+        "notes": notes or [],
         "resolved_versions": [p.step.identity for p in planned],
         "gpu_hours": {
             "steps": {p.step.identity: step_gpu_hours(p.step) for p in planned},

@@ -34,6 +34,8 @@ from rlaunch.units import parse_size
 if TYPE_CHECKING:
     from rlaunch.artifacts.plan import PlannedStep
     from rlaunch.judgement.judge import Authorisations, Finding
+    from rlaunch.judgement.planned import PlannedLaunch
+    from rlaunch.skyrl.planning import Planning
     from rlaunch.skyrl.rl_step import SkyRLArtifactStep
 
 SUBMITTER = "@rl_build_options"
@@ -95,24 +97,20 @@ class CoordinatorExecutor:
                 f"one RL main cannot submit with multiple coordinator priorities: {sorted(map(str, priorities))}"
             )
 
-    def judgement_lines(self, planned: list[PlannedStep], invocation: Invocation) -> list[str]:
-        """Each RL step's judgement, as `--run` and the launch host would apply it now."""
-        from rlaunch.judgement.judge import REFUSED
-
+    def judgement(
+        self, planned: list[PlannedStep], invocation: Invocation, planning: Planning | None
+    ) -> dict[str, tuple[Finding, ...] | None]:
+        """Each RL step's judgement, as `--run` and the launch host would apply it now (None: served)."""
+        if planning is None:
+            return {}
         pending = {id(p.step) for p in planned if p.action in ("run", "rebuild")}
-        lines = []
-        for step in skyrl_steps([p.step for p in planned]):
-            if id(step) not in pending:
-                lines.append(f"judgement of {step.identity}: served from storage, nothing launches, nothing is judged")
-                continue
-            findings = judgement(step, invocation.prefix, _authorisations(invocation))
-            lines.append(f"judgement of {step.identity} (--run and the launch host refuse on the same findings):")
-            lines += [f"  {f.status}: {f.line()}" for f in findings] or ["  none: it may launch"]
-            if any(f.status == REFUSED for f in findings):
-                lines.append("  --run would submit nothing")
-        return lines
+        authorised = _authorisations(invocation)
+        return {
+            step.identity: judgement(planning.launch(step), authorised) if id(step) in pending else None
+            for step in skyrl_steps([p.step for p in planned])
+        }
 
-    def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
+    def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation, planning: Planning | None) -> int:
         if os.environ.get(JOB_ID_ENV):
             from rlaunch.runs.run_record import mark
 
@@ -121,15 +119,17 @@ class CoordinatorExecutor:
             return LocalRunExecutor(submitter=SUBMITTER, retry=_authorised_retry(), placement=placement).run(
                 handles, invocation
             )
-        return submit_coordinator(handles, invocation)
+        assert planning is not None, "check() refused a graph without an RL step"
+        return submit_coordinator(handles, invocation, planning)
 
 
-def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation) -> int:
+def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation, planning: Planning) -> int:
     from rlaunch.cluster.job_environment import job_environment
     from rlaunch.host.step_job import gang_for_check, retry_refusal
     from rlaunch.judgement.judge import refusals
     from rlaunch.launch_config.task_env import passed_through
     from rlaunch.skyrl.gate_checks import old_runtime_note
+    from rlaunch.skyrl.planning import plan
     from rlaunch.skyrl.submission import submission_problems
 
     if invocation.module is None:
@@ -139,15 +139,16 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
     from rlaunch.artifacts.plan import plan_graph
 
     steps = skyrl_steps(handles)
-    _finalise_dead_attempts([*steps, *step_job_steps(graph_handles(handles))], invocation.prefix)
-    pending = [p for p in plan_graph(handles, invocation.prefix) if p.action in ("run", "rebuild")]
-    launched = [s for s in steps if any(p.step is s for p in pending)]
     prefix = invocation.prefix
+    if _finalise_dead_attempts([*steps, *step_job_steps(graph_handles(handles))], prefix):
+        planning = plan(steps, prefix)  # storage changed since it was planned: the gates read it as it is now
+    pending = [p for p in plan_graph(handles, prefix) if p.action in ("run", "rebuild")]
+    launched = [s for s in steps if any(p.step is s for p in pending)]
     problems = [  # only what launches is judged: a served step trains nothing and gates nothing
-        p for s in launched for p in submission_problems(s.planned(prefix), s.stored_facts(prefix), prefix)
+        p for s in launched for p in submission_problems(planning.launch(s), planning.facts(s), prefix)
     ]
     problems += _authorisation_problems(invocation)
-    judged = [(s, judgement(s, prefix, _authorisations(invocation))) for s in launched]
+    judged = [(s, judgement(planning.launch(s), _authorisations(invocation))) for s in launched]
     problems += [f"{s.identity}: {line}" for s, findings in judged for line in refusals(findings)]
     overrides = _overrides(judged) if _authorisations(invocation).skip_smoke_gate else []
     jobs = step_job_steps([p.step for p in pending])
@@ -162,7 +163,7 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
         for handle in handles:
             click.echo(f"  served from storage {handle.identity} -> {handle.path(invocation.prefix)}")
         for step in steps:
-            note = old_runtime_note(step.planned_document(prefix), step.stored_facts(prefix))
+            note = old_runtime_note(planning.launch(step).document, planning.facts(step))
             if note:
                 click.echo(f"  {step.identity}: {note}")
         click.echo("Every step is served from storage; nothing to submit.")
@@ -182,7 +183,7 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
     spec = JobSpec(
         name=name,
         argv=tuple(argv),
-        env=job_environment(tuple(dict.fromkeys(n for s in steps for n in s.planned_document(prefix).run.credentials)))
+        env=job_environment(tuple(dict.fromkeys(n for s in steps for n in planning.launch(s).document.run.credentials)))
         | passed_through(passthrough_patterns(steps))
         | {"RLAUNCH_PREFIX": invocation.prefix, **_authorised_env(invocation)},
         working_dir=os.getcwd(),
@@ -204,7 +205,7 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation)
             backend.check(child_gang(step), beside=spec.resources)
         for step in jobs:
             backend.check(gang_for_check(step.execution, step.name), beside=spec.resources)
-        _record_overrides(overrides, invocation)
+        _record_overrides(overrides, invocation, planning)
         job_id = backend.submit(spec)
     except (CapacityError, BackendUnavailableError, ImportError, ConnectionError) as exc:
         click.echo(f"error: {exc}", err=True)
@@ -278,13 +279,12 @@ def _authorisations(invocation: Invocation) -> Authorisations:
     return Authorisations(retry="retry" in given, skip_smoke_gate="skip_smoke_gate" in given)
 
 
-def judgement(step: SkyRLArtifactStep, prefix: str, authorisations: Authorisations) -> tuple[Finding, ...]:
-    """The judgement of launching `step` now: its planned document over the evidence storage holds,
-    read as the launch host reads it (`rlaunch.observe.launch_evidence`)."""
+def judgement(planned: PlannedLaunch, authorisations: Authorisations) -> tuple[Finding, ...]:
+    """The judgement of launching `planned` now, over the evidence storage holds, read as the launch
+    host reads it (`rlaunch.observe.launch_evidence`)."""
     from rlaunch.judgement.judge import judge
     from rlaunch.observe.launch_evidence import launch_evidence
 
-    planned = step.planned(prefix)
     return judge(planned, launch_evidence(planned.document), authorisations)
 
 
@@ -325,25 +325,29 @@ def _overrides(
     return [(s, found) for s, found in waived if s.smoke is not None or found]
 
 
-def _record_overrides(overrides: list[tuple[SkyRLArtifactStep, list[str]]], invocation: Invocation) -> None:
+def _record_overrides(
+    overrides: list[tuple[SkyRLArtifactStep, list[str]]], invocation: Invocation, planning: Planning
+) -> None:
     from rlaunch.cli.smoke_gate import record_override
 
     reason = invocation.options.get("skip_smoke_gate") or ""
     for step, problems in overrides:
-        record_override(step, invocation.prefix, reason, problems)
+        record_override(planning.launch(step).document, step, reason, problems)
         click.echo(f"smoke gate skipped for {step.identity}: {reason} (kept in the run record)", err=True)
 
 
-def _finalise_dead_attempts(steps: list[SkyRLArtifactStep], prefix: str) -> None:
-    """Close earlier attempts whose processes were all killed, so the run record stays truthful."""
+def _finalise_dead_attempts(steps: list[ArtifactStep[Any]], prefix: str) -> bool:
+    """Close earlier attempts whose processes were all killed, so the run record stays truthful;
+    whether any was closed (storage changed: what was planned before must be planned again)."""
     from rlaunch.observe.finalise import finalise_open_attempts
 
+    changed = False
     for step in steps:
         closed = finalise_open_attempts(step.path(prefix), prefix, by="the next rlaunch --run")
         for attempt_id in closed:
             click.echo(f"  recorded attempt {attempt_id} of {step.identity} as ended: its jobs were gone", err=True)
-        if closed and hasattr(step, "forget"):
-            step.forget(prefix)  # the gates must read the record as it is now
+        changed = changed or bool(closed)
+    return changed
 
 
 def jobs_command(backend: str) -> str:

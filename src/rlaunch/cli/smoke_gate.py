@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rlaunch import storage
+from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.processes import actor
 from rlaunch.runs.run_record import add_gate_override
 from rlaunch.secrets import scrub
@@ -19,8 +20,8 @@ if TYPE_CHECKING:
     from rlaunch.skyrl.rl_step import SkyRLArtifactStep
 
 
-def record_override(step: SkyRLArtifactStep, prefix: str, reason: str, problems: list[str]) -> None:
-    document = step.planned_document(prefix)
+def record_override(document: SkyRLLaunchConfig, step: SkyRLArtifactStep, reason: str, problems: list[str]) -> None:
+    """Keep the skip in the run record of `document`, the launch `step` is about to hand the host."""
     add_gate_override(
         document.artifacts.output_path,
         document.run.id,

@@ -1,7 +1,8 @@
 """The host lifecycle: document in, one result out.
 
-load -> refuse if the terminal manifest exists -> validate (every rule the preflight applies) ->
-compose -> refuse output roots holding files rlaunch did not write -> refuse a foreign resume -> write the resolved document -> submit the child gang
+load -> refuse if the terminal manifest exists -> plan it once (`PlannedLaunch`: profile, composed
+recipe, geometry, memory table; validation, composition, the judgement and the run record's memory
+table all read it) -> validate (every rule the preflight applies) -> compose -> refuse output roots holding files rlaunch did not write -> refuse a foreign resume -> write the resolved document -> submit the child gang
 (prepare: build it only; detach: submit and return; wait: supervise, streaming its logs) ->
 export -> manifests and run record.
 """
@@ -24,7 +25,7 @@ from rlaunch.host.compose import compose_document
 from rlaunch.host.export import ExportError, terminal_export
 from rlaunch.host.manifests import FAILED, PREPARED, REHEARSED, SUBMITTED, SUCCEEDED, LaunchResult, write_manifests
 from rlaunch.host.outputs import ForeignOutputError, refuse_foreign_outputs
-from rlaunch.host.validate import DocumentRefused, validate_document
+from rlaunch.host.validate import DocumentRefused, planned_launch, validate_planned
 from rlaunch.judgement.judge import Authorisations, judge, refusals
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config import schema
@@ -33,6 +34,7 @@ from rlaunch.launch_config.failures import DISK_FULL, UNCLASSIFIED, classify, di
 from rlaunch.launch_config.gates import authorisations
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.rules.document_subject import memory_table
+from rlaunch.rules.memory import MemoryTable
 from rlaunch.runs.layout import GANG_OUTCOME, RESOLVED_DOCUMENT, WANDB_RUN, attempt_dir, latest_checkpoint
 from rlaunch.runs.rehearsal_report import read_report, render
 from rlaunch.runs.resume import fall_back, foreign_checkpoint, pinned_problem, refusal, verified_resume
@@ -75,15 +77,17 @@ def execute_launch(url: str, log: TextIO = sys.stderr) -> LaunchResult:
     if storage.exists(doc.artifacts.terminal_manifest_uri):
         result.failure = f"terminal manifest is immutable and already exists: {doc.artifacts.terminal_manifest_uri}"
         return result
-    resolved_doc = doc
+    resolved_doc, planned = doc, None
     try:
-        resolved_doc = compose_document(doc, validate_document(doc))
+        planned = planned_launch(doc)
+        validate_planned(planned)
+        resolved_doc = compose_document(doc, planned.composed)
         refuse_foreign_outputs(resolved_doc)  # before anything is written: no manifest into a foreign root
         refuse_secrets_in(resolved_doc.to_dict(), f"launch document {url}")  # stored and recorded: no credentials
         _check_resume(resolved_doc)
-        _check_gates(resolved_doc)
+        _check_gates(planned)
         _verify_resume(resolved_doc, result, log)
-        return _submit(resolved_doc, result, log)
+        return _submit(resolved_doc, result, log, planned.memory)
     except ForeignOutputError as exc:
         result.failure = str(exc)
         raise LaunchRefusedError(str(exc), result) from exc
@@ -93,14 +97,20 @@ def execute_launch(url: str, log: TextIO = sys.stderr) -> LaunchResult:
         codes = [v["code"] for v in result.violations if v.get("code")]
         result.failure_class = classify(result.failure, refused=True, rule_codes=codes).to_json()
         with contextlib.suppress(OSError):  # unwritable storage: the refusal still reaches stdout
-            _finish(resolved_doc, result, refused=True)
+            _finish(resolved_doc, result, _memory(doc, planned), refused=True)
         raise LaunchRefusedError(str(exc), result) from exc
     except Exception as exc:  # noqa: BLE001 - a failed launch still leaves its manifest and record
         _, result.failure = classify_error(exc, "rlaunch launch")
         result.failure_class = classify(result.failure).to_json()
         with contextlib.suppress(OSError):
-            _finish(resolved_doc, result)
+            _finish(resolved_doc, result, _memory(doc, planned))
         return result
+
+
+def _memory(doc: schema.SkyRLLaunchConfig, planned: PlannedLaunch | None) -> MemoryTable:
+    """The memory table the run record keeps: the planned launch's (None: the document's runtime is
+    unknown, so nothing composed; the table says why it is unsized)."""
+    return planned.memory if planned is not None else memory_table(doc)
 
 
 class ResumeRefusedError(UserError, RuntimeError):
@@ -169,17 +179,19 @@ class GateRefusedError(UserError):
     """The judgement (`rlaunch.judgement.judge`) refuses the document: version, retry, smoke, calendar."""
 
 
-def _check_gates(doc: schema.SkyRLLaunchConfig) -> None:
-    """The judgement `--run` applies, applied again to the document itself (`rlaunch launch --config`),
-    over the evidence `rlaunch verify-smoke` reads."""
+def _check_gates(planned: PlannedLaunch) -> None:
+    """The judgement `--run` applies, applied again to the document the host was handed (`rlaunch
+    launch --config`; the planned launch `--run` judged is that document), over the evidence
+    `rlaunch verify-smoke` reads."""
     from rlaunch.observe.launch_evidence import launch_evidence
 
-    found = refusals(judge(PlannedLaunch.of(doc), launch_evidence(doc), Authorisations.of(doc.gates)))
+    doc = planned.document
+    found = refusals(judge(planned, launch_evidence(doc), Authorisations.of(doc.gates)))
     if found:
         raise GateRefusedError("\n".join(found))
 
 
-def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) -> LaunchResult:
+def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO, memory: MemoryTable) -> LaunchResult:
     resolved_url = storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), RESOLVED_DOCUMENT)
     problem = storage.writable_problem(doc.artifacts.output_path)
     if problem:
@@ -200,7 +212,8 @@ def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) ->
     result.child_job_id = backend.submit_child(spec) if os.environ.get(JOB_ID_ENV) else backend.submit(spec)
     log.write(f"submitted child job {result.child_job_id} ({spec.replicas} replica(s)) via {backend.name}\n")
     log.flush()
-    _record(doc, result, "running", backend, {**submitted, **_coordinator_phases(backend, result.coordinator_job_id)})
+    phases = {**submitted, **_coordinator_phases(backend, result.coordinator_job_id)}
+    _record(doc, result, "running", backend, memory, phases)
     if doc.run.submission == "detach":
         result.state = SUBMITTED
         return result
@@ -215,7 +228,7 @@ def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) ->
         backend.cancel(result.child_job_id, reason="launch host interrupted")
         result.child_job_state = JobState.CANCELLED.value
         result.failure = f"the launch host was interrupted; child job {result.child_job_id} was cancelled"
-        _finish(doc, result, backend)
+        _finish(doc, result, memory, backend)
         raise
     except Exception:
         # The host cannot follow its child any more: stop it rather than leave it unsupervised.
@@ -235,7 +248,7 @@ def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) ->
         if found.cause == DISK_FULL and found.where is None:  # a trainer's ENOSPC names no file: its fullest root
             found = dataclasses.replace(found, where=storage.fullest(_run_roots(doc)))
         result.failure_class = found.to_json()
-    _finish(doc, result, backend)
+    _finish(doc, result, memory, backend)
     return result
 
 
@@ -278,7 +291,12 @@ def _succeed(doc: schema.SkyRLLaunchConfig, result: LaunchResult) -> None:
 
 
 def _finish(
-    doc: schema.SkyRLLaunchConfig, result: LaunchResult, backend: Backend | None = None, *, refused: bool = False
+    doc: schema.SkyRLLaunchConfig,
+    result: LaunchResult,
+    memory: MemoryTable,
+    backend: Backend | None = None,
+    *,
+    refused: bool = False,
 ) -> None:
     """Write the manifests and the attempt's end; a refused attempt (nothing was submitted) says so,
     and the gates do not count it as a run of this version."""
@@ -296,7 +314,7 @@ def _finish(
         wandb = _evidence(doc, WANDB_RUN)
         if isinstance(wandb, dict):
             extra["wandb"] = wandb  # the run the trainer actually logged to
-    _record(doc, result, result.state, backend, phases, extra)
+    _record(doc, result, result.state, backend, memory, phases, extra)
 
 
 def _run_roots(doc: schema.SkyRLLaunchConfig) -> list[str]:
@@ -331,6 +349,7 @@ def _record(
     result: LaunchResult,
     state: str,
     backend: Backend | None,
+    memory: MemoryTable,
     phases: dict[str, str] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> None:
@@ -355,5 +374,5 @@ def _record(
         **({"resume": result.resume} if result.resume else {}),
         **(extra or {}),
         "phases": phases or {},
-        "memory": memory_table(doc).as_dict(),
+        "memory": memory.as_dict(),
     })  # fmt: skip

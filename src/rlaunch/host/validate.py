@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from rlaunch import rules
+from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.geometry import CRITIC_KEYS, ROLE_PLAN_KEYS
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.rules.document_subject import document_subject
-from rlaunch.runtimes.registry import UnknownRuntimeError, get_profile
+from rlaunch.runtimes.registry import UnknownRuntimeError
 
 # Where the experiment side's fields live in a launch document (longest prefix first).
 _DOCUMENT_PATHS = (
@@ -67,17 +68,28 @@ def document_path(field: str) -> str:
     return field
 
 
-def validate_document(doc: SkyRLLaunchConfig) -> dict[str, Any]:
-    """Every violation of a launch document at once (DocumentRefused), before anything is submitted;
-    returns the document's recipe composed onto its runtime's base config."""
+def planned_launch(doc: SkyRLLaunchConfig) -> PlannedLaunch:
+    """The document with what the host derives from it, once: its profile, its recipe composed on
+    the profile's base config, the geometry and the memory table (an unknown runtime: DocumentError)."""
     try:
-        profile = get_profile(doc.runtime.profile)
+        return PlannedLaunch.of(doc)
     except UnknownRuntimeError as exc:
         raise DocumentError([f"runtime.profile: {exc}"]) from None
-    composed, _ = profile.compose(doc.skyrl)
-    subject = document_subject(doc, profile, composed)
-    violations = rules.check(subject, doc.skyrl)
+
+
+def validate_planned(planned: PlannedLaunch) -> None:
+    """Every violation of a planned launch's document at once (DocumentRefused), before anything is
+    submitted; the rules read the composition the planned launch holds."""
+    doc, composed = planned.document, planned.composed
+    subject = document_subject(doc, planned.profile, composed)
+    violations = rules.check(subject, doc.skyrl, (composed, planned.problems, planned.geometry))
     violations += rules.wandb_entity(composed, doc.cluster.wandb_entity, "cluster.wandb_entity in the document")
     if violations:
         raise DocumentRefused(violations)
-    return composed
+
+
+def validate_document(doc: SkyRLLaunchConfig) -> dict[str, Any]:
+    """`validate_planned` of a document; returns its recipe composed onto its runtime's base config."""
+    planned = planned_launch(doc)
+    validate_planned(planned)
+    return planned.composed

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlaunch.judgement.parity import differences, shape_of_composed, shape_of_document
+from rlaunch.judgement.parity import differences, shape_of_document, shape_of_planned
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.gates import (
     credentials_problem,
@@ -187,6 +187,6 @@ def smoke_problems(planned: PlannedLaunch, smoke: SmokeEvidence | None) -> list[
     ]
     found += [f"smoke {declared.identity} does not pass verify-smoke: {c}" for c in smoke.failed]
     if smoke.document is not None:
-        shapes = shape_of_document(smoke.document), shape_of_composed(planned.document, planned.composed)
+        shapes = shape_of_document(smoke.document), shape_of_planned(planned)
         found += [f"parity with smoke {declared.identity}: {d.line()}" for d in differences(*shapes)]
     return found

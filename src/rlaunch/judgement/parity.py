@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import FULLY_ASYNC, Geometry
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
@@ -63,10 +64,10 @@ class RunShape:
         digest: str,
         entrypoint: str,
         composed: Mapping[str, Any],
+        geo: Geometry,
         export_hf: bool,
         handoffs: Mapping[str, Any],
     ) -> RunShape:
-        geo = Geometry.from_recipe(composed)
         canonical = get_profile(profile).canonical_strategy(geo.strategy)
         interval = get_path(composed, "trainer.ckpt_interval")
         hf_interval = get_path(composed, "trainer.hf_save_interval")
@@ -121,15 +122,20 @@ def _memory_switches(composed: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def shape_of_document(document: SkyRLLaunchConfig, identity: str | None = None) -> RunShape:
-    """The shape of the run a launch document describes (a launched one, or a plan's)."""
+    """The shape of the run a launch document describes (a launched one: a stored smoke's)."""
     composed, _ = get_profile(document.runtime.profile).compose(document.skyrl)
-    return shape_of_composed(document, composed, identity)
+    return _shape(document, composed, Geometry.from_recipe(composed), identity)
 
 
-def shape_of_composed(
-    document: SkyRLLaunchConfig, composed: Mapping[str, Any], identity: str | None = None
+def shape_of_planned(planned: PlannedLaunch, identity: str | None = None) -> RunShape:
+    """`shape_of_document` of a planned launch, from the recipe and geometry it derived once."""
+    geometry = planned.geometry or Geometry.from_recipe(planned.composed)
+    return _shape(planned.document, planned.composed, geometry, identity)
+
+
+def _shape(
+    document: SkyRLLaunchConfig, composed: Mapping[str, Any], geometry: Geometry, identity: str | None
 ) -> RunShape:
-    """`shape_of_document` of a document whose recipe is already composed (a `PlannedLaunch`'s)."""
     inputs = document.inputs
     return RunShape.of(
         identity or document.run.artifact or document.run.id,
@@ -137,6 +143,7 @@ def shape_of_composed(
         document.runtime.source_digest,
         document.runtime.entrypoint,
         composed,
+        geometry,
         document.run.export_hf,
         {
             "graph": tuple(inputs.graph),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rlaunch.launch_config.composition import RecipeProblem
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.rules.document_subject import composed_memory_table
@@ -23,6 +24,7 @@ class PlannedLaunch:
     document: SkyRLLaunchConfig
     profile: RuntimeProfile
     composed: dict[str, Any]  # the document's recipe on the profile's base config (as far as it composes)
+    problems: tuple[RecipeProblem, ...]  # why the recipe does not compose (empty: it does)
     geometry: Geometry | None  # None: the recipe does not compose
     memory: MemoryTable
 
@@ -32,14 +34,10 @@ class PlannedLaunch:
         composed, problems = profile.compose(document.skyrl)
         if problems:
             unsized = MemoryTable(None, unsized=("the recipe does not compose",))
-            return cls(document, profile, composed, None, unsized)
-        return cls(
-            document,
-            profile,
-            composed,
-            Geometry.from_recipe(composed),
-            composed_memory_table(document, profile, composed),
-        )
+            return cls(document, profile, composed, tuple(problems), None, unsized)
+        geometry = Geometry.from_recipe(composed)
+        memory = composed_memory_table(document, profile, composed, geometry)
+        return cls(document, profile, composed, (), geometry, memory)
 
     @property
     def gpus(self) -> int:

@@ -14,9 +14,10 @@ no input makes a rule divide by zero or run long.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rlaunch.launch_config.composition import RecipeProblem
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules import batches, data_rules, defect_triggers, megatron, recipe_rules, roles, runtime_rules, topology
 from rlaunch.rules.recipe_rules import recipe_problem, wandb_entity
@@ -55,8 +56,14 @@ TOO_LARGE = frozenset({"topology.too_large", "role_plan.too_large"})
 STRUCTURE = TOO_LARGE | {"topology.non_positive", "role_plan.non_positive"}
 
 
-def check(s: Subject, rendered: Mapping[str, Any]) -> list[Violation]:
+def check(
+    s: Subject,
+    rendered: Mapping[str, Any],
+    composition: tuple[dict[str, Any], Sequence[RecipeProblem], Geometry | None] | None = None,
+) -> list[Violation]:
     """Every violation of `s`, whose recipe with the role plan rendered in is `rendered`; [] when valid.
+    `composition`: `rendered` already composed on the profile, its problems and its geometry (a
+    `PlannedLaunch`'s: derived once), else composed here.
 
     Derived numbers need sizes that are positive and bounded, and a recipe that composes onto
     the runtime's base config.
@@ -64,10 +71,11 @@ def check(s: Subject, rendered: Mapping[str, Any]) -> list[Violation]:
     out = check_written(s)
     if any(v.code in TOO_LARGE for v in out):
         return out
-    composed, problems = s.profile.compose(rendered)
+    composed, problems, geometry = composition or (*s.profile.compose(rendered), None)
     if problems:
         return out + [recipe_problem(p) for p in problems]
-    return out + composed_rules(s, composed, sound=not any(v.code in STRUCTURE for v in out))
+    sound = not any(v.code in STRUCTURE for v in out)
+    return out + composed_rules(s, composed, sound=sound, geometry=geometry)
 
 
 def check_written(s: Subject) -> list[Violation]:
@@ -89,16 +97,23 @@ def check_written(s: Subject) -> list[Violation]:
     )
 
 
-def composed_rules(s: Subject, composed: Mapping[str, Any], *, sound: bool, suggest: bool = True) -> list[Violation]:
-    """The rules over the composed recipe; `sound`: every size is positive and bounded; `suggest`: a
-    memory refusal names the nearest plans that fit (`rlaunch.rules.fit`, which judges each with
-    these rules, not suggesting again)."""
-    geo = Geometry.from_recipe(composed)
+def composed_rules(
+    s: Subject,
+    composed: Mapping[str, Any],
+    *,
+    sound: bool,
+    suggest: bool = True,
+    geometry: Geometry | None = None,
+) -> list[Violation]:
+    """The rules over the composed recipe and its `geometry` (derived here when not given); `sound`:
+    every size is positive and bounded; `suggest`: a memory refusal names the nearest plans that fit
+    (`rlaunch.rules.fit`, which judges each with these rules, not suggesting again)."""
+    geo = geometry or Geometry.from_recipe(composed)
     out = []
     if sound:
         out += topology.topology_rules(s, geo)
         out += batches.batch_rules(geo, composed)
-        out += defect_triggers.defect_rules(s.profile, composed)
+        out += defect_triggers.defect_rules(s.profile, composed, geo)
     out += runtime_rules.entrypoint_rules(s, geo, composed)
     out += runtime_rules.runtime_rules(s, composed)
     out += recipe_rules.recipe_rules(composed)

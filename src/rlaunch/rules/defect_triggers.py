@@ -50,10 +50,13 @@ class DefectFinding:
         )
 
 
-def findings(profile: RuntimeProfile, composed: Mapping[str, Any]) -> list[DefectFinding]:
-    """Each known defect of `profile` with its status for the pinned lock and whether this plan triggers it."""
+def findings(
+    profile: RuntimeProfile, composed: Mapping[str, Any], geometry: Geometry | None = None
+) -> list[DefectFinding]:
+    """Each known defect of `profile` with its status for the pinned lock and whether this plan
+    triggers it; `geometry` is the composed recipe's (derived here when not given)."""
     locked = profile.locked_versions()
-    geo = Geometry.from_recipe(composed)
+    geo = geometry or Geometry.from_recipe(composed)
     out = []
     for defect in profile.known_defects:
         trigger = TRIGGERS.get(defect.trigger) if defect.trigger else None
@@ -67,11 +70,11 @@ def findings(profile: RuntimeProfile, composed: Mapping[str, Any]) -> list[Defec
     return out
 
 
-def defect_rules(profile: RuntimeProfile, composed: Mapping[str, Any]) -> list[Violation]:
+def defect_rules(profile: RuntimeProfile, composed: Mapping[str, Any], geometry: Geometry) -> list[Violation]:
     """`defect.open` for every open defect of the pinned lock that this plan would trigger."""
     locked = profile.locked_versions()
     out = []
-    for f in findings(profile, composed):
+    for f in findings(profile, composed, geometry):
         if f.status != OPEN or not f.triggered:
             continue
         version = pinned(locked, f.defect.package) or "(unpinned)"

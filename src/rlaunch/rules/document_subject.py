@@ -50,41 +50,29 @@ def memory_table(doc: SkyRLLaunchConfig) -> memory.MemoryTable:
     composed, problems = profile.compose(doc.skyrl)
     if problems:
         return memory.MemoryTable(None, unsized=("the recipe does not compose",))
-    return composed_memory_table(doc, profile, composed)
+    return composed_memory_table(doc, profile, composed, Geometry.from_recipe(composed))
 
 
-def nearest_fits(doc: SkyRLLaunchConfig) -> list[fit.FitPlan]:
-    """The nearest plans that fit a document whose memory table is refused, over or tight (`rules.fit`)."""
-    judged = _judged(doc)
-    if isinstance(judged, str):
-        return []
+def nearest_fits(doc: SkyRLLaunchConfig, profile: RuntimeProfile, composed: dict[str, Any]) -> list[fit.FitPlan]:
+    """The nearest plans that fit a document whose memory table is refused, over or tight (`rules.fit`),
+    from its recipe already composed on `profile`."""
     from rlaunch.rules import composed_rules
 
     try:
-        return fit.nearest_fits(*judged, lambda s, c: composed_rules(s, c, sound=True, suggest=False))
+        subject = document_subject(doc, profile, composed)
+        return fit.nearest_fits(subject, composed, lambda s, c: composed_rules(s, c, sound=True, suggest=False))
     except SIZING_ERRORS:
         return []
 
 
-def _judged(doc: SkyRLLaunchConfig) -> tuple[Subject, dict[str, Any]] | str:
-    """The document's subject and composed recipe, or why it has none."""
-    try:
-        profile = get_profile(doc.runtime.profile)
-    except UnknownRuntimeError as exc:
-        return str(exc)
-    composed, problems = profile.compose(doc.skyrl)
-    if problems:
-        return "the recipe does not compose"
-    return document_subject(doc, profile, composed), composed
-
-
 def composed_memory_table(
-    doc: SkyRLLaunchConfig, profile: RuntimeProfile, composed: dict[str, Any]
+    doc: SkyRLLaunchConfig, profile: RuntimeProfile, composed: dict[str, Any], geometry: Geometry
 ) -> memory.MemoryTable:
-    """`memory_table` of a document whose recipe is already composed on `profile` (composed once)."""
+    """`memory_table` of a document whose recipe is already composed on `profile`, with its geometry
+    (both derived once, by `rlaunch.judgement.planned.PlannedLaunch`)."""
     subject = document_subject(doc, profile, composed)
     try:
-        return memory.table_for(subject, Geometry.from_recipe(composed), composed)
+        return memory.table_for(subject, geometry, composed)
     except SIZING_ERRORS as exc:  # a refused document's sizes
         return memory.MemoryTable(None, unsized=(f"cannot size this plan: {type(exc).__name__}: {exc}",))
 

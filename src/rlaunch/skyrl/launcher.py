@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from typing import Any
+from typing import IO, Any
 
 from rlaunch.errors import UserError
 
@@ -56,7 +56,7 @@ def launch(document_url: str) -> dict[str, Any]:
     return result
 
 
-def _stream(pipe: Any, tail: deque[str]) -> None:
+def _stream(pipe: IO[bytes], tail: deque[str]) -> None:
     for raw in iter(pipe.readline, b""):
         line = raw.decode("utf-8", errors="replace")
         tail.append(line)

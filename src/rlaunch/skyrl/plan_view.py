@@ -8,7 +8,7 @@ thing and the run do another. The smoke gate compares that document with the smo
 from __future__ import annotations
 
 from rlaunch.judgement.judge import large
-from rlaunch.judgement.parity import differences, shape_of_composed
+from rlaunch.judgement.parity import differences, shape_of_planned
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry, plan_values
@@ -64,7 +64,7 @@ def describe_step(planned: PlannedLaunch, facts: StoredFacts, smoke: PlannedLaun
         ),
         ("exports", f"{paths.export_root} (export_hf={run.export_hf})"),
         ("terminal manifest", paths.terminal_manifest_uri),
-        ("resume", _resume_line(document, facts)),
+        ("resume", _resume_line(planned, facts)),
         *plan_rows(document, facts),
         ("seed", str(run.seed)),
     ]
@@ -85,10 +85,10 @@ def describe_step(planned: PlannedLaunch, facts: StoredFacts, smoke: PlannedLaun
     lines += [
         "memory per device (estimates; refused only where a lower bound exceeds the device):",
         *render_memory(memory),
-        *render_nearest_fits(nearest_fits(document) if needs_search(memory) else []),
+        *render_nearest_fits(nearest_fits(document, profile, composed) if needs_search(memory) else []),
     ]
     lines += render_readiness(
-        readiness(document, facts, memory, composed),
+        readiness(planned, facts),
         large=large(planned) is not None,
         defaults=relied_defaults(document),
     )
@@ -98,10 +98,10 @@ def describe_step(planned: PlannedLaunch, facts: StoredFacts, smoke: PlannedLaun
 def parity_lines(planned: PlannedLaunch, facts: StoredFacts, smoke: PlannedLaunch | None) -> list[str]:
     """The smoke gate: whether this launch needs a smoke, whether parity holds with the declared
     one, difference by difference, and whether that smoke's run is still awaited."""
-    document, declared = planned.document, planned.document.gates.smoke
+    declared = planned.document.gates.smoke
     if smoke is None or declared is None:
         return [smoke_line(planned, facts)]
-    shapes = shape_of_composed(smoke.document, smoke.composed), shape_of_composed(document, planned.composed)
+    shapes = shape_of_planned(smoke), shape_of_planned(planned)
     found = differences(*shapes)
     run = f"  smoke run: {smoke_line(planned, facts)}"
     if not found:
@@ -140,10 +140,11 @@ def _geometry(geo: Geometry) -> str:
     return f"{placement}; policy {geo.policy_nodes} x {geo.policy_gpus_per_node}; rollout {engines}"
 
 
-def _resume_line(document: SkyRLLaunchConfig, facts: StoredFacts) -> str:
+def _resume_line(planned: PlannedLaunch, facts: StoredFacts) -> str:
+    document = planned.document
     if facts.served:  # only what launches resumes: a served version is read, not trained
         return f"served from storage ({document.artifacts.terminal_manifest_uri}): nothing launches, nothing resumes"
-    problem = resume_refusal(document, facts)
+    problem = resume_refusal(planned, facts)
     if problem:
         return f"REFUSED: {problem}"
     info, pin = facts.checkpoint, document.runtime.resume_from

@@ -2,9 +2,9 @@
 
 The seed asks that, before a large launch, host resources, credentials, context budget,
 checkpoint/export policy, W&B identity and the runtime's required backend fixes are explicit.
-`readiness(document, facts, memory)` reads the launch document a step would launch, its stored
-facts and its memory table, and returns one item per concern: its value, where the value came
-from, and a state (`ok`, `missing` - nothing states it, `warn` - stated but worth a look,
+`readiness(planned, facts)` reads the planned launch (the document a step would launch, composed
+once, with its memory table) and its stored facts, and returns one item per concern: its value,
+where the value came from, and a state (`ok`, `missing` - nothing states it, `warn` - stated but worth a look,
 `default` - the experiment left it to its execution's default, as the document's
 `cluster.defaults` says). It reads the submitting environment's variable *names* only; a
 credential value is never read into an item.
@@ -17,13 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.launch_config.schema import RunSection, SkyRLLaunchConfig
 from rlaunch.rules.defect_triggers import findings
 from rlaunch.rules.memory import MemoryTable, gib
 from rlaunch.runtimes.defects import OPEN, UNVERIFIED
-from rlaunch.runtimes.registry import get_profile
+from rlaunch.runtimes.registry import RuntimeProfile
 from rlaunch.secrets import forwarded_names
 from rlaunch.skyrl.stored_facts import StoredFacts
 
@@ -45,24 +46,20 @@ class ReadinessItem:
         return f"  {mark:<9} {self.label:<{width}}  {self.value}  ({self.source})"
 
 
-def readiness(
-    document: SkyRLLaunchConfig,
-    facts: StoredFacts,
-    memory: MemoryTable | None = None,
-    composed: dict[str, Any] | None = None,
-) -> list[ReadinessItem]:
-    """`composed`: the document's recipe already composed on its profile (the plan's), else composed here."""
-    if composed is None:
-        composed, _ = get_profile(document.runtime.profile).compose(document.skyrl)
+def readiness(planned: PlannedLaunch, facts: StoredFacts) -> list[ReadinessItem]:
+    """One item per concern of the `planned` launch (its document, recipe composed once, geometry and
+    memory table) and its stored facts."""
+    document, composed = planned.document, planned.composed
+    geometry = planned.geometry or Geometry.from_recipe(composed)
     return [
-        *_host_resources(document, composed),
+        *_host_resources(document, composed, geometry),
         *_credentials(document, composed),
         _context_budget(document, facts, composed),
-        *([_memory_fit(memory)] if memory is not None else []),
+        _memory_fit(planned.memory),
         _checkpoint_policy(document, composed),
         _export_policy(composed, document.run),
         _wandb_identity(document, composed),
-        *_backend_fixes(document, composed),
+        *_backend_fixes(planned.profile, composed, geometry),
     ]
 
 
@@ -99,7 +96,9 @@ def launch_values(document: SkyRLLaunchConfig) -> dict[str, Any]:
     return values
 
 
-def _host_resources(document: SkyRLLaunchConfig, composed: Mapping[str, Any]) -> list[ReadinessItem]:
+def _host_resources(
+    document: SkyRLLaunchConfig, composed: Mapping[str, Any], geo: Geometry
+) -> list[ReadinessItem]:
     """Per role and for the coordinator: each value, `[default]` where the experiment stated none."""
     cluster = document.cluster
     kind, defaults, values = cluster.execution or "the launch document", set(cluster.defaults), launch_values(document)
@@ -116,7 +115,7 @@ def _host_resources(document: SkyRLLaunchConfig, composed: Mapping[str, Any]) ->
             label, prefix + ", ".join(value(n, t) for n, t in zip(names, texts)), source, DEFAULT if defaulted else OK
         )
 
-    alloc, geo = cluster.allocation, Geometry.from_recipe(composed)
+    alloc = cluster.allocation
     per_node = (f"{alloc.cpu:g} CPU", f"{alloc.memory} memory", f"{alloc.disk} disk")
     if geo.colocate_all:
         roles = [("policy+rollout", alloc.num_nodes)]
@@ -250,10 +249,9 @@ def _wandb_identity(document: SkyRLLaunchConfig, composed: Mapping[str, Any]) ->
     )
 
 
-def _backend_fixes(document: SkyRLLaunchConfig, composed: Mapping[str, Any]) -> list[ReadinessItem]:
-    profile = get_profile(document.runtime.profile)
+def _backend_fixes(profile: RuntimeProfile, composed: Mapping[str, Any], geo: Geometry) -> list[ReadinessItem]:
     source = f"runtime {profile.name} known_defects, lock {profile.lock_file.name}"
-    found = findings(profile, composed)
+    found = findings(profile, composed, geo)
     if not found:
         return [ReadinessItem("backend fixes", f"no upstream defects listed for runtime {profile.name}", source)]
 

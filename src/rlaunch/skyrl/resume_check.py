@@ -9,27 +9,22 @@ stored facts' latest checkpoint; nothing of the experiment side. The host applie
 
 from __future__ import annotations
 
+from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
-from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.runs.resume import accepts, pinned_problem, refusal, run_fingerprint
-from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl.stored_facts import StoredFacts
 
 
-def resumes(document: SkyRLLaunchConfig) -> bool:
-    """Whether a relaunch of the document resumes its latest checkpoint (`resume_mode: latest`)."""
-    composed, _ = get_profile(document.runtime.profile).compose(document.skyrl)
-    return get_path(composed, "trainer.resume_mode") == "latest"
-
-
-def resume_refusal(document: SkyRLLaunchConfig, facts: StoredFacts) -> str | None:
+def resume_refusal(planned: PlannedLaunch, facts: StoredFacts) -> str | None:
     """Why `--run` must be refused because of checkpoints another runtime or run wrote, or a pinned
-    checkpoint (`runtime.resume_from`) it would start from is not the one pinned (None: fine)."""
-    info, pin = facts.checkpoint, document.runtime.resume_from
+    checkpoint (`runtime.resume_from`) it would start from is not the one pinned (None: fine); a
+    relaunch resumes its latest checkpoint when the composed recipe says `resume_mode: latest`."""
+    info, pin = facts.checkpoint, planned.document.runtime.resume_from
     if info is None and pin is not None:
         return pinned_problem(pin.checkpoint_root, pin.step, pin.runtime_digest)
-    if info is None or not resumes(document):
+    if info is None or get_path(planned.composed, "trainer.resume_mode") != "latest":
         return None
+    document = planned.document
     runtime, fingerprint = document.runtime, run_fingerprint(document.to_dict())
     if accepts(info, runtime.source_digest, fingerprint, runtime.compatible_checkpoint_digests):
         return None

@@ -10,10 +10,8 @@ from typing import Any, ClassVar
 
 from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
-from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.gates import authorisations
-from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.runs.layout import HANDED_DOCUMENT, attempt_dir
 from rlaunch.runs.run_record import marked, update_attempt
 from rlaunch.secrets import refuse_secrets_in
@@ -21,7 +19,6 @@ from rlaunch.skyrl import launcher, planning
 from rlaunch.skyrl.execution import SkyRLExecution
 from rlaunch.skyrl.launch_document import gates_section, render_document
 from rlaunch.skyrl.spec import SkyRLSpec
-from rlaunch.skyrl.stored_facts import StoredFacts
 
 EXECUTION_ARG = "skyrl_execution"
 
@@ -47,9 +44,8 @@ class SkyRLRun(Artifact):
 
 @dataclass(frozen=True, eq=False)
 class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
-    """An RL step: an ArtifactStep that also keeps its spec and execution (what planning renders),
-    and per prefix the stored facts and launch document planning produced (what the plan's views,
-    the gates and the submission checks read)."""
+    """An RL step: an ArtifactStep that also keeps its spec and execution (what planning renders:
+    `planning.plan`, whose value the plan's views, the gates and the submission checks read)."""
 
     spec: SkyRLSpec | None = None
     execution: SkyRLExecution | None = None
@@ -58,35 +54,6 @@ class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
     smoke: SkyRLArtifactStep | None = None
     is_smoke: bool = False
     submitted_by: ClassVar[str | None] = "@rl_build_options"  # its coordinator alone launches it
-    # What planning read and planned under each prefix: gathered once, shared by every reader.
-    _facts: dict[str, StoredFacts] = field(default_factory=dict, init=False, repr=False)
-    _planned: dict[str, PlannedLaunch] = field(default_factory=dict, init=False, repr=False)
-
-    def stored_facts(self, prefix: str) -> StoredFacts:
-        """What storage under `prefix` holds for this run, gathered on first use (`planning`): the
-        preflight, the plan's views and the submission checks all read this one value."""
-        if prefix not in self._facts:
-            smoke = None if self.smoke is None else self.smoke.spec
-            self._facts[prefix] = planning.stored_facts(self.spec, prefix, smoke)  # type: ignore[arg-type]
-        return self._facts[prefix]
-
-    def forget(self, prefix: str) -> None:
-        """Drop what planning read under `prefix`: storage changed since (`--run` closed a dead
-        attempt), so the next reader gathers the facts and renders the document anew."""
-        self._facts.pop(prefix, None)
-        self._planned.pop(prefix, None)
-
-    def planned(self, prefix: str) -> PlannedLaunch:
-        """The launch `--run` would hand the host now (`planning.planned_document`), composed once:
-        the plan's views, the memory table and the judgement all read this value."""
-        if prefix not in self._planned:
-            document = planning.planned_document(self, prefix, self.stored_facts(prefix))
-            self._planned[prefix] = PlannedLaunch.of(document)
-        return self._planned[prefix]
-
-    def planned_document(self, prefix: str) -> SkyRLLaunchConfig:
-        """The launch document `--run` would hand the host now."""
-        return self.planned(prefix).document
 
     def __repr__(self) -> str:
         return f"SkyRLArtifactStep({self.identity})"
@@ -142,22 +109,7 @@ def skyrl_step(
             "launch_document": document,
         }
 
-    from rlaunch.rules.document_subject import nearest_fits
-    from rlaunch.rules.fit import needs_search
-    from rlaunch.skyrl.plan_view import describe_step
-
-    def describe(prefix: str) -> list[str]:
-        planned_smoke = None if smoke is None else smoke.planned(prefix)
-        return describe_step(step.planned(prefix), step.stored_facts(prefix), planned_smoke)
-
-    def facts(prefix: str) -> dict[str, Any]:
-        """The plan's memory table as data, and the nearest plans that fit when it does not."""
-        planned = step.planned(prefix)
-        table = planned.memory
-        found = nearest_fits(planned.document) if needs_search(table) else []
-        return {"memory": table.as_dict(), "what_would_fit": [f.as_dict() for f in found]}
-
-    step = SkyRLArtifactStep(
+    return SkyRLArtifactStep(
         name=spec.name,
         version=spec.version,
         artifact_type=SkyRLRun,
@@ -165,15 +117,12 @@ def skyrl_step(
         build_config=build_config,
         deps=spec.deps(),
         runtime_args={EXECUTION_ARG: execution},
-        describe=describe,
-        facts=facts,
         spec=spec,
         execution=execution,
         export_hf=export_hf,
         smoke=smoke,
         is_smoke=is_smoke,
     )
-    return step
 
 
 def run_skyrl(config: dict[str, Any]) -> SkyRLRun:

@@ -12,7 +12,7 @@ gates) need from storage is read here, by `gather`, into one frozen value:
   under), the run record's attempts and whether the terminal manifest exists (the version is served);
 * the declared smoke: its run record's attempts (None when no smoke is declared).
 
-Planning gathers it once per RL step and prefix (`SkyRLArtifactStep.stored_facts`); the RL step
+Planning gathers it once per RL step and prefix (`planning.plan`, into its `Planning`); the RL step
 gathers it again once its inputs are built, right before it renders the document it launches.
 """
 

@@ -22,7 +22,7 @@ def submission_problems(planned: PlannedLaunch, facts: StoredFacts, prefix: str)
         problem = storage.writable_problem(root)
         if problem:
             problems.append(f"{who}: {problem} (outputs go to {document.artifacts.output_path})")
-    refusal = resume_refusal(document, facts)
+    refusal = resume_refusal(planned, facts)
     if refusal:
         problems.append(f"{who}: {refusal}")
     if get_path(planned.composed, "trainer.logger") == "wandb" and not os.environ.get("WANDB_API_KEY"):

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rlaunch import rules
+from rlaunch.launch_config.composition import RecipeProblem
+from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules.data_rules import DataFacts
 from rlaunch.runtimes.registry import RuntimeProfile, get_profile
 from rlaunch.skyrl.config_yaml import entrypoint_of, render_recipe
@@ -36,8 +38,10 @@ def check_plan(
     seed: int | None = None,
     model: ModelFacts | None = None,
     data: Sequence[DataFacts] = (),
+    composition: tuple[dict[str, Any], Sequence[RecipeProblem], Geometry | None] | None = None,
 ) -> list[PreflightError]:
-    """Every violation of `topology` + `recipe` (the sparse SkyRL recipe) for `profile`; [] when valid."""
+    """Every violation of `topology` + `recipe` (the sparse SkyRL recipe) for `profile`; [] when valid.
+    `composition`: the rendered recipe already composed, its problems and geometry (`rules.check`)."""
     prof = profile if isinstance(profile, RuntimeProfile) else get_profile(profile)
     plan = topology.role_plan
     subject = subject_of(topology, recipe, prof, seed, model, data)
@@ -45,7 +49,7 @@ def check_plan(
         rendered = render_recipe(recipe, plan, prof, seed if seed is not None else 0)
     except ValueError as exc:
         return [PreflightError.from_violation(v) for v in _unrenderable(subject, exc)]
-    return [PreflightError.from_violation(v) for v in rules.check(subject, rendered)]
+    return [PreflightError.from_violation(v) for v in rules.check(subject, rendered, composition)]
 
 
 def subject_of(
