@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from rlaunch import storage
+from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.runs import layout
@@ -117,7 +118,7 @@ def test_the_plan_shows_the_pin_and_run_accepts_a_repin(tmp_path: Path, prefix: 
         planned_view(spec(), prefix=prefix)[0].artifacts.checkpoint_root, digest
     )  # its own checkpoints: a root of this runtime
     root = document.runtime.resume_from.checkpoint_root
-    assert _resume_line(document, facts).startswith(f"would resume from {root} step 2, digest {OLD[:16]} (pinned)")
+    assert _resume_line(PlannedLaunch.of(document), facts).startswith(f"would resume from {root} step 2, digest {OLD[:16]} (pinned)")
     update_attempt(document.artifacts.output_path, document.run.id, "before-repin", {"runtime_digest": OTHER})
     document, facts = _pinned_view(tmp_path, prefix)
     assert run_refusals(document, "version", "retry") == []  # the version gate accepts the repin
@@ -129,9 +130,9 @@ def test_the_plan_shows_the_pin_and_run_accepts_a_repin(tmp_path: Path, prefix: 
 
 def test_the_plan_and_run_refuse_a_pin_whose_digest_differs(tmp_path: Path, prefix: str) -> None:
     document, facts = _pinned_view(tmp_path, prefix, digest=OTHER)
-    refused = resume_refusal(document, facts)
+    refused = resume_refusal(PlannedLaunch.of(document), facts)
     assert refused is not None and f"written by {OLD}" in refused
-    assert _resume_line(document, facts) == f"REFUSED: {refused}"
+    assert _resume_line(PlannedLaunch.of(document), facts) == f"REFUSED: {refused}"
 
 
 @pytest.mark.usefixtures("signal_handlers")
