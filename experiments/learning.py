@@ -35,7 +35,7 @@ from rlaunch.skyrl import HfModel, PromptData, SkyRLRolePlan
 # answers, and every GRPO group of eight holds right and wrong completions (a learning signal).
 MAX_OPERAND = 4
 SPLITS = {"train": 512, "validation": 200}
-WARM_START = {"steps": 150, "batch_size": 16, "lr": 3e-3, "seed": 0}
+WARM_START = {"steps": 150, "batch_size": 16, "lr": 3e-3}
 RL_STEPS = 40
 SAMPLING = (1.0, 8)  # the evaluations' temperature and completions per prompt
 RECIPE = """
@@ -109,7 +109,7 @@ def warm_start(config: dict[str, Any]) -> HfModel:
     )
 
 
-def warm_start_step(model: ArtifactStep[HfModel], data: ArtifactStep[PromptData]) -> ArtifactStep[HfModel]:
+def warm_start_step(model: ArtifactStep[HfModel], data: ArtifactStep[PromptData], seed: int) -> ArtifactStep[HfModel]:
     return ArtifactStep(
         name="learning/sft",
         version=resolve_version("learning/sft", None),
@@ -119,6 +119,7 @@ def warm_start_step(model: ArtifactStep[HfModel], data: ArtifactStep[PromptData]
             "output_path": ctx.output_path,
             "model_path": ctx.artifact_path(model),
             "data_uri": storage.join(ctx.artifact_path(data), "train.jsonl"),
+            "seed": seed,
             **WARM_START,
         },
         deps=(model, data),
@@ -172,11 +173,14 @@ def verdict_step(
 
 @click.command()
 @click.option("--steps", type=click.IntRange(min=1), default=RL_STEPS, show_default=True, help="RL optimizer steps.")
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of the data, the warm start and the RL step."
+)
 @rl_build_options
-def main(steps: int) -> ArtifactStep[LearningVerdict]:
-    data = smoke.dataset_step("learning/arithmetic", MAX_OPERAND, SPLITS)
-    warm = warm_start_step(smoke.model_step(smoke.tokenizer_step()), data)
-    rl = smoke.rl_step(warm, data, 1, steps, name="learning/rl", recipe=RECIPE, roles=ROLES)
+def main(steps: int, seed: int) -> ArtifactStep[LearningVerdict]:
+    data = smoke.dataset_step("learning/arithmetic", MAX_OPERAND, SPLITS, seed)
+    warm = warm_start_step(smoke.model_step(smoke.tokenizer_step()), data, seed)
+    rl = smoke.rl_step(warm, data, 1, steps, name="learning/rl", recipe=RECIPE, roles=ROLES, seed=seed)
     evaluate = dict(max_new_tokens=8, sampling=SAMPLING)
     before = smoke.evaluation_step(warm, data, name="learning/eval-before", **evaluate)
     after = smoke.evaluation_step(rl, data, name="learning/eval-after", **evaluate)

@@ -247,7 +247,7 @@ def model_step(tokenizer: ArtifactStep[Tokenizer]) -> ArtifactStep[HfModel]:
 
 
 def dataset_step(
-    name: str = "smoke/arithmetic", max_operand: int = 9, splits: dict[str, int] | None = None
+    name: str = "smoke/arithmetic", max_operand: int = 9, splits: dict[str, int] | None = None, seed: int = 0
 ) -> ArtifactStep[PromptData]:
     """Sums `a + b` with operands up to `max_operand`, `splits` rows each (the smoke's: 64 and 16)."""
     rows = splits or {"train": 64, "validation": 16}
@@ -258,7 +258,7 @@ def dataset_step(
         run=build_dataset,
         build_config=lambda ctx: {
             "output_path": ctx.output_path,
-            "seed": 0,
+            "seed": seed,
             "max_operand": max_operand,
             "splits": rows,
         },
@@ -318,6 +318,7 @@ def rl_step(
     smoke: SkyRLArtifactStep | None = None,
     recipe: str = RECIPE,
     roles: SkyRLRolePlan | None = None,
+    seed: int = 0,
 ) -> SkyRLArtifactStep:
     """The RL step; `experiments.cpu_scaled` reuses it for a larger run of the same shape and
     `experiments.learning` with its own recipe (`%(steps)d` in it) and role plan."""
@@ -333,7 +334,7 @@ def rl_step(
             num_nodes=1, gpus_per_node=slots, gpu_variant="cpu", role_plan=roles or role_plan(slots, train_batch)
         ),
         retention=SkyRLRetentionPolicy(resume_checkpoint_count=2, temporary_storage_ttl_days=7),
-        seed=0,
+        seed=seed,
     )
     return skyrl_step(spec, execution(backend, slots), export_hf=True, smoke=smoke)
 

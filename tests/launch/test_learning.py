@@ -51,5 +51,7 @@ def test_rl_lifts_the_warm_started_models_accuracy_by_more_than_the_interval(lau
     # before scored the warm start, after the RL step's export, on the same rows
     before = json.loads((prefix / "learning" / "eval-before" / VERSION / "report.json").read_text())
     after = json.loads((prefix / "learning" / "eval-after" / VERSION / "report.json").read_text())
-    assert before["model"].startswith(f"learning/sft@{VERSION}:") and after["model"].startswith(f"learning/rl@{VERSION}:")
+    assert before["model"].startswith(f"learning/sft@{VERSION}:") and after["model"].startswith(
+        f"learning/rl@{VERSION}:"
+    )
     assert before["data"] == after["data"] and before["n"] == after["n"] == 1600
