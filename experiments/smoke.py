@@ -192,6 +192,7 @@ def evaluate(config: dict[str, Any]) -> EvalReport:
         info = runtime_tool(
             "rlaunch_trl_cpu.evaluate", "--model", model, "--data", data, "--env-class", "arithmetic",
             "--max-new-tokens", str(config["max_new_tokens"]), "--seed", str(config["seed"]),
+            *_sampling_args(config),
         )  # fmt: skip
     interval = wilson_interval(info["accuracy"] * info["n"], info["n"])
     identities = {"model": config["model"], "data": config["data"]}
@@ -209,6 +210,13 @@ def evaluate(config: dict[str, Any]) -> EvalReport:
         model_sha256=weights if isinstance(weights, str) else json.dumps(weights, sort_keys=True),
         **identities,
     )
+
+
+def _sampling_args(config: dict[str, Any]) -> list[str]:
+    """Greedy unless the evaluation asks for `samples` completions per prompt at `temperature`."""
+    if "temperature" not in config:
+        return []
+    return ["--temperature", str(config["temperature"]), "--samples", str(config["samples"])]
 
 
 def tokenizer_step() -> ArtifactStep[Tokenizer]:
@@ -238,17 +246,21 @@ def model_step(tokenizer: ArtifactStep[Tokenizer]) -> ArtifactStep[HfModel]:
     )
 
 
-def dataset_step() -> ArtifactStep[PromptData]:
+def dataset_step(
+    name: str = "smoke/arithmetic", max_operand: int = 9, splits: dict[str, int] | None = None, seed: int = 0
+) -> ArtifactStep[PromptData]:
+    """Sums `a + b` with operands up to `max_operand`, `splits` rows each (the smoke's: 64 and 16)."""
+    rows = splits or {"train": 64, "validation": 16}
     return ArtifactStep(
-        name="smoke/arithmetic",
-        version=resolve_version("smoke/arithmetic", None),
+        name=name,
+        version=resolve_version(name, None),
         artifact_type=PromptData,
         run=build_dataset,
         build_config=lambda ctx: {
             "output_path": ctx.output_path,
-            "seed": 0,
-            "max_operand": 9,
-            "splits": {"train": 64, "validation": 16},
+            "seed": seed,
+            "max_operand": max_operand,
+            "splits": rows,
         },
     )
 
@@ -304,21 +316,25 @@ def rl_step(
     name: str = "smoke/rl",
     train_batch: int = 4,
     smoke: SkyRLArtifactStep | None = None,
+    recipe: str = RECIPE,
+    roles: SkyRLRolePlan | None = None,
+    seed: int = 0,
 ) -> SkyRLArtifactStep:
-    """The RL step; `experiments.cpu_scaled` reuses it for a larger run of the same shape."""
+    """The RL step; `experiments.cpu_scaled` reuses it for a larger run of the same shape and
+    `experiments.learning` with its own recipe (`%(steps)d` in it) and role plan."""
     spec = SkyRLSpec(
         name=name,
         version=resolve_version(name, None),
-        config_yaml=RECIPE % {"steps": steps},
+        config_yaml=recipe % {"steps": steps},
         runtime=SkyRLRuntime(RUNTIME),
         model=ArtifactHfModel(model, tokenizer_revision=TOKENIZER_REVISION),
         train_data=(ArtifactDataSource(data, "train.jsonl"),),
         validation_data=(ArtifactDataSource(data, "validation.jsonl"),),
         topology=SkyRLTopology(
-            num_nodes=1, gpus_per_node=slots, gpu_variant="cpu", role_plan=role_plan(slots, train_batch)
+            num_nodes=1, gpus_per_node=slots, gpu_variant="cpu", role_plan=roles or role_plan(slots, train_batch)
         ),
         retention=SkyRLRetentionPolicy(resume_checkpoint_count=2, temporary_storage_ttl_days=7),
-        seed=0,
+        seed=seed,
     )
     return skyrl_step(spec, execution(backend, slots), export_hf=True, smoke=smoke)
 
@@ -327,28 +343,41 @@ def rl_step(
 EVALUATION = StepExecution(runtime=RUNTIME, cpu=1.0, memory="4GB", disk="10GB", time_limit_seconds=1800)
 
 
-def evaluation_step(rl: ArtifactStep[SkyRLRun], data: ArtifactStep[PromptData]) -> ArtifactStep[EvalReport]:
+def evaluation_step(
+    model: ArtifactStep[SkyRLRun] | ArtifactStep[HfModel],
+    data: ArtifactStep[PromptData],
+    *,
+    name: str = "smoke/eval",
+    max_new_tokens: int = 16,
+    sampling: tuple[float, int] | None = None,
+) -> ArtifactStep[EvalReport]:
+    """Score `model` (an RL run's export, or an HF model as it is) on the data's validation split,
+    greedily, or with `sampling` = (temperature, completions per prompt)."""
+
     def build(ctx: StepContext) -> dict[str, Any]:
-        config = {
+        config: dict[str, Any] = {
             "output_path": ctx.output_path,
-            "policy": ctx.artifact_path(rl),
+            "policy": ctx.artifact_path(model),
             "data_uri": storage.join(ctx.artifact_path(data), "validation.jsonl"),
-            "max_new_tokens": 16,
+            "max_new_tokens": max_new_tokens,
             "seed": 0,
         }
+        if sampling is not None:
+            config["temperature"], config["samples"] = sampling
         if not ctx.is_fingerprint:  # what the report names: placement, so outside the fingerprint
-            config["model_uri"] = ctx.resolved(rl).hf_model_uri
+            resolved = ctx.resolved(model)
+            config["model_uri"] = resolved.hf_model_uri if isinstance(resolved, SkyRLRun) else resolved.path
             config["model"] = _recorded_identity(config.pop("policy"))
             config["data"] = _recorded_identity(ctx.artifact_path(data))
         return config
 
     return ArtifactStep(
-        name="smoke/eval",
-        version=resolve_version("smoke/eval", None),
+        name=name,
+        version=resolve_version(name, None),
         artifact_type=EvalReport,
         run=evaluate,
         build_config=build,
-        deps=(rl, data),
+        deps=(model, data),
         execution=EVALUATION,
     )
 
