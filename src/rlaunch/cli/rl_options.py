@@ -203,8 +203,8 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation,
         backend = get_backend(execution.backend, **execution.placement())
         for step in steps:
             backend.check(child_gang(step), beside=spec.resources)
-        for step in jobs:
-            backend.check(gang_for_check(step.execution, step.name), beside=spec.resources)
+        for job in jobs:
+            backend.check(gang_for_check(job.execution, job.name), beside=spec.resources)
         _record_overrides(overrides, invocation, planning)
         job_id = backend.submit(spec)
     except (CapacityError, BackendUnavailableError, ImportError, ConnectionError) as exc:
@@ -221,10 +221,10 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation,
                 click.echo(line)
             status = backend.wait(job_id)
     except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM: this process stops, the run does not
-        jobs = jobs_command(backend.name)
+        command = jobs_command(backend.name)
         click.echo(
             f"\nstopped following; RL coordinator {job_id} keeps running: follow it with "
-            f"`{jobs} logs {job_id} --follow`, stop it with `{jobs} cancel {job_id}`",
+            f"`{command} logs {job_id} --follow`, stop it with `{command} cancel {job_id}`",
             err=True,
         )
         return interrupt_exit(interrupt)

@@ -42,13 +42,13 @@ class SkyRLRun(Artifact):
     tokenizer_revision: str = ""
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
     """An RL step: an ArtifactStep that also keeps its spec and execution (what planning renders:
     `planning.plan`, whose value the plan's views, the gates and the submission checks read)."""
 
-    spec: SkyRLSpec | None = None
-    execution: SkyRLExecution | None = None
+    spec: SkyRLSpec
+    execution: SkyRLExecution
     execution_type: ClassVar[type] = SkyRLExecution
     export_hf: bool | None = None  # None: left to the default, no terminal export
     smoke: SkyRLArtifactStep | None = None

@@ -15,7 +15,8 @@ from typing import Any
 from rlaunch.artifacts import ArtifactStep
 from rlaunch.artifacts.identity import validate_name, validate_version
 from rlaunch.launch_config.composition import get_path
-from rlaunch.launch_config.schema import ResumeFrom, resume_from_problems
+from rlaunch.launch_config.schema import ResumeFrom as ResumeFrom  # exported by rlaunch.skyrl
+from rlaunch.launch_config.schema import resume_from_problems
 from rlaunch.secrets import credential_name_problem
 from rlaunch.skyrl.config_yaml import entrypoint_of, parse_config_yaml, render_recipe
 from rlaunch.skyrl.fields import require_int, require_str
