@@ -550,6 +550,18 @@ PROMISES = (
         ),
     ),
     Promise(
+        "A large launch names its terminal stage",
+        (
+            _one(
+                f"{_JUDGE}::judge",
+                "    if why_large and authorisations.default_stage:",
+                "    if False:",
+                "a large launch on a defaulted --stage let through",
+                "tests/gates/test_one_judgement.py::test_a_large_launch_whose_terminal_stage_came_from_its_default_is_refused[large-default-stage]",
+            ),
+        ),
+    ),
+    Promise(
         "Only what launches is judged: a served RL step gates nothing downstream",
         (
             _one(

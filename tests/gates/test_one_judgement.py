@@ -24,7 +24,7 @@ from rlaunch.launch_config import schema
 from rlaunch.runs.run_record import update_attempt
 from rlaunch.skyrl import skyrl_step
 from rlaunch.skyrl.rl_step import SkyRLArtifactStep
-from tests.skyrl.helpers import DAY, iris, launch_of, spec
+from tests.skyrl.helpers import DAY, iris, launch_of, spec, topology
 
 pytestmark = pytest.mark.usefixtures("signal_handlers")
 
@@ -227,3 +227,35 @@ def test_the_host_plans_the_document_it_is_handed_once(prefix: str, monkeypatch:
     (refused,) = [a for a in record["attempts"] if a["attempt_id"] == "by-hand"]
     assert refused["memory"] == expected  # the run record's table is the planned launch's
     assert composed == ["fsdp"] and len(geometries) == 1, (composed, geometries)
+
+
+@click.command()
+@click.option("--stage", type=click.Choice(["rl", "evaluation"]), default="evaluation")
+@click.option("--gpus", type=int, default=64)
+@rl_build_options
+def staged(stage: str, gpus: int) -> Any:
+    """A main whose terminal stage has a default; `--gpus 8` makes its run a small one (one node)."""
+    if gpus == 8:
+        return skyrl_step(spec(topo=topology(), name=SMOKE, version=DAY), iris(), export_hf=True, is_smoke=True)
+    return large_step(smoke=False)
+
+
+@pytest.mark.parametrize(
+    ("args", "refused"),
+    [((), True), (("--stage", "evaluation"), False), (("--gpus", "8"), False)],
+    ids=["large-default-stage", "large-chosen-stage", "smoke-default-stage"],
+)
+def test_a_large_launch_whose_terminal_stage_came_from_its_default_is_refused(
+    prefix: str, args: tuple[str, ...], refused: bool
+) -> None:
+    """The seed: choose the terminal stage explicitly; a default stage may add downstream GPU work. The
+    same value chosen on the command line goes; a small launch is only noted."""
+    line = "  refused: stage: this is a large launch (it allocates 8 nodes"
+    plan = CliRunner().invoke(staged, ["--version", DAY, "--skip-smoke-gate", "by hand", *args])
+    assert plan.exit_code == 0, plan.output
+    assert (line in plan.stdout) is refused, plan.stdout
+    assert ("--stage evaluation (choose it with --stage rl|evaluation)" in plan.stdout) is refused
+    run = CliRunner().invoke(staged, ["--version", DAY, "--skip-smoke-gate", "by hand", *args, "--run"])
+    assert ("stage: this is a large launch" in run.output) is refused, run.output
+    if refused:
+        assert run.exit_code == 2 and "Nothing was submitted." in run.output

@@ -304,16 +304,27 @@ def _plan_or_run(
     sys.exit(executor.run(handles, invocation, planning))
 
 
-def default_stage_notes() -> list[str]:
-    """A note when the experiment's terminal stage (its `--stage` option) came from its default: the
-    seed asks for the terminal stage to be chosen, and a default one may add downstream work."""
+def default_stage() -> tuple[str, str] | None:
+    """The experiment's terminal stage and its choices when its `--stage` option came from its
+    default (None: chosen on the command line, or no such option)."""
     ctx = click.get_current_context(silent=True)
     param = next((p for p in ctx.command.params if p.name == "stage"), None) if ctx else None
     if ctx is None or param is None or ctx.get_parameter_source("stage") is not ParameterSource.DEFAULT:
-        return []
+        return None
     choices = "|".join(map(str, param.type.choices)) if isinstance(param.type, click.Choice) else "STAGE"
+    return str(ctx.params["stage"]), choices
+
+
+def default_stage_notes() -> list[str]:
+    """A note when the experiment's terminal stage came from its default: the seed asks for the
+    terminal stage to be chosen, and a default one may add downstream work (a large launch is refused
+    on it: `rlaunch.judgement.judge`)."""
+    found = default_stage()
+    if found is None:
+        return []
+    stage, choices = found
     return [
-        f"note: --stage {ctx.params['stage']} [default]: the terminal stage came from its default, not the "
+        f"note: --stage {stage} [default]: the terminal stage came from its default, not the "
         f"command line; choose it with --stage {choices}"
     ]
 

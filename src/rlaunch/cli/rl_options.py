@@ -273,10 +273,16 @@ def _authorisation_problems(invocation: Invocation) -> list[str]:
 
 def _authorisations(invocation: Invocation) -> Authorisations:
     """The gate authorisations given on the command line (an empty reason is refused apart)."""
+    from rlaunch.cli.experiment import default_stage
     from rlaunch.judgement.judge import Authorisations
 
     given = {name for name, reason in _given(invocation).items() if reason.strip()}
-    return Authorisations(retry="retry" in given, skip_smoke_gate="skip_smoke_gate" in given)
+    stage = default_stage()
+    return Authorisations(
+        retry="retry" in given,
+        skip_smoke_gate="skip_smoke_gate" in given,
+        default_stage=None if stage is None else f"{stage[0]} (choose it with --stage {stage[1]})",
+    )
 
 
 def judgement(planned: PlannedLaunch, authorisations: Authorisations) -> tuple[Finding, ...]:

@@ -18,6 +18,8 @@ The gates (`rlaunch.launch_config.gates` holds the version, retry and smoke rule
                the launch (`rlaunch.judgement.parity`, the code of `rlaunch parity`); a large
                launch declares one; `--skip-smoke-gate` waives these (recorded, never silent)
     calendar   a large launch uses a calendar version; elsewhere a mutable one (`dev`) is a note
+    stage      a large launch names its terminal stage (`--stage` left to the experiment's default
+               refuses it; the note on a small one is the CLI's)
     credentials every credential the document declares (`run.credentials`) is set, and not empty,
                where the launch is submitted from
 
@@ -79,6 +81,9 @@ class Authorisations:
 
     retry: bool = False
     skip_smoke_gate: bool = False
+    # The terminal stage when it came from the experiment's default, with how to choose it (None:
+    # chosen on the command line; a document handed to the host has no stage of its own).
+    default_stage: str | None = None
 
     @classmethod
     def of(cls, gates: GatesSection) -> Authorisations:
@@ -151,6 +156,14 @@ def judge(planned: PlannedLaunch, evidence: Evidence, authorisations: Authorisat
         found += [Finding("smoke", problem, smoke_status)] if problem else []
     else:
         found += [Finding("smoke", p, smoke_status) for p in smoke_problems(planned, evidence.smoke)]
+    if why_large and authorisations.default_stage:
+        found.append(
+            Finding(
+                "stage",
+                f"this is a large launch ({why_large}) whose terminal stage came from the experiment's default: "
+                f"--stage {authorisations.default_stage}; a default stage may add downstream GPU work",
+            )
+        )
     missing = credentials_problem(document.run.credentials, evidence.credentials)
     found += [Finding("credentials", missing)] if missing else []
     if why_large and is_mutable(version_name(document)):
