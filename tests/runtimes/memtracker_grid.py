@@ -315,6 +315,18 @@ GRID: tuple[Case, ...] = (
     *(Case(family, LAYERS[family], 4, 1, 8192, True) for family in ("llama-3.1-8b", "qwen3-30b-a3b", "gemma-2b")),
 )
 
+# Rows not yet within the tolerance, by case name, with what the tracker shows (strict xfails in the tier:
+# one that comes within the tolerance fails until it is taken off this list).
+REFERENCE_GAPS: dict[str, str] = {
+    name: "the sharded reference forward of this MoE family peaks in the first layer with its prefetched "
+    "neighbour gathered and 0.5-0.8 GiB more 'Activation' than the same forward unsharded holds; the "
+    "reference row's a layer's forward term (`_forward_bytes_per_token`) does not model it"
+    for name in (
+        "qwen1.5-moe-a2.7b L2 N4 micro2 seq2048 no-ckpt",
+        "gpt-oss-20b L2 N4 micro2 seq2048 no-ckpt",
+    )
+}
+
 
 def measure(python: str, cases: tuple[Case, ...] = GRID) -> dict[Case, dict[str, Any]]:
     """The tracker's peaks for `cases`, one process per FSDP world size (a fake process group)."""
