@@ -10,7 +10,9 @@ micro batches (one row of `micro x seq` tokens with restarting positions, no att
 `use_sample_packing` lays them out), the bf16 logits divided by the temperature in place, and the
 log-probs of flash-attn's cross entropy with `inplace_backward=True`: its kernel allocates only its
 per-token outputs and writes the logits' gradient into the logits. Attention is CPU flash attention
-(saves q, k, v, out and the log-sum-exp, no score matrix), like flash-attn's varlen kernel.
+(saves q, k, v, out and the log-sum-exp, no score matrix), like flash-attn's varlen kernel; MLA's
+values are padded to the q/k head width as transformers does for flash-attn. A vision-language model
+is built whole (`AutoModelForImageTextToText`) and fed text tokens; Kimi-K2 as DeepSeek-V3.
 
 Steady state: a warm-up step creates Adam's moments; the measured step runs two micro batches
 (gradient accumulation: the first's gradients are alive during the second) and the optimizer
