@@ -409,6 +409,22 @@ def test_hybrid_kv_groups_follow_vllms_grouping(layers: int, sliding: int, group
     assert (g.size, g.full, g.sliding) == groups
 
 
+def test_softcapped_logits_keep_one_more_vocabulary_wide_tensor() -> None:
+    """Gemma 2 caps its logits out of place (tanh(logits / cap) * cap), by default when the config
+    omits the cap: the training row's logits hold three bf16 [tokens x vocab] tensors instead of two,
+    the reference's two instead of one (tests/runtimes/test_memtracker.py measures both)."""
+    uncapped = {**GEMMA2_9B, "final_logit_softcapping": None}
+    for config in (GEMMA2_9B, {**GEMMA2_9B, "final_logit_softcapping": 30.0}):
+        capped, plain = table(config), table(uncapped)
+        train = [r for r in capped.rows if r.phase == "training bar"][0]
+        train_plain = [r for r in plain.rows if r.phase == "training bar"][0]
+        assert train.part("logits") * 2 == train_plain.part("logits") * 3
+        ref = [r for r in capped.rows if r.role == "reference"][0]
+        ref_plain = [r for r in plain.rows if r.role == "reference"][0]
+        assert ref.part("logits") == 2 * ref_plain.part("logits")
+    assert not arch({**GEMMA3_1B}).logit_softcapping  # Gemma 3 has no cap by default
+
+
 def test_a_sliding_layers_kv_is_bounded_by_its_window_and_the_prefill_chunk() -> None:
     """vLLM V1 holds at most window - 1 + max_num_batched_tokens tokens (+1 block) for a sliding layer:
     gpt-oss-120b's concurrency at 131,072 tokens is nearly twice a model with every layer in full."""

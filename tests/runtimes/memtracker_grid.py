@@ -105,6 +105,158 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "head_dim": 256,
         "vocab_size": 256000,
     },
+    "gemma-2-2b": {
+        "model_type": "gemma2",
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "vocab_size": 256000,
+        "sliding_window": 4096,
+        "final_logit_softcapping": 30.0,
+        "attn_logit_softcapping": 50.0,
+    },
+    "gemma-3-1b": {
+        "model_type": "gemma3_text",
+        "hidden_size": 1152,
+        "intermediate_size": 6912,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 256,
+        "vocab_size": 262144,
+        "sliding_window": 512,
+        "sliding_window_pattern": 6,
+    },
+    "qwen1.5-moe-a2.7b": {
+        "model_type": "qwen2_moe",
+        "hidden_size": 2048,
+        "intermediate_size": 5632,
+        "moe_intermediate_size": 1408,
+        "shared_expert_intermediate_size": 5632,
+        "num_experts": 60,
+        "num_experts_per_tok": 4,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "vocab_size": 151936,
+    },
+    "gpt-oss-20b": {
+        "model_type": "gpt_oss",
+        "hidden_size": 2880,
+        "intermediate_size": 2880,
+        "num_local_experts": 32,
+        "num_experts_per_tok": 4,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "vocab_size": 201088,
+        "sliding_window": 128,
+    },
+    # MLA at the published latent ranks and head dims, shrunk in width and experts (a full DeepSeek-V3
+    # layer is 11B parameters: the states alone would decide every row).
+    "deepseek-v2-lite": {
+        "model_type": "deepseek_v2",
+        "hidden_size": 2048,
+        "intermediate_size": 10944,
+        "moe_intermediate_size": 1408,
+        "n_routed_experts": 64,
+        "n_shared_experts": 2,
+        "num_experts_per_tok": 6,
+        "first_k_dense_replace": 1,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "kv_lora_rank": 512,
+        "q_lora_rank": None,
+        "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+        "topk_method": "greedy",
+        "vocab_size": 102400,
+    },
+    "deepseek-v3-small": {
+        "model_type": "deepseek_v3",
+        "hidden_size": 2048,
+        "intermediate_size": 6144,
+        "moe_intermediate_size": 512,
+        "n_routed_experts": 64,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 8,
+        "n_group": 8,
+        "topk_group": 4,
+        "first_k_dense_replace": 1,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "kv_lora_rank": 512,
+        "q_lora_rank": 1536,
+        "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+        "topk_method": "noaux_tc",
+        "vocab_size": 129280,
+    },
+    # Built with transformers' DeepSeek-V3 class (tracked_step.BUILT_AS): Kimi-K2 is its architecture.
+    "kimi-k2-small": {
+        "model_type": "kimi_k2",
+        "hidden_size": 2048,
+        "intermediate_size": 6144,
+        "moe_intermediate_size": 512,
+        "n_routed_experts": 96,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 8,
+        "n_group": 1,
+        "topk_group": 1,
+        "first_k_dense_replace": 1,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "kv_lora_rank": 512,
+        "q_lora_rank": 1536,
+        "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+        "topk_method": "noaux_tc",
+        "vocab_size": 163840,
+    },
+    # Vision-language: the whole model (its vision tower truncated to two blocks) steps on text tokens.
+    "qwen2-vl-2b": {
+        "model_type": "qwen2_vl",
+        "hidden_size": 1536,
+        "intermediate_size": 8960,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 2,
+        "vocab_size": 151936,
+        "tie_word_embeddings": True,
+        "vision_config": {
+            "depth": 2,
+            "embed_dim": 1280,
+            "hidden_size": 1536,
+            "mlp_ratio": 4,
+            "num_heads": 16,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+        },
+    },
+    "qwen2.5-vl-3b": {
+        "model_type": "qwen2_5_vl",
+        "hidden_size": 2048,
+        "intermediate_size": 11008,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "vocab_size": 151936,
+        "tie_word_embeddings": True,
+        "vision_config": {
+            "depth": 2,
+            "hidden_size": 1280,
+            "intermediate_size": 3420,
+            "num_heads": 16,
+            "out_hidden_size": 2048,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "window_size": 112,
+            "fullatt_block_indexes": [1],
+        },
+    },
 }
 
 
@@ -145,6 +297,15 @@ LAYERS = {
     "mixtral-8x7b": 1,
     "mistral-7b": 2,
     "gemma-2b": 2,
+    "gemma-2-2b": 2,
+    "gemma-3-1b": 6,
+    "qwen1.5-moe-a2.7b": 2,
+    "gpt-oss-20b": 2,
+    "deepseek-v2-lite": 2,
+    "deepseek-v3-small": 2,
+    "kimi-k2-small": 2,
+    "qwen2-vl-2b": 2,
+    "qwen2.5-vl-3b": 2,
 }
 # Every family unsharded with checkpointing and sharded over 4 without; long sequences (where the
 # logits decide the peak) sharded with checkpointing for one family of each vocabulary size.
@@ -153,6 +314,19 @@ GRID: tuple[Case, ...] = (
     *(Case(family, layers, 4, 2, 2048, False) for family, layers in LAYERS.items()),
     *(Case(family, LAYERS[family], 4, 1, 8192, True) for family in ("llama-3.1-8b", "qwen3-30b-a3b", "gemma-2b")),
 )
+
+# Rows not yet within the tolerance, by case name, with what the tracker shows (strict xfails in the tier:
+# one that comes within the tolerance fails until it is taken off this list).
+REFERENCE_GAPS: dict[str, str] = {
+    name: "the sharded reference forward of this MoE family peaks inside the first layer's experts (root, "
+    "that layer and its prefetched neighbour gathered) with 0.5-1.2 GiB more 'Activation' than the same "
+    "experts' forward holds unsharded or alone; not yet explained, so the reference row's layer-forward "
+    "term (`_forward_bytes_per_token`) does not model it"
+    for name in (
+        "qwen1.5-moe-a2.7b L2 N4 micro2 seq2048 no-ckpt",
+        "gpt-oss-20b L2 N4 micro2 seq2048 no-ckpt",
+    )
+}
 
 
 def measure(python: str, cases: tuple[Case, ...] = GRID) -> dict[Case, dict[str, Any]]:

@@ -16,7 +16,7 @@ import pytest
 
 from rlaunch.rules.architecture import FAMILIES
 from rlaunch.runtimes.environment import RuntimeEnvironmentError
-from tests.runtimes.memtracker_grid import GRID, TOLERANCE, Case, error, measure, rows
+from tests.runtimes.memtracker_grid import GRID, REFERENCE_GAPS, TOLERANCE, Case, error, measure, rows
 
 pytestmark = pytest.mark.memtracker
 
@@ -47,7 +47,20 @@ def test_the_training_step_is_within_ten_percent_of_the_trackers_peak(measured, 
     assert abs(error(train.estimate, peak)) <= TOLERANCE, (train.estimate, peak, got["breakdown"], train.parts)
 
 
-@pytest.mark.parametrize("case", GRID, ids=lambda c: c.name)
+def test_every_reference_gap_names_a_case_of_the_grid() -> None:
+    assert set(REFERENCE_GAPS) <= {c.name for c in GRID}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(c, marks=pytest.mark.xfail(reason=REFERENCE_GAPS[c.name], strict=True))
+        if c.name in REFERENCE_GAPS
+        else c
+        for c in GRID
+    ],
+    ids=lambda c: c.name,
+)
 def test_the_reference_forward_is_within_ten_percent_of_the_trackers_peak(measured, case: Case) -> None:
     got = measured[case]
     _, ref = rows(case)

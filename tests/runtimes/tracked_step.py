@@ -10,7 +10,9 @@ micro batches (one row of `micro x seq` tokens with restarting positions, no att
 `use_sample_packing` lays them out), the bf16 logits divided by the temperature in place, and the
 log-probs of flash-attn's cross entropy with `inplace_backward=True`: its kernel allocates only its
 per-token outputs and writes the logits' gradient into the logits. Attention is CPU flash attention
-(saves q, k, v, out and the log-sum-exp, no score matrix), like flash-attn's varlen kernel.
+(saves q, k, v, out and the log-sum-exp, no score matrix), like flash-attn's varlen kernel; MLA's
+values are padded to the q/k head width as transformers does for flash-attn. A vision-language model
+is built whole (`AutoModelForImageTextToText`) and fed text tokens; Kimi-K2 as DeepSeek-V3.
 
 Steady state: a warm-up step creates Adam's moments; the measured step runs two micro batches
 (gradient accumulation: the first's gradients are alive during the second) and the optimizer
@@ -33,7 +35,7 @@ from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.testing._internal.distributed.fake_pg import FakeStore
-from transformers import AttentionInterface, AutoConfig, AutoModelForCausalLM
+from transformers import AttentionInterface, AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 from transformers.masking_utils import AttentionMaskInterface
 
 ATTENTION = "rlaunch_varlen_cpu"
@@ -42,10 +44,13 @@ ATTENTION = "rlaunch_varlen_cpu"
 def flash_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **_):
     """flash-attn's memory: q, k, v, the output and its log-sum-exp saved, no [seq x seq] scores, the
     KV heads read in place (grouped-query attention)."""
+    width = value.shape[-1]
+    if width != query.shape[-1]:  # MLA: flash-attn takes one head dim, so V is padded to q/k's and cut after
+        value = torch.nn.functional.pad(value, (0, query.shape[-1] - width))
     out = torch.nn.functional.scaled_dot_product_attention(
         query, key, value, is_causal=True, scale=scaling, enable_gqa=True
     )
-    return out.transpose(1, 2).contiguous(), None
+    return out[..., :width].transpose(1, 2).contiguous(), None
 
 
 AttentionInterface.register(ATTENTION, flash_attention)
@@ -67,15 +72,27 @@ class InplaceCrossEntropy(torch.autograd.Function):
         return logits, None
 
 
+BUILT_AS = {"kimi_k2": "deepseek_v3"}  # Kimi-K2's remote code is DeepSeek-V3's architecture
+
+
 def model_of(config: dict, dtype: torch.dtype):
+    """transformers' own class for the config; a vision-language model whole (vision tower included:
+    its weights train with the rest), fed text tokens only."""
+    config = {**config, "model_type": BUILT_AS.get(config["model_type"], config["model_type"])}
     cfg = AutoConfig.for_model(**config)
-    return AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=ATTENTION)
+    auto = AutoModelForImageTextToText if "vision_config" in config else AutoModelForCausalLM
+    model = auto.from_config(cfg, dtype=dtype, attn_implementation=ATTENTION)
+    for param in model.parameters():  # those transformers keeps in fp32 follow the rest: FSDP2 needs one dtype
+        if param.dtype != dtype:
+            param.data = param.data.to(dtype)
+    return model
 
 
 def shard(model, mesh) -> None:
-    """SkyRL's `apply_fsdp2`: each decoder layer, then the whole model."""
+    """SkyRL's `apply_fsdp2`: each decoder layer, then the whole model (a vision tower, which text
+    tokens never run, stays in the root's group: FSDP2 cannot reshard a group that never gathered)."""
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32, cast_forward_inputs=True)
-    for layer in model.model.layers:
+    for layer in model.get_decoder().layers:
         fully_shard(layer, mesh=mesh, mp_policy=mp)
     fully_shard(model, mesh=mesh, mp_policy=mp)
 
@@ -159,6 +176,7 @@ def main() -> None:
     mesh = init_device_mesh("cpu", (world,))
     results = []
     for case in cases:
+        print(case["config"]["model_type"], file=sys.stderr, flush=True)
         with FakeTensorMode():
             measured = training(case, mesh)
             measured["reference_breakdown"] = reference(case, mesh)

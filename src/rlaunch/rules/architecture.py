@@ -36,6 +36,7 @@ class Family:
     mla: bool = False  # multi-head latent attention (DeepSeek-V2/V3, Kimi-K2)
     windows: str | None = None  # sliding-window layout: "all" (Mistral), "alternate" (Gemma 2), "pattern" (Gemma 3)
     vision: bool = False  # a Qwen2-VL vision tower in `vision_config`
+    softcapped: bool = False  # final_logit_softcapping when the config omits it (Gemma 2: 30)
 
 
 FAMILIES: dict[str, Family] = {
@@ -44,7 +45,9 @@ FAMILIES: dict[str, Family] = {
     "qwen2": Family(qkv_bias=True, qk_norm=False, tied_default=False),
     "qwen3": Family(qkv_bias=False, qk_norm=True, tied_default=False),
     "gemma": Family(qkv_bias=False, qk_norm=False, tied_default=True),
-    "gemma2": Family(qkv_bias=False, qk_norm=False, tied_default=True, norms_per_layer=4, windows="alternate"),
+    "gemma2": Family(
+        qkv_bias=False, qk_norm=False, tied_default=True, norms_per_layer=4, windows="alternate", softcapped=True
+    ),
     "gemma3_text": Family(qkv_bias=False, qk_norm=True, tied_default=True, norms_per_layer=4, windows="pattern"),
     "qwen3_moe": Family(qkv_bias=False, qk_norm=True, tied_default=False, moe="qwen3_moe"),
     "qwen2_moe": Family(qkv_bias=True, qk_norm=False, tied_default=False, moe="qwen2_moe"),
@@ -121,6 +124,7 @@ class Architecture:
     shared_intermediate: int = 0  # the shared experts' MLP width a token always passes through
     sliding_layers: int = 0  # layers whose KV is bounded by `sliding_window` (the rest attend in full)
     kv_latent: int = 0  # MLA: the cached latent per token and layer (kv_lora_rank + qk_rope_head_dim)
+    logit_softcapping: bool = False  # Gemma 2: tanh-capped logits (one more vocabulary-wide tensor)
     quantization: Quantization | None = None
 
     @property
@@ -366,5 +370,6 @@ def _sized(config: Mapping[str, Any], family: Family, quantization: Quantization
         shared_intermediate=shared,
         sliding_layers=sliding,
         kv_latent=kv_latent,
+        logit_softcapping=bool(config.get("final_logit_softcapping", family.softcapped)),
         quantization=quantization,
     )

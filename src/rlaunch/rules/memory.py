@@ -478,7 +478,8 @@ def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device
     # the gradient through the in-place division by the temperature: two vocabulary-wide tensors.
     # Megatron's vocabulary-parallel log-probs hold one fp32 copy; the CPU trainer's model is fp32.
     fp32_logits = geo.strategy == "megatron" or cpu
-    logit_bytes = 4 if fp32_logits or critic else 2 * 2  # the critic's one fp32 value a token
+    # the critic's one fp32 value a token; a softcapped model's tanh output is saved beside its logits
+    logit_bytes = 4 if fp32_logits or critic else 2 * 2 + _softcap_bytes(arch)
     logits = micro_tokens // split.logit_tokens * max(1, vocab // split.vocab) * logit_bytes
     backward = tokens * ((saved if checkpointing else 0) + _backward_bytes_per_token(arch))
     gathered, logits_gathered, layer_gathered, reduce, root = (
@@ -648,6 +649,12 @@ def _mlp_width(arch: Architecture) -> int:
     return (arch.moe_layers * moe + dense_layers * arch.intermediate) // arch.layers
 
 
+def _softcap_bytes(arch: Architecture) -> int:
+    """Logit softcapping (`tanh(logits / cap) * cap`, out of place) keeps one more bf16 vocabulary-wide
+    tensor per token beside the logits, in training and in a forward alike."""
+    return 2 if arch.logit_softcapping else 0
+
+
 def _saved_bytes_per_token(arch: Architecture) -> int:
     """What one decoder layer saves for backward per token under bf16 mixed precision with flash
     attention (measured against PyTorch's tracker, tests/memtracker): each RMSNorm its fp32 input,
@@ -700,7 +707,7 @@ def _reference(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Devic
     tokens = micro_tokens // split.activations
     residual = tokens * 2 * arch.hidden
     activations = residual + tokens * _forward_bytes_per_token(arch)
-    logit_bytes = 4 if fsdp is None else 2
+    logit_bytes = 4 if fsdp is None else 2 + _softcap_bytes(arch)
     logits = micro_tokens // split.logit_tokens * (arch.vocab // split.vocab) * logit_bytes
     start, layer, last = (0, 0, 0) if fsdp is None else (fsdp.forward_start, fsdp.forward_layer, fsdp.forward_logits)
     transient = max(start + residual, layer + activations, last + logits + residual)
