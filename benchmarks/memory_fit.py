@@ -161,7 +161,12 @@ def _train_case(name: str, micro: int, seq: int, ckpt: bool, device: str) -> dic
         phases["optimizer"] = _peak(device)
     params = sum(p.numel() for p in model.parameters())
     del model, optimizer
-    return {"kind": "training", "params": params, **phases, "peak": max(phases["forward_backward"], phases["optimizer"])}
+    return {
+        "kind": "training",
+        "params": params,
+        **phases,
+        "peak": max(phases["forward_backward"], phases["optimizer"]),
+    }
 
 
 def _reference_case(name: str, micro: int, seq: int, device: str) -> dict[str, Any]:

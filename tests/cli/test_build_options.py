@@ -505,7 +505,7 @@ def test_a_terminal_stage_left_to_its_default_is_noted_in_the_plan(prefix):
     assert [n.startswith(note) for n in payload["notes"]] == [True]
     chosen = invoke(staged, "--version", DAY, "--stage", "report")  # the same value, chosen: no note
     assert chosen.exit_code == 0 and "[default]" not in chosen.stdout
-    assert json.loads(invoke(staged, "--version", DAY, "--stage", "report", "--plan-format", "json").stdout)[
-        "notes"
-    ] == []
+    assert (
+        json.loads(invoke(staged, "--version", DAY, "--stage", "report", "--plan-format", "json").stdout)["notes"] == []
+    )
     assert "note: --stage" not in invoke(experiment, "--version", DAY).stdout  # no stage option, no note

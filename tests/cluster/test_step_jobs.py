@@ -141,7 +141,9 @@ def test_a_failed_step_job_is_classified_and_relaunched_only_with_retry(
     assert failed["state"] == "failed" and not failed.get("refused")
     assert failed["failure"].startswith(f"step job {failed['child_job_id']} reached failed")
     cls = failed["failure_class"]  # classified from the job's log, as an RL attempt's is
-    assert (cls["kind"], cls["cause"]) == ("deterministic", "data-format error") and "KeyError: 'prompt'" in cls["evidence"]
+    assert (cls["kind"], cls["cause"]) == ("deterministic", "data-format error") and "KeyError: 'prompt'" in cls[
+        "evidence"
+    ]
     assert records.read_status(path)["state"] == records.FAILED
 
     marker.write_text("fixed")

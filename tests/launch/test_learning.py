@@ -14,6 +14,8 @@ import pytest
 from experiments.learning import judge
 from tests.launching import Launcher
 
+pytestmark = pytest.mark.launch
+
 VERSION = "2026.12.04"
 
 

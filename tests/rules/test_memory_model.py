@@ -88,7 +88,9 @@ def test_moe_activations_follow_the_experts_a_token_passes_through() -> None:
     profiling forward."""
 
     # every layer's saved activations (no checkpointing) over long sequences decide the step
-    long = recipe(trainer={"gradient_checkpointing": False}, generator={"sampling_params": {"max_generate_length": 16384}})
+    long = recipe(
+        trainer={"gradient_checkpointing": False}, generator={"sampling_params": {"max_generate_length": 16384}}
+    )
 
     def step(config: dict) -> tuple[int, int, int]:
         t = table(config, long)

@@ -118,7 +118,9 @@ def test_the_plan_shows_the_pin_and_run_accepts_a_repin(tmp_path: Path, prefix: 
         planned_view(spec(), prefix=prefix)[0].artifacts.checkpoint_root, digest
     )  # its own checkpoints: a root of this runtime
     root = document.runtime.resume_from.checkpoint_root
-    assert _resume_line(PlannedLaunch.of(document), facts).startswith(f"would resume from {root} step 2, digest {OLD[:16]} (pinned)")
+    assert _resume_line(PlannedLaunch.of(document), facts).startswith(
+        f"would resume from {root} step 2, digest {OLD[:16]} (pinned)"
+    )
     update_attempt(document.artifacts.output_path, document.run.id, "before-repin", {"runtime_digest": OTHER})
     document, facts = _pinned_view(tmp_path, prefix)
     assert run_refusals(document, "version", "retry") == []  # the version gate accepts the repin

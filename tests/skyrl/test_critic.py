@@ -182,4 +182,6 @@ def test_the_plan_shows_the_critics_gpus_and_parity_needs_the_same_critic(prefix
     found = differences(shape_of_document(without[0].document), shape_of_document(with_critic[0].document))
     assert ("geometry", "critic", None, "colocated") in {(d.kind, d.field, d.smoke, d.large) for d in found}
     again = planned_view(spec(topo=topology(colocated_critic(mini_batch_size=16)), config_yaml=gae), prefix=prefix)
-    assert differences(shape_of_document(again[0]), shape_of_document(with_critic[0].document)) == []  # a batch is scale
+    assert (
+        differences(shape_of_document(again[0]), shape_of_document(with_critic[0].document)) == []
+    )  # a batch is scale

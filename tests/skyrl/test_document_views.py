@@ -189,6 +189,8 @@ def test_a_model_trained_by_an_rl_step_is_read_from_its_export(prefix: str) -> N
     model = document.inputs.model
     assert (model.uri, model.num_attention_heads, model.context_length, model.revision) == (export, 16, 8192, "a" * 40)
     assert facts.model.recorded_revision == "a" * 40
-    subdir = ArtifactHfModel(trained.model.step, tokenizer_revision=trained.model.tokenizer_revision, relative_path="hf")
+    subdir = ArtifactHfModel(
+        trained.model.step, tokenizer_revision=trained.model.tokenizer_revision, relative_path="hf"
+    )
     document, _ = planned_view(dataclasses.replace(trained, model=subdir), prefix=prefix)
     assert document.inputs.model.uri == f"{trained.model.step.path(prefix)}/hf"  # a named directory, not the export

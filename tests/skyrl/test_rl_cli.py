@@ -220,7 +220,9 @@ def test_example_variants_that_cannot_fit_are_refused_with_numbers_and_fix(
     assert f"[{code}]" in done.stderr and "Fix:" in done.stderr, done.stderr
     for fragment in fragments:
         assert fragment in done.stderr, (fragment, done.stderr)
-    assert "Nearest plans that fit: (1) " in done.stderr, done.stderr  # each passes the preflight: tests/rules/test_fit.py
+    assert "Nearest plans that fit: (1) " in done.stderr, (
+        done.stderr
+    )  # each passes the preflight: tests/rules/test_fit.py
     assert "Plan (" not in done.stdout
 
 

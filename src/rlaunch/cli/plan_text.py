@@ -94,7 +94,11 @@ def step_placement(step: ArtifactStep[Any]) -> str:
 
         if isinstance(step, SkyRLArtifactStep) and step.spec is not None and step.execution is not None:
             t, e = step.spec.topology, step.execution
-            limit = f"limit {e.job_timeout_seconds}s" if e.job_timeout_seconds else f"deadline {e.coordinator_timeout_hours:g}h"
+            limit = (
+                f"limit {e.job_timeout_seconds}s"
+                if e.job_timeout_seconds
+                else f"deadline {e.coordinator_timeout_hours:g}h"
+            )
             return (
                 f"RL child gang on {e.backend}: {t.num_nodes} node(s) x ({t.gpus_per_node} x {t.gpu_variant}, "
                 f"{e.cpu:g} CPU, {e.memory} memory, {e.disk} disk), runtime {step.spec.runtime.profile}, {limit}"

@@ -66,7 +66,11 @@ def run_jobs_of(ref: RunRef) -> RunJobs:
         views = [j for j in (coordinator, child) if j is not None]
     else:
         labelled = ref.job_id is None and ref.artifact and ref.prefix
-        pending = pending_coordinator(ref.artifact, ref.output_path, ref.prefix) if labelled and ref.artifact and ref.prefix else None
+        pending = (
+            pending_coordinator(ref.artifact, ref.output_path, ref.prefix)
+            if labelled and ref.artifact and ref.prefix
+            else None
+        )
         job_id = ref.job_id or (pending.job_id if pending else None)
         views = [run_jobs.view("coordinator", job_id, run_jobs.find_job(job_id, ref.prefix))] if job_id else []
     return RunJobs(

@@ -230,7 +230,9 @@ def _step_job(s: RunStatus) -> list[str]:
     r = s.resources
     devices = f"{r.get('accelerators')} x {r.get('accelerator_type')}" if r.get("accelerators") else "no accelerator"
     return _line(
-        "step job", f"{r.get('nodes', 1)} node(s), each {devices}, {r.get('cpu')} CPU", f"attempt directory {s.attempt_dir}"
+        "step job",
+        f"{r.get('nodes', 1)} node(s), each {devices}, {r.get('cpu')} CPU",
+        f"attempt directory {s.attempt_dir}",
     )
 
 

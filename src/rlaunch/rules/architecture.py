@@ -261,8 +261,13 @@ def _moe(config: Mapping[str, Any], family: Family, layers: int, hidden: int) ->
     if kind in ("mixtral", "gpt_oss"):
         experts = _int(config, "num_local_experts")
         per_token = _int(config, "num_experts_per_tok", config.get("experts_per_token"))
-        return experts, per_token, layers, _int(config, "intermediate_size"), 0, hidden * experts + (
-            experts if kind == "gpt_oss" else 0
+        return (
+            experts,
+            per_token,
+            layers,
+            _int(config, "intermediate_size"),
+            0,
+            hidden * experts + (experts if kind == "gpt_oss" else 0),
         )
     if kind == "deepseek":
         experts, per_token = _int(config, "n_routed_experts"), _int(config, "num_experts_per_tok")

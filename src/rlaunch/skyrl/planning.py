@@ -147,6 +147,8 @@ def planned_run(step: SkyRLArtifactStep, prefix: str) -> PlannedRun:
     except ValueError:
         return PlannedRun(facts, None)  # the recipe does not render: the preflight says why
     return PlannedRun(facts, PlannedLaunch.of(planned_document(step, prefix, facts)))
+
+
 def planned_document(step: SkyRLArtifactStep, prefix: str, facts: StoredFacts) -> SkyRLLaunchConfig:
     """The launch document `step` would hand the host if `--run` launched it now under `prefix`."""
     return from_dict(

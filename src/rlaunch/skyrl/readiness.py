@@ -96,9 +96,7 @@ def launch_values(document: SkyRLLaunchConfig) -> dict[str, Any]:
     return values
 
 
-def _host_resources(
-    document: SkyRLLaunchConfig, composed: Mapping[str, Any], geo: Geometry
-) -> list[ReadinessItem]:
+def _host_resources(document: SkyRLLaunchConfig, composed: Mapping[str, Any], geo: Geometry) -> list[ReadinessItem]:
     """Per role and for the coordinator: each value, `[default]` where the experiment stated none."""
     cluster = document.cluster
     kind, defaults, values = cluster.execution or "the launch document", set(cluster.defaults), launch_values(document)
