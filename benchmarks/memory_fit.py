@@ -118,10 +118,53 @@ def _model(config: dict[str, Any], dtype: Any, device: str) -> Any:
         return AutoModelForCausalLM.from_config(hf, dtype=dtype)
 
 
+LOSSES = {
+    "inplace": "SkyRL's path with flash-attn: the logits divided by the temperature in place, then a "
+    "cross entropy that keeps the bf16 logits and one fp32 log-sum-exp a token and writes its gradient "
+    "into the logits (rows in chunks of 128: no vocabulary-wide fp32 tensor)",
+    "log_softmax": "HF's plain path: fp32 log_softmax of the whole logits, gathered at the sampled tokens",
+}
+_LOSS = "inplace"
+_ROWS = 128  # rows of the logits an fp32 temporary covers at once (the fused kernel keeps none)
+
+
+def _inplace_logprobs() -> Any:
+    """An autograd function with the memory behaviour of flash-attn's fused cross entropy
+    (`inplace_backward=True`), written here: forward saves the logits and an fp32 log-sum-exp per
+    row; backward writes d(logprob)/d(logits) into the saved logits and returns them."""
+    import torch
+
+    class InplaceLogprob(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, logits: Any, labels: Any) -> Any:
+            lse = torch.empty(logits.shape[0], dtype=torch.float32, device=logits.device)
+            for i in range(0, logits.shape[0], _ROWS):
+                lse[i : i + _ROWS] = torch.logsumexp(logits[i : i + _ROWS].float(), dim=-1)
+            ctx.save_for_backward(logits, labels, lse)
+            return logits.gather(-1, labels.unsqueeze(-1)).squeeze(-1).float() - lse
+
+        @staticmethod
+        def backward(ctx: Any, grad: Any) -> Any:
+            logits, labels, lse = ctx.saved_tensors
+            for i in range(0, logits.shape[0], _ROWS):
+                rows = logits[i : i + _ROWS]
+                g = -torch.exp(rows.float() - lse[i : i + _ROWS, None]) * grad[i : i + _ROWS, None]
+                g.scatter_add_(1, labels[i : i + _ROWS, None], grad[i : i + _ROWS, None])
+                rows.copy_(g)
+            return logits, None
+
+    return InplaceLogprob
+
+
 def _logprobs(logits: Any, ids: Any) -> Any:
     import torch
 
-    return torch.log_softmax(logits.float(), dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+    if _LOSS == "log_softmax":
+        return torch.log_softmax(logits.float(), dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+    flat = logits.view(-1, logits.shape[-1])
+    if torch.is_grad_enabled():
+        flat.div_(1.0)  # SkyRL divides by the temperature in place (an autograd node of its own)
+    return _inplace_logprobs().apply(flat, ids.reshape(-1))
 
 
 def _shard(model: Any) -> None:
@@ -238,7 +281,7 @@ def measure(out: str, budget_s: float, device: str, families: list[str]) -> int:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "vllm": "installed" if importlib.util.find_spec("vllm") else "not installed on this machine",
-        "loss": "fp32 log_softmax of the logits, gathered at the sampled tokens",
+        "loss": LOSSES[_LOSS],
         "setup": "FSDP2 fully_shard per layer and root, world 1, bf16 params, fp32 reduce; AdamW; step 2 recorded",
     }
     print(json.dumps(header))
@@ -341,10 +384,13 @@ def main() -> int:
     m.add_argument("--budget-s", type=float, default=240.0, help="stop starting cases after this many seconds")
     m.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="cpu: exercise the script only")
     m.add_argument("--families", default=",".join(FAMILIES))
+    m.add_argument("--loss", default="inplace", choices=tuple(LOSSES), help="how log-probabilities are taken")
     c = sub.add_parser("compare", help="print measured peaks beside the memory model's estimates")
     c.add_argument("path")
     args = parser.parse_args()
     if args.command == "measure":
+        global _LOSS
+        _LOSS = args.loss
         return measure(args.out, args.budget_s, args.device, args.families.split(","))
     return compare(args.path)
 
