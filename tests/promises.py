@@ -468,7 +468,6 @@ PROMISES = (
                 "if False:",
                 "a step job's retry needs no authorisation",
                 f"{_STEP_JOBS}::test_a_failed_step_job_is_classified_and_relaunched_only_with_retry",
-                f"{_STEP_JOBS}::test_a_cancelled_step_job_is_recorded_cancelled_and_needs_retry",
             ),
         ),
     ),
