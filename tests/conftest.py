@@ -83,18 +83,53 @@ def launcher(tmp_path: Path) -> Iterator[Launcher]:
 
 # The markers that say what a test costs (pyproject.toml declares them). A test carrying none of them
 # is a unit or rule test: it gets `fast`, the edit-test loop's lane (`pytest -m fast`).
-COSTLY = ("e2e", "launch", "runtime", "property", "promises", "parity", "ray", "multinode", "skyrl", "iris", "slurm")
+COSTLY = (
+    "e2e", "launch", "runtime", "property", "promises", "parity", "memtracker",
+    "ray", "multinode", "skyrl", "iris", "slurm",
+)  # fmt: skip
 # Fixtures whose cost their tests inherit, so a new test that uses one cannot land in the fast lane; a
 # Hypothesis test (`@given`) is a `property` search.
 COSTLY_FIXTURES = {"trl_env": "runtime", "launcher": "launch"}
 
 
+# pytest-xdist (`-n N --dist loadgroup`, the README's test command) sends each group to one worker:
+# a cluster tier starts one cluster per worker that runs it (Ray and the multinode gangs share one
+# group, so two Ray clusters never start at once), the observe lab launches its runs once per worker,
+# and a costly module keeps its module-scoped fixture to one worker. Independent tests (the fast
+# lane, Hypothesis searches, the promise meta-tier's subprocesses) are spread one by one.
+TIER_GROUPS = {"slurm": "slurm", "ray": "ray", "multinode": "ray", "iris": "iris", "skyrl": "skyrl"}
+SHARED_FIXTURE_GROUPS = {"lab": "observe-lab"}
+SPREAD = ("fast", "property", "promises")
+
+
+def give_lane(item: pytest.Item) -> None:
+    """Mark `item` with the cost its markers, fixtures and Hypothesis imply, or `fast`."""
+    if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+        item.add_marker("property")  # a Hypothesis search: hundreds of examples
+    for fixture, marker in COSTLY_FIXTURES.items():
+        if fixture in getattr(item, "fixturenames", ()):
+            item.add_marker(marker)
+    if not any(item.get_closest_marker(name) for name in COSTLY):
+        item.add_marker("fast")
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    """The worker group `item` must share (see TIER_GROUPS); None: any worker may run it."""
+    for marker, group in TIER_GROUPS.items():
+        if item.get_closest_marker(marker):
+            return group
+    for fixture, group in SHARED_FIXTURE_GROUPS.items():
+        if fixture in getattr(item, "fixturenames", ()):
+            return group
+    if any(item.get_closest_marker(name) for name in SPREAD):
+        return None
+    return item.nodeid.partition("::")[0]  # a launch, runtime or parity module: its fixtures once
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
-            item.add_marker("property")  # a Hypothesis search: hundreds of examples
-        for fixture, marker in COSTLY_FIXTURES.items():
-            if fixture in getattr(item, "fixturenames", ()):
-                item.add_marker(marker)
-        if not any(item.get_closest_marker(name) for name in COSTLY):
-            item.add_marker("fast")
+        give_lane(item)
+        group = xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))

@@ -4,7 +4,9 @@ jobs the test must have finished."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -14,6 +16,21 @@ from rlaunch.cluster.protocol import Backend
 
 C = TypeVar("C")
 B = TypeVar("B", bound=Backend)
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct loopback ports that are free now. Every socket stays bound until all are
+    chosen: ports picked one at a time can coincide (a cluster's components then clash at start-up)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+
+
+def free_port() -> int:
+    """One loopback port that is free now."""
+    return free_ports(1)[0]
 
 
 def stopped_at_the_end(cluster: C, stop: Callable[[C], list[Any]], what: str) -> Iterator[C]:

@@ -66,10 +66,10 @@ def test_bad_cli_inputs_are_one_line_errors_exit_2(env: dict[str, str], args: li
 
 def test_a_system_prefix_is_refused_before_anything_is_read(env: dict[str, str], monkeypatch) -> None:
     """`runs --prefix /` used to walk the whole machine, /proc included."""
-    from rlaunch.observe import resolve
+    from rlaunch.observe import runs
 
     walked: list[str] = []
-    monkeypatch.setattr(resolve, "run_records", lambda prefix: walked.append(prefix) or [])
+    monkeypatch.setattr(runs, "run_records", lambda prefix, damaged=None: walked.append(prefix) or [])
     code, _ = rlaunch(env, "runs", "--prefix", "/")
     assert code == 2 and walked == []
 

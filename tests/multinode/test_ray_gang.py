@@ -30,6 +30,7 @@ import yaml
 from rlaunch.cluster.protocol import JobSpec, JobState
 from rlaunch.task.rendezvous import HeadRecord, StorageRendezvous
 from tests.launching import MULTINODE_SKIP, REPO, Launcher
+from tests.live_clusters import free_port
 from tests.polling import pid_alive
 
 pytestmark = [
@@ -40,12 +41,6 @@ pytestmark = [
 VERSION = "2026.11.30"
 PLUGINS = "tests.plugins.marker_runtime,tests.plugins.ray_driver_runtime"
 LEFTOVER_WAIT = 20.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

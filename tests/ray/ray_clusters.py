@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,8 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.live_clusters import free_ports
 
 CLUSTER_ONLY_VARIABLE = "RLAUNCH_TEST_CLUSTER_ONLY"
 RAY_MISSING = "ray is not installed here; install the extra: pip install -e '.[ray]'"
@@ -49,13 +50,6 @@ def cluster_environment() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RLAUNCH_", "RAY_"))}
     env[CLUSTER_ONLY_VARIABLE] = "visible-to-ray-processes-only"
     return env
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -93,20 +87,18 @@ def wait_until_up(cluster: RayCluster, nodes: int) -> None:
 
 def start_head(*, num_cpus: int, memory: int, env: dict[str, str]) -> RayCluster:
     temp_dir = Path(tempfile.mkdtemp(prefix="rlr-", dir="/tmp"))
-    ports = {
-        name: free_port()
-        for name in (
-            "port",
-            "dashboard-port",
-            "ray-client-server-port",
-            "dashboard-agent-listen-port",
-            "dashboard-agent-grpc-port",
-            "runtime-env-agent-port",
-            "metrics-export-port",
-            "node-manager-port",
-            "object-manager-port",
-        )
-    }
+    names = (
+        "port",
+        "dashboard-port",
+        "ray-client-server-port",
+        "dashboard-agent-listen-port",
+        "dashboard-agent-grpc-port",
+        "runtime-env-agent-port",
+        "metrics-export-port",
+        "node-manager-port",
+        "object-manager-port",
+    )
+    ports = dict(zip(names, free_ports(len(names)), strict=True))
     ray = Path(sys.executable).with_name("ray")
     argv = [
         str(ray) if ray.exists() else (shutil.which("ray") or "ray"),

@@ -203,7 +203,7 @@ def test_two_concurrent_builders_build_once(tmp_path):
 
 def test_missing_interpreter_fails_clearly(tmp_path):
     profile = make_profile(tmp_path / "src", python="3.99")
-    with pytest.raises(RuntimeEnvironmentError, match=r"needs Python 3\.99.*python3\.99"):
+    with pytest.raises(RuntimeEnvironmentError, match=r"(?s)needs Python 3\.99.*python3\.99"):
         ensure_environment(profile, progress=lambda m: None, cache=tmp_path / "cache")
 
 

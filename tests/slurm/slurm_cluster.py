@@ -23,12 +23,12 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from rlaunch.waiting import WaitTimeout, wait_until
+from tests.live_clusters import free_ports
 from tests.polling import pid_alive
 
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
@@ -106,13 +106,6 @@ class SlurmCluster:
         return done.stdout
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _missing_programs() -> list[str]:
     return [p for p in DAEMONS if shutil.which(p) is None]
 
@@ -153,10 +146,11 @@ def _write_config(root: Path) -> None:
     for index in range(GPUS_PER_NODE):
         device = root / "dev" / f"gpu{index}"
         os.mknod(device, 0o666 | 0o020000, os.makedev(1, 3))  # a character device like /dev/null
-    text = CONFIG.format(root=root, ctld_port=_free_port(), slurmd_port=_free_port())
-    for index, name in enumerate(NODES):
+    ctld_port, slurmd_port, *node_ports = free_ports(2 + len(NODES))
+    text = CONFIG.format(root=root, ctld_port=ctld_port, slurmd_port=slurmd_port)
+    for index, (name, port) in enumerate(zip(NODES, node_ports, strict=True)):
         address = f"127.0.0.{index + 1}"  # each node its own loopback address, as Ray nodes need
-        text += NODE.format(name=name, address=address, port=_free_port(), cpus=CPUS_PER_NODE, gpus=GPUS_PER_NODE)
+        text += NODE.format(name=name, address=address, port=port, cpus=CPUS_PER_NODE, gpus=GPUS_PER_NODE)
     text += PARTITIONS.format(nodes=",".join(NODES), first=NODES[0])
     (root / "slurm.conf").write_text(text)
     (root / "gres.conf").write_text(f"Name=gpu File={root}/dev/gpu[0-{GPUS_PER_NODE - 1}]\n")
