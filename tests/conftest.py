@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from rlaunch import storage
+from tests import scheduling
 from tests.documents import rendered_document
 from tests.launching import Launcher
 
@@ -92,16 +94,6 @@ COSTLY = (
 COSTLY_FIXTURES = {"trl_env": "runtime", "launcher": "launch"}
 
 
-# pytest-xdist (`-n N --dist loadgroup`, the README's test command) sends each group to one worker:
-# a cluster tier starts one cluster per worker that runs it (Ray and the multinode gangs share one
-# group, so two Ray clusters never start at once), the observe lab launches its runs once per worker,
-# and a costly module keeps its module-scoped fixture to one worker. Independent tests (the fast
-# lane, Hypothesis searches, the promise meta-tier's subprocesses) are spread one by one.
-TIER_GROUPS = {"slurm": "slurm", "ray": "ray", "multinode": "ray", "iris": "iris", "skyrl": "skyrl"}
-SHARED_FIXTURE_GROUPS = {"lab": "observe-lab"}
-SPREAD = ("fast", "property", "promises")
-
-
 def give_lane(item: pytest.Item) -> None:
     """Mark `item` with the cost its markers, fixtures and Hypothesis imply, or `fast`."""
     if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
@@ -113,23 +105,31 @@ def give_lane(item: pytest.Item) -> None:
         item.add_marker("fast")
 
 
-def xdist_group(item: pytest.Item) -> str | None:
-    """The worker group `item` must share (see TIER_GROUPS); None: any worker may run it."""
-    for marker, group in TIER_GROUPS.items():
-        if item.get_closest_marker(marker):
-            return group
-    for fixture, group in SHARED_FIXTURE_GROUPS.items():
-        if fixture in getattr(item, "fixturenames", ()):
-            return group
-    if any(item.get_closest_marker(name) for name in SPREAD):
-        return None
-    return item.nodeid.partition("::")[0]  # a launch, runtime or parity module: its fixtures once
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group marks
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by the lanes given here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         give_lane(item)
-        group = xdist_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+    scheduling.write_groups(config, items)  # on an xdist worker: each test's unit of work
+
+
+# The README's test command runs under pytest-xdist (`-n N --dist loadgroup`): tests/scheduling.py.
+GROUPS_KEY = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    if GROUPS_KEY not in node.config.stash:
+        node.config.stash[GROUPS_KEY] = scheduling.groups_directory()
+    node.workerinput[scheduling.WORKER_INPUT] = node.config.stash[GROUPS_KEY]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadgroup" or GROUPS_KEY not in config.stash:
+        return None
+    return scheduling.make_scheduler(config, log, config.stash[GROUPS_KEY])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if GROUPS_KEY in config.stash:
+        shutil.rmtree(config.stash[GROUPS_KEY], ignore_errors=True)

@@ -71,7 +71,7 @@ def test_the_readme_is_short_and_keeps_the_two_set_up_commands() -> None:
     assert len(readme.splitlines()) <= 150
     for command in (
         "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/python -m experiments.smoke --version 2026.11.30 --run",
-        "python3 -m venv .venv && .venv/bin/pip install -e '.[test,ray]' && .venv/bin/python -m pytest",
+        "python3 -m venv .venv && .venv/bin/pip install -e '.[test,ray]' && .venv/bin/python -m pytest -n 3 --dist loadgroup",
     ):
         assert f"\n{command}\n" in readme, command
 
@@ -79,6 +79,6 @@ def test_the_readme_is_short_and_keeps_the_two_set_up_commands() -> None:
 def test_ci_runs_the_readme_test_command_verbatim() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
-    test_command = "python3 -m venv .venv && .venv/bin/pip install -e '.[test,ray]' && .venv/bin/python -m pytest"
+    test_command = "python3 -m venv .venv && .venv/bin/pip install -e '.[test,ray]' && .venv/bin/python -m pytest -n 3 --dist loadgroup"
     assert test_command in readme
-    assert "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test,ray]' && .venv/bin/python -m pytest" in ci
+    assert "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test,ray]' && .venv/bin/python -m pytest -n 3 --dist loadgroup" in ci

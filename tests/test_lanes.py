@@ -8,6 +8,10 @@ to every Hypothesis search.
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
+import sys
+import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.conftest import COSTLY, TIER_GROUPS, give_lane, xdist_group
+from tests.conftest import COSTLY, give_lane
+from tests.scheduling import CLUSTER, FAST, MODULE, SPREAD_COSTLY, TIER_GROUPS, group_and_rank
 
 TESTS = Path(__file__).resolve().parent
 
@@ -85,22 +90,58 @@ def test_every_module_under_tests_launch_is_marked_a_launch() -> None:
 
 
 @pytest.mark.parametrize("marker", sorted(TIER_GROUPS))
-def test_a_cluster_tier_runs_on_one_worker_and_ray_and_the_gangs_share_it(marker: str) -> None:
-    group = xdist_group(_Item(markers={marker, "property"}))  # type: ignore[arg-type]
-    assert group == ("ray" if marker in ("ray", "multinode") else marker)
+def test_a_cluster_tier_is_one_unit_started_first_and_ray_and_the_gangs_share_it(marker: str) -> None:
+    group = "ray" if marker in ("ray", "multinode") else marker
+    assert group_and_rank(_Item(markers={marker, "property"})) == (group, CLUSTER)  # type: ignore[arg-type]
 
 
-def test_the_observe_labs_readers_share_one_worker() -> None:
-    assert xdist_group(_Item(fixturenames=("prefix", "lab"), markers={"launch"})) == "observe-lab"  # type: ignore[arg-type]
+def test_the_observe_labs_readers_are_one_unit() -> None:
+    assert group_and_rank(_Item(fixturenames=("prefix", "lab"), markers={"launch"})) == ("observe-lab", MODULE)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("marker", ["fast", "property", "promises"])
-def test_independent_tests_are_spread_one_by_one(marker: str) -> None:
-    assert xdist_group(_Item(markers={marker})) is None  # type: ignore[arg-type]
+@pytest.mark.parametrize(("marker", "rank"), [("fast", FAST), ("property", SPREAD_COSTLY), ("promises", SPREAD_COSTLY)])
+def test_independent_tests_are_units_of_one(marker: str, rank: int) -> None:
+    item = _Item(markers={marker})
+    assert group_and_rank(item) == (item.nodeid, rank)  # type: ignore[arg-type]
 
 
-def test_a_costly_module_keeps_its_tests_on_one_worker() -> None:
+def test_a_costly_module_is_one_unit() -> None:
     one, two = (_Item(markers={"launch"}, nodeid=f"tests/launch/test_smoke.py::test_{n}[x::y]") for n in (1, 2))
     other = _Item(markers={"launch"}, nodeid="tests/launch/test_smoke_more.py::test_1")
-    assert xdist_group(one) == xdist_group(two) == "tests/launch/test_smoke.py"  # type: ignore[arg-type]
-    assert xdist_group(other) != xdist_group(one)  # type: ignore[arg-type]
+    assert group_and_rank(one) == group_and_rank(two) == ("tests/launch/test_smoke.py", MODULE)  # type: ignore[arg-type]
+    assert group_and_rank(other)[0] == "tests/launch/test_smoke_more.py"  # type: ignore[arg-type]
+
+
+def test_under_xdist_a_group_runs_whole_on_one_worker_and_first(tmp_path: Path) -> None:
+    """The README's `-n N --dist loadgroup` with this suite's hooks, on a synthetic suite of a Ray and
+    a Slurm tier, one launch module (a larger unit than either, of a later rank) and three independent
+    tests, on two workers: each group's tests share a worker, and both tiers start before the module
+    (xdist's own order, by size, would start the module first)."""
+    (tmp_path / "conftest.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(TESTS.parent)!r})\n"
+        "from tests.conftest import (  # noqa: F401\n"
+        "    pytest_collection_modifyitems, pytest_configure_node, pytest_unconfigure, pytest_xdist_make_scheduler,\n"
+        ")\n"
+    )
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    ray: r\n    slurm: s\n    launch: l\n    fast: f\n")
+    (tmp_path / "test_suite.py").write_text(
+        "import time, pytest\n"
+        + "".join(f"def test_free_{n}(): time.sleep(0.2)\n" for n in range(3))
+        + "".join(f"@pytest.mark.launch\ndef test_launch_{n}(): time.sleep(0.2)\n" for n in range(4))
+        + "".join(f"@pytest.mark.ray\ndef test_ray_{n}(): time.sleep(0.2)\n" for n in range(3))
+        + "".join(f"@pytest.mark.slurm\ndef test_slurm_{n}(): time.sleep(0.2)\n" for n in range(2))
+    )
+    before = set(Path(tempfile.gettempdir()).glob("rlaunch-test-groups-*"))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v", "-p", "no:cacheprovider"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    ran = re.findall(r"\[(gw\d)\] \[\s*\d+%\] PASSED test_suite.py::(test_\w+)", done.stdout)
+    workers = {test: worker for worker, test in ran}
+    assert len(workers) == 12, done.stdout
+    for group, size in (("ray", 3), ("slurm", 2), ("launch", 4)):
+        assert len({workers[f"test_{group}_{n}"] for n in range(size)}) == 1, (group, done.stdout)
+    first = {worker: test for worker, test in reversed(ran)}  # each worker's first test
+    assert sorted(first.values()) == ["test_ray_0", "test_slurm_0"], done.stdout
+    assert set(Path(tempfile.gettempdir()).glob("rlaunch-test-groups-*")) <= before  # the maps are removed

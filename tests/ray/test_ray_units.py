@@ -198,9 +198,8 @@ def test_the_interpreter_and_runtime_env_policy(tmp_path: Path, monkeypatch: pyt
 def test_bad_addresses_and_owned_variables_are_refused_before_contacting_anything(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from ray_clusters import free_port
-
     from rlaunch.cluster.ray.backend import RayBackend, RayClusterUnreachableError
+    from tests.live_clusters import free_port
 
     for name in [k for k in os.environ if k.startswith(("RLAUNCH_", "RAY_"))]:
         monkeypatch.delenv(name)
