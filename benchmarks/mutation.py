@@ -206,7 +206,7 @@ AREAS = (
     ),
     Area(
         "judgement",
-        ("src/rlaunch/judgement/*.py", "src/rlaunch/launch_config/gates.py"),
+        ("src/rlaunch/judgement/judge.py", "src/rlaunch/judgement/parity.py", "src/rlaunch/launch_config/gates.py"),
         (
             "tests/gates/test_smoke_gate.py",
             "tests/gates/test_host_gates.py",
@@ -214,6 +214,24 @@ AREAS = (
             "tests/gates/test_version_wording.py",
             "tests/gates/test_declared_credentials.py",
             "tests/parity/test_shapes.py",
+        ),
+        # the comparisons: what each gate and the judgement refuse, and how parity compares two runs
+        only=(
+            "rlaunch.judgement.judge.*",
+            "rlaunch.judgement.parity.x_differences__mutmut_*",
+            *(
+                f"rlaunch.launch_config.gates.x_{f}__mutmut_*"
+                for f in (
+                    "foreign_digests",
+                    "version_problem",
+                    "declared_compatible",
+                    "retry_needed",
+                    "retry_problem",
+                    "smoke_problem",
+                    "smoke_runtime_problem",
+                    "credentials_problem",
+                )
+            ),
         ),
     ),
     Area(
@@ -229,7 +247,7 @@ AREAS = (
     Area(
         "memory_rules",
         ("src/rlaunch/rules/memory.py", "src/rlaunch/rules/fit.py"),
-        ("tests/rules/test_memory.py", "tests/rules/test_fit.py"),
+        ("tests/rules/test_memory.py", "tests/rules/test_fit.py", "tests/rules/test_memory_edges.py"),
         # the verdicts and the table's edges, not the sizing arithmetic (tests/rules/test_memory_model.py)
         only=(
             "rlaunch.rules.memory.xǁRowǁ*",
@@ -378,6 +396,16 @@ EQUIVALENT: dict[str, str] = {
     "answer: a text without '|' holds no row either, so accounting is asked the same",
     "rlaunch.cluster.slurm.commands.x_job_nodes__mutmut_32": "'' no longer a no-node answer: the output is stripped "
     "before it is split, so a first line is never blank",
+    # damaged_record
+    "rlaunch.observe.recover.x__documents__mutmut_21": "an absent document parsed anyway: from_dict_tolerant(None) "
+    "is None, the same as skipping it",
+    "rlaunch.observe.recover.x__documents__mutmut_27": "rpartition instead of partition at '@': an artifact "
+    "identity holds one '@'",
+    "rlaunch.observe.recover.x__documents__mutmut_29": "'XXXX' for an unknown artifact: it has no '@', so no "
+    "version, and the handed-over documents are not searched either way",
+    # memory_rules
+    "rlaunch.rules.memory.x_memory_rules__mutmut_2": "no subject for the violations: only a table without a device "
+    "reads it, and table_for gives such a table no rows",
     # preflight
     "rlaunch.rules.subject.x_divisors__mutmut_1": "n < 0 instead of n <= 0: for n = 0 the search (d * d <= n) never runs",
     **{
