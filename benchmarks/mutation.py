@@ -8,7 +8,10 @@ Each area names the modules to mutate and the fast unit tests that guard them (n
 launch, no Ray): the preflight rules, launch_config, host, task, artifacts, observe (verdict and
 collect), and every module that keeps a safety promise (docs/guarantees.md, "What rlaunch guarantees"):
 secrets, statefiles, paths, storage's atomic writes, resume, the runtime digest and the adapters'
-checkpoint guards (imported by their own package names, as the adapter tests import them). For every area the script copies the checkout's `src/`, `tests/`, `experiments/`
+checkpoint guards (imported by their own package names, as the adapter tests import them); and
+the code issue 33 found weakly tested: the Slurm queue check and cancel path, export-root ownership,
+damaged-record recovery, the judgement and its gates, failure classes, pinned hub sources and the
+memory rules' verdicts. For every area the script copies the checkout's `src/`, `tests/`, `experiments/`
 and `pyproject.toml` to a scratch directory, adds a `[tool.mutmut]` section for that area, runs
 `mutmut run` there (mutmut 3 writes its mutants under the scratch copy, never here) and prints
 killed / survived / no-test counts and the score = killed / (killed + survived + no tests), with
@@ -213,6 +216,7 @@ AREAS = (
             "tests/gates/test_one_judgement.py",
             "tests/gates/test_version_wording.py",
             "tests/gates/test_declared_credentials.py",
+            "tests/gates/test_gate_words.py",
             "tests/parity/test_shapes.py",
         ),
         # the comparisons: what each gate and the judgement refuse, and how parity compares two runs
@@ -404,6 +408,8 @@ EQUIVALENT: dict[str, str] = {
     "rlaunch.observe.recover.x__documents__mutmut_29": "'XXXX' for an unknown artifact: it has no '@', so no "
     "version, and the handed-over documents are not searched either way",
     # memory_rules
+    "rlaunch.rules.memory.x_kv_tokens__mutmut_2": "available < 0 instead of <= 0: 0 bytes hold 0 whole blocks either "
+    "way",
     "rlaunch.rules.memory.x_memory_rules__mutmut_2": "no subject for the violations: only a table without a device "
     "reads it, and table_for gives such a table no rows",
     # preflight
