@@ -218,6 +218,7 @@ AREAS = (
             "tests/gates/test_declared_credentials.py",
             "tests/gates/test_gate_words.py",
             "tests/parity/test_shapes.py",
+            "tests/runs/test_resume_from_pin.py",
         ),
         # the comparisons: what each gate and the judgement refuse, and how parity compares two runs
         only=(
@@ -244,7 +245,16 @@ AREAS = (
         (
             "tests/gates/test_failures.py",
             "tests/launch_config/test_fault_classes.py",
+            "tests/launch_config/test_failure_words.py",
             "tests/cluster/test_slurm_units.py",
+        ),
+        # not `_sig`: it runs only while the module is imported, before mutmut switches a mutant on
+        only=(
+            "rlaunch.launch_config.failures.xǁFailureClassǁ*",
+            *(
+                f"rlaunch.launch_config.failures.x_{f}__mutmut_*"
+                for f in ("disk_full", "classify", "_found", "_signature", "_signal")
+            ),
         ),
     ),
     Area("hub_sources", ("src/rlaunch/skyrl/hub.py",), ("tests/parity/test_hub_source.py",)),
@@ -412,6 +422,20 @@ EQUIVALENT: dict[str, str] = {
     "way",
     "rlaunch.rules.memory.x_memory_rules__mutmut_2": "no subject for the violations: only a table without a device "
     "reads it, and table_for gives such a table no rows",
+    # failures
+    **{
+        f"rlaunch.launch_config.failures.x__signal__mutmut_{n}": "another bound of the signal arithmetic: only "
+        "SIGKILL (9) and SIGTERM (15) are looked up, from exit codes -9, -15, 137 and 143, which every variant reads "
+        "the same; the codes it moves (0, 1, 128, 129, 160) give no signal in SIGNALS either way"
+        for n in (4, 5, 6, 9, 12, 13, 14, 15)
+    },
+    **{
+        f"rlaunch.launch_config.failures.x_classify__mutmut_{n}": "(failure or 'XXXX') where failure is already "
+        "known truthy, or read for signatures when None: 'XXXX' matches none"
+        for n in (6, 52, 70)
+    },
+    "rlaunch.launch_config.failures.x__found__mutmut_10": "next() without a default over the groups of a place "
+    "pattern that matched: each alternative's group is \\S+, so one is never empty",
     # preflight
     "rlaunch.rules.subject.x_divisors__mutmut_1": "n < 0 instead of n <= 0: for n = 0 the search (d * d <= n) never runs",
     **{
