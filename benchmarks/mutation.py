@@ -257,7 +257,22 @@ AREAS = (
             ),
         ),
     ),
-    Area("hub_sources", ("src/rlaunch/skyrl/hub.py",), ("tests/parity/test_hub_source.py",)),
+    Area(
+        "artifact_steps",
+        ("src/rlaunch/artifacts/step.py", "src/rlaunch/artifacts/plan.py"),
+        (
+            "tests/artifacts/test_step.py",
+            "tests/artifacts/test_step_execution.py",
+            "tests/artifacts/test_fingerprint.py",
+            "tests/artifacts/test_plan.py",
+            "tests/gates/test_submission_path.py",
+        ),
+    ),
+    Area(
+        "hub_sources",
+        ("src/rlaunch/skyrl/hub.py",),
+        ("tests/parity/test_hub_source.py", "tests/parity/test_hub_pins.py", "tests/gates/test_pinned_data.py"),
+    ),
     Area(
         "memory_rules",
         ("src/rlaunch/rules/memory.py", "src/rlaunch/rules/fit.py"),
@@ -422,6 +437,13 @@ EQUIVALENT: dict[str, str] = {
     "way",
     "rlaunch.rules.memory.x_memory_rules__mutmut_2": "no subject for the violations: only a table without a device "
     "reads it, and table_for gives such a table no rows",
+    # hub_sources
+    **{
+        f"rlaunch.skyrl.hub.x__publish__mutmut_{n}": "another chunk size for the streamed sha256 (or the whole file "
+        "at once): the same digest"
+        for n in (46, 48, 49)
+    },
+    **{f"rlaunch.skyrl.hub.x__architecture__mutmut_{n}": _UTF8 for n in (11, 13, 15)},
     # failures
     **{
         f"rlaunch.launch_config.failures.x__signal__mutmut_{n}": "another bound of the signal arithmetic: only "
