@@ -266,7 +266,10 @@ AREAS = (
             "tests/artifacts/test_fingerprint.py",
             "tests/artifacts/test_plan.py",
             "tests/gates/test_submission_path.py",
+            "tests/artifacts/test_submission_words.py",
         ),
+        # the promises' holders: a step's identity and fingerprint, and the submission path's refusal
+        only=("rlaunch.artifacts.step.xǁArtifactStepǁ*", "rlaunch.artifacts.plan.x_refuse_foreign_steps__mutmut_*"),
     ),
     Area(
         "hub_sources",
