@@ -8,7 +8,10 @@ Each area names the modules to mutate and the fast unit tests that guard them (n
 launch, no Ray): the preflight rules, launch_config, host, task, artifacts, observe (verdict and
 collect), and every module that keeps a safety promise (docs/guarantees.md, "What rlaunch guarantees"):
 secrets, statefiles, paths, storage's atomic writes, resume, the runtime digest and the adapters'
-checkpoint guards (imported by their own package names, as the adapter tests import them). For every area the script copies the checkout's `src/`, `tests/`, `experiments/`
+checkpoint guards (imported by their own package names, as the adapter tests import them); and
+the code issue 33 found weakly tested: the Slurm queue check and cancel path, export-root ownership,
+damaged-record recovery, the judgement and its gates, failure classes, pinned hub sources and the
+memory rules' verdicts. For every area the script copies the checkout's `src/`, `tests/`, `experiments/`
 and `pyproject.toml` to a scratch directory, adds a `[tool.mutmut]` section for that area, runs
 `mutmut run` there (mutmut 3 writes its mutants under the scratch copy, never here) and prints
 killed / survived / no-test counts and the score = killed / (killed + survived + no tests), with
@@ -155,7 +158,7 @@ AREAS = (
         ("src/rlaunch/runs/resume.py",),
         (
             "tests/launch_config/test_resume_format.py",
-            "tests/launch_config/test_resume_identity.py",
+            "tests/runs/test_resume_identity.py",
             "tests/host/test_host_units.py",
         ),
     ),
@@ -176,6 +179,116 @@ AREAS = (
         relocate=(
             "src/rlaunch/runtimes/adapters/trl_cpu/rlaunch_trl_cpu",
             "src/rlaunch/runtimes/adapters/skyrl/rlaunch_skyrl",
+        ),
+    ),
+    # The areas below cover the code issue 33 found weakly tested: the Slurm queue check and cancel
+    # path, export-root ownership, damaged-record recovery, the judgement's comparisons, pinned hub
+    # sources and the memory rules' boundaries.
+    Area(
+        "slurm_queue",
+        ("src/rlaunch/cluster/slurm/commands.py", "src/rlaunch/cluster/slurm/backend.py"),
+        ("tests/cluster/test_slurm_units.py", "tests/cluster/test_slurm_queue.py"),
+        only=(
+            *(
+                f"rlaunch.cluster.slurm.commands.x_{f}__mutmut_*"
+                for f in ("queue_entry", "first_entry", "accounting_entry", "job_nodes", "queued_ids")
+            ),
+            "rlaunch.cluster.slurm.commands.xǁQueueEntryǁ*",
+            *(
+                f"rlaunch.cluster.slurm.backend.xǁSlurmBackendǁ{f}__mutmut_*"
+                for f in ("status", "_entry", "_supervisor_gone", "_lost_message", "_await_ended", "_stop")
+            ),
+        ),
+    ),
+    Area("output_roots", ("src/rlaunch/host/outputs.py",), ("tests/host/test_output_roots.py",)),
+    Area(
+        "damaged_record",
+        ("src/rlaunch/observe/recover.py", "src/rlaunch/observe/resolve.py"),
+        ("tests/observe/test_recovered_record.py",),
+        only=("rlaunch.observe.recover.*", "rlaunch.observe.resolve.x_at_path__mutmut_*"),
+    ),
+    Area(
+        "judgement",
+        ("src/rlaunch/judgement/judge.py", "src/rlaunch/judgement/parity.py", "src/rlaunch/launch_config/gates.py"),
+        (
+            "tests/gates/test_smoke_gate.py",
+            "tests/gates/test_host_gates.py",
+            "tests/gates/test_one_judgement.py",
+            "tests/gates/test_version_wording.py",
+            "tests/gates/test_declared_credentials.py",
+            "tests/gates/test_gate_words.py",
+            "tests/parity/test_shapes.py",
+            "tests/runs/test_resume_from_pin.py",
+        ),
+        # the comparisons: what each gate and the judgement refuse, and how parity compares two runs
+        only=(
+            "rlaunch.judgement.judge.*",
+            "rlaunch.judgement.parity.x_differences__mutmut_*",
+            *(
+                f"rlaunch.launch_config.gates.x_{f}__mutmut_*"
+                for f in (
+                    "foreign_digests",
+                    "version_problem",
+                    "declared_compatible",
+                    "retry_needed",
+                    "retry_problem",
+                    "smoke_problem",
+                    "smoke_runtime_problem",
+                    "credentials_problem",
+                )
+            ),
+        ),
+    ),
+    Area(
+        "failures",
+        ("src/rlaunch/launch_config/failures.py",),
+        (
+            "tests/gates/test_failures.py",
+            "tests/launch_config/test_fault_classes.py",
+            "tests/launch_config/test_failure_words.py",
+            "tests/cluster/test_slurm_units.py",
+        ),
+        # not `_sig`: it runs only while the module is imported, before mutmut switches a mutant on
+        only=(
+            "rlaunch.launch_config.failures.xǁFailureClassǁ*",
+            *(
+                f"rlaunch.launch_config.failures.x_{f}__mutmut_*"
+                for f in ("disk_full", "classify", "_found", "_signature", "_signal")
+            ),
+        ),
+    ),
+    Area(
+        "artifact_steps",
+        ("src/rlaunch/artifacts/step.py", "src/rlaunch/artifacts/plan.py"),
+        (
+            "tests/artifacts/test_step.py",
+            "tests/artifacts/test_step_execution.py",
+            "tests/artifacts/test_fingerprint.py",
+            "tests/artifacts/test_plan.py",
+            "tests/gates/test_submission_path.py",
+            "tests/artifacts/test_submission_words.py",
+        ),
+        # the promises' holders: a step's identity and fingerprint, and the submission path's refusal
+        only=("rlaunch.artifacts.step.xǁArtifactStepǁ*", "rlaunch.artifacts.plan.x_refuse_foreign_steps__mutmut_*"),
+    ),
+    Area(
+        "hub_sources",
+        ("src/rlaunch/skyrl/hub.py",),
+        ("tests/parity/test_hub_source.py", "tests/parity/test_hub_pins.py", "tests/gates/test_pinned_data.py"),
+    ),
+    Area(
+        "memory_rules",
+        ("src/rlaunch/rules/memory.py", "src/rlaunch/rules/fit.py"),
+        ("tests/rules/test_memory.py", "tests/rules/test_fit.py", "tests/rules/test_memory_edges.py"),
+        # the verdicts and the table's edges, not the sizing arithmetic (tests/rules/test_memory_model.py)
+        only=(
+            "rlaunch.rules.memory.xǁRowǁ*",
+            "rlaunch.rules.memory.xǁMemoryTableǁwarnings__mutmut_*",
+            *(
+                f"rlaunch.rules.memory.x_{f}__mutmut_*"
+                for f in ("memory_rules", "violations", "max_concurrency", "kv_tokens")
+            ),
+            *(f"rlaunch.rules.fit.x_{f}__mutmut_*" for f in ("fits", "needs_search")),
         ),
     ),
 )
@@ -310,6 +423,44 @@ EQUIVALENT: dict[str, str] = {
         "secret-name pattern is anchored at the start"
         for n in (16, 18)
     },
+    # slurm_queue
+    "rlaunch.cluster.slurm.commands.x_queue_entry__mutmut_24": "'XXXX' instead of '' for an unknown job's queue "
+    "answer: a text without '|' holds no row either, so accounting is asked the same",
+    "rlaunch.cluster.slurm.commands.x_job_nodes__mutmut_32": "'' no longer a no-node answer: the output is stripped "
+    "before it is split, so a first line is never blank",
+    # damaged_record
+    "rlaunch.observe.recover.x__documents__mutmut_21": "an absent document parsed anyway: from_dict_tolerant(None) "
+    "is None, the same as skipping it",
+    "rlaunch.observe.recover.x__documents__mutmut_27": "rpartition instead of partition at '@': an artifact "
+    "identity holds one '@'",
+    "rlaunch.observe.recover.x__documents__mutmut_29": "'XXXX' for an unknown artifact: it has no '@', so no "
+    "version, and the handed-over documents are not searched either way",
+    # memory_rules
+    "rlaunch.rules.memory.x_kv_tokens__mutmut_2": "available < 0 instead of <= 0: 0 bytes hold 0 whole blocks either "
+    "way",
+    "rlaunch.rules.memory.x_memory_rules__mutmut_2": "no subject for the violations: only a table without a device "
+    "reads it, and table_for gives such a table no rows",
+    # hub_sources
+    **{
+        f"rlaunch.skyrl.hub.x__publish__mutmut_{n}": "another chunk size for the streamed sha256 (or the whole file "
+        "at once): the same digest"
+        for n in (46, 48, 49)
+    },
+    **{f"rlaunch.skyrl.hub.x__architecture__mutmut_{n}": _UTF8 for n in (11, 13, 15)},
+    # failures
+    **{
+        f"rlaunch.launch_config.failures.x__signal__mutmut_{n}": "another bound of the signal arithmetic: only "
+        "SIGKILL (9) and SIGTERM (15) are looked up, from exit codes -9, -15, 137 and 143, which every variant reads "
+        "the same; the codes it moves (0, 1, 128, 129, 160) give no signal in SIGNALS either way"
+        for n in (4, 5, 6, 9, 12, 13, 14, 15)
+    },
+    **{
+        f"rlaunch.launch_config.failures.x_classify__mutmut_{n}": "(failure or 'XXXX') where failure is already "
+        "known truthy, or read for signatures when None: 'XXXX' matches none"
+        for n in (6, 52, 70)
+    },
+    "rlaunch.launch_config.failures.x__found__mutmut_10": "next() without a default over the groups of a place "
+    "pattern that matched: each alternative's group is \\S+, so one is never empty",
     # preflight
     "rlaunch.rules.subject.x_divisors__mutmut_1": "n < 0 instead of n <= 0: for n = 0 the search (d * d <= n) never runs",
     **{
@@ -371,12 +522,14 @@ def mutmut_section(area: Area) -> str:
     def toml_list(items: tuple[str, ...] | list[str]) -> str:
         return "[" + ", ".join(json.dumps(i) for i in items) + "]"
 
-    existing = [t for t in area.tests if (REPO / t).exists()]
+    missing = [t for t in area.tests if not (REPO / t).exists()]
+    if missing:  # a moved test file would otherwise leave its area unguarded and its score high
+        raise SystemExit(f"area {area.name}: no test file {', '.join(missing)}; fix its tests in AREAS")
     return (
         "\n[tool.mutmut]\n"
         'source_paths = ["src"]\n'
         f"only_mutate = {toml_list(area.mutate)}\n"
-        f"pytest_add_cli_args_test_selection = {toml_list(existing)}\n"
+        f"pytest_add_cli_args_test_selection = {toml_list(area.tests)}\n"
         f"pytest_add_cli_args = {toml_list([*FAST[1:], *(f'--deselect={t}' for t in area.deselect)])}\n"
         'also_copy = ["experiments"]\n'  # tests import the repository's experiments
         "use_git_change_detection = false\n"

@@ -108,3 +108,28 @@ def test_an_existing_resolved_document_elsewhere_is_refused(tmp_path: Path, docu
     assert f"artifacts.resolved_config_uri={str(theirs)!r} already exists" in problem
     changed["artifacts"]["resolved_config_uri"] = str(tmp_path / "new.yaml")
     assert output_problems(schema.from_dict(changed)) == []
+
+
+@pytest.mark.parametrize(
+    ("count", "shown"),
+    [(5, "f1.txt, f2.txt, f3.txt, f4.txt, f5.txt"), (6, "f1.txt, f2.txt, f3.txt, f4.txt, f5.txt and 1 more")],
+)
+def test_a_refusal_shows_five_foreign_names_and_counts_the_rest(
+    tmp_path: Path, document: dict[str, Any], count: int, shown: str
+) -> None:
+    roots = [Path(document["artifacts"][field]) for field in ("checkpoint_root", "attempts_root")]
+    for root in roots:
+        root.mkdir(parents=True)
+        for n in range(1, count + 1):
+            (root / f"f{n}.txt").write_text("x")  # not an attempt id
+    with pytest.raises(ForeignOutputError) as refused:
+        refuse_foreign_outputs(schema.from_dict(document))
+    problems = [
+        f"artifacts.{field}={str(root)!r} is an existing directory holding files rlaunch did not write ({shown}); "
+        "a run writes only into an empty or new directory, or one it laid out itself. Point it at a new directory "
+        "(or the default the experiment renders), or move those files away"
+        for field, root in zip(("checkpoint_root", "attempts_root"), roots, strict=True)
+    ]
+    assert str(refused.value) == (
+        "2 output location(s) refused, nothing was written or submitted:\n  - " + "\n  - ".join(problems)
+    )
