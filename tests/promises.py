@@ -632,7 +632,7 @@ PROMISES = (
         "A host resource the experiment did not state is shown as a default",
         (
             _one(
-                "src/rlaunch/skyrl/readiness.py::_host_resources.value",
+                "src/rlaunch/skyrl/views/readiness.py::_host_resources.value",
                 'return f"{text} [default]" if name in defaults else text',
                 "return text",
                 "defaults shown like stated values",

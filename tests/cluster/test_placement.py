@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from rlaunch.placement import RAY_STRATEGIES, RayPlacement
-from rlaunch.skyrl.execution import RaySkyRLExecution
+from rlaunch.skyrl.values.execution import RaySkyRLExecution
 
 SIZES = {"cpu": 1.0, "memory": "1GB", "disk": "1GB"}
 
@@ -51,7 +51,7 @@ def test_execution_writes_the_placements_options() -> None:
 
 def test_the_execution_does_not_load_the_ray_backend() -> None:
     code = (
-        "import sys; from rlaunch.skyrl.execution import RaySkyRLExecution as R; "
+        "import sys; from rlaunch.skyrl.values.execution import RaySkyRLExecution as R; "
         "R(cpu=1.0, memory='1GB', disk='1GB', address='http://h:8265').placement(); "
         "print(sorted(m for m in sys.modules if m.startswith('rlaunch.cluster') or m == 'ray'))"
     )

@@ -1,4 +1,4 @@
-"""The slurm backend's rules without a Slurm: placement validation, the queue preflight's reading
+"""The slurm backend's rules without a Slurm: placement validation, the queue check's reading
 of Slurm's answers and its checks, and what sbatch is asked for."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rlaunch.cluster.protocol import JobSpec, Resources
-from rlaunch.cluster.slurm.preflight import Node, Partition, minutes, violations
+from rlaunch.cluster.slurm.queue_check import Node, Partition, minutes, violations
 from rlaunch.placement import SlurmPlacement
 from rlaunch.skyrl import SlurmSkyRLExecution
 
@@ -73,7 +73,7 @@ def _spec(replicas: int = 1, **resources: object) -> JobSpec:
         (_spec(2), {"constraint": "ib"}, {}, "features ib each but partition gpu has 1 such node(s)"),
     ],
 )
-def test_the_queue_preflight_names_each_violation_and_its_fix(
+def test_the_queue_check_names_each_violation_and_its_fix(
     spec: JobSpec, placement: dict, partition: dict, words: str
 ) -> None:
     found = violations(spec, SlurmPlacement(**placement), _partition(**partition))

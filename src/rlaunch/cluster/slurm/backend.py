@@ -11,7 +11,7 @@ node sees, one directory per Slurm job id (so `squeue`, `scancel` and rlaunch na
     <root>/<slurm job id>/job.json, state.json, cancel.json, children/, logs/job.log,
                           logs/rank-<r>.attempt-<a>.log, supervisor.log (the driver's own output)
 
-  submit    the queue preflight (`preflight`: each violation with its fix; nothing is queued),
+  submit    the queue check (`queue_check`: each violation with its fix; nothing is queued),
             then `sbatch --hold` (job argv and environment travel in the job's environment,
             never in a file), the records, `scontrol release`
   status    the driver's record; a pending job's message is Slurm's reason (squeue); a job Slurm
@@ -40,7 +40,7 @@ from rlaunch.cluster.local.state import JobDir
 from rlaunch.cluster.protocol import BACKEND_ENV, NODE_IP_ENV, CapacityError, JobSpec, JobState, JobStatus, Resources
 from rlaunch.cluster.slurm import commands
 from rlaunch.cluster.slurm.commands import QueueEntry, SlurmError, key_values, queue_entry
-from rlaunch.cluster.slurm.preflight import read_partition, violations
+from rlaunch.cluster.slurm.queue_check import read_partition, violations
 from rlaunch.placement import SlurmPlacement
 
 ROOT_ENV = "RLAUNCH_SLURM_ROOT"

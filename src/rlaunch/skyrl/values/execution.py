@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from rlaunch.field_checks import require_int, require_number, require_str
 from rlaunch.launch_config.schema import RaySection
 from rlaunch.launch_config.task_env import check_task_env
 from rlaunch.placement import RayPlacement, SlurmPlacement
-from rlaunch.skyrl.fields import require_int, require_number, require_str
 from rlaunch.units import parse_size
 
 # What a large launch must not leave to a default without saying so (readiness marks each).
@@ -277,7 +277,7 @@ class SlurmSkyRLExecution(SkyRLExecution):
     `cpu`/`memory` are per node of the child gang (`--cpus-per-task`, `--mem`), `coordinator_*`
     the coordinator job's; `priority` is recorded only (Slurm orders by its own priority and QOS);
     disk is not requested (Slurm's `--tmp` is an extra option). Before anything is queued, the
-    gang is checked against the partition (`rlaunch.cluster.slurm.preflight`).
+    gang is checked against the partition (`rlaunch.cluster.slurm.queue_check`).
     """
 
     backend: ClassVar[str] = "slurm"
