@@ -239,7 +239,7 @@ PROMISES = (
                 f"{_SECRETS}::test_secret_names",
             ),
             _one(
-                "src/rlaunch/cluster/local/supervisor.py::Supervisor.__init__",
+                "src/rlaunch/cluster/gang/supervisor.py::Supervisor.__init__",
                 "Scrubber.for_process(env, known=known or ())",
                 "Scrubber.for_process(env)",
                 "the supervisor forgets the submitter's secrets",
@@ -689,7 +689,7 @@ PROMISES = (
                 f"{_READ_ONLY}::test_a_dead_run_on_a_read_only_prefix_is_reported_failed_and_nothing_is_written",
             ),
             _one(
-                "src/rlaunch/cluster/local/backend.py::LocalBackend._take_over",
+                "src/rlaunch/cluster/gang/engine.py::GangEngine._take_over",
                 "            if not cannot_write(exc):\n                raise\n            return state",
                 "            raise\n            return state",
                 "a dead supervisor's outcome reconciled only when it can be written",

@@ -147,7 +147,7 @@ def test_the_checker_flags_a_bad_edge(table, module, source):
     [
         ("rlaunch.host.launch", "from rlaunch.cluster.protocol import Backend\nfrom rlaunch import storage"),
         ("rlaunch.observe.collect", "from rlaunch.runs.layout import METRICS\nfrom . import run_jobs"),
-        ("rlaunch.cluster.local.state", "from rlaunch.storage import utc_now\nfrom ..protocol import JobNotFoundError"),
+        ("rlaunch.cluster.gang.state", "from rlaunch.storage import utc_now\nfrom ..protocol import JobNotFoundError"),
         ("rlaunch.control.cancel", "def f():\n    from rlaunch.observe import run_jobs\n"),
     ],
 )

@@ -157,7 +157,7 @@ def test_the_first_state_and_reason_row_of_squeue_or_sacct_is_read(out: str, exp
 def test_a_job_slurm_ended_under_its_driver_names_the_state_and_nodes_and_is_classed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state: str, reason: str, nodes: str, cause: str
 ) -> None:
-    from rlaunch.cluster.local.state import JobDir
+    from rlaunch.cluster.gang.state import JobDir
     from rlaunch.cluster.slurm import commands
     from rlaunch.cluster.slurm.backend import SlurmBackend
     from rlaunch.launch_config.failures import OPERATIONAL, classify
