@@ -682,7 +682,7 @@ PROMISES = (
         "Read-only views tell the truth on a prefix they cannot write, and write nothing",
         (
             _one(
-                "src/rlaunch/observe/finalise.py::finalise_snapshot",
+                "src/rlaunch/control/finalise.py::finalise_snapshot",
                 "        if not cannot_write(exc):\n            raise\n        closed = False",
                 "        raise\n        closed = False",
                 "a read-only prefix's refusal raised from status",

@@ -155,8 +155,8 @@ def test_readiness_of_a_document_without_an_experiment_names_what_it_lacks(prefi
 def test_run_reads_the_record_again_after_closing_a_dead_attempt(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--run` closes attempts whose jobs are gone before its gates run: they read the closed state."""
     from rlaunch.cli import rl_options
+    from rlaunch.control import finalise
     from rlaunch.judgement.judge import Authorisations, refusals
-    from rlaunch.observe import finalise
     from rlaunch.runs.run_record import close_attempt, update_attempt
     from rlaunch.skyrl.plan.launch_document import live_run_paths
 

@@ -345,7 +345,7 @@ def _record_overrides(
 def _finalise_dead_attempts(steps: list[ArtifactStep[Any]], prefix: str) -> bool:
     """Close earlier attempts whose processes were all killed, so the run record stays truthful;
     whether any was closed (storage changed: what was planned before must be planned again)."""
-    from rlaunch.observe.finalise import finalise_open_attempts
+    from rlaunch.control.finalise import finalise_open_attempts
 
     changed = False
     for step in steps:
