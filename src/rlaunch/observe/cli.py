@@ -57,7 +57,7 @@ def runs(prefix: str | None, name_prefix: str | None, as_json: bool) -> None:
     One line per run: its latest attempt, state (reconciled with the jobs) and job ids.
     """
     from rlaunch.observe.render import dumps, runs_rows
-    from rlaunch.observe.runs import list_runs
+    from rlaunch.observe.run_list import list_runs
     from rlaunch.statefiles import CorruptStateError
 
     damaged: list[CorruptStateError] = []
