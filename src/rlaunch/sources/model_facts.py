@@ -2,7 +2,7 @@
 `StoredModel`: those facts with what storage recorded of the model besides.
 
 Its own module, free of the artifact graph, so the preflight can take it without importing
-`skyrl.sources` (and through it the artifact package and storage). `from_hf_config` reads them
+`sources.inputs` (and through it the artifact package and storage). `from_hf_config` reads them
 from a model's own `config.json` (pure: no torch, no transformers); the architecture it carries
 sizes the memory rules (`rlaunch.rules.memory`).
 """
