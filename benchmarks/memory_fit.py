@@ -320,7 +320,7 @@ def estimate(case: dict[str, Any]) -> int:
     """The memory model's bytes for a measured case on one GPU (H200): the policy's training step
     with the engine asleep, or the reference's forward."""
     from rlaunch.skyrl import ModelFacts, SkyRLRolePlan, SkyRLTopology
-    from rlaunch.skyrl.memory_fit import memory_report
+    from rlaunch.skyrl.views.memory_fit import memory_report
 
     seq, micro = case["seq"], case["micro"]
     plan = SkyRLRolePlan(

@@ -21,7 +21,7 @@ from experiments import rl_plan_example as example  # noqa: E402
 from rlaunch import rules  # noqa: E402
 from rlaunch.rules import fit, memory  # noqa: E402
 from rlaunch.skyrl import ModelFacts, check_plan  # noqa: E402
-from rlaunch.skyrl.config_yaml import parse_config_yaml  # noqa: E402
+from rlaunch.skyrl.values.config_yaml import parse_config_yaml  # noqa: E402
 
 
 def timed(variant: str, repeat: int, *, suggest: bool) -> list[float]:

@@ -65,7 +65,9 @@ def _site(call: ast.Call, code_at: int, where: str, row: dict[str, ast.expr], as
     that is a bare name, such as a fix computed before the call)."""
     rest = call.args[code_at + 1 :]
     fields = next((a for a in rest if isinstance(a, ast.List)), None)
-    if getattr(call.func, "id", None) in RAISERS and code_at == 0:
+    if (
+        getattr(call.func, "id", None) or getattr(call.func, "attr", None)
+    ) in RAISERS and code_at == 0:  # rules.violation too
         texts = rest[1:3]
     else:
         texts = [a for a in rest if _is_text(a) and not (isinstance(a, ast.Name) and a.id not in assigned)][-2:]

@@ -16,7 +16,7 @@ import click
 
 from experiments import smoke
 from rlaunch.cli import rl_build_options
-from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
 
 
 def scaled_step(slots: int = 1, backend: str = "local") -> SkyRLArtifactStep:

@@ -48,7 +48,7 @@ from rlaunch.skyrl import (
     SkyRLTopology,
     skyrl_step,
 )
-from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
 
 RUNTIME = "fsdp-rehearsal"
 NODES, GPUS_PER_NODE = 2, 2

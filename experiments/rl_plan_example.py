@@ -50,8 +50,8 @@ from rlaunch.skyrl import (
     SkyRLTopology,
     skyrl_step,
 )
-from rlaunch.skyrl.hub import hf_dataset_source, hf_model_source
-from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
+from rlaunch.sources.hub import hf_dataset_source, hf_model_source
 from rlaunch.step_jobs import StepExecution
 
 RECIPE = """

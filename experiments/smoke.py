@@ -52,7 +52,7 @@ from rlaunch.skyrl import (
     SlurmSkyRLExecution,
     skyrl_step,
 )
-from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
 from rlaunch.step_jobs import StepExecution
 
 RUNTIME = "trl-cpu"

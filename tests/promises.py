@@ -239,7 +239,7 @@ PROMISES = (
                 f"{_SECRETS}::test_secret_names",
             ),
             _one(
-                "src/rlaunch/cluster/local/supervisor.py::Supervisor.__init__",
+                "src/rlaunch/cluster/gang/supervisor.py::Supervisor.__init__",
                 "Scrubber.for_process(env, known=known or ())",
                 "Scrubber.for_process(env)",
                 "the supervisor forgets the submitter's secrets",
@@ -632,7 +632,7 @@ PROMISES = (
         "A host resource the experiment did not state is shown as a default",
         (
             _one(
-                "src/rlaunch/skyrl/readiness.py::_host_resources.value",
+                "src/rlaunch/skyrl/views/readiness.py::_host_resources.value",
                 'return f"{text} [default]" if name in defaults else text',
                 "return text",
                 "defaults shown like stated values",
@@ -682,14 +682,14 @@ PROMISES = (
         "Read-only views tell the truth on a prefix they cannot write, and write nothing",
         (
             _one(
-                "src/rlaunch/observe/finalise.py::finalise_snapshot",
+                "src/rlaunch/control/finalise.py::finalise_snapshot",
                 "        if not cannot_write(exc):\n            raise\n        closed = False",
                 "        raise\n        closed = False",
                 "a read-only prefix's refusal raised from status",
                 f"{_READ_ONLY}::test_a_dead_run_on_a_read_only_prefix_is_reported_failed_and_nothing_is_written",
             ),
             _one(
-                "src/rlaunch/cluster/local/backend.py::LocalBackend._take_over",
+                "src/rlaunch/cluster/gang/engine.py::GangEngine._take_over",
                 "            if not cannot_write(exc):\n                raise\n            return state",
                 "            raise\n            return state",
                 "a dead supervisor's outcome reconciled only when it can be written",

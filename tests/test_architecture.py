@@ -147,7 +147,7 @@ def test_the_checker_flags_a_bad_edge(table, module, source):
     [
         ("rlaunch.host.launch", "from rlaunch.cluster.protocol import Backend\nfrom rlaunch import storage"),
         ("rlaunch.observe.collect", "from rlaunch.runs.layout import METRICS\nfrom . import run_jobs"),
-        ("rlaunch.cluster.local.state", "from rlaunch.storage import utc_now\nfrom ..protocol import JobNotFoundError"),
+        ("rlaunch.cluster.gang.state", "from rlaunch.storage import utc_now\nfrom ..protocol import JobNotFoundError"),
         ("rlaunch.control.cancel", "def f():\n    from rlaunch.observe import run_jobs\n"),
     ],
 )
@@ -181,16 +181,16 @@ def test_no_two_modules_share_a_base_name_unless_listed_as_parallel_roles():
 
 # The views of a planned run read the launch document and the stored facts, nothing of the spec.
 DOCUMENT_VIEWS = (
-    "rlaunch.skyrl.plan_view",
-    "rlaunch.skyrl.readiness",
+    "rlaunch.skyrl.views.plan_view",
+    "rlaunch.skyrl.views.readiness",
     "rlaunch.judgement.parity",
     "rlaunch.judgement.planned",
     "rlaunch.judgement.judge",
-    "rlaunch.skyrl.resume_check",
-    "rlaunch.skyrl.gate_checks",
-    "rlaunch.skyrl.submission",
+    "rlaunch.skyrl.views.resume_check",
+    "rlaunch.skyrl.views.gate_checks",
+    "rlaunch.skyrl.views.submission",
 )
-SPEC = "rlaunch.skyrl.spec"
+SPEC = "rlaunch.skyrl.values.spec"
 
 
 def reaches(start: str, target: str, graph: dict[str, list[str]]) -> list[str] | None:

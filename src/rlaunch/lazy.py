@@ -19,8 +19,8 @@ def lazy_exports(
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """`(__getattr__, __dir__)` for the package whose `globals()` is `namespace`.
 
-    `exports` maps each submodule (relative to the package) to the public names it defines; they
-    must be exactly the package's `__all__`, so the two lists cannot drift apart.
+    `exports` maps each submodule (relative to the package, or a whole `rlaunch.` name for a module
+    outside it) to the public names it defines; they must be exactly the package's `__all__`, so the two lists cannot drift apart.
     """
     package = namespace["__name__"]
     owner = {name: module for module, names in exports.items() for name in names}
@@ -33,7 +33,9 @@ def lazy_exports(
         module = owner.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        value = getattr(
+            importlib.import_module(module if module.startswith("rlaunch.") else f"{package}.{module}"), name
+        )
         namespace[name] = value  # later reads skip this hook
         return value
 

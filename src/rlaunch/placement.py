@@ -1,16 +1,17 @@
 """Where a cluster backend puts jobs, as plain values validated once (no dependency: ground floor).
 
-An execution (`RaySkyRLExecution`, `SlurmSkyRLExecution`) builds a `RayPlacement` or
-`SlurmPlacement` from its fields and writes `options()` into the launch document's
-`cluster.placement`; the backend builds the same type from its constructor arguments. So a plan and the backend refuse the same mistakes, in the same
-words, and neither imports the other.
+A transport's fields are declared once (`RayClusterFields`, `SlurmQueueFields`): the placement and
+the execution (`RaySkyRLExecution`, `SlurmSkyRLExecution`) both inherit them. An execution builds a
+`RayPlacement` or `SlurmPlacement` from its fields and writes `options()` into the launch document's
+`cluster.placement`; the backend builds the same type from its constructor arguments. So a plan and
+the backend refuse the same mistakes, in the same words, and neither imports the other.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
@@ -27,16 +28,17 @@ def _strings(owner: str, name: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-@dataclass(frozen=True)
-class RayPlacement:
-    """A Ray cluster and how rlaunch's jobs use it (see `RaySkyRLExecution` for each field).
+@dataclass(frozen=True, kw_only=True)
+class RayClusterFields:
+    """How rlaunch's jobs use a Ray cluster, declared once: `RayPlacement` validates these fields and
+    `RaySkyRLExecution` takes them (see it for each field).
 
     address        dashboard URL (http://<head>:8265) or GCS address (<head>:6379); None: from the environment
     working_dir    uploaded once as the jobs' working directory (None: the cluster has the code)
     excludes       gitignore-style patterns left out of the upload
     py_executable  the interpreter on the cluster; pip: packages Ray installs per job
     strategy       placement of a multi-replica gang (auto: STRICT_SPREAD when there is a node per replica)
-    check_capacity refuse a job the cluster could never fit; priority: recorded on the jobs
+    check_capacity refuse a job the cluster could never fit
     """
 
     address: str | None = None
@@ -46,6 +48,16 @@ class RayPlacement:
     pip: tuple[str, ...] = ()
     strategy: str = "auto"
     check_capacity: bool = True
+
+    def cluster_fields(self) -> dict[str, Any]:
+        """These fields by name, as they are (what an execution hands its placement)."""
+        return {f.name: getattr(self, f.name) for f in fields(RayClusterFields)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RayPlacement(RayClusterFields):
+    """A Ray cluster and how rlaunch's jobs use it; priority: recorded on the jobs."""
+
     priority: str | None = None
     owner: str = field(default="RayPlacement", compare=False, repr=False)  # who errors name
 
@@ -99,11 +111,11 @@ _GRES = re.compile(r"^[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+)?$")
 _CONSTRAINT = re.compile(r"^[A-Za-z0-9_.&|!()\[\]*,:-]+$")
 
 
-@dataclass(frozen=True)
-class SlurmPlacement:
-    """A Slurm cluster's queue and how rlaunch's jobs ask for it (see `SlurmSkyRLExecution`).
+@dataclass(frozen=True, kw_only=True)
+class SlurmQueueFields:
+    """How rlaunch's jobs ask a Slurm queue, declared once: `SlurmPlacement` validates these fields and
+    `SlurmSkyRLExecution` takes them (see it for each field).
 
-    root               the jobs' state directory, on a filesystem every node sees (None: the default)
     partition / account / qos   as sbatch takes them (None: the cluster's default)
     time_limit_minutes the jobs' Slurm time limit (None: the partition's default)
     constraint         node features (sbatch --constraint)
@@ -112,7 +124,6 @@ class SlurmPlacement:
     sbatch_options     extra options by name (from `SBATCH_EXTRAS`), never free-form script text
     """
 
-    root: str | None = None
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
@@ -121,6 +132,18 @@ class SlurmPlacement:
     gpu_gres: str = "gpu"
     exclusive: bool = False
     sbatch_options: Mapping[str, str] = field(default_factory=dict)
+
+    def queue_fields(self) -> dict[str, Any]:
+        """These fields by name, as they are (what an execution hands its placement)."""
+        return {f.name: getattr(self, f.name) for f in fields(SlurmQueueFields)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlurmPlacement(SlurmQueueFields):
+    """A Slurm cluster's queue and how rlaunch's jobs ask for it; root: the jobs' state directory, on a
+    filesystem every node sees (None: the default)."""
+
+    root: str | None = None
     owner: str = field(default="SlurmPlacement", compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -18,8 +18,8 @@ from rlaunch.artifacts.lock import LOCK_FILE
 from rlaunch.artifacts.records import Provenance
 from rlaunch.artifacts.runner import StepOutcome
 from rlaunch.launch_config.typed import DocumentError
-from rlaunch.skyrl.launcher import LaunchFailedError
-from rlaunch.skyrl.preflight_error import PreflightError
+from rlaunch.skyrl.plan.launcher import LaunchFailedError
+from rlaunch.skyrl.values.preflight_error import PreflightError
 
 from .helpers import DAY, Count, Label, make_step, quiet
 

@@ -75,14 +75,14 @@ def test_a_system_prefix_is_refused_before_anything_is_read(env: dict[str, str],
 
 
 def test_an_unexpected_error_names_its_saved_traceback(env: dict[str, str], monkeypatch) -> None:
-    from rlaunch.observe import runs
+    from rlaunch.observe import run_list
 
     secret = "hf_" + "Qx" * 17
 
     def broken(prefix: str, name_prefix: str | None = None, damaged: list | None = None) -> list:
         raise RuntimeError(f"disk on fire while reading {secret}")
 
-    monkeypatch.setattr(runs, "list_runs", broken)
+    monkeypatch.setattr(run_list, "list_runs", broken)
     code, output = rlaunch(env, "runs")
     assert code == 1
     assert "Traceback" not in output

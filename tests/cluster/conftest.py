@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from rlaunch.cluster.gang.procs import group_alive
 from rlaunch.cluster.local.backend import LocalBackend
-from rlaunch.cluster.local.procs import group_alive
 
 from .helpers import pid_alive
 

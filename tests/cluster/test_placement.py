@@ -1,14 +1,15 @@
-"""Ray placement is validated once, by `RayPlacement`, for the execution and the backend alike."""
+"""Placement is declared and validated once, by `RayPlacement` and `SlurmPlacement`, for the execution and the backend alike."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
 import pytest
 
-from rlaunch.placement import RAY_STRATEGIES, RayPlacement
-from rlaunch.skyrl.execution import RaySkyRLExecution
+from rlaunch.placement import RAY_STRATEGIES, RayClusterFields, RayPlacement, SlurmPlacement, SlurmQueueFields
+from rlaunch.skyrl.values.execution import RaySkyRLExecution, SlurmSkyRLExecution
 
 SIZES = {"cpu": 1.0, "memory": "1GB", "disk": "1GB"}
 
@@ -49,9 +50,36 @@ def test_execution_writes_the_placements_options() -> None:
     assert execution.placement() == expected
 
 
+def _defaults(cls: type, names: set[str]) -> dict[str, object]:
+    return {
+        f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        for f in dataclasses.fields(cls)
+        if f.name in names
+    }
+
+
+@pytest.mark.parametrize(
+    ("declared", "placement", "execution", "differs"),
+    [
+        # an experiment uploads its project by default; a Ray backend built by hand uploads nothing
+        (RayClusterFields, RayPlacement, RaySkyRLExecution, {"working_dir", "excludes"}),
+        (SlurmQueueFields, SlurmPlacement, SlurmSkyRLExecution, set()),
+    ],
+)
+def test_an_execution_takes_its_placements_fields_with_their_defaults(declared, placement, execution, differs) -> None:
+    """An execution's placement fields are the placement's own declaration: the same names, types and
+    defaults, but for the defaults it overrides on purpose (a restated field would drift)."""
+    names = {f.name for f in dataclasses.fields(declared)}
+    shared = {f.name: f.type for f in dataclasses.fields(execution) if f.name in names}
+    assert shared == {f.name: f.type for f in dataclasses.fields(placement) if f.name in names}
+    assert set(shared) == names
+    ours, theirs = _defaults(execution, names), _defaults(placement, names)
+    assert {name for name in names if ours[name] != theirs[name]} == differs
+
+
 def test_the_execution_does_not_load_the_ray_backend() -> None:
     code = (
-        "import sys; from rlaunch.skyrl.execution import RaySkyRLExecution as R; "
+        "import sys; from rlaunch.skyrl.values.execution import RaySkyRLExecution as R; "
         "R(cpu=1.0, memory='1GB', disk='1GB', address='http://h:8265').placement(); "
         "print(sorted(m for m in sys.modules if m.startswith('rlaunch.cluster') or m == 'ray'))"
     )

@@ -1,4 +1,4 @@
-"""The slurm backend's rules without a Slurm: placement validation, the queue preflight's reading
+"""The slurm backend's rules without a Slurm: placement validation, the queue check's reading
 of Slurm's answers and its checks, and what sbatch is asked for."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rlaunch.cluster.protocol import JobSpec, Resources
-from rlaunch.cluster.slurm.preflight import Node, Partition, minutes, violations
+from rlaunch.cluster.slurm.queue_check import Node, Partition, minutes, violations
 from rlaunch.placement import SlurmPlacement
 from rlaunch.skyrl import SlurmSkyRLExecution
 
@@ -73,7 +73,7 @@ def _spec(replicas: int = 1, **resources: object) -> JobSpec:
         (_spec(2), {"constraint": "ib"}, {}, "features ib each but partition gpu has 1 such node(s)"),
     ],
 )
-def test_the_queue_preflight_names_each_violation_and_its_fix(
+def test_the_queue_check_names_each_violation_and_its_fix(
     spec: JobSpec, placement: dict, partition: dict, words: str
 ) -> None:
     found = violations(spec, SlurmPlacement(**placement), _partition(**partition))
@@ -157,7 +157,7 @@ def test_the_first_state_and_reason_row_of_squeue_or_sacct_is_read(out: str, exp
 def test_a_job_slurm_ended_under_its_driver_names_the_state_and_nodes_and_is_classed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state: str, reason: str, nodes: str, cause: str
 ) -> None:
-    from rlaunch.cluster.local.state import JobDir
+    from rlaunch.cluster.gang.state import JobDir
     from rlaunch.cluster.slurm import commands
     from rlaunch.cluster.slurm.backend import SlurmBackend
     from rlaunch.launch_config.failures import OPERATIONAL, classify

@@ -16,7 +16,7 @@ from rlaunch.artifacts import records
 from rlaunch.cli.admin import main as rlaunch_main
 from rlaunch.cluster.local.backend import LocalBackend
 from rlaunch.cluster.protocol import JobSpec
-from rlaunch.observe.finalise import finalise_open_attempts
+from rlaunch.control.finalise import finalise_open_attempts
 from rlaunch.runs import run_record
 from rlaunch.runs.layout import latest_checkpoint
 from rlaunch.statefiles import CorruptStateError

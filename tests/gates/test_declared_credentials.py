@@ -15,7 +15,7 @@ from rlaunch.launch_config.gates import credentials_problem
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.secrets import FORWARD_ENV, Scrubber, secret_values
 from rlaunch.skyrl import skyrl_step
-from rlaunch.skyrl.readiness import MISSING, OK, readiness
+from rlaunch.skyrl.views.readiness import MISSING, OK, readiness
 from tests.gates.judged import run_refusals
 from tests.gates.test_host_gates import _launch
 from tests.skyrl.helpers import iris, planned_view, spec

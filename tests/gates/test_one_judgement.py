@@ -23,7 +23,7 @@ from rlaunch.judgement.judge import Authorisations, refusals
 from rlaunch.launch_config import schema
 from rlaunch.runs.run_record import update_attempt
 from rlaunch.skyrl import skyrl_step
-from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
 from tests.skyrl.helpers import DAY, iris, launch_of, spec, topology
 
 pytestmark = pytest.mark.usefixtures("signal_handlers")

@@ -16,8 +16,9 @@ import pytest
 
 from rlaunch import storage
 from rlaunch.artifacts import ArtifactStep, RunFailedError, Runner, records
-from rlaunch.skyrl import ArtifactDataSource, PreflightError, PromptData, planning
-from rlaunch.skyrl.hub import UnpinnedRevisionError, hf_dataset_source
+from rlaunch.skyrl import ArtifactDataSource, PreflightError, PromptData
+from rlaunch.skyrl.plan import planning
+from rlaunch.sources.hub import UnpinnedRevisionError, hf_dataset_source
 from tests.hub_cache import use_offline_hub_cache
 from tests.skyrl import helpers as h
 

@@ -15,7 +15,9 @@ from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.cli.experiment import Invocation
 from rlaunch.cli.rl_options import _overrides, _record_overrides, judgement
 from rlaunch.judgement.judge import Authorisations, large, refusals
-from rlaunch.skyrl import planning, skyrl_step
+from rlaunch.skyrl import skyrl_step
+from rlaunch.skyrl.plan import planning
+from rlaunch.skyrl.views.plan_view import describe_step
 from tests.launching import Launcher
 from tests.skyrl import helpers as h
 
@@ -89,4 +91,4 @@ def test_the_64_gpu_example_waits_for_its_gpu_smoke_and_goes_only_with_a_recorde
 
 def _describe(step) -> list[str]:  # noqa: ANN001 - a SkyRL step
 
-    return planning.plan([step], storage.default_prefix()).describe(step)
+    return describe_step(*planning.plan([step], storage.default_prefix()).view_of(step))

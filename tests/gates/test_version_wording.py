@@ -7,9 +7,9 @@ from rlaunch import storage
 from rlaunch.runs.layout import CHECKPOINT_META, LATEST_MARKER, checkpoint_dir
 from rlaunch.runs.resume import run_fingerprint
 from rlaunch.runs.run_record import update_attempt
-from rlaunch.skyrl.gate_checks import plan_rows
-from rlaunch.skyrl.launch_document import live_run_paths
-from rlaunch.skyrl.plan_view import _resume_line
+from rlaunch.skyrl.plan.launch_document import live_run_paths
+from rlaunch.skyrl.views.gate_checks import plan_rows
+from rlaunch.skyrl.views.plan_view import _resume_line
 from tests.skyrl import helpers as h
 
 OLD = "0123456789abcdef" * 4

@@ -3,7 +3,7 @@ step: a full disk, a Slurm node failure, a scheduler that cancelled the job from
 (a slurmctld restart, scancel, a time limit), a lost supervisor, a replica killed for memory.
 
 The messages are the ones the backends and the host write (`cluster/local/backend.py`,
-`cluster/slurm/backend.py`, `cluster/local/supervisor.py`, `storage.disk_full_message`), as the host
+`cluster/slurm/backend.py`, `cluster/gang/supervisor.py`, `storage.disk_full_message`), as the host
 puts them after "child job <id> reached <state>: ".
 """
 

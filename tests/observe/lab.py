@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 from click.testing import CliRunner, Result
 
 from rlaunch.cli.admin import main as rlaunch_main
+from rlaunch.cluster.gang.procs import group_alive, process_alive
 from rlaunch.cluster.local.backend import LocalBackend
-from rlaunch.cluster.local.procs import group_alive, process_alive
 from rlaunch.runs.layout import JOINED
 from rlaunch.runtimes import registry
 from tests.launching import MULTINODE_SKIP

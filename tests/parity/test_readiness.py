@@ -14,7 +14,7 @@ from rlaunch.runtimes.defects import FIXED, OPEN, UNVERIFIED, WORKED_AROUND, Kno
 from rlaunch.runtimes.lockfile import read_lock
 from rlaunch.runtimes.registry import get_profile, profile_names
 from rlaunch.skyrl import check_plan
-from rlaunch.skyrl.readiness import DEFAULT, MISSING, OK, WARN, readiness, relied_defaults, render
+from rlaunch.skyrl.views.readiness import DEFAULT, MISSING, OK, WARN, readiness, relied_defaults, render
 from tests.launching import REPO
 from tests.skyrl import helpers as h
 

@@ -141,7 +141,7 @@ def test_a_memory_switch_difference_is_named() -> None:
 
 
 def test_the_large_plan_names_its_smoke_and_every_difference() -> None:
-    from rlaunch.skyrl.plan_view import parity_lines
+    from rlaunch.skyrl.views.plan_view import parity_lines
 
     prefix = "/nonexistent-prefix"
     smoke = skyrl_step(h.spec(name="checkpoints/smoke", topo=h.topology()), h.iris(), export_hf=True)

@@ -14,8 +14,8 @@ from rlaunch import rules
 from rlaunch.runtimes.defects import KnownDefect
 from rlaunch.runtimes.registry import Capabilities, RuntimeProfile, get_profile
 from rlaunch.skyrl import ModelFacts, SkyRLTopology, check_plan
-from rlaunch.skyrl.config_yaml import render_recipe
 from rlaunch.skyrl.preflight import subject_of
+from rlaunch.skyrl.values.config_yaml import render_recipe
 from tests.skyrl.helpers import (
     BASE_RECIPE,
     plan,

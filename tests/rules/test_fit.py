@@ -19,11 +19,12 @@ from rlaunch import rules
 from rlaunch.dotted import set_path
 from rlaunch.rules import fit, memory
 from rlaunch.runtimes.registry import get_profile
-from rlaunch.skyrl import ModelFacts, PreflightError, SkyRLTopology, check_plan, planning, skyrl_step
-from rlaunch.skyrl.config_yaml import parse_config_yaml, render_recipe
-from rlaunch.skyrl.hub import hf_model_source
-from rlaunch.skyrl.plan_view import describe_step
+from rlaunch.skyrl import ModelFacts, PreflightError, SkyRLTopology, check_plan, skyrl_step
+from rlaunch.skyrl.plan import planning
 from rlaunch.skyrl.preflight import subject_of
+from rlaunch.skyrl.values.config_yaml import parse_config_yaml, render_recipe
+from rlaunch.skyrl.views.plan_view import describe_step
+from rlaunch.sources.hub import hf_model_source
 from tests.skyrl.helpers import DAY, iris, planned_launch_view, recipe, spec, topology
 
 QWEN3_8B = ModelFacts.from_hf_config(example.QWEN3_8B_CONFIG)

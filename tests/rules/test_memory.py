@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules import memory
-from rlaunch.rules.architecture import Architecture, Unsized
 from rlaunch.rules.devices import GIB, device
+from rlaunch.rules.model_shape import Architecture, Unsized
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import MemoryReport, ModelFacts, PreflightError, check_plan, memory_report
-from rlaunch.skyrl.config_yaml import render_recipe
+from rlaunch.skyrl.values.config_yaml import render_recipe
 from tests.skyrl.helpers import LLAMA_31_8B, LLAMA_31_405B, merge, plan, recipe, replace_plan, topology
 
 QWEN3_14B = {

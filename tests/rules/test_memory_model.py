@@ -13,8 +13,8 @@ import pytest
 
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules import memory
-from rlaunch.rules.architecture import Architecture
 from rlaunch.rules.devices import GIB, device
+from rlaunch.rules.model_shape import Architecture
 from rlaunch.skyrl import ModelFacts
 from tests.rules.test_memory import composed_of
 from tests.skyrl.helpers import recipe, topology
@@ -495,7 +495,7 @@ def test_mxfp4_packs_only_the_experts() -> None:
 
 
 def test_an_unknown_quantization_is_said_not_guessed() -> None:
-    from rlaunch.rules.architecture import Unsized, from_hf_config
+    from rlaunch.rules.model_shape import Unsized, from_hf_config
 
     found = from_hf_config({**QWEN3_30B_A3B, "quantization_config": {"quant_method": "hqq"}})
     assert isinstance(found, Unsized) and "'hqq'" in found.reason

@@ -22,9 +22,9 @@ from rlaunch.runs.resume import pinned_checkpoint_root, pinned_problem
 from rlaunch.runs.run_record import update_attempt
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import ResumeFrom
-from rlaunch.skyrl.gate_checks import plan_rows
-from rlaunch.skyrl.plan_view import _resume_line
-from rlaunch.skyrl.resume_check import resume_refusal
+from rlaunch.skyrl.views.gate_checks import plan_rows
+from rlaunch.skyrl.views.plan_view import _resume_line
+from rlaunch.skyrl.views.resume_check import resume_refusal
 from tests.gates.judged import run_refusals
 from tests.gates.test_host_gates import _launch
 from tests.skyrl.helpers import planned_view, spec

@@ -18,8 +18,8 @@ from typing import Any
 
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules import memory
-from rlaunch.rules.architecture import Architecture, from_hf_config
 from rlaunch.rules.devices import GIB, Device
+from rlaunch.rules.model_shape import Architecture, from_hf_config
 
 SCRIPT = Path(__file__).with_name("tracked_step.py")
 TOLERANCE = 0.10  # every row within 10 % of the tracker's peak

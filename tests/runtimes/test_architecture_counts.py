@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch.rules.architecture import FAMILIES, Architecture
+from rlaunch.rules.model_shape import FAMILIES, Architecture
 from rlaunch.skyrl import ModelFacts
 
 SCRIPT = Path(__file__).with_name("transformers_counts.py")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlaunch.rules.architecture import FAMILIES
+from rlaunch.rules.model_shape import FAMILIES
 from rlaunch.runtimes.environment import RuntimeEnvironmentError
 from tests.runtimes.memtracker_grid import GRID, REFERENCE_GAPS, TOLERANCE, Case, error, measure, rows
 

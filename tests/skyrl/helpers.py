@@ -28,12 +28,12 @@ from rlaunch.skyrl import (
     SkyRLSpec,
     SkyRLTopology,
     check_plan,
-    planning,
     skyrl_step,
 )
-from rlaunch.skyrl.execution import SkyRLExecution
-from rlaunch.skyrl.rl_step import SkyRLArtifactStep
-from rlaunch.skyrl.stored_facts import StoredFacts
+from rlaunch.skyrl.plan import planning
+from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
+from rlaunch.skyrl.plan.stored_facts import StoredFacts
+from rlaunch.skyrl.values.execution import SkyRLExecution
 
 DAY = "2026.11.30"
 REVISION = "9c925d64d72725edaf899c6cb9c377fd0709d9c5"

@@ -15,7 +15,7 @@ from rlaunch.launch_config.geometry import CRITIC_FROM_POLICY, Geometry
 from rlaunch.rules import memory
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import MemoryReport, ModelFacts, SkyRLCriticPlan, SkyRLRolePlan, memory_report
-from rlaunch.skyrl.config_yaml import render_recipe
+from rlaunch.skyrl.values.config_yaml import render_recipe
 from tests.skyrl.helpers import codes, only, plan, recipe, seed_plan, topology, violations
 
 GAE = recipe(trainer={"algorithm": {"advantage_estimator": "gae", "use_kl_loss": False}})
@@ -167,7 +167,7 @@ def test_a_critic_whose_states_exceed_its_gpus_is_refused_with_the_critics_fix()
 
 def test_the_plan_shows_the_critics_gpus_and_parity_needs_the_same_critic(prefix: str) -> None:
     from rlaunch.judgement.parity import differences, shape_of_document
-    from rlaunch.skyrl.plan_view import describe_step
+    from rlaunch.skyrl.views.plan_view import describe_step
     from tests.skyrl.helpers import planned_launch_view, planned_view, spec, to_yaml
 
     gae, plain = to_yaml(GAE), to_yaml(recipe())

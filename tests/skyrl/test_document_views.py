@@ -16,9 +16,10 @@ from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.judgement.parity import differences, shape_of_document
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config import schema
-from rlaunch.skyrl import planning, skyrl_step, stored_facts
-from rlaunch.skyrl.plan_view import describe_step
-from rlaunch.skyrl.readiness import DEFAULT, MISSING, readiness
+from rlaunch.skyrl import skyrl_step
+from rlaunch.skyrl.plan import planning, stored_facts
+from rlaunch.skyrl.views.plan_view import describe_step
+from rlaunch.skyrl.views.readiness import DEFAULT, MISSING, readiness
 
 from .helpers import DAY, iris, launch_of, planned_view, spec
 
@@ -43,7 +44,7 @@ def test_planning_gathers_each_rl_steps_stored_facts_once(prefix: str, monkeypat
     monkeypatch.setattr(planning, "gather", counting)
     planned = planning.plan([step], prefix)  # the step and the smoke it declares
     for each in (step, step.smoke):
-        assert planned.describe(each) and planned.numbers(each)["memory"]["rows"]
+        assert describe_step(*planned.view_of(each)) and planned.numbers(each)["memory"]["rows"]
         assert planned.launch(each).document.run.artifact == each.identity
     assert len(gathered) == 2, gathered  # one per RL step, whatever reads it
 
@@ -109,9 +110,9 @@ def test_the_document_carries_what_the_views_need(prefix: str) -> None:
     assert cluster.coordinator is not None and cluster.coordinator.timeout_hours == 48.0
     assert set(cluster.defaults) == {"coordinator_cpu", "coordinator_memory", "coordinator_disk"}
     assert document.artifacts.temporary_storage_ttl_days == 14
-    assert document.inputs.model.artifact_type == "rlaunch.skyrl.sources.HfModel"
+    assert document.inputs.model.artifact_type == "rlaunch.sources.inputs.HfModel"
     assert [d.artifact_type for d in document.inputs.train_data] == [DIRECTORY]
-    assert document.inputs.graph == (f"{DIRECTORY}()", "rlaunch.skyrl.sources.HfModel()")
+    assert document.inputs.graph == (f"{DIRECTORY}()", "rlaunch.sources.inputs.HfModel()")
 
 
 def test_what_identity_already_decides_stays_out_of_the_fingerprint(prefix: str) -> None:
@@ -131,7 +132,7 @@ def test_parity_compares_two_documents_even_hand_edited_ones(prefix: str) -> Non
     edited = schema.dumps(large).replace(f"artifact_type: {DIRECTORY}", "artifact_type: my.Parquet")
     found = differences(shape_of_document(smoke), shape_of_document(schema.loads(edited)))
     assert {(d.kind, d.field) for d in found} == {("handoffs", "train data"), ("handoffs", "validation data")}
-    edited = schema.dumps(large).replace("artifact_type: rlaunch.skyrl.sources.HfModel", "artifact_type: my.Gguf")
+    edited = schema.dumps(large).replace("artifact_type: rlaunch.sources.inputs.HfModel", "artifact_type: my.Gguf")
     found = differences(shape_of_document(smoke), shape_of_document(schema.loads(edited)))
     assert [(d.kind, d.field, d.large) for d in found] == [("handoffs", "model", "my.Gguf")]
 
@@ -154,10 +155,10 @@ def test_readiness_of_a_document_without_an_experiment_names_what_it_lacks(prefi
 def test_run_reads_the_record_again_after_closing_a_dead_attempt(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--run` closes attempts whose jobs are gone before its gates run: they read the closed state."""
     from rlaunch.cli import rl_options
+    from rlaunch.control import finalise
     from rlaunch.judgement.judge import Authorisations, refusals
-    from rlaunch.observe import finalise
     from rlaunch.runs.run_record import close_attempt, update_attempt
-    from rlaunch.skyrl.launch_document import live_run_paths
+    from rlaunch.skyrl.plan.launch_document import live_run_paths
 
     step = skyrl_step(spec(), iris(), export_hf=True)
     output = live_run_paths(step.spec, prefix).output_path

@@ -23,7 +23,7 @@ from rlaunch.skyrl import (
     SlurmSkyRLExecution,
     skyrl_step,
 )
-from rlaunch.skyrl.config_yaml import PLAN_KEYS
+from rlaunch.skyrl.values.config_yaml import PLAN_KEYS
 
 from .helpers import DAY, WANDB_RECIPE, data_step, iris, model_step, recipe, seed_plan, spec
 

@@ -203,7 +203,7 @@ def test_seed_batch_numbers_on_the_64_gpu_plan() -> None:
 
 def test_forward_micro_batch_is_positive_and_defaults_to_the_train_micro_batch() -> None:
     from rlaunch.runtimes.registry import get_profile
-    from rlaunch.skyrl.config_yaml import render_recipe
+    from rlaunch.skyrl.values.config_yaml import render_recipe
 
     v = only(violations(topology(), recipe(trainer={"micro_forward_batch_size_per_gpu": 0})), "batch.micro_forward")
     assert v.fields == ("config_yaml.trainer.micro_forward_batch_size_per_gpu",)

@@ -18,7 +18,7 @@ from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules.subject import DIVISOR_SEARCH, MAX_SIZE, divisor_hint, divisors
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import ModelFacts, PreflightError, SkyRLCriticPlan, SkyRLRolePlan, SkyRLTopology, check_plan
-from rlaunch.skyrl.config_yaml import render_recipe
+from rlaunch.skyrl.values.config_yaml import render_recipe
 
 from .helpers import codes, only, plan, recipe, seed_topology, topology, violations
 

@@ -10,7 +10,7 @@ import pytest
 
 from rlaunch.artifacts import ArtifactStep, Runner, StepContext
 from rlaunch.skyrl import HfModel, ModelFacts, PreflightError, skyrl_step
-from rlaunch.skyrl.stored_facts import stored_model
+from rlaunch.skyrl.plan.stored_facts import stored_model
 
 from .helpers import (
     BASE_RECIPE,

@@ -6,7 +6,7 @@ import pytest
 
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import check_plan
-from rlaunch.skyrl.config_yaml import render_recipe
+from rlaunch.skyrl.values.config_yaml import render_recipe
 
 from .helpers import (
     BASE_RECIPE,

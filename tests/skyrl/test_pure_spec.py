@@ -22,8 +22,8 @@ from rlaunch import storage
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import PreflightError, SkyRLSpec
-from rlaunch.skyrl.planning import plan
-from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+from rlaunch.skyrl.plan.planning import plan
+from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
 
 from .helpers import DAY, model_step, recipe, seed_topology, spec, to_yaml
 

@@ -7,7 +7,7 @@ import pytest
 
 from rlaunch.launch_config.composition import get_path
 from rlaunch.skyrl import PreflightError
-from rlaunch.skyrl.config_yaml import PLAN_KEYS
+from rlaunch.skyrl.values.config_yaml import PLAN_KEYS
 
 from .helpers import (
     BASE_RECIPE,

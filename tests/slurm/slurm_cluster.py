@@ -12,7 +12,7 @@ The cluster:
              (gres `gpu`, files that are /dev/null twins made with mknod: the gpu plugin drops
              file-less GPUs and refuses regular files)
   debug      both nodes, the default partition, MaxTime 60 min
-  small      n1 only, MaxTime 5 min, AllowAccounts=physics (the preflight tests' partition)
+  small      n1 only, MaxTime 5 min, AllowAccounts=physics (the queue check tests' partition)
 No slurmdbd (it needs a database): `sacct` is unavailable and finished jobs stay in
 `scontrol show job` for MinJobAge seconds.
 """

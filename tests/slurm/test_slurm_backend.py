@@ -1,5 +1,5 @@
 """The slurm backend against the tier's real Slurm: gangs across both nodes, logs, the pending
-reason, cancel (queued and running, cascading to children), retries, and the queue preflight."""
+reason, cancel (queued and running, cascading to children), retries, and the queue check."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ SUBCOMMANDS: dict[str, str] = {
     "launch": "rlaunch.host.cli:launch",
     "jobs": "rlaunch.cli.jobs:jobs",
     "runs": "rlaunch.observe.cli:runs",
-    "status": "rlaunch.observe.cli:status",
+    "status": "rlaunch.control.cli:status",
     "verify-smoke": "rlaunch.observe.cli:verify_smoke",
     "logs": "rlaunch.observe.cli:logs",
     "cancel": "rlaunch.control.cli:cancel",

@@ -29,7 +29,7 @@ from rlaunch.secrets import SecretArgumentError, refuse_secret_arguments
 
 if TYPE_CHECKING:
     from rlaunch.judgement.judge import Finding
-    from rlaunch.skyrl.planning import Planning
+    from rlaunch.skyrl.plan.planning import Planning
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Invocation:
 class Executor(Protocol):
     """What `--run` does with the built graph. Returns the process exit code.
 
-    `planning` is every RL step of the graph planned once (`rlaunch.skyrl.planning.plan`; None: the
+    `planning` is every RL step of the graph planned once (`rlaunch.skyrl.plan.planning.plan`; None: the
     graph has none): what the plan shows, the judgement and the submission checks read."""
 
     option_names: tuple[str, ...]
@@ -333,10 +333,10 @@ def plan_rl_steps(handles: list[ArtifactStep[Any]], prefix: str) -> Planning | N
     """Every RL step in the graph planned once, with its preflight, before the graph is planned: a
     spec reads nothing when it is built, so what storage holds is read and judged here (one
     PreflightError listing every violation). None: the graph has no RL step."""
-    if "rlaunch.skyrl.rl_step" not in sys.modules:
+    if "rlaunch.skyrl.plan.rl_step" not in sys.modules:
         return None  # no RL step exists without its module: a main that builds none loads no RL code
-    from rlaunch.skyrl.planning import plan
-    from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+    from rlaunch.skyrl.plan.planning import plan
+    from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
 
     steps = [s for s in graph_handles(handles) if isinstance(s, SkyRLArtifactStep)]
     return plan(steps, prefix) if steps else None

@@ -59,9 +59,9 @@ def fit(
 ) -> None:
     """What fits on NODES x GPUS GPU for this model: the per-GPU memory of the colocated plan, and
     if it does not fit, the nearest plans that do."""
-    from rlaunch.rules.architecture import Architecture
+    from rlaunch.rules.model_shape import Architecture
     from rlaunch.skyrl import ModelFacts, SkyRLCriticPlan, SkyRLRolePlan, SkyRLTopology
-    from rlaunch.skyrl.memory_fit import memory_report, nearest_fits, render, render_nearest_fits
+    from rlaunch.skyrl.views.memory_fit import memory_report, nearest_fits, render, render_nearest_fits
 
     model = ModelFacts.from_hf_config(_read_json(model_config))
     if not isinstance(model.architecture, Architecture):
@@ -123,7 +123,7 @@ def _read_json(path: str) -> dict[str, Any]:
 def _read_recipe(path: str | None) -> dict[str, Any]:
     if path is None:
         return dict(json.loads(json.dumps(DEFAULT_BUDGET)))
-    from rlaunch.skyrl.config_yaml import parse_config_yaml
+    from rlaunch.skyrl.values.config_yaml import parse_config_yaml
 
     try:
         text = Path(path).read_text(encoding="utf-8")

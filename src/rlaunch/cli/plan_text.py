@@ -13,7 +13,7 @@ from rlaunch.step_jobs import StepExecution
 
 if TYPE_CHECKING:
     from rlaunch.judgement.judge import Finding
-    from rlaunch.skyrl.planning import Planning
+    from rlaunch.skyrl.plan.planning import Planning
 
 Judged = dict[str, "tuple[Finding, ...] | None"]  # identity -> the judgement's findings (None: served)
 
@@ -29,8 +29,10 @@ def _details(planned: list[PlannedStep], planning: Planning | None) -> dict[str,
     """The plan's lines of each RL step of the graph (a declared smoke outside it is not shown)."""
     if planning is None:
         return {}
+    from rlaunch.skyrl.views.plan_view import describe_step
+
     shown = {p.step.identity for p in planned}
-    return {s.identity: planning.describe(s) for s in planning.runs if s.identity in shown}
+    return {s.identity: describe_step(*planning.view_of(s)) for s in planning.runs if s.identity in shown}
 
 
 def _numbers(planned: list[PlannedStep], planning: Planning | None) -> dict[str, dict[str, Any]]:
@@ -72,9 +74,9 @@ def step_gpu_hours(step: ArtifactStep[Any]) -> float:
     RL step's gang for its child job's timeout (else the coordinator's deadline); 0 in the coordinator."""
     if isinstance(step.execution, StepExecution):
         return step.execution.gpu_hours
-    if "rlaunch.skyrl.rl_step" not in sys.modules:
+    if "rlaunch.skyrl.plan.rl_step" not in sys.modules:
         return 0.0
-    from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+    from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
 
     if not isinstance(step, SkyRLArtifactStep) or step.spec is None or step.execution is None:
         return 0.0
@@ -89,8 +91,8 @@ def step_placement(step: ArtifactStep[Any]) -> str:
     """Where a step runs, in one line."""
     if isinstance(step.execution, StepExecution):
         return step.execution.describe()
-    if "rlaunch.skyrl.rl_step" in sys.modules:
-        from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+    if "rlaunch.skyrl.plan.rl_step" in sys.modules:
+        from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
 
         if isinstance(step, SkyRLArtifactStep) and step.spec is not None and step.execution is not None:
             t, e = step.spec.topology, step.execution

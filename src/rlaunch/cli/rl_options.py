@@ -35,14 +35,14 @@ if TYPE_CHECKING:
     from rlaunch.artifacts.plan import PlannedStep
     from rlaunch.judgement.judge import Authorisations, Finding
     from rlaunch.judgement.planned import PlannedLaunch
-    from rlaunch.skyrl.planning import Planning
-    from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+    from rlaunch.skyrl.plan.planning import Planning
+    from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
 
 SUBMITTER = "@rl_build_options"
 
 
 def skyrl_steps(handles: list[ArtifactStep[Any]]) -> list[SkyRLArtifactStep]:
-    from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+    from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
 
     return [s for s in graph_handles(handles) if isinstance(s, SkyRLArtifactStep)]
 
@@ -128,9 +128,9 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation,
     from rlaunch.host.step_job import gang_for_check, retry_refusal
     from rlaunch.judgement.judge import refusals
     from rlaunch.launch_config.task_env import passed_through
-    from rlaunch.skyrl.gate_checks import old_runtime_note
-    from rlaunch.skyrl.planning import plan
-    from rlaunch.skyrl.submission import submission_problems
+    from rlaunch.skyrl.plan.planning import plan
+    from rlaunch.skyrl.views.gate_checks import old_runtime_note
+    from rlaunch.skyrl.views.submission import submission_problems
 
     if invocation.module is None:
         raise click.UsageError(
@@ -256,13 +256,13 @@ def _failed_attempts(steps: list[Any], prefix: str, coordinator_job_id: str) -> 
 
 def _given(invocation: Invocation) -> dict[str, str]:
     """The gate authorisations on the command line (`retry`, `skip_smoke_gate`) -> their reasons."""
-    from rlaunch.skyrl.gate_checks import GATE_OPTIONS
+    from rlaunch.launch_config.gates import GATE_OPTIONS
 
     return {name: invocation.options[name] for name in GATE_OPTIONS if invocation.options.get(name) is not None}
 
 
 def _authorisation_problems(invocation: Invocation) -> list[str]:
-    from rlaunch.skyrl.gate_checks import GATE_OPTIONS
+    from rlaunch.launch_config.gates import GATE_OPTIONS
 
     return [
         f"{GATE_OPTIONS[name]} needs a reason (it is kept in the run record)"
@@ -298,7 +298,7 @@ def _authorised_retry() -> dict[str, Any] | None:
     """Inside the coordinator: the `--retry` authorisation stamped at submission (step jobs read it)."""
     import json
 
-    from rlaunch.skyrl.gate_checks import AUTHORISED_ENV
+    from rlaunch.launch_config.gates import AUTHORISED_ENV
 
     retry = json.loads(os.environ.get(AUTHORISED_ENV) or "{}").get("retry")
     return retry if isinstance(retry, dict) else None
@@ -309,9 +309,9 @@ def _authorised_env(invocation: Invocation) -> dict[str, str]:
     import json
 
     from rlaunch import storage
+    from rlaunch.launch_config.gates import AUTHORISED_ENV
     from rlaunch.processes import actor
     from rlaunch.secrets import scrub
-    from rlaunch.skyrl.gate_checks import AUTHORISED_ENV
 
     given = {
         name: {"reason": scrub(reason), "by": actor(), "at": storage.utc_now()}
@@ -345,7 +345,7 @@ def _record_overrides(
 def _finalise_dead_attempts(steps: list[ArtifactStep[Any]], prefix: str) -> bool:
     """Close earlier attempts whose processes were all killed, so the run record stays truthful;
     whether any was closed (storage changed: what was planned before must be planned again)."""
-    from rlaunch.observe.finalise import finalise_open_attempts
+    from rlaunch.control.finalise import finalise_open_attempts
 
     changed = False
     for step in steps:
@@ -364,7 +364,7 @@ def jobs_command(backend: str) -> str:
 def child_gang(step: SkyRLArtifactStep) -> JobSpec:
     """The child gang an RL step will ask for, for the capacity check before anything is submitted."""
     from rlaunch.host.allocate import child_resources
-    from rlaunch.skyrl.launch_document import allocation
+    from rlaunch.skyrl.plan.launch_document import allocation
 
     alloc = allocation(step.spec, step.execution)
     return JobSpec(

@@ -17,7 +17,7 @@ from rlaunch.runs.run_record import add_gate_override
 from rlaunch.secrets import scrub
 
 if TYPE_CHECKING:
-    from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+    from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
 
 
 def record_override(document: SkyRLLaunchConfig, step: SkyRLArtifactStep, reason: str, problems: list[str]) -> None:

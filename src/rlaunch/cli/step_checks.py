@@ -24,9 +24,9 @@ class StepJobPlacementError(UserError, ValueError):
 
 def node_widths(steps: list[ArtifactStep[Any]]) -> dict[str, int]:
     """Accelerators per node, by device name, as the graph's RL steps declare their nodes."""
-    if "rlaunch.skyrl.rl_step" not in sys.modules:
+    if "rlaunch.skyrl.plan.rl_step" not in sys.modules:
         return {}
-    from rlaunch.skyrl.rl_step import SkyRLArtifactStep
+    from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
 
     widths: dict[str, int] = {}
     for step in steps:

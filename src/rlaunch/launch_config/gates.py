@@ -28,6 +28,8 @@ from rlaunch.runs import run_record
 from rlaunch.statefiles import CorruptStateError
 
 RETRY_STATES = ("failed", "cancelled")
+AUTHORISED_ENV = "RLAUNCH_AUTHORISED"  # the operator's authorisations, from the submitting process to its coordinator
+GATE_OPTIONS = {"retry": "--retry", "skip_smoke_gate": "--skip-smoke-gate"}  # authorisation -> the option giving it
 Attempt = Mapping[str, Any]
 
 

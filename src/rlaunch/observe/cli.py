@@ -1,7 +1,8 @@
-"""`rlaunch runs | status | verify-smoke | logs | plot`: read-only views of runs.
+"""`rlaunch runs | verify-smoke | logs | plot`: read-only views of runs.
 
 A RUN is `name@version` (under --prefix, else $RLAUNCH_PREFIX), the RL artifact's path, or a
-coordinator or child job id. Everything here reads (`rlaunch cancel` lives in `rlaunch.control`).
+coordinator or child job id. Everything here reads; `rlaunch status`, which closes an attempt whose
+jobs all ended, and `rlaunch cancel` live in `rlaunch.control`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import click
 
 from rlaunch.observe.resolve import RunRef, default_prefix, resolve
 from rlaunch.processes import interrupt_exit, interruptible
-from rlaunch.waiting import wait_until
 
 TAIL = click.IntRange(min=0, max=10**9)  # a deque of the last N lines: bounded, so a huge N is a clear error
 
@@ -57,7 +57,7 @@ def runs(prefix: str | None, name_prefix: str | None, as_json: bool) -> None:
     One line per run: its latest attempt, state (reconciled with the jobs) and job ids.
     """
     from rlaunch.observe.render import dumps, runs_rows
-    from rlaunch.observe.runs import list_runs
+    from rlaunch.observe.run_list import list_runs
     from rlaunch.statefiles import CorruptStateError
 
     damaged: list[CorruptStateError] = []
@@ -71,69 +71,6 @@ def runs(prefix: str | None, name_prefix: str | None, as_json: bool) -> None:
     for problem in damaged:  # the others are listed; each damaged record is named with its fix
         click.echo(f"error: {problem}", err=True)
     if damaged:
-        sys.exit(1)
-
-
-@click.command()
-@run_argument
-@prefix_option
-@attempt_option
-@json_option
-@click.option("--watch", is_flag=True, help="Refresh until the run ends (Ctrl-C stops watching, not the run).")
-@click.option(
-    "--interval",
-    type=click.FloatRange(min=0.2),
-    default=2.0,
-    show_default=True,
-    help="Seconds between --watch refreshes.",
-)
-def status(run: str, prefix: str | None, attempt_id: str | None, as_json: bool, watch: bool, interval: float) -> None:
-    """Show a run's jobs, model, steps and outputs.
-
-    Job states (coordinator and child, per replica), which replicas and trainer processes joined
-    and when, the model the trainer loaded versus the configured one, optimizer steps (latest,
-    steps per minute, last metrics), checkpoints, the export and the terminal manifest.
-
-    RUN is name@version, the RL artifact's path, or a coordinator or child job id.
-    """
-    from rlaunch.observe.collect import collect
-    from rlaunch.observe.finalise import finalise_snapshot
-    from rlaunch.observe.render import dumps, status_text
-    from rlaunch.observe.verdict import smoke_verdict
-
-    damage: list[str] = []
-
-    def show() -> bool:
-        snapshot = collect(resolve_run(run, prefix, attempt_id), run)
-        if snapshot.damage:
-            damage[:] = [snapshot.damage]
-        finalise_snapshot(snapshot)  # an open record whose jobs all ended is closed with the reason
-        if as_json:
-            data = snapshot.to_json()
-            data["smoke"] = smoke_verdict(snapshot).to_json()
-            click.echo(dumps(data) if not watch else dumps(data).replace("\n", " "))
-        else:
-            if watch and sys.stdout.isatty():
-                click.clear()
-            click.echo(status_text(snapshot))
-        return snapshot.is_terminal or bool(snapshot.damage)  # a damaged record ends --watch: it will not heal
-
-    def shown_ended() -> bool:
-        ended = show()
-        if not ended and not as_json:
-            click.echo(f"\n(refreshing every {interval:g}s until the run ends; Ctrl-C stops watching)")
-        return ended
-
-    try:
-        with interruptible():
-            if watch:
-                wait_until(shown_ended, None, "the run to end", interval)
-            else:
-                show()
-    except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM stops watching, never the run
-        sys.exit(interrupt_exit(interrupt))
-    if damage:
-        click.echo(f"error: {damage[0]}", err=True)
         sys.exit(1)
 
 

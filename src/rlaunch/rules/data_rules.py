@@ -1,7 +1,7 @@
 """Data rows carry the fields the runtime reads: checked against the facts data artifacts recorded.
 
 A data artifact records, per split (a data file), its row count, its field names and the first
-row that lacks a field (`rlaunch.skyrl.data_facts`). The runtime profile names the fields every
+row that lacks a field (`rlaunch.sources.data_facts`). The runtime profile names the fields every
 row must carry (`data_fields`: SkyRL's dataset format for the SkyRL runtimes, trl-cpu's own for
 trl-cpu). A split whose rows lack one is refused before anything is allocated, naming the split,
 the field and a row that lacks it. Data not built yet, or built without recorded facts, is not

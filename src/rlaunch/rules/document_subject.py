@@ -12,7 +12,7 @@ from typing import Any
 from rlaunch.launch_config.geometry import Geometry, plan_values
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.rules import fit, memory
-from rlaunch.rules.architecture import from_hf_config
+from rlaunch.rules.model_shape import from_hf_config
 from rlaunch.rules.subject import Subject
 from rlaunch.runtimes.registry import RuntimeProfile, UnknownRuntimeError, get_profile
 from rlaunch.units import parse_size

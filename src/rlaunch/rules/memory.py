@@ -54,8 +54,8 @@ from typing import Any
 
 from rlaunch.dotted import get_path
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.rules.architecture import DTYPE_BYTES, FAMILIES, Architecture, Unsized
 from rlaunch.rules.devices import GIB, Device, device, host_slot
+from rlaunch.rules.model_shape import DTYPE_BYTES, FAMILIES, Architecture, Unsized
 from rlaunch.rules.subject import Subject, Violation, violation
 
 TIGHT_MARGIN = 0.10  # an estimate above 90 % of capacity is tight

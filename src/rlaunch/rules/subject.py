@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rlaunch.runtimes.registry import RuntimeProfile
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rlaunch.rules.architecture import Architecture, Unsized
+    from rlaunch.rules.model_shape import Architecture, Unsized
 
 # The largest size a plan may state: above it a number is not a plan but a typo, and its
 # arithmetic (and printing) would no longer be cheap.

@@ -1,4 +1,7 @@
-"""The RL configuration model: spec, role plan, topology, runtime, executions, preflight, step.
+"""The RL model's user-facing names: spec, role plan, topology, runtime, executions, sources, preflight, step.
+
+They live in the packages below: pure values (`values`), the preflight (`preflight`), planning and the
+step (`plan`), the plan's views (`views`), and the models and data (`rlaunch.sources`).
 
 Names load on first use (`rlaunch.lazy`): `from rlaunch.skyrl import check_plan` imports the
 preflight and the role plan, not the artifact graph, the runner or storage.
@@ -11,23 +14,23 @@ from typing import TYPE_CHECKING
 from rlaunch.lazy import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rlaunch.skyrl.execution import (
+    from rlaunch.skyrl.plan.rl_step import SkyRLRun, skyrl_step
+    from rlaunch.skyrl.preflight import check_plan
+    from rlaunch.skyrl.values.execution import (
         IrisSkyRLExecution,
         LocalSkyRLExecution,
         RaySkyRLExecution,
         SkyRLExecution,
         SlurmSkyRLExecution,
     )
-    from rlaunch.skyrl.memory_fit import MemoryReport, memory_report
-    from rlaunch.skyrl.model_facts import ModelFacts
-    from rlaunch.skyrl.preflight import check_plan
-    from rlaunch.skyrl.preflight_error import PreflightError
-    from rlaunch.skyrl.retention import SkyRLRetentionPolicy
-    from rlaunch.skyrl.rl_step import SkyRLRun, skyrl_step
-    from rlaunch.skyrl.role_plan import SkyRLCriticPlan, SkyRLRolePlan, SkyRLTopology
-    from rlaunch.skyrl.runtime import SkyRLRuntime
-    from rlaunch.skyrl.sources import ArtifactDataSource, ArtifactHfModel, HfModel, PromptData
-    from rlaunch.skyrl.spec import ResumeFrom, SkyRLSpec
+    from rlaunch.skyrl.values.preflight_error import PreflightError
+    from rlaunch.skyrl.values.retention import SkyRLRetentionPolicy
+    from rlaunch.skyrl.values.role_plan import SkyRLCriticPlan, SkyRLRolePlan, SkyRLTopology
+    from rlaunch.skyrl.values.runtime import SkyRLRuntime
+    from rlaunch.skyrl.values.spec import ResumeFrom, SkyRLSpec
+    from rlaunch.skyrl.views.memory_fit import MemoryReport, memory_report
+    from rlaunch.sources.inputs import ArtifactDataSource, ArtifactHfModel, HfModel, PromptData
+    from rlaunch.sources.model_facts import ModelFacts
 
 __all__ = [
     "ArtifactDataSource",
@@ -58,22 +61,22 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     globals(),
     {
-        "preflight_error": ["PreflightError"],
-        "execution": [
+        "values.preflight_error": ["PreflightError"],
+        "values.execution": [
             "IrisSkyRLExecution",
             "LocalSkyRLExecution",
             "RaySkyRLExecution",
             "SkyRLExecution",
             "SlurmSkyRLExecution",
         ],
-        "memory_fit": ["MemoryReport", "memory_report"],
-        "model_facts": ["ModelFacts"],
+        "views.memory_fit": ["MemoryReport", "memory_report"],
+        "rlaunch.sources.model_facts": ["ModelFacts"],
         "preflight": ["check_plan"],
-        "retention": ["SkyRLRetentionPolicy"],
-        "role_plan": ["SkyRLCriticPlan", "SkyRLRolePlan", "SkyRLTopology"],
-        "runtime": ["SkyRLRuntime"],
-        "sources": ["ArtifactDataSource", "ArtifactHfModel", "HfModel", "PromptData"],
-        "spec": ["ResumeFrom", "SkyRLSpec"],
-        "rl_step": ["SkyRLRun", "skyrl_step"],
+        "values.retention": ["SkyRLRetentionPolicy"],
+        "values.role_plan": ["SkyRLCriticPlan", "SkyRLRolePlan", "SkyRLTopology"],
+        "values.runtime": ["SkyRLRuntime"],
+        "rlaunch.sources.inputs": ["ArtifactDataSource", "ArtifactHfModel", "HfModel", "PromptData"],
+        "values.spec": ["ResumeFrom", "SkyRLSpec"],
+        "plan.rl_step": ["SkyRLRun", "skyrl_step"],
     },
 )

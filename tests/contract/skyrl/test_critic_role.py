@@ -15,8 +15,8 @@ import pytest
 from rlaunch.launch_config.composition import set_path
 from rlaunch.launch_config.geometry import CRITIC_MODEL_KEY
 from rlaunch.runtimes.registry import get_profile
-from rlaunch.skyrl.config_yaml import render_recipe
-from rlaunch.skyrl.role_plan import SkyRLCriticPlan, SkyRLRolePlan
+from rlaunch.skyrl.values.config_yaml import render_recipe
+from rlaunch.skyrl.values.role_plan import SkyRLCriticPlan, SkyRLRolePlan
 
 from .test_differential import rlaunch_verdict, skyrl_refusal
 

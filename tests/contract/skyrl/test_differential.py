@@ -30,10 +30,10 @@ from hypothesis import strategies as st
 from rlaunch.launch_config.composition import get_path, set_path
 from rlaunch.launch_config.geometry import CRITIC_FROM_POLICY, CRITIC_MODEL_KEY
 from rlaunch.runtimes.registry import get_profile
-from rlaunch.skyrl.config_yaml import render_recipe
 from rlaunch.skyrl.preflight import check_plan
-from rlaunch.skyrl.preflight_error import PreflightError
-from rlaunch.skyrl.role_plan import SkyRLCriticPlan, SkyRLRolePlan, SkyRLTopology
+from rlaunch.skyrl.values.config_yaml import render_recipe
+from rlaunch.skyrl.values.preflight_error import PreflightError
+from rlaunch.skyrl.values.role_plan import SkyRLCriticPlan, SkyRLRolePlan, SkyRLTopology
 
 pytestmark = pytest.mark.skyrl
 RULES_DOC = Path(__file__).resolve().parents[3] / "src" / "rlaunch" / "skyrl" / "preflight" / "LAUNCHER_RULES.md"

@@ -1,17 +1,18 @@
 """`SlurmBackend`: rlaunch jobs as Slurm jobs; the gang lifecycle runs inside the allocation.
 
 A job is one Slurm job of `replicas` nodes (one task per node). Its batch script runs the gang
-driver (`rlaunch.cluster.slurm.job_driver`: the local backend's supervisor with Slurm as transport)
+driver (`rlaunch.cluster.slurm.job_driver`: the gang engine's supervisor with Slurm as transport)
 on the first node; the driver starts each replica's attempt as a job step on its own node
 (`srun --nodes=1 --ntasks=1 --relative=<rank>`), copies the steps' output into the job's log
 files, retries a failed replica as the lifecycle says, obeys cancel requests and cancels the
-job's children when it ends. State lives in files as for the local backend, under a root every
-node sees, one directory per Slurm job id (so `squeue`, `scancel` and rlaunch name jobs alike):
+job's children when it ends. State lives in files as for the local backend (the gang engine,
+`rlaunch.cluster.gang`), under a root every node sees, one directory per Slurm job id (so `squeue`,
+`scancel` and rlaunch name jobs alike):
 
     <root>/<slurm job id>/job.json, state.json, cancel.json, children/, logs/job.log,
                           logs/rank-<r>.attempt-<a>.log, supervisor.log (the driver's own output)
 
-  submit    the queue preflight (`preflight`: each violation with its fix; nothing is queued),
+  submit    the queue check (`queue_check`: each violation with its fix; nothing is queued),
             then `sbatch --hold` (job argv and environment travel in the job's environment,
             never in a file), the records, `scontrol release`
   status    the driver's record; a pending job's message is Slurm's reason (squeue); a job Slurm
@@ -34,13 +35,13 @@ from pathlib import Path
 from typing import Any
 
 import rlaunch
+from rlaunch.cluster.gang.engine import DEFAULT_KILL_GRACE, KILL_GRACE_ENV, GangEngine
+from rlaunch.cluster.gang.state import JobDir
 from rlaunch.cluster.job_environment import base_environment, free_port
-from rlaunch.cluster.local.backend import DEFAULT_KILL_GRACE, KILL_GRACE_ENV, LocalBackend
-from rlaunch.cluster.local.state import JobDir
 from rlaunch.cluster.protocol import BACKEND_ENV, NODE_IP_ENV, CapacityError, JobSpec, JobState, JobStatus, Resources
 from rlaunch.cluster.slurm import commands
 from rlaunch.cluster.slurm.commands import QueueEntry, SlurmError, key_values, queue_entry
-from rlaunch.cluster.slurm.preflight import read_partition, violations
+from rlaunch.cluster.slurm.queue_check import read_partition, violations
 from rlaunch.placement import SlurmPlacement
 
 ROOT_ENV = "RLAUNCH_SLURM_ROOT"
@@ -67,7 +68,7 @@ def default_root() -> Path:
     return Path(prefix) / ".slurm-jobs"
 
 
-class SlurmBackend(LocalBackend):
+class SlurmBackend(GangEngine):
     """Slurm through sbatch/srun/squeue/scontrol/scancel/sinfo; options are a `SlurmPlacement`'s."""
 
     name = "slurm"
@@ -102,7 +103,9 @@ class SlurmBackend(LocalBackend):
         if kill_grace is None:
             configured = os.environ.get(KILL_GRACE_ENV)
             kill_grace = float(configured) if configured else DEFAULT_KILL_GRACE
-        super().__init__(root if root is not None else default_root(), kill_grace=kill_grace)
+        super().__init__(
+            Path(os.path.abspath(os.path.expanduser(root))) if root is not None else default_root(), kill_grace
+        )
         self._addresses: list[str] | None = None
         self._entries: dict[str, tuple[float, QueueEntry | None]] = {}
 

@@ -1,7 +1,7 @@
 """`python -m rlaunch.cluster.slurm.job_driver <root>`: the batch script of every rlaunch Slurm job.
 
-It runs on the allocation's first node as the job's gang driver: the local backend's supervisor
-with `SlurmBackend` as its transport (each replica attempt a job step on its node). The job's
+It runs on the allocation's first node as the job's gang driver: the gang engine's supervisor
+(`rlaunch.cluster.gang.supervisor`) with `SlurmBackend` as its transport (each replica attempt a job step on its node). The job's
 argv and environment come in `$RLAUNCH_SLURM_JOB` (set at sbatch, never written
 to a file); the job id is Slurm's. A SIGTERM (scancel, the time limit) is a cancel request: the
 driver stops the steps, records the outcome and cancels the job's children within Slurm's KillWait.
@@ -14,8 +14,8 @@ import os
 import sys
 from pathlib import Path
 
-from rlaunch.cluster.local.state import JobDir
-from rlaunch.cluster.local.supervisor import Supervisor
+from rlaunch.cluster.gang.state import JobDir
+from rlaunch.cluster.gang.supervisor import Supervisor
 from rlaunch.cluster.protocol import JOB_ID_ENV
 from rlaunch.cluster.slurm.backend import JOB_ENV, SlurmBackend
 

@@ -22,10 +22,10 @@ from rlaunch.launch_config.composition import RecipeProblem
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules.data_rules import DataFacts
 from rlaunch.runtimes.registry import RuntimeProfile, get_profile
-from rlaunch.skyrl.config_yaml import entrypoint_of, render_recipe
-from rlaunch.skyrl.model_facts import ModelFacts
-from rlaunch.skyrl.preflight_error import PreflightError
-from rlaunch.skyrl.role_plan import SkyRLTopology
+from rlaunch.skyrl.values.config_yaml import entrypoint_of, render_recipe
+from rlaunch.skyrl.values.preflight_error import PreflightError
+from rlaunch.skyrl.values.role_plan import SkyRLTopology
+from rlaunch.sources.model_facts import ModelFacts
 
 __all__ = ["check_plan", "subject_of"]
 

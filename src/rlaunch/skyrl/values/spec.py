@@ -2,7 +2,7 @@
 
 Constructing one checks its own fields (types, names, the recipe parses) and reads nothing: no
 storage, no environment. The preflight over the plan and what storage holds of its model and data
-runs when the graph is planned (`rlaunch.skyrl.planning`), again in the RL step once its inputs
+runs when the graph is planned (`rlaunch.skyrl.plan.planning`), again in the RL step once its inputs
 are built, and in the launch host on the document.
 """
 
@@ -14,16 +14,16 @@ from typing import Any
 
 from rlaunch.artifacts import ArtifactStep
 from rlaunch.artifacts.identity import validate_name, validate_version
+from rlaunch.field_checks import require_int, require_str
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.schema import ResumeFrom as ResumeFrom  # exported by rlaunch.skyrl
 from rlaunch.launch_config.schema import resume_from_problems
 from rlaunch.secrets import credential_name_problem
-from rlaunch.skyrl.config_yaml import entrypoint_of, parse_config_yaml, render_recipe
-from rlaunch.skyrl.fields import require_int, require_str
-from rlaunch.skyrl.retention import SkyRLRetentionPolicy
-from rlaunch.skyrl.role_plan import SkyRLTopology
-from rlaunch.skyrl.runtime import SkyRLRuntime
-from rlaunch.skyrl.sources import ArtifactDataSource, ArtifactHfModel
+from rlaunch.skyrl.values.config_yaml import entrypoint_of, parse_config_yaml, render_recipe
+from rlaunch.skyrl.values.retention import SkyRLRetentionPolicy
+from rlaunch.skyrl.values.role_plan import SkyRLTopology
+from rlaunch.skyrl.values.runtime import SkyRLRuntime
+from rlaunch.sources.inputs import ArtifactDataSource, ArtifactHfModel
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,4 +1,4 @@
-"""Preflight for the queue: whether a job could ever start in its partition, asked before sbatch.
+"""The queue check: whether a job could ever start in its partition, asked before sbatch.
 
 The facts come from Slurm (`scontrol show partition -o`, `sinfo -N`); the checks are pure, so
 every rule is table-tested. Each violation says what is wrong and the fix:

@@ -1,4 +1,4 @@
-"""`rlaunch runs`: every run recorded under a prefix, newest first, with its state and job ids."""
+"""`rlaunch runs`: the list of every run recorded under a prefix, newest first, with its state and job ids."""
 
 from __future__ import annotations
 

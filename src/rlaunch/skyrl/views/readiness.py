@@ -26,7 +26,7 @@ from rlaunch.rules.memory import MemoryTable, gib
 from rlaunch.runtimes.defects import OPEN, UNVERIFIED
 from rlaunch.runtimes.registry import RuntimeProfile
 from rlaunch.secrets import forwarded_names
-from rlaunch.skyrl.stored_facts import StoredFacts
+from rlaunch.skyrl.plan.stored_facts import StoredFacts
 
 OK, MISSING, WARN, DEFAULT = "ok", "missing", "warn", "default"
 HOST_FIELDS = ("cpu", "memory", "disk")

@@ -19,10 +19,7 @@ from rlaunch.launch_config.gates import (
     version_problem,
 )
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
-from rlaunch.skyrl.stored_facts import StoredFacts
-
-AUTHORISED_ENV = "RLAUNCH_AUTHORISED"
-GATE_OPTIONS = {"retry": "--retry", "skip_smoke_gate": "--skip-smoke-gate"}
+from rlaunch.skyrl.plan.stored_facts import StoredFacts
 
 
 def old_runtime_note(document: SkyRLLaunchConfig, facts: StoredFacts) -> str | None:

@@ -17,11 +17,11 @@ from rlaunch import rules
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules import fit, memory
 from rlaunch.runtimes.registry import RuntimeProfile, get_profile
-from rlaunch.skyrl.config_yaml import render_recipe
-from rlaunch.skyrl.model_facts import ModelFacts
 from rlaunch.skyrl.preflight import subject_of
-from rlaunch.skyrl.preflight_error import PreflightError
-from rlaunch.skyrl.role_plan import SkyRLTopology
+from rlaunch.skyrl.values.config_yaml import render_recipe
+from rlaunch.skyrl.values.preflight_error import PreflightError
+from rlaunch.skyrl.values.role_plan import SkyRLTopology
+from rlaunch.sources.model_facts import ModelFacts
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from typing import Any
 
 from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, Directory, StepContext
+from rlaunch.field_checks import require_str
 from rlaunch.launch_config.schema import DataInput, ModelInput
 from rlaunch.paths import ConfinementError, relative_path_problem
-from rlaunch.skyrl.fields import require_str
-from rlaunch.skyrl.model_facts import StoredModel
+from rlaunch.sources.model_facts import StoredModel
 
 STAGED_MODELS = "models"
 STAGED_DATA = "data"
@@ -41,7 +41,7 @@ class PromptData(Directory):
     Built with `PromptData(path=...)`, it reads its files once and records per split the row
     count, the field names and the first row lacking a field (`splits`), which the preflight
     checks against the fields the runtime reads. A hub dataset also records its files' sha256,
-    the commit and the source (`rlaunch.skyrl.hub.hf_dataset_source`).
+    the commit and the source (`rlaunch.sources.hub.hf_dataset_source`).
     """
 
     splits: dict[str, Any] | None = None  # None: computed from the files (at build)
@@ -51,7 +51,7 @@ class PromptData(Directory):
 
     def __post_init__(self) -> None:
         if self.splits is None:
-            from rlaunch.skyrl.data_facts import split_facts
+            from rlaunch.sources.data_facts import split_facts
 
             object.__setattr__(self, "splits", split_facts(self.path) if storage.exists(self.path) else {})
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
 from rlaunch.runs.resume import accepts, pinned_problem, refusal, run_fingerprint
-from rlaunch.skyrl.stored_facts import StoredFacts
+from rlaunch.skyrl.plan.stored_facts import StoredFacts
 
 
 def resume_refusal(planned: PlannedLaunch, facts: StoredFacts) -> str | None:

@@ -1,36 +1,32 @@
-"""The detached process that owns one local job from gang start to terminal state.
+"""The supervisor: the process that owns one job of the gang engine from gang start to terminal state.
 
-`python -m rlaunch.cluster.local.supervisor <job_dir>` reads `{"argv": [...], "env": {...}}` on
-stdin: the job's real argv and environment may hold credentials, so they are never written to
-disk. It then forks: the parent records the child's pid in supervisor.json and exits, so the
-submitter returns at once and never has to reap it. The child (the supervisor proper) starts
-every replica together, copies their output into the logs, retries failed replicas, enforces the
+Each transport's job driver runs it (`rlaunch.cluster.local.job_driver`, detached on this machine;
+`rlaunch.cluster.slurm.job_driver`, the batch script on the allocation's first node), with the
+job's argv and environment in memory (they may hold credentials, so they are never written to
+disk) and the transport's engine, which says how a replica runs. It starts every replica together, copies their output into the logs, retries failed replicas, enforces the
 timeout, obeys cancel requests, watches its parent job, and when the job ends cancels its
 children before writing the terminal state.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import selectors
 import signal
-import socket
 import subprocess
 import sys
 import time
 import traceback
 from dataclasses import dataclass
-from pathlib import Path
 from types import FrameType
 from typing import IO
 
 from rlaunch.cluster import lifecycle
 from rlaunch.cluster.combined_log import LineBuffer, rank_prefix
+from rlaunch.cluster.gang.engine import GangEngine
+from rlaunch.cluster.gang.procs import stop_groups
+from rlaunch.cluster.gang.state import JobDir
 from rlaunch.cluster.lifecycle import Decision, GangLifecycle, Outcome
-from rlaunch.cluster.local.backend import LocalBackend
-from rlaunch.cluster.local.procs import process_identity, stop_groups
-from rlaunch.cluster.local.state import JobDir, write_json_atomic
 from rlaunch.cluster.protocol import RANK_ENV, RENDEZVOUS_ENV, JobNotFoundError, JobState
 from rlaunch.secrets import Scrubber
 from rlaunch.storage import utc_now
@@ -64,7 +60,8 @@ class Supervisor:
         argv: list[str],
         env: dict[str, str],
         known: list[str] | None = None,
-        backend: LocalBackend | None = None,
+        *,
+        backend: GangEngine,
     ) -> None:
         self.job = job
         self.record = job.read_job()
@@ -72,7 +69,7 @@ class Supervisor:
         self.argv = argv
         self.env = env
         self.scrubber = Scrubber.for_process(env, known=known or ())  # the submitter's secrets too
-        self.backend = backend or LocalBackend(root=job.root, kill_grace=float(self.record["kill_grace"]))
+        self.backend = backend
         self.gang = GangLifecycle(
             job.job_id,
             self.record["replicas"],
@@ -280,30 +277,3 @@ class Supervisor:
     def _save(self) -> None:
         self.state.update(self.gang.record())
         self.job.write_state(self.state)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print(
-            "usage: python -m rlaunch.cluster.local.supervisor <job_dir>  (job argv and env as JSON on stdin)",
-            file=sys.stderr,
-        )
-        return 2
-    path = Path(args[0])
-    job = JobDir(path.parent, path.name)
-    payload = json.loads(sys.stdin.read())
-    pid = os.fork()
-    if pid:
-        write_json_atomic(
-            job.supervisor_file,
-            {"pid": pid, "identity": process_identity(pid), "host": socket.gethostname(), "started_at": utc_now()},
-        )
-        return 0
-    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-    Supervisor(job, payload["argv"], payload["env"], payload.get("scrub")).run()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

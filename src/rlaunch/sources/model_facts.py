@@ -2,7 +2,7 @@
 `StoredModel`: those facts with what storage recorded of the model besides.
 
 Its own module, free of the artifact graph, so the preflight can take it without importing
-`skyrl.sources` (and through it the artifact package and storage). `from_hf_config` reads them
+`sources.inputs` (and through it the artifact package and storage). `from_hf_config` reads them
 from a model's own `config.json` (pure: no torch, no transformers); the architecture it carries
 sizes the memory rules (`rlaunch.rules.memory`).
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rlaunch.rules.architecture import Architecture, Unsized
+    from rlaunch.rules.model_shape import Architecture, Unsized
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class ModelFacts:
     @classmethod
     def from_hf_config(cls, config: Mapping[str, Any]) -> ModelFacts:
         """The facts of a Hugging Face `config.json` (as a dict)."""
-        from rlaunch.rules.architecture import from_hf_config  # only where a config is read: not on a cold verdict
+        from rlaunch.rules.model_shape import from_hf_config  # only where a config is read: not on a cold verdict
 
         heads, context = config.get("num_attention_heads"), config.get("max_position_embeddings")
         return cls(
@@ -55,7 +55,7 @@ class ModelFacts:
 
 @dataclass(frozen=True)
 class StoredModel:
-    """A model artifact as storage knows it (`rlaunch.skyrl.stored_facts`); an unbuilt one: what
+    """A model artifact as storage knows it (`rlaunch.skyrl.plan.stored_facts`); an unbuilt one: what
     its step pins and declares."""
 
     facts: ModelFacts = ModelFacts()  # revision: the recorded one, else the commit its step pins

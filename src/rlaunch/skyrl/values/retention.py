@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlaunch.skyrl.fields import require_int
+from rlaunch.field_checks import require_int
 
 MAX_RESUME_CHECKPOINTS = 5
 

@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass, fields
 from typing import Any
 
-from rlaunch.skyrl.fields import require_bool, require_int, require_str
+from rlaunch.field_checks import require_bool, require_int, require_str
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from rlaunch.field_checks import require_int, require_number, require_str
 from rlaunch.launch_config.schema import RaySection
 from rlaunch.launch_config.task_env import check_task_env
-from rlaunch.placement import RayPlacement, SlurmPlacement
-from rlaunch.skyrl.fields import require_int, require_number, require_str
+from rlaunch.placement import RayClusterFields, RayPlacement, SlurmPlacement, SlurmQueueFields
 from rlaunch.units import parse_size
 
 # What a large launch must not leave to a default without saying so (readiness marks each).
@@ -130,7 +130,7 @@ class LocalSkyRLExecution(SkyRLExecution):
 
 
 @dataclass(frozen=True, kw_only=True)
-class RaySkyRLExecution(SkyRLExecution):
+class RaySkyRLExecution(SkyRLExecution, RayClusterFields):
     """An existing Ray cluster through the Ray Jobs API (needs the extra: pip install 'rlaunch[ray]').
 
     address        the dashboard URL (http://<head>:8265) or the GCS address (<head>:6379); default
@@ -151,13 +151,9 @@ class RaySkyRLExecution(SkyRLExecution):
     """
 
     backend: ClassVar[str] = "ray"
-    address: str | None = None
+    # An experiment uploads its project unless told otherwise (a Ray backend built by hand uploads nothing).
     working_dir: str | None = "."
     excludes: tuple[str, ...] = (".git", ".venv", "rlaunch-artifacts", "__pycache__", "*.png")
-    py_executable: str | None = None
-    pip: tuple[str, ...] = ()
-    strategy: str = "auto"
-    check_capacity: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -167,15 +163,7 @@ class RaySkyRLExecution(SkyRLExecution):
 
     def _placement(self, address: str | None) -> RayPlacement:
         return RayPlacement(
-            address=address,
-            working_dir=self.working_dir,
-            excludes=self.excludes,
-            py_executable=self.py_executable,
-            pip=self.pip,
-            strategy=self.strategy,
-            check_capacity=self.check_capacity,
-            priority=self.priority,
-            owner="RaySkyRLExecution",
+            **{**self.cluster_fields(), "address": address}, priority=self.priority, owner="RaySkyRLExecution"
         )
 
     def _address(self) -> str | None:
@@ -260,7 +248,7 @@ class IrisSkyRLExecution(SkyRLExecution):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SlurmSkyRLExecution(SkyRLExecution):
+class SlurmSkyRLExecution(SkyRLExecution, SlurmQueueFields):
     """A Slurm cluster through sbatch/srun/squeue/scancel (run where Slurm's commands are: a login node).
 
     partition / account / qos   as sbatch takes them (None: the cluster's default)
@@ -277,18 +265,10 @@ class SlurmSkyRLExecution(SkyRLExecution):
     `cpu`/`memory` are per node of the child gang (`--cpus-per-task`, `--mem`), `coordinator_*`
     the coordinator job's; `priority` is recorded only (Slurm orders by its own priority and QOS);
     disk is not requested (Slurm's `--tmp` is an extra option). Before anything is queued, the
-    gang is checked against the partition (`rlaunch.cluster.slurm.preflight`).
+    gang is checked against the partition (`rlaunch.cluster.slurm.queue_check`).
     """
 
     backend: ClassVar[str] = "slurm"
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    time_limit_minutes: int | None = None
-    constraint: str | None = None
-    gpu_gres: str = "gpu"
-    exclusive: bool = False
-    sbatch_options: Mapping[str, str] = field(default_factory=dict)
     jobs_root: str | None = None
 
     def __post_init__(self) -> None:
@@ -296,18 +276,7 @@ class SlurmSkyRLExecution(SkyRLExecution):
         object.__setattr__(self, "sbatch_options", self._placement().sbatch_options)
 
     def _placement(self) -> SlurmPlacement:
-        return SlurmPlacement(
-            root=self.jobs_root,
-            partition=self.partition,
-            account=self.account,
-            qos=self.qos,
-            time_limit_minutes=self.time_limit_minutes,
-            constraint=self.constraint,
-            gpu_gres=self.gpu_gres,
-            exclusive=self.exclusive,
-            sbatch_options=self.sbatch_options,
-            owner="SlurmSkyRLExecution",
-        )
+        return SlurmPlacement(**self.queue_fields(), root=self.jobs_root, owner="SlurmSkyRLExecution")
 
     def route(self) -> tuple[Any, ...]:
         """Every field: the coordinator's children queue with the coordinator's placement."""

@@ -15,10 +15,10 @@ from rlaunch.launch_config.gates import authorisations
 from rlaunch.runs.layout import HANDED_DOCUMENT, attempt_dir
 from rlaunch.runs.run_record import marked, update_attempt
 from rlaunch.secrets import refuse_secrets_in
-from rlaunch.skyrl import launcher, planning
-from rlaunch.skyrl.execution import SkyRLExecution
-from rlaunch.skyrl.launch_document import gates_section, render_document
-from rlaunch.skyrl.spec import SkyRLSpec
+from rlaunch.skyrl.plan import launcher, planning
+from rlaunch.skyrl.plan.launch_document import gates_section, render_document
+from rlaunch.skyrl.values.execution import SkyRLExecution
+from rlaunch.skyrl.values.spec import SkyRLSpec
 
 EXECUTION_ARG = "skyrl_execution"
 

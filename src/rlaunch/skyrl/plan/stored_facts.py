@@ -28,8 +28,8 @@ from rlaunch.launch_config.gates import recorded_attempts
 from rlaunch.rules.data_rules import DataFacts
 from rlaunch.runs.layout import CheckpointInfo, RunPaths, latest_checkpoint
 from rlaunch.runs.resume import ResumePoint, verified_resume
-from rlaunch.skyrl.model_facts import ModelFacts, StoredModel
-from rlaunch.skyrl.sources import ArtifactDataSource, ArtifactHfModel, declared_config, pinned_commit
+from rlaunch.sources.inputs import ArtifactDataSource, ArtifactHfModel, declared_config, pinned_commit
+from rlaunch.sources.model_facts import ModelFacts, StoredModel
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from typing import Any
 from rlaunch.launch_config.composition import get_path, has_path, set_path
 from rlaunch.launch_config.geometry import FULLY_ASYNC, FULLY_ASYNC_ENABLED_KEY, ROLE_PLAN_KEYS, rendered_plan
 from rlaunch.runtimes.registry import RuntimeProfile
-from rlaunch.skyrl.preflight_error import PreflightError
-from rlaunch.skyrl.role_plan import SkyRLRolePlan
+from rlaunch.skyrl.values.preflight_error import PreflightError
+from rlaunch.skyrl.values.role_plan import SkyRLRolePlan
 
 ENTRYPOINT_KEY = "entrypoint"
 DEFAULT_ENTRYPOINT = "standard"

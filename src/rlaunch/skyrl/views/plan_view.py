@@ -16,13 +16,13 @@ from rlaunch.launch_config.schema import DataInput, SkyRLLaunchConfig
 from rlaunch.rules.document_subject import nearest_fits
 from rlaunch.rules.fit import needs_search
 from rlaunch.runs.resume import run_fingerprint
-from rlaunch.skyrl.gate_checks import plan_rows, smoke_line
-from rlaunch.skyrl.memory_fit import render as render_memory
-from rlaunch.skyrl.memory_fit import render_nearest_fits
-from rlaunch.skyrl.readiness import readiness, relied_defaults
-from rlaunch.skyrl.readiness import render as render_readiness
-from rlaunch.skyrl.resume_check import resume_refusal
-from rlaunch.skyrl.stored_facts import StoredFacts
+from rlaunch.skyrl.plan.stored_facts import StoredFacts
+from rlaunch.skyrl.views.gate_checks import plan_rows, smoke_line
+from rlaunch.skyrl.views.memory_fit import render as render_memory
+from rlaunch.skyrl.views.memory_fit import render_nearest_fits
+from rlaunch.skyrl.views.readiness import readiness, relied_defaults
+from rlaunch.skyrl.views.readiness import render as render_readiness
+from rlaunch.skyrl.views.resume_check import resume_refusal
 
 
 def describe_step(planned: PlannedLaunch, facts: StoredFacts, smoke: PlannedLaunch | None = None) -> list[str]:

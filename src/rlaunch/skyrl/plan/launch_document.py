@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlaunch import storage
 from rlaunch.artifacts import StepContext
+from rlaunch.launch_config.gates import AUTHORISED_ENV, GATE_OPTIONS
 from rlaunch.launch_config.schema import (
     SCHEMA_VERSION,
     Allocation,
@@ -38,14 +39,13 @@ from rlaunch.launch_config.typed import decode, encode
 from rlaunch.names import sanitize_job_name
 from rlaunch.runs.layout import RunPaths, temporary_root
 from rlaunch.runs.resume import pinned_checkpoint_root
-from rlaunch.skyrl.execution import SkyRLExecution
-from rlaunch.skyrl.gate_checks import AUTHORISED_ENV, GATE_OPTIONS
-from rlaunch.skyrl.model_facts import StoredModel
-from rlaunch.skyrl.sources import graph_shape
-from rlaunch.skyrl.spec import SkyRLSpec
+from rlaunch.skyrl.values.execution import SkyRLExecution
+from rlaunch.skyrl.values.spec import SkyRLSpec
+from rlaunch.sources.inputs import graph_shape
+from rlaunch.sources.model_facts import StoredModel
 
 if TYPE_CHECKING:
-    from rlaunch.skyrl.rl_step import SkyRLArtifactStep  # it plans through this module
+    from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep  # it plans through this module
 
 PLACEHOLDER = "<placement>"
 

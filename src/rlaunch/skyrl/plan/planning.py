@@ -24,15 +24,15 @@ from rlaunch.artifacts import StepContext
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.schema import SkyRLLaunchConfig, from_dict
 from rlaunch.rules import wandb_entity
-from rlaunch.skyrl.execution import SkyRLExecution
-from rlaunch.skyrl.launch_document import gates_section, live_run_paths, render_document
+from rlaunch.skyrl.plan.launch_document import gates_section, live_run_paths, render_document
+from rlaunch.skyrl.plan.stored_facts import StoredFacts, gather
 from rlaunch.skyrl.preflight import check_plan
-from rlaunch.skyrl.preflight_error import PreflightError
-from rlaunch.skyrl.spec import SkyRLSpec
-from rlaunch.skyrl.stored_facts import StoredFacts, gather
+from rlaunch.skyrl.values.execution import SkyRLExecution
+from rlaunch.skyrl.values.preflight_error import PreflightError
+from rlaunch.skyrl.values.spec import SkyRLSpec
 
 if TYPE_CHECKING:
-    from rlaunch.skyrl.rl_step import SkyRLArtifactStep  # it plans through this module
+    from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep  # it plans through this module
 
 PLANNED_ATTEMPT = "planned"  # the attempt id of a planned document (a launch draws a fresh one)
 
@@ -62,12 +62,10 @@ class Planning:
         assert launch is not None, f"{step.identity}: planned without a preflight"
         return launch
 
-    def describe(self, step: SkyRLArtifactStep) -> list[str]:
-        """The plan's lines for `step` (`plan_view`)."""
-        from rlaunch.skyrl.plan_view import describe_step
-
-        smoke = None if step.smoke is None else self.launch(step.smoke)
-        return describe_step(self.launch(step), self.facts(step), smoke)
+    def view_of(self, step: SkyRLArtifactStep) -> tuple[PlannedLaunch, StoredFacts, PlannedLaunch | None]:
+        """What the plan's views read for `step` (`views.plan_view.describe_step(*planning.view_of(step))`):
+        its planned launch, its stored facts and its declared smoke's planned launch."""
+        return self.launch(step), self.facts(step), None if step.smoke is None else self.launch(step.smoke)
 
     def numbers(self, step: SkyRLArtifactStep) -> dict[str, Any]:
         """The plan's numbers for `step` as data (`--plan-format json`): the memory table, and the

@@ -27,8 +27,8 @@ from typing import Any
 from rlaunch import storage
 from rlaunch.artifacts import ArtifactStep, is_mutable, resolve_version
 from rlaunch.errors import UserError
-from rlaunch.skyrl.model_facts import ModelFacts
-from rlaunch.skyrl.sources import COMMIT, HfModel, PromptData
+from rlaunch.sources.inputs import COMMIT, HfModel, PromptData
+from rlaunch.sources.model_facts import ModelFacts
 
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 

@@ -10,8 +10,8 @@ from rlaunch import storage
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
 from rlaunch.runs.layout import temporary_base
-from rlaunch.skyrl.resume_check import resume_refusal
-from rlaunch.skyrl.stored_facts import StoredFacts
+from rlaunch.skyrl.plan.stored_facts import StoredFacts
+from rlaunch.skyrl.views.resume_check import resume_refusal
 
 
 def submission_problems(planned: PlannedLaunch, facts: StoredFacts, prefix: str) -> list[str]:
