@@ -273,7 +273,7 @@ AREAS = (
     ),
     Area(
         "hub_sources",
-        ("src/rlaunch/skyrl/hub.py",),
+        ("src/rlaunch/sources/hub.py",),
         ("tests/parity/test_hub_source.py", "tests/parity/test_hub_pins.py", "tests/gates/test_pinned_data.py"),
     ),
     Area(
@@ -442,11 +442,11 @@ EQUIVALENT: dict[str, str] = {
     "reads it, and table_for gives such a table no rows",
     # hub_sources
     **{
-        f"rlaunch.skyrl.hub.x__publish__mutmut_{n}": "another chunk size for the streamed sha256 (or the whole file "
+        f"rlaunch.sources.hub.x__publish__mutmut_{n}": "another chunk size for the streamed sha256 (or the whole file "
         "at once): the same digest"
         for n in (46, 48, 49)
     },
-    **{f"rlaunch.skyrl.hub.x__architecture__mutmut_{n}": _UTF8 for n in (11, 13, 15)},
+    **{f"rlaunch.sources.hub.x__architecture__mutmut_{n}": _UTF8 for n in (11, 13, 15)},
     # failures
     **{
         f"rlaunch.launch_config.failures.x__signal__mutmut_{n}": "another bound of the signal arithmetic: only "

@@ -81,4 +81,7 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     test_command = "python3 -m venv .venv && .venv/bin/pip install -e '.[test,ray]' && .venv/bin/python -m pytest -n 3 --dist loadgroup"
     assert test_command in readme
-    assert "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test,ray]' && .venv/bin/python -m pytest -n 3 --dist loadgroup" in ci
+    assert (
+        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test,ray]' && .venv/bin/python -m pytest -n 3 --dist loadgroup"
+        in ci
+    )

@@ -66,7 +66,7 @@ def test_bad_cli_inputs_are_one_line_errors_exit_2(env: dict[str, str], args: li
 
 def test_a_system_prefix_is_refused_before_anything_is_read(env: dict[str, str], monkeypatch) -> None:
     """`runs --prefix /` used to walk the whole machine, /proc included."""
-    from rlaunch.observe import runs
+    from rlaunch.observe import run_list as runs
 
     walked: list[str] = []
     monkeypatch.setattr(runs, "run_records", lambda prefix, damaged=None: walked.append(prefix) or [])

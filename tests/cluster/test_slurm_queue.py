@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from rlaunch.cluster import base
-from rlaunch.cluster.local.state import JobDir
+from rlaunch.cluster.gang.state import JobDir
 from rlaunch.cluster.protocol import JobSpec, JobState
 from rlaunch.cluster.slurm import backend as slurm_backend
 from rlaunch.cluster.slurm import commands

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from rlaunch.artifacts import resolve_version
-from rlaunch.skyrl.hub import (
+from rlaunch.sources.hub import (
     HubError,
     UnpinnedRevisionError,
     _publish,
