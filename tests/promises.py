@@ -516,8 +516,24 @@ PROMISES = (
         ),
     ),
     Promise(
-        "Large is more nodes or GPUs than the thresholds, whatever the accelerator; a declared smoke is never large",
+        "Large is more nodes or GPUs than the thresholds, whatever the accelerator, or than the declared smoke that "
+        "rehearses it; a declared smoke is never large",
         (
+            _one(
+                f"{_JUDGE}::large",
+                "    if smoke is not None and smoke.gpus and allocated > smoke.gpus:",
+                "    if False:",
+                "a launch on more GPUs than its smoke judged small",
+                "tests/gates/test_gate_words.py::test_a_launch_bigger_than_its_smoke_is_large_and_one_its_size_is_not",
+            ),
+            _one(
+                f"{_JUDGE}::large",
+                "    if smoke is not None and smoke.num_nodes and alloc.num_nodes > smoke.num_nodes:",
+                "    if False:",
+                "a launch on more nodes than its smoke judged small",
+                f"{_JUDGE_TABLE}[bigger-than-its-smoke]",
+                "tests/gates/test_gate_words.py::test_a_launch_bigger_than_its_smoke_is_large_and_one_its_size_is_not",
+            ),
             _one(
                 f"{_JUDGE}::large",
                 "    if planned.gpus > gates.smoke_gate_gpus:",

@@ -20,6 +20,7 @@ from rlaunch.judgement.judge import (
     SmokeEvidence,
     credentials_present,
     judge,
+    large,
     smoke_problems,
     version_name,
 )
@@ -156,6 +157,34 @@ def test_a_large_launch_under_a_mutable_version_is_refused_and_a_small_one_noted
     ]
     calendar_version = judge(planned("2026.12.01"), Evidence(), Authorisations(skip_smoke_gate=True))
     assert [f.gate for f in calendar_version] == ["smoke"]  # waived, and no calendar-version finding
+
+
+@pytest.mark.parametrize(
+    ("smoke_nodes", "smoke_gpus", "why"),
+    [
+        (8, 64, None),  # the smoke's own size: not bigger
+        (7, 64, "it allocates 8 nodes (more than its smoke s@1: 7)"),
+        (8, 63, "it allocates 64 GPUs (more than its smoke s@1: 63)"),
+        (0, 0, None),  # a smoke whose size the document does not state is not compared
+        (0, 63, "it allocates 64 GPUs (more than its smoke s@1: 63)"),
+    ],
+)
+def test_a_launch_bigger_than_its_smoke_is_large_and_one_its_size_is_not(
+    document: dict[str, Any], smoke_nodes: int, smoke_gpus: int, why: str | None
+) -> None:
+    data = copy.deepcopy(document)
+    data["gates"] |= {"smoke_gate_nodes": 8, "smoke_gate_gpus": 64}  # the thresholds say small
+    data["gates"]["smoke"] = {"identity": "s@1", "output_path": "/s", "num_nodes": smoke_nodes, "gpus": smoke_gpus}
+    assert large(PlannedLaunch.of(schema.from_dict(data))) == why
+    data["gates"]["is_smoke"] = True
+    assert large(PlannedLaunch.of(schema.from_dict(data))) is None  # a smoke is never large
+
+
+def test_a_declared_smoke_of_negative_size_is_refused_naming_the_field(document: dict[str, Any]) -> None:
+    data = copy.deepcopy(document)
+    data["gates"]["smoke"] = {"identity": "s@1", "output_path": "/s", "gpus": -1}
+    with pytest.raises(Exception, match=r"gates\.smoke\.gpus=-1 cannot be negative"):
+        schema.from_dict(data)
 
 
 def test_every_gate_speaks_at_once(planned: Any) -> None:

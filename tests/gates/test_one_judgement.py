@@ -28,26 +28,59 @@ from tests.skyrl.helpers import DAY, iris, launch_of, spec, topology
 
 pytestmark = pytest.mark.usefixtures("signal_handlers")
 
-GATES = ("version: ", "retry: ", "smoke: ", "calendar version: ")
+GATES = ("version: ", "retry: ", "smoke: ", "calendar version: ", "credentials: ")
 SMOKE = "checkpoints/gsm8k-grpo-smoke"
+UNSET = "RLAUNCH_TEST_NEVER_SET_TOKEN"  # a declared credential no environment of the suite sets
 
 
-def smoke_step() -> SkyRLArtifactStep:
-    """The rehearsal: the large run's shape under its own name, declared as a smoke."""
-    return skyrl_step(spec(name=SMOKE), iris(), export_hf=True, is_smoke=True)
+def smoke_step(*, one_node: bool = False) -> SkyRLArtifactStep:
+    """The rehearsal: the large run's shape under its own name (or one node of it), declared as a smoke."""
+    shape = {"topo": topology()} if one_node else {}
+    return skyrl_step(spec(name=SMOKE, **shape), iris(), export_hf=True, is_smoke=True)
 
 
-def large_step(*, smoke: bool, version: str = DAY) -> SkyRLArtifactStep:
-    """The seed's 64-GPU run (8 nodes x 8 H100)."""
-    return skyrl_step(spec(version=version), iris(), export_hf=True, smoke=smoke_step() if smoke else None)
+def large_step(
+    *,
+    smoke: bool,
+    version: str = DAY,
+    one_node_smoke: bool = False,
+    high_thresholds: bool = False,
+    credential: str = "",
+) -> SkyRLArtifactStep:
+    """The seed's 64-GPU run (8 nodes x 8 H100); with high thresholds it is large only by its smoke."""
+    execution = iris(smoke_gate_nodes=8, smoke_gate_gpus=64) if high_thresholds else iris()
+    declared = smoke_step(one_node=one_node_smoke) if smoke or one_node_smoke else None
+    credentials = (credential,) if credential else ()
+    return skyrl_step(spec(version=version, credentials=credentials), execution, export_hf=True, smoke=declared)
 
 
 @click.command()
 @click.option("--smoke/--no-smoke", default=False)
+@click.option("--one-node-smoke", is_flag=True)
+@click.option("--high-thresholds", is_flag=True)
+@click.option("--credential", default="")
 @click.option("--rl-version", default=DAY)
 @rl_build_options
-def experiment(smoke: bool, rl_version: str) -> Any:
-    return large_step(smoke=smoke, version=rl_version)
+def experiment(smoke: bool, one_node_smoke: bool, high_thresholds: bool, credential: str, rl_version: str) -> Any:
+    return large_step(
+        smoke=smoke,
+        version=rl_version,
+        one_node_smoke=one_node_smoke,
+        high_thresholds=high_thresholds,
+        credential=credential,
+    )
+
+
+def step_of(args: tuple[str, ...]) -> SkyRLArtifactStep:
+    """The step `experiment` builds from `args` (its own options only)."""
+    value = dict(zip(args, args[1:]))
+    return large_step(
+        smoke="--smoke" in args,
+        version=value.get("--rl-version", DAY),
+        one_node_smoke="--one-node-smoke" in args,
+        high_thresholds="--high-thresholds" in args,
+        credential=value.get("--credential", ""),
+    )
 
 
 def _earlier(step: SkyRLArtifactStep, prefix: str, **fields: Any) -> None:
@@ -116,6 +149,22 @@ CASES = (
         ("smoke: this is a large launch", "calendar version: this is a large launch (it allocates 8 nodes"),
     ),
     Case("calendar-version", (), lambda p: None, ("smoke: this is a large launch",), ("calendar version",)),
+    Case(
+        "bigger-than-its-smoke",
+        ("--one-node-smoke", "--high-thresholds", "--rl-version", "dev"),
+        lambda p: None,
+        (
+            f"smoke: the declared smoke {SMOKE}@{DAY} has not run",
+            f"calendar version: this is a large launch (it allocates 8 nodes (more than its smoke {SMOKE}@{DAY}: 1))",
+        ),
+        ("threshold",),  # within both thresholds: large by its smoke alone
+    ),
+    Case(
+        "undeclared-credential",
+        ("--credential", UNSET),
+        lambda p: None,
+        (f"credentials: the run declares credential(s) it needs that this environment lacks: {UNSET} (not set)",),
+    ),
 )
 
 
@@ -166,8 +215,7 @@ def _host(step: SkyRLArtifactStep, prefix: str) -> tuple[list[str], dict[str, An
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_the_dry_run_run_and_the_host_find_the_same_words(case: Case, prefix: str) -> None:
     case.setup(prefix)
-    version = case.args[1] if case.args[:1] == ("--rl-version",) else DAY
-    step = large_step(smoke="--smoke" in case.args, version=version)
+    step = step_of(case.args)
     planned = _dry_run(case.args)
     assert all(line.startswith(GATES) for line in planned), planned
     assert all(any(f in line for line in planned) for f in case.expected), planned

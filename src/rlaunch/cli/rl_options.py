@@ -235,7 +235,7 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation,
     return 0 if status.state.value == "succeeded" else 1
 
 
-def _failed_attempts(steps: list[Any], prefix: str, coordinator_job_id: str) -> list[str]:
+def _failed_attempts(steps: list[SkyRLArtifactStep], prefix: str, coordinator_job_id: str) -> list[str]:
     """The submitter's last word: each failed attempt of this coordinator with its class and next step."""
     from rlaunch.launch_config.failures import FailureClass
     from rlaunch.runs import run_record

@@ -24,8 +24,9 @@ The gates (`rlaunch.launch_config.gates` holds the version, retry and smoke rule
                where the launch is submitted from
 
 Only what launches is judged: a served version launches nothing, so it has no findings. Large is
-the seed's sense: more nodes or GPUs than the stated thresholds, whatever the accelerator; a run
-declared as a smoke (or a rehearsal runtime's) is never large.
+the seed's sense: more nodes or GPUs than the stated thresholds, whatever the accelerator, or than
+the declared smoke that rehearses it; a run declared as a smoke (or a rehearsal runtime's) is
+never large.
 """
 
 from __future__ import annotations
@@ -111,8 +112,9 @@ def refusals(findings: Sequence[Finding]) -> list[str]:
 
 
 def large(planned: PlannedLaunch) -> str | None:
-    """Why the launch counts as large (None: small): more nodes or GPUs than the gates' thresholds.
-    A declared smoke rehearses a large launch and a rehearsal runtime never trains: neither is large."""
+    """Why the launch counts as large (None: small): more nodes or GPUs than the gates' thresholds,
+    or than the declared smoke that rehearses it. A declared smoke rehearses a large launch and a
+    rehearsal runtime never trains: neither is large."""
     gates, alloc = planned.document.gates, planned.document.cluster.allocation
     if gates.is_smoke or planned.profile.rehearsal:
         return None
@@ -122,6 +124,12 @@ def large(planned: PlannedLaunch) -> str | None:
         )
     if planned.gpus > gates.smoke_gate_gpus:
         return f"it allocates {planned.gpus} GPUs (more than the smoke gate's threshold of {gates.smoke_gate_gpus})"
+    smoke = gates.smoke
+    if smoke is not None and smoke.num_nodes and alloc.num_nodes > smoke.num_nodes:
+        return f"it allocates {alloc.num_nodes} nodes (more than its smoke {smoke.identity}: {smoke.num_nodes})"
+    allocated = alloc.num_nodes * alloc.gpus_per_node
+    if smoke is not None and smoke.gpus and allocated > smoke.gpus:
+        return f"it allocates {allocated} GPUs (more than its smoke {smoke.identity}: {smoke.gpus})"
     return None
 
 

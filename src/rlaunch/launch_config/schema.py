@@ -244,10 +244,18 @@ class Authorisation:
 
 @dataclass(frozen=True)
 class DeclaredSmoke:
-    """The smoke run that rehearses this launch: its identity and its durable output path."""
+    """The smoke run that rehearses this launch: its identity, its durable output path and its size
+    (a launch bigger than its smoke is large; 0: not stated, as in a document written before it)."""
 
     identity: str
     output_path: str
+    num_nodes: int = 0
+    gpus: int = 0  # num_nodes x gpus_per_node of the smoke's allocation
+
+    def __post_init__(self) -> None:
+        for name in ("num_nodes", "gpus"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"gates.smoke.{name}={getattr(self, name)} cannot be negative (0: not stated)")
 
 
 @dataclass(frozen=True)

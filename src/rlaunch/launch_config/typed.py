@@ -67,6 +67,9 @@ def _decode(tp: Any, data: Any, path: str, problems: list[str]) -> Any:
         if data is None and type(None) in options:
             return None
         non_none = [o for o in options if o is not type(None)]
+        if len(non_none) == 1 and dataclasses.is_dataclass(non_none[0]) and isinstance(data, Mapping):
+            # an optional section given as a mapping: its own problems say more than "expected X or None"
+            return _decode(non_none[0], data, path, problems)
         for option in non_none:
             trial: list[str] = []
             value = _decode(option, data, path, trial)

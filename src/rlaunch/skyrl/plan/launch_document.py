@@ -85,7 +85,13 @@ def gates_section(
     authorisations given."""
     declared = None
     if smoke is not None:
-        declared = DeclaredSmoke(smoke.identity, live_run_paths(smoke.spec, prefix).output_path)
+        shape = smoke.spec.topology
+        declared = DeclaredSmoke(
+            smoke.identity,
+            live_run_paths(smoke.spec, prefix).output_path,
+            num_nodes=shape.num_nodes,
+            gpus=shape.num_nodes * shape.gpus_per_node,
+        )
     given = authorised()
     return GatesSection(
         smoke=declared,
