@@ -30,6 +30,9 @@ FORBIDDEN = (
     "concurrent.futures",
     "rlaunch.artifacts",
     "rlaunch.storage",
+    "rlaunch.rules.memory",  # memory fit needs a model config.json: a plan without one never sizes
+    "rlaunch.rules.model_shape",
+    "rlaunch.rules.fit",
 )
 
 
