@@ -23,8 +23,6 @@ import json
 import math
 import os
 import random
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +32,7 @@ import click
 from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, resolve_version
 from rlaunch.cli import rl_build_options
+from rlaunch.runtimes.environment import runtime_tool
 from rlaunch.skyrl import (
     ArtifactDataSource,
     ArtifactHfModel,
@@ -106,20 +105,6 @@ def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, f
     return (round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4))
 
 
-def runtime_tool(module: str, *args: str) -> dict[str, Any]:
-    """Run a module of the trl-cpu adapter in its environment; returns the JSON line it prints."""
-    from rlaunch.runtimes.environment import ensure_environment
-    from rlaunch.runtimes.registry import get_profile
-
-    env = ensure_environment(get_profile(RUNTIME), progress=lambda line: print(line, file=sys.stderr, flush=True))
-    done = subprocess.run(
-        env.command(module, list(args)), env=env.process_env({}, inherit=True), capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"{module} {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def publish(local_dir: str, output_path: str) -> None:
     """Copy a locally built directory to the artifact's output path (any fsspec URL)."""
     fs, root = storage.filesystem(output_path)
@@ -130,6 +115,7 @@ def publish(local_dir: str, output_path: str) -> None:
 def build_tokenizer(config: dict[str, Any]) -> Tokenizer:
     with tempfile.TemporaryDirectory() as tmp:
         info = runtime_tool(
+            RUNTIME,
             "rlaunch_trl_cpu.tiny",
             "tokenizer",
             "--out",
@@ -150,7 +136,7 @@ def build_model(config: dict[str, Any]) -> HfModel:
         fs.get(root, tok, recursive=True)
         arch = config["architecture"]
         info = runtime_tool(
-            "rlaunch_trl_cpu.tiny", "model", "--tokenizer", tok, "--out", out, "--seed", str(config["seed"]),
+            RUNTIME, "rlaunch_trl_cpu.tiny", "model", "--tokenizer", tok, "--out", out, "--seed", str(config["seed"]),
             "--hidden-size", str(arch["hidden_size"]), "--layers", str(arch["layers"]), "--heads", str(arch["heads"]),
             "--kv-heads", str(arch["kv_heads"]), "--context-length", str(arch["context_length"]),
         )  # fmt: skip
@@ -190,7 +176,7 @@ def evaluate(config: dict[str, Any]) -> EvalReport:
         data_fs, data_path = storage.filesystem(config["data_uri"])
         data_fs.get_file(data_path, data)
         info = runtime_tool(
-            "rlaunch_trl_cpu.evaluate", "--model", model, "--data", data, "--env-class", "arithmetic",
+            RUNTIME, "rlaunch_trl_cpu.evaluate", "--model", model, "--data", data, "--env-class", "arithmetic",
             "--max-new-tokens", str(config["max_new_tokens"]), "--seed", str(config["seed"]),
             *_sampling_args(config),
         )  # fmt: skip
@@ -367,8 +353,8 @@ def evaluation_step(
         if not ctx.is_fingerprint:  # what the report names: placement, so outside the fingerprint
             resolved = ctx.resolved(model)
             config["model_uri"] = resolved.hf_model_uri if isinstance(resolved, SkyRLRun) else resolved.path
-            config["model"] = _recorded_identity(config.pop("policy"))
-            config["data"] = _recorded_identity(ctx.artifact_path(data))
+            config["model"] = recorded_identity(config.pop("policy"))
+            config["data"] = recorded_identity(ctx.artifact_path(data))
         return config
 
     return ArtifactStep(
@@ -382,7 +368,7 @@ def evaluation_step(
     )
 
 
-def _recorded_identity(path: str) -> str:
+def recorded_identity(path: str) -> str:
     """`name@version:fingerprint` as the artifact's record at `path` states it."""
     from rlaunch.artifacts import records
 
