@@ -169,22 +169,13 @@ def build_dataset(config: dict[str, Any]) -> PromptData:
 
 def evaluate(config: dict[str, Any]) -> EvalReport:
     with tempfile.TemporaryDirectory() as tmp:
-        model = os.path.join(tmp, "model")
-        fs, root = storage.filesystem(config["model_uri"])
-        fs.get(root, model, recursive=True)
-        data = os.path.join(tmp, "validation.jsonl")
-        data_fs, data_path = storage.filesystem(config["data_uri"])
-        data_fs.get_file(data_path, data)
+        model, data = scored_inputs(config, tmp, "validation.jsonl")
         info = runtime_tool(
             RUNTIME, "rlaunch_trl_cpu.evaluate", "--model", model, "--data", data, "--env-class", "arithmetic",
             "--max-new-tokens", str(config["max_new_tokens"]), "--seed", str(config["seed"]),
             *_sampling_args(config),
         )  # fmt: skip
-    interval = wilson_interval(info["accuracy"] * info["n"], info["n"])
-    identities = {"model": config["model"], "data": config["data"]}
-    storage.write_json_atomic(
-        storage.join(config["output_path"], "report.json"), {**info, "accuracy_interval": interval, **identities}
-    )
+    interval, identities = write_report(config, info, info["accuracy"] * info["n"])
     weights = info.get("weights_sha256")
     return EvalReport(
         path=config["output_path"],
@@ -196,6 +187,29 @@ def evaluate(config: dict[str, Any]) -> EvalReport:
         model_sha256=weights if isinstance(weights, str) else json.dumps(weights, sort_keys=True),
         **identities,
     )
+
+
+def scored_inputs(config: dict[str, Any], tmp: str, data_name: str) -> tuple[str, str]:
+    """Local copies, under `tmp`, of the model (`model_uri`) and the data file (`data_uri`, as `data_name`)."""
+    model, data = os.path.join(tmp, "model"), os.path.join(tmp, data_name)
+    fs, root = storage.filesystem(config["model_uri"])
+    fs.get(root, model, recursive=True)
+    data_fs, data_path = storage.filesystem(config["data_uri"])
+    data_fs.get_file(data_path, data)
+    return model, data
+
+
+def write_report(
+    config: dict[str, Any], info: dict[str, Any], successes: float
+) -> tuple[tuple[float, float], dict[str, str]]:
+    """`report.json`: the runtime's result with the accuracy's 95% interval and the identities of
+    the model and data scored; returns the interval and the identities."""
+    interval = wilson_interval(successes, info["n"])
+    identities = {"model": config["model"], "data": config["data"]}
+    storage.write_json_atomic(
+        storage.join(config["output_path"], "report.json"), {**info, "accuracy_interval": interval, **identities}
+    )
+    return interval, identities
 
 
 def _sampling_args(config: dict[str, Any]) -> list[str]:
@@ -351,10 +365,7 @@ def evaluation_step(
         if sampling is not None:
             config["temperature"], config["samples"] = sampling
         if not ctx.is_fingerprint:  # what the report names: placement, so outside the fingerprint
-            resolved = ctx.resolved(model)
-            config["model_uri"] = resolved.hf_model_uri if isinstance(resolved, SkyRLRun) else resolved.path
-            config["model"] = recorded_identity(config.pop("policy"))
-            config["data"] = recorded_identity(ctx.artifact_path(data))
+            config.update(scored_identities(ctx, config.pop("policy"), model, data))
         return config
 
     return ArtifactStep(
@@ -368,7 +379,21 @@ def evaluation_step(
     )
 
 
-def recorded_identity(path: str) -> str:
+def scored_identities(
+    ctx: StepContext, policy: str, model: ArtifactStep[SkyRLRun] | ArtifactStep[HfModel], data: ArtifactStep[PromptData]
+) -> dict[str, str]:
+    """What an evaluation loads and names, known once its inputs are built: the model's URI (an RL
+    run's export, or an HF model's path) and the recorded identities of the model (at `policy`, its
+    artifact path, which the run's config drops: a step job would stage all of it) and the data."""
+    resolved = ctx.resolved(model)
+    return {
+        "model_uri": resolved.hf_model_uri if isinstance(resolved, SkyRLRun) else resolved.path,
+        "model": _recorded_identity(policy),
+        "data": _recorded_identity(ctx.artifact_path(data)),
+    }
+
+
+def _recorded_identity(path: str) -> str:
     """`name@version:fingerprint` as the artifact's record at `path` states it."""
     from rlaunch.artifacts import records
 
