@@ -29,6 +29,7 @@ from experiments import smoke
 from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, resolve_version
 from rlaunch.cli import rl_build_options
+from rlaunch.runtimes.environment import runtime_tool
 from rlaunch.skyrl import HfModel, PromptData, SkyRLRolePlan
 
 # Sums of two operands up to 4: 25 problems, so a short warm start gets the format right and some
@@ -92,8 +93,8 @@ def warm_start(config: dict[str, Any]) -> HfModel:
         fs.get(root, base, recursive=True)
         data_fs, data_path = storage.filesystem(config["data_uri"])
         data_fs.get_file(data_path, data)
-        info = smoke.runtime_tool(
-            "rlaunch_trl_cpu.sft", "--model", base, "--data", data, "--out", out,
+        info = runtime_tool(
+            smoke.RUNTIME, "rlaunch_trl_cpu.sft", "--model", base, "--data", data, "--out", out,
             "--steps", str(config["steps"]), "--seed", str(config["seed"]),
             "--batch-size", str(config["batch_size"]), "--lr", str(config["lr"]),
         )  # fmt: skip

@@ -23,20 +23,29 @@ steps. Its plan shows parity holding, and `--run` waits until that smoke ran and
 verify-smoke`. The smoke is declared one (`is_smoke=True`): a rehearsal is never large, so it goes
 without a smoke of its own. `--stage` has no default: the terminal stage is chosen, never assumed.
 
-The conversion of the data and the evaluation are step jobs (`StepExecution`): the conversion on
-one large-memory CPU node, the evaluation on one node of 8 H100s in the fsdp runtime after the RL
-step. The plan shows each step's placement and, per terminal stage, the GPU-hours it would
-allocate at most: `--stage rl` versus `--stage evaluation` is a visible choice.
+The conversion of the data and the evaluation are step jobs (`StepExecution`) whose work runs in
+the fsdp runtime's environment (`runtime_tool`: rlaunch itself has neither pyarrow nor vLLM): the
+conversion (`rlaunch_skyrl.gsm8k`) on one large-memory CPU node, the evaluation
+(`rlaunch_skyrl.evaluate`: greedy vLLM generation over the node's 8 H100s, scored by the GSM8K
+answer rule) after the RL step, on the converted test split. Its report gives the accuracy with its
+95% Wilson interval, n, the samples per prompt, the weights' sha256 and the identities of the model
+and data it scored. The plan shows each step's placement and, per terminal stage, the GPU-hours it
+would allocate at most: `--stage rl` versus `--stage evaluation` is a visible choice.
 """
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
+from typing import Any
 
 import click
 
-from rlaunch.artifacts import Artifact, ArtifactStep, resolve_version
+from experiments.smoke import publish, scored_identities, scored_inputs, write_report
+from rlaunch import storage
+from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, resolve_version
 from rlaunch.cli import rl_build_options
+from rlaunch.runtimes.environment import runtime_tool
 from rlaunch.skyrl import (
     ArtifactDataSource,
     ArtifactHfModel,
@@ -54,6 +63,7 @@ from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
 from rlaunch.sources.hub import hf_dataset_source, hf_model_source
 from rlaunch.step_jobs import StepExecution
 
+RUNTIME = "fsdp"  # SkyRL 0.4.0: the RL step trains in it, the data and evaluation steps run their tools in it
 RECIPE = """
 trainer:
   algorithm: {advantage_estimator: grpo, use_kl_loss: true, kl_loss_coef: 0.001}
@@ -74,7 +84,19 @@ environment:
 
 @dataclass(frozen=True)
 class EvalReport(Artifact):
-    reward_mean: float = 0.0
+    """What a researcher reads of the evaluation: accuracy on GSM8K's test split and its 95% interval
+    over `n` greedy answers (`samples` per prompt), the first scored example, and exactly which model
+    (identity and weights digest) and data (identity) were scored."""
+
+    n: int = 0
+    correct: int = 0
+    accuracy: float = 0.0
+    accuracy_interval: tuple[float, float] = (0.0, 1.0)
+    samples: int = 1
+    example: dict[str, Any] | None = None
+    model: str = ""
+    model_sha256: str = ""
+    data: str = ""
 
 
 QWEN3_8B_COMMIT = "9c925d64d72725edaf899c6cb9c377fd0709d9c5"
@@ -115,13 +137,17 @@ def gsm8k_source() -> ArtifactStep[PromptData]:
     return hf_dataset_source("data/gsm8k-hub", "openai/gsm8k", GSM8K_COMMIT, files=GSM8K_FILES)
 
 
-# The conversion reads both splits into memory on one CPU node; no accelerator.
-CONVERSION = StepExecution(cpu=16.0, memory="64GB", disk="200GB", time_limit_seconds=3600)
+# The conversion reads both splits into memory on one CPU node, in the fsdp runtime (its pyarrow); no accelerator.
+CONVERSION = StepExecution(runtime=RUNTIME, cpu=16.0, memory="64GB", disk="200GB", time_limit_seconds=3600)
 # The evaluation generates with the trained 8B policy on one node of the cluster's H100s.
 EVALUATION = StepExecution(
-    runtime="fsdp", accelerators=8, accelerator_type="H100", cpu=96.0, memory="1600GB", disk="4TB",
+    runtime=RUNTIME, accelerators=8, accelerator_type="H100", cpu=96.0, memory="1600GB", disk="4TB",
     time_limit_seconds=2 * 3600,
 )  # fmt: skip
+
+
+# Appended to every question: SkyRL's gsm8k environment scores the number after `####`.
+INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
 
 
 def gsm8k() -> ArtifactStep[PromptData]:
@@ -132,21 +158,28 @@ def gsm8k() -> ArtifactStep[PromptData]:
         name="data/gsm8k",
         version=resolve_version("data/gsm8k", None),
         artifact_type=PromptData,
-        run=_needs_cluster,
+        run=convert_gsm8k,
         build_config=lambda ctx: {
+            "output_path": ctx.output_path,
             "source": ctx.artifact_path(source),
             "splits": {"train.parquet": GSM8K_FILES[0], "test.parquet": GSM8K_FILES[1]},
-            "prompt": "question -> [{role: user, content: question + instruction}]",
-            "reward_spec": "answer after '####' -> {method: rule, ground_truth}",
-            "env_class": "gsm8k",
+            "instruction": INSTRUCTION,
         },
         deps=(source,),
         execution=CONVERSION,
     )
 
 
-def _needs_cluster(config: dict) -> None:
-    raise RuntimeError("this example is for planning; run it where the model hub and GPUs are reachable")
+def convert_gsm8k(config: dict[str, Any]) -> PromptData:
+    """Convert the staged snapshot in the fsdp runtime (pyarrow is there, not in rlaunch) and publish it."""
+    splits = [f"--split={target}={pattern}" for target, pattern in config["splits"].items()]
+    with tempfile.TemporaryDirectory() as tmp:
+        runtime_tool(
+            RUNTIME, "rlaunch_skyrl.gsm8k", "--source", config["source"], "--out", tmp,
+            "--instruction", config["instruction"], *splits,
+        )  # fmt: skip
+        publish(tmp, config["output_path"])
+    return PromptData(path=config["output_path"])  # records each split's rows and columns
 
 
 def topology(broken: bool, variant: str) -> SkyRLTopology:
@@ -238,7 +271,7 @@ def smoke_step() -> SkyRLArtifactStep:
         name="checkpoints/gsm8k-grpo-qwen3-8b-smoke",
         version=resolve_version("checkpoints/gsm8k-grpo-qwen3-8b-smoke", None),
         config_yaml=RECIPE.replace("ckpt_interval: 20", "ckpt_interval: 2\n  max_training_steps: 4"),
-        runtime=SkyRLRuntime("fsdp"),
+        runtime=SkyRLRuntime(RUNTIME),
         model=ArtifactHfModel(model, tokenizer_revision=QWEN3_8B_COMMIT),
         train_data=(ArtifactDataSource(data, "train.parquet"),),
         validation_data=(ArtifactDataSource(data, "test.parquet"),),
@@ -255,7 +288,7 @@ def rl_step(broken: bool, variant: str = "64-gpu") -> SkyRLArtifactStep:
         name="checkpoints/gsm8k-grpo-qwen3-8b",
         version=resolve_version("checkpoints/gsm8k-grpo-qwen3-8b", None),
         config_yaml=recipe(variant),
-        runtime=SkyRLRuntime("fsdp"),
+        runtime=SkyRLRuntime(RUNTIME),
         model=ArtifactHfModel(model, tokenizer_revision=QWEN3_8B_COMMIT),
         train_data=(ArtifactDataSource(data, "train.parquet"),),
         validation_data=(ArtifactDataSource(data, "test.parquet"),),
@@ -268,14 +301,52 @@ def rl_step(broken: bool, variant: str = "64-gpu") -> SkyRLArtifactStep:
 
 
 def evaluation(rl: SkyRLArtifactStep) -> ArtifactStep[EvalReport]:
+    """Score the RL run's export on the converted test split, greedily, on the evaluation's GPUs."""
+    data = gsm8k()
+
+    def build(ctx: StepContext) -> dict[str, Any]:
+        config: dict[str, Any] = {
+            "output_path": ctx.output_path,
+            "policy": ctx.artifact_path(rl),
+            "data_uri": storage.join(ctx.artifact_path(data), "test.parquet"),
+            "max_new_tokens": 3072,  # the recipe's max_generate_length: the policy answers as it trained
+        }
+        if not ctx.is_fingerprint:  # placement, and what the report names: outside the fingerprint
+            config["tensor_parallel_size"] = EVALUATION.accelerators
+            config.update(scored_identities(ctx, config.pop("policy"), rl, data))
+        return config
+
     return ArtifactStep(
         name="evals/gsm8k-grpo-qwen3-8b/gsm8k-test",
         version=resolve_version("evals/gsm8k-grpo-qwen3-8b", None),
         artifact_type=EvalReport,
-        run=_needs_cluster,
-        build_config=lambda ctx: {"policy": ctx.artifact_path(rl), "suite": "gsm8k-test", "samples": 1},
-        deps=(rl,),
+        run=evaluate,
+        build_config=build,
+        deps=(rl, data),
         execution=EVALUATION,
+    )
+
+
+def evaluate(config: dict[str, Any]) -> EvalReport:
+    """Generate and score in the fsdp runtime (vLLM), then report accuracy with its Wilson interval."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model, data = scored_inputs(config, tmp, "test.parquet")
+        info = runtime_tool(
+            RUNTIME, "rlaunch_skyrl.evaluate", "--model", model, "--data", data,
+            "--tensor-parallel-size", str(config["tensor_parallel_size"]),
+            "--max-new-tokens", str(config["max_new_tokens"]),
+        )  # fmt: skip
+    interval, identities = write_report(config, info, info["correct"])
+    return EvalReport(
+        path=config["output_path"],
+        n=info["n"],
+        correct=info["correct"],
+        accuracy=info["accuracy"],
+        accuracy_interval=interval,
+        samples=info["samples"],
+        example=info["example"],
+        model_sha256=info["weights_sha256"] or "",
+        **identities,
     )
 
 

@@ -23,8 +23,6 @@ import json
 import math
 import os
 import random
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +32,7 @@ import click
 from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, resolve_version
 from rlaunch.cli import rl_build_options
+from rlaunch.runtimes.environment import runtime_tool
 from rlaunch.skyrl import (
     ArtifactDataSource,
     ArtifactHfModel,
@@ -106,20 +105,6 @@ def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, f
     return (round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4))
 
 
-def runtime_tool(module: str, *args: str) -> dict[str, Any]:
-    """Run a module of the trl-cpu adapter in its environment; returns the JSON line it prints."""
-    from rlaunch.runtimes.environment import ensure_environment
-    from rlaunch.runtimes.registry import get_profile
-
-    env = ensure_environment(get_profile(RUNTIME), progress=lambda line: print(line, file=sys.stderr, flush=True))
-    done = subprocess.run(
-        env.command(module, list(args)), env=env.process_env({}, inherit=True), capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"{module} {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def publish(local_dir: str, output_path: str) -> None:
     """Copy a locally built directory to the artifact's output path (any fsspec URL)."""
     fs, root = storage.filesystem(output_path)
@@ -130,6 +115,7 @@ def publish(local_dir: str, output_path: str) -> None:
 def build_tokenizer(config: dict[str, Any]) -> Tokenizer:
     with tempfile.TemporaryDirectory() as tmp:
         info = runtime_tool(
+            RUNTIME,
             "rlaunch_trl_cpu.tiny",
             "tokenizer",
             "--out",
@@ -150,7 +136,7 @@ def build_model(config: dict[str, Any]) -> HfModel:
         fs.get(root, tok, recursive=True)
         arch = config["architecture"]
         info = runtime_tool(
-            "rlaunch_trl_cpu.tiny", "model", "--tokenizer", tok, "--out", out, "--seed", str(config["seed"]),
+            RUNTIME, "rlaunch_trl_cpu.tiny", "model", "--tokenizer", tok, "--out", out, "--seed", str(config["seed"]),
             "--hidden-size", str(arch["hidden_size"]), "--layers", str(arch["layers"]), "--heads", str(arch["heads"]),
             "--kv-heads", str(arch["kv_heads"]), "--context-length", str(arch["context_length"]),
         )  # fmt: skip
@@ -183,22 +169,13 @@ def build_dataset(config: dict[str, Any]) -> PromptData:
 
 def evaluate(config: dict[str, Any]) -> EvalReport:
     with tempfile.TemporaryDirectory() as tmp:
-        model = os.path.join(tmp, "model")
-        fs, root = storage.filesystem(config["model_uri"])
-        fs.get(root, model, recursive=True)
-        data = os.path.join(tmp, "validation.jsonl")
-        data_fs, data_path = storage.filesystem(config["data_uri"])
-        data_fs.get_file(data_path, data)
+        model, data = scored_inputs(config, tmp, "validation.jsonl")
         info = runtime_tool(
-            "rlaunch_trl_cpu.evaluate", "--model", model, "--data", data, "--env-class", "arithmetic",
+            RUNTIME, "rlaunch_trl_cpu.evaluate", "--model", model, "--data", data, "--env-class", "arithmetic",
             "--max-new-tokens", str(config["max_new_tokens"]), "--seed", str(config["seed"]),
             *_sampling_args(config),
         )  # fmt: skip
-    interval = wilson_interval(info["accuracy"] * info["n"], info["n"])
-    identities = {"model": config["model"], "data": config["data"]}
-    storage.write_json_atomic(
-        storage.join(config["output_path"], "report.json"), {**info, "accuracy_interval": interval, **identities}
-    )
+    interval, identities = write_report(config, info, info["accuracy"] * info["n"])
     weights = info.get("weights_sha256")
     return EvalReport(
         path=config["output_path"],
@@ -210,6 +187,29 @@ def evaluate(config: dict[str, Any]) -> EvalReport:
         model_sha256=weights if isinstance(weights, str) else json.dumps(weights, sort_keys=True),
         **identities,
     )
+
+
+def scored_inputs(config: dict[str, Any], tmp: str, data_name: str) -> tuple[str, str]:
+    """Local copies, under `tmp`, of the model (`model_uri`) and the data file (`data_uri`, as `data_name`)."""
+    model, data = os.path.join(tmp, "model"), os.path.join(tmp, data_name)
+    fs, root = storage.filesystem(config["model_uri"])
+    fs.get(root, model, recursive=True)
+    data_fs, data_path = storage.filesystem(config["data_uri"])
+    data_fs.get_file(data_path, data)
+    return model, data
+
+
+def write_report(
+    config: dict[str, Any], info: dict[str, Any], successes: float
+) -> tuple[tuple[float, float], dict[str, str]]:
+    """`report.json`: the runtime's result with the accuracy's 95% interval and the identities of
+    the model and data scored; returns the interval and the identities."""
+    interval = wilson_interval(successes, info["n"])
+    identities = {"model": config["model"], "data": config["data"]}
+    storage.write_json_atomic(
+        storage.join(config["output_path"], "report.json"), {**info, "accuracy_interval": interval, **identities}
+    )
+    return interval, identities
 
 
 def _sampling_args(config: dict[str, Any]) -> list[str]:
@@ -365,10 +365,7 @@ def evaluation_step(
         if sampling is not None:
             config["temperature"], config["samples"] = sampling
         if not ctx.is_fingerprint:  # what the report names: placement, so outside the fingerprint
-            resolved = ctx.resolved(model)
-            config["model_uri"] = resolved.hf_model_uri if isinstance(resolved, SkyRLRun) else resolved.path
-            config["model"] = _recorded_identity(config.pop("policy"))
-            config["data"] = _recorded_identity(ctx.artifact_path(data))
+            config.update(scored_identities(ctx, config.pop("policy"), model, data))
         return config
 
     return ArtifactStep(
@@ -380,6 +377,20 @@ def evaluation_step(
         deps=(model, data),
         execution=EVALUATION,
     )
+
+
+def scored_identities(
+    ctx: StepContext, policy: str, model: ArtifactStep[SkyRLRun] | ArtifactStep[HfModel], data: ArtifactStep[PromptData]
+) -> dict[str, str]:
+    """What an evaluation loads and names, known once its inputs are built: the model's URI (an RL
+    run's export, or an HF model's path) and the recorded identities of the model (at `policy`, its
+    artifact path, which the run's config drops: a step job would stage all of it) and the data."""
+    resolved = ctx.resolved(model)
+    return {
+        "model_uri": resolved.hf_model_uri if isinstance(resolved, SkyRLRun) else resolved.path,
+        "model": _recorded_identity(policy),
+        "data": _recorded_identity(ctx.artifact_path(data)),
+    }
 
 
 def _recorded_identity(path: str) -> str:

@@ -14,8 +14,10 @@ import pytest
 from rlaunch.runtimes.environment import (
     COMPLETE,
     RuntimeEnvironmentError,
+    RuntimeToolError,
     ensure_environment,
     pip_find_links,
+    runtime_tool,
     venv_key,
 )
 from rlaunch.runtimes.registry import Capabilities, RuntimeProfile, get_profile
@@ -278,3 +280,16 @@ def test_find_links_are_pips_and_a_local_directory_this_machine_lacks_is_skipped
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # no configuration files: the variable alone
     monkeypatch.setenv("PIP_FIND_LINKS", f"{wheels} {tmp_path / 'elsewhere'} https://example.org/wheels")
     assert pip_find_links() == [str(wheels), "https://example.org/wheels"]
+
+
+def test_runtime_tool_returns_the_last_json_line_and_names_the_module_when_there_is_none(tmp_path: Path) -> None:
+    """The host test runtime runs stdlib modules in this interpreter: a JSON line, a failure, prose."""
+    import tests.plugins.marker_runtime  # noqa: F401  registers `test-marker`
+
+    document = tmp_path / "result.json"
+    document.write_text('{"n": 2,\n "correct": 1}')
+    assert runtime_tool("test-marker", "json.tool", "--compact", str(document)) == {"n": 2, "correct": 1}
+    with pytest.raises(RuntimeToolError, match=r"runtime 'test-marker': no_such_module failed \(exit 1\)"):
+        runtime_tool("test-marker", "no_such_module")
+    with pytest.raises(RuntimeToolError, match="exited 0 but its last line of output is not a JSON object"):
+        runtime_tool("test-marker", "json.tool", str(document))  # pretty-printed: the last line is "}"

@@ -87,7 +87,10 @@ def test_the_example_graph_builds_without_reading_anything(monkeypatch: pytest.M
         evaluation = rl_plan_example.evaluation(rl)
         broken = rl_plan_example.rl_step(broken=True)  # its violations are the planner's to find
         plain = spec(model=model_step(), topo=seed_topology())
-    assert isinstance(rl, SkyRLArtifactStep) and evaluation.deps == (rl,)
+    assert isinstance(rl, SkyRLArtifactStep) and [d.identity for d in evaluation.deps] == [
+        rl.identity,
+        f"data/gsm8k@{DAY}",
+    ]
     assert isinstance(plain, SkyRLSpec) and isinstance(broken, SkyRLArtifactStep)
 
 

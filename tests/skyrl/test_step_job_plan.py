@@ -35,7 +35,8 @@ def test_the_evaluation_stage_dry_run_shows_its_placement_and_gpu_hours(tmp_path
         f"evals/gsm8k-grpo-qwen3-8b/gsm8k-test@{VERSION}  step job: 1 node(s) x (8 x H100, 96 CPU, 1600GB memory, "
         "4TB disk), runtime fsdp, limit 7200s  (16 GPU-hours at most)"
     ) in out
-    assert f"data/gsm8k@{VERSION}" in out and "step job: 1 node(s) x (no accelerator, 16 CPU, 64GB memory" in out
+    assert f"data/gsm8k@{VERSION}" in out
+    assert "step job: 1 node(s) x (no accelerator, 16 CPU, 64GB memory, 200GB disk), runtime fsdp" in out
     # 8 nodes x 8 H100 for the RL step's 36 h limit, plus the evaluation's 8 H100 for 2 h
     assert f"Stage evals/gsm8k-grpo-qwen3-8b/gsm8k-test@{VERSION}: 2320 GPU-hours at most" in out
     rl = dry_run(tmp_path / "prefix", "--stage", "rl")

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch import storage
 from rlaunch.runtimes.lockfile import read_lock
@@ -181,6 +181,41 @@ def ensure_environment(
         built=venv_built or snap_built,
         venv_built=venv_built,
     )
+
+
+class RuntimeToolError(RuntimeError):
+    """A module run in a runtime's environment failed, or ended without printing its JSON line."""
+
+
+def runtime_tool(runtime: str, module: str, *args: str, progress: Progress | None = None) -> dict[str, Any]:
+    """Run `python -m module args` in `runtime`'s environment (built on first use) and return the
+    JSON object of the last line it prints.
+
+    A step's function runs in rlaunch's own interpreter, which has none of a runtime's packages
+    (torch, pyarrow, vLLM); its heavy work goes through the runtime's environment this way."""
+    from rlaunch.runtimes.registry import get_profile
+
+    env = ensure_environment(get_profile(runtime), progress=progress)
+    done = subprocess.run(
+        env.command(module, list(args)), env=env.process_env({}, inherit=True), capture_output=True, text=True
+    )
+    command = f"{module} {' '.join(args)}".strip()
+    if done.returncode != 0:
+        raise RuntimeToolError(
+            f"runtime {runtime!r}: {command} failed (exit {done.returncode}):\n{done.stderr[-3000:]}"
+        )
+    lines = done.stdout.strip().splitlines()
+    try:
+        result = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        result = None
+    if not isinstance(result, dict):
+        raise RuntimeToolError(
+            f"runtime {runtime!r}: {command} exited 0 but its last line of output is not a JSON object "
+            f"({lines[-1][:200] if lines else 'it printed nothing'!r}); the module must print its result as the "
+            f"last line:\n{done.stderr[-3000:]}"
+        )
+    return result
 
 
 # ---------------------------------------------------------------- locking

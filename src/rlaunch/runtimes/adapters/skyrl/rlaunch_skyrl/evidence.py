@@ -24,7 +24,6 @@ tracker (`started`, `logged`, `saved`, `ended`, which the callbacks call too). U
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -36,8 +35,8 @@ import fsspec
 from skyrl.train.utils.callbacks import TrainingCallback
 
 from rlaunch_skyrl.checkpoints import mirror
+from rlaunch_skyrl.weights import weight_files, weights_sha256
 
-WEIGHT_SUFFIXES = (".safetensors", ".bin")
 # SkyRL's logged metric -> rlaunch's metrics.jsonl field (first present wins)
 METRIC_KEYS: dict[str, tuple[str, ...]] = {
     "loss": ("policy/final_loss", "policy/policy_loss"),
@@ -81,30 +80,17 @@ def _number(value: Any) -> float | None:
 def model_load_record(configured: str, identity: str, resumed_from_step: int | None) -> dict[str, Any]:
     """The model SkyRL was configured to load (its workers load `trainer.policy.model.path`)."""
     loaded = os.path.realpath(configured) if os.path.isdir(configured) else configured
-    files: dict[str, str] = {}
+    files = weight_files(loaded)
     architecture = None
-    if os.path.isdir(loaded):
-        for name in sorted(os.listdir(loaded)):
-            if name.endswith(WEIGHT_SUFFIXES):
-                digest = hashlib.sha256()
-                with open(os.path.join(loaded, name), "rb") as handle:
-                    for chunk in iter(lambda: handle.read(1 << 20), b""):
-                        digest.update(chunk)
-                files[name] = digest.hexdigest()
-        config = os.path.join(loaded, "config.json")
-        if os.path.exists(config):
-            with open(config, encoding="utf-8") as handle:
-                architecture = (json.load(handle).get("architectures") or [None])[0]
-    weights = (
-        next(iter(files.values()))
-        if len(files) == 1
-        else hashlib.sha256("".join(f"{n} {h}\n" for n, h in sorted(files.items())).encode()).hexdigest()
-    )
+    config = os.path.join(loaded, "config.json")
+    if os.path.isdir(loaded) and os.path.exists(config):
+        with open(config, encoding="utf-8") as handle:
+            architecture = (json.load(handle).get("architectures") or [None])[0]
     return {
         "configured_path": configured,
         "loaded_path": loaded,
         "identity": identity,
-        "weights_sha256": weights if files else None,
+        "weights_sha256": weights_sha256(files),
         "weight_files": files,
         "architecture": architecture,
         "resumed_from_step": resumed_from_step,
