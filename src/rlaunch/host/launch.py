@@ -101,7 +101,7 @@ def execute_launch(url: str, log: TextIO = sys.stderr) -> LaunchResult:
         raise LaunchRefusedError(str(exc), result) from exc
     except Exception as exc:  # noqa: BLE001 - a failed launch still leaves its manifest and record
         _, result.failure = classify_error(exc, "rlaunch launch")
-        result.failure_class = classify(result.failure).to_json()
+        result.failure_class = classify(result.failure, storage_roots=_local_roots(resolved_doc)).to_json()
         with contextlib.suppress(OSError):
             _finish(resolved_doc, result, _memory(doc, planned))
         return result
@@ -244,7 +244,7 @@ def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO, me
         _succeed(doc, result)
     if result.state == FAILED:
         codes = [_trainer_exit_code(doc), *(r.exit_code for r in status.replicas)]
-        found = classify(result.failure, list(tail), codes)
+        found = classify(result.failure, list(tail), codes, storage_roots=_local_roots(doc))
         if found.cause == DISK_FULL and found.where is None:  # a trainer's ENOSPC names no file: its fullest root
             found = dataclasses.replace(found, where=storage.fullest(_run_roots(doc)))
         result.failure_class = found.to_json()
@@ -320,6 +320,11 @@ def _finish(
 def _run_roots(doc: schema.SkyRLLaunchConfig) -> list[str]:
     paths = doc.artifacts
     return [paths.checkpoint_root, paths.attempts_root, paths.export_root, paths.output_path]
+
+
+def _local_roots(doc: schema.SkyRLLaunchConfig) -> list[str]:
+    """The run's storage roots as local paths: where a permission error is read-only storage."""
+    return [storage.local_path(url) for url in _run_roots(doc) if url and storage.is_local(url)]
 
 
 def _manifests_did_not_fit(result: LaunchResult, exc: OSError) -> None:
