@@ -82,13 +82,14 @@ _NODES = r"on node\(s\) (\S+)"  # how the Slurm backend names the nodes of a job
 _PATH = r"(?:writing |')(/[^\s':]+)"  # the file an OSError (or `storage.disk_full_message`) names
 
 # Most specific first: a collective timeout is a timeout line too, an OOM traceback a traceback.
+_FULL = _sig(
+    OPERATIONAL,
+    DISK_FULL,
+    r"No space left on device|\bENOSPC\b|\[?Errno 28\b|Disk quota exceeded|\bEDQUOT\b|\[?Errno 122\b",
+    where=_PATH,
+)
 SIGNATURES: tuple[Signature, ...] = (
-    _sig(
-        OPERATIONAL,
-        DISK_FULL,
-        r"No space left on device|\bENOSPC\b|Errno 28\b|Disk quota exceeded|\bEDQUOT\b|Errno 122\b",
-        where=_PATH,
-    ),
+    _FULL,
     _sig(OPERATIONAL, READ_ONLY, r"Read-only file system|\bEROFS\b|\bErrno 30\b", where=_PATH),
     _sig(
         OPERATIONAL,
@@ -197,6 +198,14 @@ class FailureClass:
         )
 
 
+def told(found: FailureClass) -> str:
+    """A full disk as a failure text tells it: the evidence from the words that name it (a log
+    line's prefix dropped), and where, when those words do not name it."""
+    match = _FULL.pattern.search(found.evidence)
+    words = found.evidence[match.start() :] if match else found.evidence
+    return words if not found.where or found.where in words else f"{words} (at {found.where})"
+
+
 def disk_full(evidence: str, where: str | None) -> FailureClass:
     """A write that did not fit (ENOSPC, EDQUOT) at `where`: operational, whatever else failed before."""
     return FailureClass(OPERATIONAL, DISK_FULL, evidence[-300:], where=where)
@@ -219,8 +228,11 @@ def classify(
         evidence = (failure or "").splitlines()[0][:300] if failure else ""
         return FailureClass(DETERMINISTIC, "refused before allocation", evidence, rule_codes[0] if rule_codes else None)
     roots = tuple(r.rstrip("/") for r in storage_roots if r.strip("/"))
-    for line in reversed([ln.rstrip() for ln in log_lines if ln.strip()]):
+    lines = [ln.rstrip() for ln in log_lines if ln.strip()]
+    for line in reversed(lines):
         found = _found(line, roots)
+        if found and found.cause == DISK_FULL:  # what follows a full disk fails on it too: the first named write
+            return next((f for ln in lines if (f := _found(ln, roots)) and f.cause == DISK_FULL and f.where), found)
         if found:
             return found
     for code in exit_codes:
