@@ -253,7 +253,7 @@ AREAS = (
             "rlaunch.launch_config.failures.xǁFailureClassǁ*",
             *(
                 f"rlaunch.launch_config.failures.x_{f}__mutmut_*"
-                for f in ("disk_full", "classify", "_found", "_signature", "_signal")
+                for f in ("disk_full", "classify", "_found", "_under", "_signal")
             ),
         ),
     ),

@@ -673,9 +673,9 @@ PROMISES = (
         "A failed attempt says whether its inputs or the machinery failed",
         (
             _one(
-                "src/rlaunch/launch_config/failures.py::_signature",
-                "    return next((s for s in SIGNATURES if s.pattern.search(line)), None)",
-                "    return None",
+                "src/rlaunch/launch_config/failures.py::_found",
+                "    for signature in SIGNATURES:",
+                "    for signature in ():",
                 "log signatures ignored",
                 f"{_FAILURES}::test_a_failed_trainer_is_classified_in_the_record_and_in_status",
                 f"{_FAILURES}::test_the_line_nearest_the_end_decides_and_a_refusal_names_its_rule",

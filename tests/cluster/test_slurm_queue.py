@@ -19,6 +19,7 @@ from rlaunch.cluster.slurm import backend as slurm_backend
 from rlaunch.cluster.slurm import commands
 from rlaunch.cluster.slurm.backend import SlurmBackend
 from rlaunch.cluster.slurm.commands import ENDED, QueueEntry, SlurmError
+from rlaunch.launch_config.failures import LOST_BY_SCHEDULER, OPERATIONAL, classify
 
 INVALID = "squeue -h failed (exit 1): slurm_load_jobs error: Invalid job id specified"
 
@@ -260,10 +261,13 @@ def test_a_job_slurmctld_forgot_fails_saying_so(tmp_path: Path, slurm: FakeSlurm
     backend = SlurmBackend(root=tmp_path)
     job = pending_job(backend, "77")
     slurm.accounting = None
-    assert backend._lost_message(job) == (
+    message = backend._lost_message(job)
+    assert message == (
         f"the Slurm job ended (slurmctld no longer knows it) before its driver recorded an outcome "
         f"(see {job.supervisor_log})"
     )
+    found = classify(f"child job 77 reached failed: {message}")  # as the host records it
+    assert (found.kind, found.cause) == (OPERATIONAL, LOST_BY_SCHEDULER) and "--retry" in found.advice
 
 
 def test_cancelling_a_queued_job_scancels_it_and_records_the_cancel(

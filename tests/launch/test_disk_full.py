@@ -63,8 +63,14 @@ def test_a_full_scratch_disk_is_named_in_the_record_status_and_the_submitters_la
     assert failure_class["kind"] == "operational" and failure_class["cause"] == "disk full", failure_class
     assert str(scratch) in failure_class["where"], failure_class
     assert _names_enospc_and(attempt["failure"] + failure_class["evidence"] + failure_class["where"], scratch)
+    # the text and the class name one path: the first write that did not fit and named its file
+    assert failure_class["where"].endswith("/gang/outcome.json"), failure_class
+    assert f"writing {failure_class['where']}" in attempt["failure"], attempt["failure"]
+    assert attempt["failure"].count(f"writing {scratch}") == 1, attempt["failure"]
 
     shown = launcher.run("-m", "rlaunch", "status", RUN, timeout=60)
     assert shown.returncode == 0, shown.stderr
     assert "disk full" in shown.stdout and str(scratch) in shown.stdout, shown.stdout
     assert "free space" in shown.stdout, shown.stdout  # the next step
+    # step 2's save was cut short: its weights without its manifest are not a kept checkpoint
+    assert "checkpoints  kept [none], incomplete [2] (no rlaunch_checkpoint.json)" in shown.stdout, shown.stdout

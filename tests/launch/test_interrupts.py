@@ -1,5 +1,5 @@
 """Interrupts behave: SIGINT or SIGTERM to the `--run` submitter, `rlaunch status --watch` and
-`rlaunch logs --follow` is acted on at once.
+`rlaunch logs --follow` is acted on within a second.
 
 The submitter stops following and says what keeps running remotely (its coordinator) and how to
 follow or cancel it; the watchers stop. None prints a traceback, and the run goes on untouched:
@@ -26,7 +26,7 @@ VERSION = "2026.12.05"
 RUN = f"marker/rl@{VERSION}"
 MARKER = ("-m", "tests.experiments.marker", "--version", VERSION, "--scenario", "slow", "--steps", "200")
 EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
-ACTED_ON_WITHIN_S = 5.0  # generous for a shared CI machine; the point is that it is acted on, not ignored
+ACTED_ON_WITHIN_S = 1.0  # measured: 0.03-0.21 s, also with two busy loops on the 2-core machine
 
 
 def _start(launcher: Launcher, log: Path, *args: str) -> subprocess.Popen[bytes]:

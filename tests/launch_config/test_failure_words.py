@@ -17,6 +17,7 @@ from rlaunch.launch_config.failures import (
     FailureClass,
     classify,
     disk_full,
+    told,
 )
 
 
@@ -108,3 +109,28 @@ def test_a_recorded_class_reads_back_and_anything_else_is_none() -> None:
     assert FailureClass.from_json({"kind": OPERATIONAL, "where": ""}).where is None  # type: ignore[union-attr]
     for damaged in (None, [], "operational", {"cause": "x"}, {"kind": "other"}):
         assert FailureClass.from_json(damaged) is None
+
+
+def test_a_full_disk_is_where_the_first_write_that_named_its_file_did_not_fit() -> None:
+    """What follows a full disk fails on it too (the gang's outcome, a manifest): the earliest named
+    write is where it filled; a later line without a path, or of another cause, does not decide."""
+    lines = [
+        "OSError: [Errno 28] No space left on device",  # the trainer's: no file named
+        "entrypoint exited 1: No space left on device (ENOSPC) writing /s/a/gang/outcome.json: free space",
+        "No space left on device (ENOSPC) writing /s/a.json: free space",
+        "OSError: [Errno 28] No space left on device",
+    ]
+    found = classify(None, lines)
+    assert (found.cause, found.where) == ("disk full", "/s/a/gang/outcome.json")
+    assert found.evidence == lines[1]
+    assert classify(None, [lines[0], "NCCL error", lines[2]]).where == "/s/a.json"
+    assert classify(None, [lines[2], "NCCL error"]).cause == "collective-communication failure"  # the last decides
+    assert classify(None, [lines[0], lines[3]]).where is None
+
+
+def test_a_full_disk_is_told_from_the_words_that_name_it_with_its_path() -> None:
+    named = classify(None, ["rank 0: recorded: No space left on device (ENOSPC) writing /s/x: free space"])
+    assert told(named) == "No space left on device (ENOSPC) writing /s/x: free space"
+    bare = FailureClass(OPERATIONAL, "disk full", "OSError: [Errno 28] No space left on device", where="/s")
+    assert told(bare) == "[Errno 28] No space left on device (at /s)"
+    assert told(FailureClass(OPERATIONAL, "disk full", "EDQUOT")) == "EDQUOT"

@@ -24,6 +24,7 @@ from rlaunch.observe.collect import (
     effective_state,
     iso_time,
 )
+from rlaunch.observe.render import status_text
 from rlaunch.observe.resolve import RunRef, at_path
 from rlaunch.observe.run_jobs import JobView
 
@@ -222,6 +223,20 @@ def test_before_the_host_finished_the_export_is_the_trainers_and_a_cancel_is_nam
     (run["policy"] / "config.json").unlink()
     (run["policy"] / "model.safetensors").unlink()
     assert snapshot(run).export.uri is None
+
+
+def test_a_checkpoint_without_its_manifest_is_incomplete_not_kept(run: dict[str, Any]) -> None:
+    """A save cut short (a full disk mid-write) leaves weights and no manifest: not a kept checkpoint."""
+    write(run["ckpt"] / "global_step_2" / "model.safetensors", b"\0" * 64)
+    write(run["ckpt"] / "global_step_4" / "rlaunch_checkpoint.jsonx", "{}")  # the manifest's name, exactly
+    s = dataclasses.replace(snapshot(run), phases={})  # the fixture's phases are not times
+    assert (s.checkpoints.steps, s.checkpoints.incomplete) == ([1, 3], [2, 4])
+    assert "checkpoints  kept [1, 3], incomplete [2, 4] (no rlaunch_checkpoint.json), latest 3" in status_text(s)
+    (run["ckpt"] / "latest").unlink()
+    for step in (1, 3):
+        (run["ckpt"] / f"global_step_{step}" / "rlaunch_checkpoint.json").unlink()
+    text = status_text(dataclasses.replace(snapshot(run), phases={}))
+    assert "checkpoints  kept [none], incomplete [1, 2, 3, 4] (no rlaunch_checkpoint.json), no latest marker" in text
 
 
 def test_damaged_or_missing_evidence_is_named_not_guessed(run: dict[str, Any]) -> None:

@@ -30,7 +30,7 @@ from rlaunch.judgement.judge import Authorisations, judge, refusals
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.composition import get_path
-from rlaunch.launch_config.failures import DISK_FULL, UNCLASSIFIED, classify, disk_full
+from rlaunch.launch_config.failures import DISK_FULL, UNCLASSIFIED, FailureClass, classify, disk_full, told
 from rlaunch.launch_config.gates import authorisations
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.rules.document_subject import memory_table
@@ -101,7 +101,7 @@ def execute_launch(url: str, log: TextIO = sys.stderr) -> LaunchResult:
         raise LaunchRefusedError(str(exc), result) from exc
     except Exception as exc:  # noqa: BLE001 - a failed launch still leaves its manifest and record
         _, result.failure = classify_error(exc, "rlaunch launch")
-        result.failure_class = classify(result.failure).to_json()
+        result.failure_class = classify(result.failure, storage_roots=_local_roots(resolved_doc)).to_json()
         with contextlib.suppress(OSError):
             _finish(resolved_doc, result, _memory(doc, planned))
         return result
@@ -244,9 +244,11 @@ def _submit(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO, me
         _succeed(doc, result)
     if result.state == FAILED:
         codes = [_trainer_exit_code(doc), *(r.exit_code for r in status.replicas)]
-        found = classify(result.failure, list(tail), codes)
+        found = classify(result.failure, list(tail), codes, storage_roots=_local_roots(doc))
         if found.cause == DISK_FULL and found.where is None:  # a trainer's ENOSPC names no file: its fullest root
             found = dataclasses.replace(found, where=storage.fullest(_run_roots(doc)))
+        if found.cause == DISK_FULL and found.where and found.where not in (result.failure or ""):
+            result.failure = f"{result.failure}; {told(found)}"  # the text and the class name one path
         result.failure_class = found.to_json()
     _finish(doc, result, memory, backend)
     return result
@@ -322,14 +324,26 @@ def _run_roots(doc: schema.SkyRLLaunchConfig) -> list[str]:
     return [paths.checkpoint_root, paths.attempts_root, paths.export_root, paths.output_path]
 
 
+def _local_roots(doc: schema.SkyRLLaunchConfig) -> list[str]:
+    """The run's storage roots as local paths: where a permission error is read-only storage."""
+    return [storage.local_path(url) for url in _run_roots(doc) if url and storage.is_local(url)]
+
+
 def _manifests_did_not_fit(result: LaunchResult, exc: OSError) -> None:
     """The attempt's manifests hit a full disk: the attempt failed (a success without its terminal
-    manifest is not complete), and says so; a cause the trainer's failure already named stays."""
+    manifest is not complete), and says so; a cause the trainer's failure already named stays, and
+    a full disk it named stays the path told (the write that did not fit first)."""
+    result.state = FAILED
+    recorded = FailureClass.from_json(result.failure_class)
+    if recorded and recorded.cause == DISK_FULL and recorded.where:
+        result.failure = f"{result.failure}; the attempt's manifests did not fit either"
+        return
     message = storage.disk_full_message(exc)
     result.failure = f"{result.failure}; {message}" if result.failure else message
-    result.state = FAILED
-    if (result.failure_class or {}).get("kind") in (None, UNCLASSIFIED):
+    if recorded is None or recorded.kind == UNCLASSIFIED:
         result.failure_class = disk_full(message, exc.filename).to_json()
+    elif recorded.cause == DISK_FULL:  # the trainer's full disk named no file: this write names it
+        result.failure_class = dataclasses.replace(recorded, where=exc.filename).to_json()
 
 
 def _coordinator_phases(backend: Backend, job_id: str | None) -> dict[str, str]:

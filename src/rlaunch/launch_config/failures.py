@@ -11,6 +11,9 @@
 
 Each class carries the cause, the evidence, where it happened (a path or a node, when known) and
 the next step (`advice`: the kind's, or the cause's own where it says more, as a full disk does).
+A permission error is the machinery's only on the run's own storage (`storage_roots`): the
+prefix was writable when the launch began, so a refusal there is a remount or a changed ACL; on
+any other path it may be the inputs', and stays unclassified.
 
 `classify` reads, in order, a refusal before allocation (its rule codes), the log lines nearest the end
 (known signatures), the exit codes and signals of the trainer and the gang, then the failure
@@ -39,13 +42,26 @@ class Signature:
     pattern: re.Pattern[str]
     rule: str | None = None
     where: re.Pattern[str] | None = None  # its first group: the path or node the line names
+    on_run_storage: bool = False  # it counts only when `where` lies under one of the run's storage roots
 
 
-def _sig(kind: str, cause: str, pattern: str, rule: str | None = None, where: str | None = None) -> Signature:
-    return Signature(kind, cause, re.compile(pattern, re.IGNORECASE), rule, re.compile(where) if where else None)
+def _sig(
+    kind: str,
+    cause: str,
+    pattern: str,
+    rule: str | None = None,
+    where: str | None = None,
+    *,
+    on_run_storage: bool = False,
+) -> Signature:
+    return Signature(
+        kind, cause, re.compile(pattern, re.IGNORECASE), rule, re.compile(where) if where else None, on_run_storage
+    )
 
 
 DISK_FULL = "disk full"
+READ_ONLY = "read-only storage"
+LOST_BY_SCHEDULER = "job lost by the scheduler"
 # What to do when the cause says more than its kind (`FailureClass.advice`).
 NEXT_STEPS = {
     DISK_FULL: "free space on the full filesystem (or point the prefix or $RLAUNCH_TEMP_PREFIX at a larger one), "
@@ -54,19 +70,35 @@ NEXT_STEPS = {
     "`sinfo -R` says why)",
     "cancelled by the scheduler": "see why the scheduler ended the job (`sacct -j <job>`, `scontrol ping`), "
     'then resubmit with --retry "<reason>"',
+    READ_ONLY: "make the path writable again (a remount read-only after a storage fault, a changed ACL or "
+    "owner), or point the prefix or $RLAUNCH_TEMP_PREFIX at a writable location, then resubmit with "
+    '--retry "read-only storage"',
+    LOST_BY_SCHEDULER: "slurmctld restarted or purged the job: check it answers (`scontrol ping`) and what "
+    'it recorded (`sacct -j <job>`), then resubmit with --retry "job lost by the scheduler"',
     "lost supervisor": "the process that supervised the job died with its machine or was killed (see its "
     'supervisor.log); resubmit with --retry "lost supervisor"',
 }
 _NODES = r"on node\(s\) (\S+)"  # how the Slurm backend names the nodes of a job it ended (`_lost_message`)
+_PATH = r"(?:writing |')(/[^\s':]+)"  # the file an OSError (or `storage.disk_full_message`) names
 
 # Most specific first: a collective timeout is a timeout line too, an OOM traceback a traceback.
+_FULL = _sig(
+    OPERATIONAL,
+    DISK_FULL,
+    r"No space left on device|\bENOSPC\b|\[?Errno 28\b|Disk quota exceeded|\bEDQUOT\b|\[?Errno 122\b",
+    where=_PATH,
+)
 SIGNATURES: tuple[Signature, ...] = (
+    _FULL,
+    _sig(OPERATIONAL, READ_ONLY, r"Read-only file system|\bEROFS\b|\bErrno 30\b", where=_PATH),
     _sig(
         OPERATIONAL,
-        DISK_FULL,
-        r"No space left on device|\bENOSPC\b|Errno 28\b|Disk quota exceeded|\bEDQUOT\b|Errno 122\b",
-        where=r"(?:writing |')(/[^\s':]+)",  # the file a storage error names (`storage.disk_full_message`)
+        READ_ONLY,
+        r"Permission denied|\bEACCES\b|\bErrno 13\b|Operation not permitted|\bEPERM\b|\bErrno 1\b",
+        where=_PATH,
+        on_run_storage=True,
     ),
+    _sig(OPERATIONAL, LOST_BY_SCHEDULER, r"\bslurmctld no longer knows\b", where=_NODES),
     _sig(OPERATIONAL, "node failure", r"\b(NODE_FAIL|BOOT_FAIL)\b|\bNodeDown\b", where=_NODES),
     _sig(
         OPERATIONAL,
@@ -86,7 +118,12 @@ SIGNATURES: tuple[Signature, ...] = (
         r"out of memory|OutOfMemoryError|\bOOM\b|oom[-_ ]kill|Killed process \d+|\bOUT_OF_MEMORY\b",
         where=_NODES,
     ),
-    _sig(OPERATIONAL, "preempted", r"preempt"),
+    _sig(
+        OPERATIONAL,
+        "preempted",
+        r"\bpreempt(ed|ion|ing)?\b",
+        where=_NODES + r"|\bnode ([\w.\-\[\]]+) (?:was |is )?preempted|\bpreempted on (?:node )?([\w.\-\[\]]+)",
+    ),
     _sig(
         OPERATIONAL,
         "node lost",
@@ -161,6 +198,14 @@ class FailureClass:
         )
 
 
+def told(found: FailureClass) -> str:
+    """A full disk as a failure text tells it: the evidence from the words that name it (a log
+    line's prefix dropped), and where, when those words do not name it."""
+    match = _FULL.pattern.search(found.evidence)
+    words = found.evidence[match.start() :] if match else found.evidence
+    return words if not found.where or found.where in words else f"{words} (at {found.where})"
+
+
 def disk_full(evidence: str, where: str | None) -> FailureClass:
     """A write that did not fit (ENOSPC, EDQUOT) at `where`: operational, whatever else failed before."""
     return FailureClass(OPERATIONAL, DISK_FULL, evidence[-300:], where=where)
@@ -173,16 +218,23 @@ def classify(
     *,
     refused: bool = False,
     rule_codes: Sequence[str] = (),
+    storage_roots: Sequence[str] = (),
 ) -> FailureClass:
     """The kind and cause of a failed attempt, with the evidence that decided. `refused`: the
-    launcher refused it before allocation (its inputs), naming the first rule code it broke."""
+    launcher refused it before allocation (its inputs), naming the first rule code it broke.
+    `storage_roots`: the run's local storage directories, under which a permission error is the
+    machinery's (read-only storage)."""
     if refused:
         evidence = (failure or "").splitlines()[0][:300] if failure else ""
         return FailureClass(DETERMINISTIC, "refused before allocation", evidence, rule_codes[0] if rule_codes else None)
-    for line in reversed([ln.rstrip() for ln in log_lines if ln.strip()]):
-        found = _signature(line)
+    roots = tuple(r.rstrip("/") for r in storage_roots if r.strip("/"))
+    lines = [ln.rstrip() for ln in log_lines if ln.strip()]
+    for line in reversed(lines):
+        found = _found(line, roots)
+        if found and found.cause == DISK_FULL:  # what follows a full disk fails on it too: the first named write
+            return next((f for ln in lines if (f := _found(ln, roots)) and f.cause == DISK_FULL and f.where), found)
         if found:
-            return _found(found, line)
+            return found
     for code in exit_codes:
         signal = _signal(code)
         if signal in SIGNALS:
@@ -191,20 +243,28 @@ def classify(
         if code == 124:
             return FailureClass(OPERATIONAL, "timed out", f"exit code {code}: the time limit ended it")
     for line in (failure or "").splitlines():
-        found = _signature(line)
+        found = _found(line, roots)
         if found:
-            return _found(found, line)
+            return found
     return FailureClass(UNCLASSIFIED, "no known signature", (failure or "").splitlines()[0][:300] if failure else "")
 
 
-def _found(signature: Signature, line: str) -> FailureClass:
-    named = signature.where.search(line) if signature.where else None
-    where = next((g for g in named.groups() if g), None) if named else None
-    return FailureClass(signature.kind, signature.cause, line[-300:], signature.rule, where)
+def _found(line: str, roots: tuple[str, ...]) -> FailureClass | None:
+    """The class of the first signature `line` matches, with the place it names."""
+    for signature in SIGNATURES:
+        if not signature.pattern.search(line):
+            continue
+        named = signature.where.search(line) if signature.where else None
+        where = next((g for g in named.groups() if g), None) if named else None
+        if signature.on_run_storage and not _under(where, roots):
+            continue
+        return FailureClass(signature.kind, signature.cause, line[-300:], signature.rule, where)
+    return None
 
 
-def _signature(line: str) -> Signature | None:
-    return next((s for s in SIGNATURES if s.pattern.search(line)), None)
+def _under(path: str | None, roots: tuple[str, ...]) -> bool:
+    """Whether `path` is one of `roots` or inside one, by whole path components."""
+    return path is not None and any(path == root or path.startswith(root + "/") for root in roots)
 
 
 def _signal(code: int | None) -> int | None:

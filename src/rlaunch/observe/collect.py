@@ -114,7 +114,8 @@ class Steps:
 @dataclass
 class Checkpoints:
     root: str | None = None
-    steps: list[int] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)  # kept: each with its manifest (rlaunch_checkpoint.json)
+    incomplete: list[int] = field(default_factory=list)  # a directory without its manifest: a save cut short
     latest_step: int | None = None
     latest_path: str | None = None
     latest_meta: dict[str, Any] | None = None  # rlaunch_checkpoint.json of the latest checkpoint
@@ -342,9 +343,12 @@ def _checkpoints(doc: SkyRLLaunchConfig | None) -> Checkpoints:
     if not root:
         return ckpt
     try:
-        ckpt.steps = checkpoint_steps(root)
+        found = checkpoint_steps(root)
     except (OSError, ValueError):
-        ckpt.steps = []
+        found = []
+    for step in found:  # the manifest is written last: without it the weights may be partial (a full disk)
+        complete = storage.exists(storage.join(checkpoint_dir(root, step), CHECKPOINT_META))
+        (ckpt.steps if complete else ckpt.incomplete).append(step)
     marker = read_text(storage.join(root, LATEST_MARKER))
     if marker is None:
         return ckpt

@@ -13,6 +13,7 @@ from typing import Any
 from rlaunch.observe.collect import RunStatus
 from rlaunch.observe.run_jobs import JobView
 from rlaunch.observe.verdict import Verdict
+from rlaunch.runs.layout import CHECKPOINT_META
 from rlaunch.runs.run_record import PHASES
 
 LABEL_WIDTH = 12
@@ -146,9 +147,11 @@ def _checkpoints(s: RunStatus) -> list[str]:
     c = s.checkpoints
     if c.marker_error:
         return _line("checkpoints", c.marker_error)
-    kept = ", ".join(map(str, c.steps)) or "none"
+    kept = f"kept [{', '.join(map(str, c.steps)) or 'none'}]"
+    if c.incomplete:  # a save cut short (a full disk, a kill): not a checkpoint a resume can use
+        kept += f", incomplete [{', '.join(map(str, c.incomplete))}] (no {CHECKPOINT_META})"
     if c.latest_step is None:
-        return _line("checkpoints", f"kept [{kept}], no latest marker  ({c.root})")
+        return _line("checkpoints", f"{kept}, no latest marker  ({c.root})")
     digest = (c.latest_meta or {}).get("runtime_digest")
     digest_note = (
         "missing rlaunch_checkpoint.json"
@@ -159,7 +162,7 @@ def _checkpoints(s: RunStatus) -> list[str]:
             else f"digest {short(digest)} DIFFERS from the runtime's"
         )
     )
-    return _line("checkpoints", f"kept [{kept}], latest {c.latest_step} ({digest_note})", c.root or "-")
+    return _line("checkpoints", f"{kept}, latest {c.latest_step} ({digest_note})", c.root or "-")
 
 
 def _export(s: RunStatus) -> list[str]:
