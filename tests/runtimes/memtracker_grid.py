@@ -316,17 +316,8 @@ GRID: tuple[Case, ...] = (
 )
 
 # Rows not yet within the tolerance, by case name, with what the tracker shows (strict xfails in the tier:
-# one that comes within the tolerance fails until it is taken off this list).
-REFERENCE_GAPS: dict[str, str] = {
-    name: "the sharded reference forward of this MoE family peaks inside the first layer's experts (root, "
-    "that layer and its prefetched neighbour gathered) with 0.5-1.2 GiB more 'Activation' than the same "
-    "experts' forward holds unsharded or alone; not yet explained, so the reference row's layer-forward "
-    "term (`_forward_bytes_per_token`) does not model it"
-    for name in (
-        "qwen1.5-moe-a2.7b L2 N4 micro2 seq2048 no-ckpt",
-        "gpt-oss-20b L2 N4 micro2 seq2048 no-ckpt",
-    )
-}
+# one that comes within the tolerance fails until it is taken off this list). None at present.
+REFERENCE_GAPS: dict[str, str] = {}
 
 
 def measure(python: str, cases: tuple[Case, ...] = GRID) -> dict[Case, dict[str, Any]]:

@@ -50,6 +50,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from rlaunch.dotted import get_path
@@ -583,8 +584,13 @@ class _FsdpPhases:
     one GPU, the logits' backward holds a layer and its prefetched neighbour (bf16), a layer's
     backward a layer, its bf16 gradient and its fp32 reduce-scatter input. The root's own backward
     comes last, activations gone: its bf16 gradients, their fp32 copy for the reduction and the
-    reduced fp32 shard. A forward without gradients starts with the root's all-gather buffer beside
-    its gathered copy and a prefetched layer."""
+    reduced fp32 shard. In a forward without gradients, sharded, each layer's unshard holds three
+    gatherings at once: FSDP2 keeps the previous group's all-gather buffer past its copy-out to
+    overlap it with the next all-gather (`comm_ctx.all_gather_state`) and drops it in the next
+    group's `wait_for_unshard`, whose local `prev_all_gather_state` still holds it through that
+    group's copy-out, so a layer's copy-out into its unsharded parameters runs beside its own
+    all-gather buffer and the previous group's: the root's (embeddings and LM head) for the first
+    layer. An MoE layer is large beside its forward's activations, so this moment decides its peak."""
 
     arch: Architecture
     shard: int
@@ -628,7 +634,19 @@ class _FsdpPhases:
 
     @property
     def forward_start(self) -> int:
-        return 4 * self._root + 2 * self._layer if self.shard > 1 else self.root
+        """The first layer's unshard: the root gathered and its all-gather buffer not yet freed, the first
+        layer's all-gather buffer and its copy-out (bf16 each)."""
+        runs = self.arch.layer_runs()
+        return 4 * self._root + 4 * (runs[0][1] if runs else 0) if self.shard > 1 else self.root
+
+    @property
+    def forward_gather(self) -> int:
+        """A later layer's unshard: the root gathered, the previous layer's all-gather buffer, and this
+        layer's buffer and copy-out (bf16 each); the largest over consecutive layers."""
+        runs = self.arch.layer_runs()
+        pairs = [6 * size for count, size in runs if count > 1]
+        pairs += [2 * before + 4 * layer for (_, before), (_, layer) in pairwise(runs)]
+        return self.root + max(pairs) if self.shard > 1 and pairs else 0
 
     @property
     def forward_layer(self) -> int:
@@ -688,7 +706,7 @@ def _activation_bytes_per_token(arch: Architecture) -> int:
 
 def _reference(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device) -> Row:
     """The reference's forward without gradients: its weights, and the largest of what its phases
-    hold beside them (FSDP's gathered parameters; a layer's forward; the logits)."""
+    hold beside them (FSDP's gathered parameters at a layer's unshard; a layer's forward; the logits)."""
     p = arch.params.total
     fsdp: _FsdpPhases | None = None
     if geo.strategy == "megatron":
@@ -709,8 +727,13 @@ def _reference(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Devic
     activations = residual + tokens * _forward_bytes_per_token(arch)
     logit_bytes = 4 if fsdp is None else 2 + _softcap_bytes(arch)
     logits = micro_tokens // split.logit_tokens * (arch.vocab // split.vocab) * logit_bytes
-    start, layer, last = (0, 0, 0) if fsdp is None else (fsdp.forward_start, fsdp.forward_layer, fsdp.forward_logits)
-    transient = max(start + residual, layer + activations, last + logits + residual)
+    start, gather, layer, last = (
+        (0, 0, 0, 0)
+        if fsdp is None
+        else (fsdp.forward_start, fsdp.forward_gather, fsdp.forward_layer, fsdp.forward_logits)
+    )
+    # A later layer's unshard runs beside the previous layer's output and the embeddings' (the residual twice).
+    transient = max(start + residual, gather + 2 * residual, layer + activations, last + logits + residual)
     return Row(
         "reference",
         "forward",
@@ -721,7 +744,7 @@ def _reference(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Devic
         f"(the largest of gathered parameters, a layer's forward {gib(activations)} and logits {gib(logits)} GiB)",
         parts=(
             ("weights", weights),
-            ("gathered", max(start, layer, last)),
+            ("gathered", max(start, gather, layer, last)),
             ("activations", activations),
             ("logits", logits),
         ),

@@ -143,10 +143,18 @@ class Architecture:
 
     def layer_params(self) -> int:
         """The largest transformer layer's parameters (what FSDP gathers at once)."""
+        return max((size for _, size in self.layer_runs()), default=0)
+
+    def layer_runs(self) -> tuple[tuple[int, int], ...]:
+        """The transformer layers in order as runs of (layers, parameters of each): an MoE model's dense
+        layers first (DeepSeek's `first_k_dense_replace`; an interleaving such as `moe_layer_freq` is
+        taken as leading too), then its MoE layers."""
         per_layer = (self.params.attention + self.params.norms - self.hidden) // self.layers
-        dense = 3 * self.hidden * self.intermediate if self.layers > self.moe_layers else 0
+        dense = per_layer + 3 * self.hidden * self.intermediate
         moe = (self.params.experts + self.params.router) // self.moe_layers if self.moe_layers else 0
-        return per_layer + max(dense, moe + 3 * self.hidden * self.shared_intermediate)
+        routed = per_layer + moe + 3 * self.hidden * self.shared_intermediate
+        runs = ((self.layers - self.moe_layers, dense), (self.moe_layers, routed))
+        return tuple((count, size) for count, size in runs if count > 0)
 
     def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
         """K and V (or MLA's latent) of every layer for one token, unsharded."""
