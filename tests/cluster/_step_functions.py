@@ -40,3 +40,8 @@ def sleep_long(config: dict[str, Any]) -> Rows:
     storage.write_text_atomic(config["started"], "started")
     time.sleep(300)
     return Rows(path=config["output_path"])
+
+
+def denied_on_output(config: dict[str, Any]) -> Rows:
+    """Its own output refused, as a storage remounted read-only under a running job refuses it."""
+    raise PermissionError(13, "Permission denied", storage.join(config["output_path"], "rows.txt"))

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from rlaunch import storage
 from rlaunch.artifacts import ArtifactStep, RunFailedError, Runner, records
 from rlaunch.artifacts.runner import NoStepJobsError
 from rlaunch.cluster.local.backend import LocalBackend
@@ -126,6 +127,18 @@ def test_a_substituted_input_is_refused_in_the_step_job(prefix: str, backend: Lo
     log = "".join(backend.logs(attempt["child_job_id"]))
     assert "t/rows@2026.01.01:ffffffffffff" in log and "the input changed since" in log
     assert not (Path(count.path(prefix)) / "count.txt").exists()  # the function never ran
+
+
+def test_a_step_job_refused_its_own_storage_fails_as_read_only_storage_naming_the_path(
+    prefix: str, backend: LocalBackend
+) -> None:
+    step = step_of(fns.denied_on_output, {})
+    with pytest.raises(RunFailedError):
+        runner(prefix, backend, []).run([step])
+    (failed,) = attempts(step.path(prefix))
+    cls = failed["failure_class"]  # the step's own output: the machinery's, as for an RL attempt
+    assert (cls["kind"], cls["cause"]) == ("operational", "read-only storage"), cls
+    assert cls["where"] == storage.local_path(storage.join(step.path(prefix), "rows.txt")), cls
 
 
 def test_a_failed_step_job_is_classified_and_relaunched_only_with_retry(

@@ -183,7 +183,7 @@ class StepJobLauncher:
             record.update({
                 "state": state,
                 "failure": failure,
-                "failure_class": classify(failure, list(tail), codes).to_json(),
+                "failure_class": classify(failure, list(tail), codes, storage_roots=_local_roots(request, directory)).to_json(),
                 "finished_at": storage.utc_now(),
             })  # fmt: skip
             raise StepJobFailedError(f"{request.identity}: {failure}")
@@ -241,3 +241,9 @@ class _Record:
             "backend_settings": self.backend.environment(),
             **fields,
         })  # fmt: skip
+
+
+def _local_roots(request: StepJobRequest, directory: str) -> list[str]:
+    """The step job's storage as local paths (its output and its attempt's directory): where a
+    permission error is read-only storage, as for an RL attempt."""
+    return [storage.local_path(url) for url in (request.output_path, directory) if storage.is_local(url)]
