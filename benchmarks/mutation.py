@@ -54,6 +54,12 @@ class Area:
     relocate: tuple[str, ...] = ()
 
 
+# a whole host launch, whose clean run fails under mutmut once resume.py is mutated (the host's pin refusal
+# is `pinned_problem`, tested in process beside it)
+_HOST_PIN = (
+    "tests/runs/test_resume_from_pin.py::test_the_host_refuses_a_pin_whose_digest_differs_and_accepts_the_right_one"
+)
+
 AREAS = (
     Area(
         "preflight",
@@ -160,7 +166,10 @@ AREAS = (
             "tests/launch_config/test_resume_format.py",
             "tests/runs/test_resume_identity.py",
             "tests/host/test_host_units.py",
+            "tests/runs/test_resume_from_pin.py",
+            "tests/runtimes/test_checkpoint_manifest.py",
         ),
+        (_HOST_PIN,),
     ),
     Area(
         "runtime_digest",
@@ -175,7 +184,11 @@ AREAS = (
     Area(
         "adapter_guards",
         ("src/rlaunch_trl_cpu/checkpoints.py", "src/rlaunch_skyrl/checkpoints.py"),
-        ("tests/runtimes/test_checkpoint_guards.py",),
+        (
+            "tests/runtimes/test_checkpoint_guards.py",
+            "tests/runtimes/test_checkpoint_manifest.py",
+            "tests/runs/test_resume_from_pin.py",  # the pinned checkpoint's guards: `pinned`, `start_from_pin`
+        ),
         relocate=(
             "src/rlaunch/runtimes/adapters/trl_cpu/rlaunch_trl_cpu",
             "src/rlaunch/runtimes/adapters/skyrl/rlaunch_skyrl",
@@ -201,6 +214,28 @@ AREAS = (
         ),
     ),
     Area("output_roots", ("src/rlaunch/host/outputs.py",), ("tests/host/test_output_roots.py",)),
+    Area(
+        "readiness_defaults",
+        ("src/rlaunch/skyrl/views/readiness.py",),
+        ("tests/parity/test_readiness.py",),
+        ("tests/parity/test_readiness.py::test_every_rl_experiment_plan_has_the_readiness_section",),
+        # the promise: every host resource left to its execution's default is marked so, per role
+        only=tuple(
+            f"rlaunch.skyrl.views.readiness.x_{f}__mutmut_*"
+            for f in ("_host_resources", "relied_defaults", "launch_values")
+        ),
+    ),
+    Area("finalise", ("src/rlaunch/control/finalise.py",), ("tests/observe/test_finalise_snapshot.py",)),
+    Area(
+        "job_environment",
+        ("src/rlaunch/cluster/job_environment.py",),
+        ("tests/cluster/test_job_environment.py",),
+        # what crosses into a job, not `free_port` (a socket's answer)
+        only=tuple(
+            f"rlaunch.cluster.job_environment.x_{f}__mutmut_*"
+            for f in ("job_environment", "base_environment", "replica_base")
+        ),
+    ),
     Area(
         "damaged_record",
         ("src/rlaunch/observe/recover.py", "src/rlaunch/observe/resolve.py"),
@@ -362,13 +397,19 @@ EQUIVALENT: dict[str, str] = {
     "rlaunch_trl_cpu.checkpoints.xǁCheckpointStoreǁprune__mutmut_1": "keep < 0 instead of keep <= 0: with keep 0, "
     "steps[:-0] is empty, so nothing is removed either way",
     "rlaunch_skyrl.checkpoints.x__read__mutmut_4": "decode('UTF-8') instead of 'utf-8': the same codec",
-    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_12": "rstrip(None) instead of rstrip('/'): fsspec's ls(detail=False) "
+    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_14": "rstrip(None) instead of rstrip('/'): fsspec's ls(detail=False) "
     "names carry neither a trailing '/' nor whitespace",
-    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_16": "ls(detail=None) instead of detail=False: equally falsy, names",
-    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_13": "lstrip('/') instead of rstrip('/'): a leading '/' never reaches "
+    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_18": "ls(detail=None) instead of detail=False: equally falsy, names",
+    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_15": "lstrip('/') instead of rstrip('/'): a leading '/' never reaches "
     "basename's answer, and ls names end without one",
-    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_14": "rstrip('XX/XX') also strips a trailing 'X': a step directory's "
+    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_16": "rstrip('XX/XX') also strips a trailing 'X': a step directory's "
     "name ends in a digit",
+    "rlaunch_skyrl.checkpoints.x__manifest__mutmut_9": "fs.open(path) without 'rb': fsspec's open defaults to mode 'rb'",
+    **{
+        f"rlaunch_skyrl.checkpoints.x__manifest__mutmut_{n}": "another block size for the streamed sha256 (or the whole "
+        "file at once): the same digest"
+        for n in (17, 19, 20)
+    },
     # statefiles
     **{
         f"rlaunch.statefiles.x_fix_for__mutmut_{n}": "rsplit('/') with another maxsplit: [-1] is the same last part"
@@ -395,6 +436,8 @@ EQUIVALENT: dict[str, str] = {
     "rlaunch.runs.resume.x_run_fingerprint__mutmut_18": "encode('UTF-8') instead of 'utf-8': the same codec",
     "rlaunch.runs.resume.x_run_fingerprint__mutmut_5": "allow_nan=None instead of False: equally falsy, NaN still "
     "refused",
+    "rlaunch.runs.resume.x_fall_back__mutmut_15": "rstrip('XX/XX') also strips a trailing 'X': a skipped "
+    "checkpoint's directory is global_step_<N>, whose name ends in a digit",
     # secrets
     **{
         f"rlaunch.secrets.xǁScrubberǁsafe_cut__mutmut_{n}": "searching for a value from the start: the extra spans "
