@@ -217,7 +217,7 @@ AREAS = (
     Area(
         "readiness_defaults",
         ("src/rlaunch/skyrl/views/readiness.py",),
-        ("tests/parity/test_readiness.py",),
+        ("tests/parity/test_readiness.py", "tests/parity/test_readiness_defaults.py"),
         ("tests/parity/test_readiness.py::test_every_rl_experiment_plan_has_the_readiness_section",),
         # the promise: every host resource left to its execution's default is marked so, per role
         only=tuple(
@@ -226,6 +226,13 @@ AREAS = (
         ),
     ),
     Area("finalise", ("src/rlaunch/control/finalise.py",), ("tests/observe/test_finalise_snapshot.py",)),
+    Area(
+        "host_finish",
+        ("src/rlaunch/host/launch.py",),
+        ("tests/host/test_finish.py",),
+        # the attempt's end: manifests, a full disk named and classed, the record's refusal, phases and W&B run
+        only=tuple(f"rlaunch.host.launch.x_{f}__mutmut_*" for f in ("_finish", "_manifests_did_not_fit")),
+    ),
     Area(
         "job_environment",
         ("src/rlaunch/cluster/job_environment.py",),
@@ -410,6 +417,9 @@ EQUIVALENT: dict[str, str] = {
         "file at once): the same digest"
         for n in (17, 19, 20)
     },
+    # finalise
+    "rlaunch.control.finalise.x_finalise_open_attempts__mutmut_30": "attempt id None for effective_state: it is "
+    "compared only with a terminal manifest's, and the Terminal() passed here does not exist",
     # statefiles
     **{
         f"rlaunch.statefiles.x_fix_for__mutmut_{n}": "rsplit('/') with another maxsplit: [-1] is the same last part"
