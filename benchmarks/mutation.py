@@ -152,6 +152,7 @@ AREAS = (
             for f in (
                 "dumps",
                 "_fsynced_temporary",
+                "_naming",
                 "write_bytes_atomic",
                 "write_json_atomic",
                 "write_text_atomic",
@@ -224,6 +225,13 @@ AREAS = (
             f"rlaunch.skyrl.views.readiness.x_{f}__mutmut_*"
             for f in ("_host_resources", "relied_defaults", "launch_values")
         ),
+    ),
+    Area(
+        "take_over",
+        ("src/rlaunch/cluster/gang/engine.py",),
+        ("tests/cluster/test_take_over.py",),
+        # a dead supervisor's outcome: recorded only where it can be written, its replicas stopped
+        only=("rlaunch.cluster.gang.engine.xǁGangEngineǁ_take_over__mutmut_*",),
     ),
     Area("finalise", ("src/rlaunch/control/finalise.py",), ("tests/observe/test_finalise_snapshot.py",)),
     Area(

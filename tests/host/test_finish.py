@@ -53,6 +53,7 @@ def test_manifests_then_the_record_with_when_it_finished(doc: schema.SkyRLLaunch
     launch._finish(doc, result, MemoryTable(None))
     manifest = json.loads(Path(attempt_manifest(doc.artifacts.attempts_root, doc.run.attempt_id)).read_text())
     assert manifest["result"]["finished_at"] == result.finished_at is not None
+    assert manifest["config"] == json.loads(json.dumps(doc.to_dict()))  # the document the attempt ran
     entry = _entry(doc)
     assert (entry["state"], entry["finished_at"], entry["phases"]) == (
         SUCCEEDED,
@@ -142,3 +143,13 @@ def test_no_wandb_run_without_a_child_job_or_a_run_the_trainer_wrote(
     entry = _entry(doc)
     assert "wandb" not in entry
     assert ("trainer_started" in entry["phases"]) is (child is not None)
+
+
+class _Backend:
+    def environment(self) -> dict[str, str]:
+        return {"RLAUNCH_LOCAL_ROOT": "/jobs"}
+
+
+def test_the_record_says_where_the_attempts_jobs_can_be_found_again(doc: schema.SkyRLLaunchConfig) -> None:
+    launch._finish(doc, _result(doc), MemoryTable(None), _Backend())  # type: ignore[arg-type]
+    assert _entry(doc)["backend_settings"] == {"RLAUNCH_LOCAL_ROOT": "/jobs"}
