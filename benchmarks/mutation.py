@@ -233,6 +233,24 @@ AREAS = (
         # a dead supervisor's outcome: recorded only where it can be written, its replicas stopped
         only=("rlaunch.cluster.gang.engine.xǁGangEngineǁ_take_over__mutmut_*",),
     ),
+    Area(
+        "supervisor_start",
+        ("src/rlaunch/cluster/gang/supervisor.py",),
+        ("tests/cluster/test_supervisor_start.py",),
+        # the supervisor's scrubber (the submitter's secrets too) and the gang's rules from its record
+        only=("rlaunch.cluster.gang.supervisor.xǁSupervisorǁ__init____mutmut_*",),
+    ),
+    Area(
+        "step_job",
+        ("src/rlaunch/host/step_job.py",),
+        ("tests/host/test_step_job_run.py",),
+        # a step job's path on the coordinator: the retry gate, submission, the record, the failure's class
+        only=(
+            "rlaunch.host.step_job.xǁStepJobLauncherǁrun__mutmut_*",
+            "rlaunch.host.step_job.xǁ_Recordǁupdate__mutmut_*",
+            *(f"rlaunch.host.step_job.x_{f}__mutmut_*" for f in ("retry_refusal", "_follow", "job_document")),
+        ),
+    ),
     Area("finalise", ("src/rlaunch/control/finalise.py",), ("tests/observe/test_finalise_snapshot.py",)),
     Area(
         "host_finish",

@@ -104,3 +104,12 @@ def test_an_error_keeps_its_errnos_own_class_and_a_path_the_os_gave(
     with pytest.raises(OSError) as raised:
         storage.write_bytes_atomic(target, b"x")
     assert raised.value is bare
+
+
+def test_a_rename_that_fails_leaves_no_temporary_and_raises_its_own_error(tmp_path: Path) -> None:
+    target = tmp_path / "rec.json"
+    target.mkdir()  # a directory in the way: the rename over it fails
+    with pytest.raises(IsADirectoryError) as raised:
+        storage.write_bytes_atomic(str(target), b"x")
+    assert raised.value.filename is not None and str(target) in (raised.value.filename, raised.value.filename2)
+    assert os.listdir(tmp_path) == ["rec.json"] and target.is_dir()

@@ -19,7 +19,7 @@ from rlaunch.cluster.gang.engine import GangEngine
 from rlaunch.cluster.gang.state import JobDir
 from rlaunch.cluster.lifecycle import cancel_message
 
-LOST = "its supervisor is gone (lost with the machine)"
+LOST = "gang-abc123: its supervisor is gone (lost with the machine)"
 ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
 
 
@@ -48,7 +48,7 @@ class _Transport(GangEngine):
         return True
 
     def _lost_message(self, job: JobDir) -> str:
-        return LOST
+        return f"{job.job_id}: its supervisor is gone (lost with the machine)"  # the transport's word on this job
 
     def _stop_left(self, pids: list[int]) -> None:
         self.stopped.append(pids)
