@@ -11,7 +11,9 @@ secrets, statefiles, paths, storage's atomic writes, resume, the runtime digest 
 checkpoint guards (imported by their own package names, as the adapter tests import them); and
 the code issue 33 found weakly tested: the Slurm queue check and cancel path, export-root ownership,
 damaged-record recovery, the judgement and its gates, failure classes, pinned hub sources and the
-memory rules' verdicts. For every area the script copies the checkout's `src/`, `tests/`, `experiments/`
+memory rules' verdicts; and the other guards' holders in tests/promises.py: a job's environment,
+finalising an attempt whose jobs are gone, the host's last step (a full disk), readiness's
+defaults, a dead supervisor's take-over, a supervisor's scrubber and a step job's path. For every area the script copies the checkout's `src/`, `tests/`, `experiments/`
 and `pyproject.toml` to a scratch directory, adds a `[tool.mutmut]` section for that area, runs
 `mutmut run` there (mutmut 3 writes its mutants under the scratch copy, never here) and prints
 killed / survived / no-test counts and the score = killed / (killed + survived + no tests), with

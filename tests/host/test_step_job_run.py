@@ -6,7 +6,7 @@ runs real step jobs on the local backend."""
 
 from __future__ import annotations
 
-import json
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -17,9 +17,12 @@ import pytest
 
 from rlaunch import storage
 from rlaunch.cluster.protocol import JOB_ID_ENV, JobSpec, JobState, JobStatus, ReplicaStatus
-from rlaunch.host.step_job import TASK_MODULE, StepJobFailedError, StepJobLauncher, StepJobRefusedError
+from rlaunch.host import step_job
+from rlaunch.host.step_job import LOG_TAIL, TASK_MODULE, StepJobFailedError, StepJobLauncher, StepJobRefusedError
 from rlaunch.launch_config.failures import classify
 from rlaunch.runs import run_record
+from rlaunch.runs.layout import attempt_dir, step_job_attempts_root
+from rlaunch.secrets import SecretArgumentError
 from rlaunch.step_jobs import StepExecution, StepInput, StepJobRequest
 
 ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
@@ -41,18 +44,36 @@ class Scripted:
         values: Any = None,
         refuse: Exception | None = None,
         interrupt: bool = False,
+        output_path: str | None = None,
+        broken_cleanup: bool = False,
     ) -> None:
         self.state, self.lines, self.message, self.codes = state, lines, message, codes
         self.values = {"values": {"rows": 3}} if values is None else values
-        self.refuse, self.interrupt = refuse, interrupt
+        self.refuse, self.interrupt, self.output_path, self.broken_cleanup = (
+            refuse,
+            interrupt,
+            output_path,
+            broken_cleanup,
+        )
+        self.seen: list[str] = []  # the attempt's recorded state when checked and when followed
+        self.checked: JobSpec | None = None
+        self.interrupted = False
         self.calls: list[tuple[str, Any]] = []
         self.spec: JobSpec | None = None
 
     def environment(self) -> dict[str, str]:
+        if self.interrupted and self.broken_cleanup:
+            raise RuntimeError("the backend is gone too")
         return {"RLAUNCH_SCRIPTED_ROOT": "/jobs"}
+
+    def _see(self) -> None:
+        if self.output_path is not None:
+            self.seen.append((run_record.read(self.output_path) or {})["attempts"][-1]["state"])
 
     def check(self, spec: JobSpec, *, parent: str | None = None) -> None:
         self.calls.append(("check", parent))
+        self.checked = spec
+        self._see()
         if self.refuse is not None:
             raise self.refuse
 
@@ -69,8 +90,10 @@ class Scripted:
 
     def logs(self, job_id: str, *, follow: bool = False) -> Iterator[str]:
         self.calls.append(("logs", (job_id, follow)))
+        self._see()
         yield from self.lines
         if self.interrupt:
+            self.interrupted = True
             raise KeyboardInterrupt
         if self.state is JobState.SUCCEEDED and self.values != "none":
             assert self.spec is not None
@@ -78,11 +101,14 @@ class Scripted:
             storage.write_json_atomic(document["result_uri"], self.values)
 
     def wait(self, job_id: str) -> JobStatus:
+        self.calls.append(("wait", job_id))
         replicas = tuple(ReplicaStatus(r, self.state, exit_code=c) for r, c in enumerate(self.codes))
         return JobStatus(job_id, "step", self.name, self.state, replicas=replicas, message=self.message)
 
     def cancel(self, job_id: str, *, reason: str | None = None) -> None:
         self.calls.append(("cancel", (job_id, reason)))
+        if self.broken_cleanup:
+            raise RuntimeError("the backend is gone")
 
 
 def _request(tmp_path: Path, **execution: Any) -> StepJobRequest:
@@ -110,8 +136,12 @@ def _no_parent(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_step_job_is_submitted_followed_and_recorded_and_returns_its_values(tmp_path: Path) -> None:
-    request, backend, said = _request(tmp_path, nodes=1), Scripted(lines=("[rank 0] tokenising\n",)), []
-    assert StepJobLauncher(backend=backend, placement={"root": "/jobs"}).run(request, said.append) == {"rows": 3}
+    request, said = _request(tmp_path, nodes=1), list[str]()
+    backend = Scripted(lines=("[rank 0] tokenising\n",), output_path=request.output_path)
+    launcher = StepJobLauncher(backend=backend, placement={"root": "/jobs"}, working_dir=str(tmp_path))
+    assert launcher.run(request, said.append) == {"rows": 3}
+    assert backend.seen == ["launching", "running"] and backend.checked is backend.spec
+    assert backend.calls[-1] == ("wait", "job-1")
     assert said == ["  submitted step job job-1 for data/tok@1:abc via scripted", "  [data/tok@1:abc] tokenising"]
     assert backend.calls[:3] == [("check", None), ("submit", "data-tok-1-step"), ("logs", ("job-1", True))]
     spec = backend.spec
@@ -119,11 +149,21 @@ def test_a_step_job_is_submitted_followed_and_recorded_and_returns_its_values(tm
     (entry,) = _attempts(request)
     attempt = entry["attempt_id"]
     assert re.fullmatch(r"[0-9a-f]{12}", attempt) and spec.labels["rlaunch.attempt"] == attempt
+    assert entry["attempt_dir"] == attempt_dir(step_job_attempts_root(request.prefix, "data/tok", "1"), attempt)
+    assert spec.working_dir == str(tmp_path) and (run_record.read(request.output_path) or {})["run_id"] == "data/tok-1"
     document = storage.read_json(spec.argv[-1])
     assert spec.argv[-1] == entry["job_document_uri"] == storage.join(entry["attempt_dir"], "step-job.json")
     assert entry["attempt_dir"].startswith(str(tmp_path / "prefix"))
-    assert document["attempt_id"] == attempt and document["function"] == "pkg.steps:tokenise"
-    assert document["result_uri"] == storage.join(entry["attempt_dir"], "step-result.json")
+    assert document == {
+        "identity": "data/tok@1:abc",
+        "run_id": "data/tok-1",
+        "attempt_id": attempt,
+        "function": "pkg.steps:tokenise",
+        "config": {"max_len": 512},
+        "inputs": [{"identity": "data/raw@1:def", "uri": str(tmp_path / "raw")}],
+        "runtime": "trl-cpu",
+        "result_uri": storage.join(entry["attempt_dir"], "step-result.json"),
+    }
     assert {k: entry[k] for k in ("state", "artifact", "fingerprint", "kind", "runtime_profile", "child_job_id")} == {
         "state": "succeeded",
         "artifact": "data/tok@1:abc",
@@ -228,6 +268,7 @@ def test_a_coordinator_that_stops_following_cancels_and_records_the_job(tmp_path
         "cancelled",
         "the coordinator was interrupted; the step job was cancelled",
     )
+    assert re.match(ISO, entry["finished_at"])
 
 
 def test_a_failed_latest_attempt_is_relaunched_only_with_the_retry_authorisation(tmp_path: Path) -> None:
@@ -251,10 +292,79 @@ def test_a_failed_latest_attempt_is_relaunched_only_with_the_retry_authorisation
     assert "retry" not in _attempts(request)[2]
 
 
-def test_the_stored_document_is_what_the_task_reads(tmp_path: Path) -> None:
+def test_without_a_backend_of_its_own_it_uses_the_jobs_backend_else_the_local_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[str] = []
+    local, enclosing = Scripted(), Scripted()
+
+    def get_backend(name: str) -> Scripted:
+        made.append(name)
+        return local
+
+    monkeypatch.setattr(step_job, "get_backend", get_backend)
+    monkeypatch.setattr(step_job, "backend_from_env", lambda: None)
+    StepJobLauncher().run(_request(tmp_path / "a"), lambda _: None)
+    assert made == ["local"] and local.spec is not None and local.spec.working_dir == os.getcwd()
+    monkeypatch.setattr(step_job, "backend_from_env", lambda: enclosing)
+    StepJobLauncher().run(_request(tmp_path / "b"), lambda _: None)
+    assert made == ["local"] and enclosing.spec is not None
+
+
+def test_a_credential_in_the_config_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    token = "ghp_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6"
     request, backend = _request(tmp_path), Scripted()
-    StepJobLauncher(backend=backend).run(request, lambda _: None)
-    assert backend.spec is not None
-    document = json.loads(Path(backend.spec.argv[-1]).read_text())
-    assert document["inputs"] == [{"identity": "data/raw@1:def", "uri": str(tmp_path / "raw")}]
-    assert document["config"] == {"max_len": 512} and document["identity"] == "data/tok@1:abc"
+    request = StepJobRequest(**{**request.__dict__, "config": {"hub": {"token": token}}})
+    with pytest.raises(SecretArgumentError) as refused:
+        StepJobLauncher(backend=backend).run(request, lambda _: None)
+    assert "the step job document of data/tok@1:abc" in str(refused.value) and token not in str(refused.value)
+    assert "config.hub.token" in str(refused.value)
+    assert backend.calls == [] and run_record.read(request.output_path) is None
+
+
+def test_the_failure_is_classed_by_its_own_words_the_last_lines_and_the_exit_codes(tmp_path: Path) -> None:
+    early = tuple(f"[rank 0] line {n}\n" for n in range(60))
+    lines = ("[rank 0] CUDA out of memory\n", *early, *(f"[rank 0] step {n}\n" for n in range(LOG_TAIL)))
+    cases = [  # (message, lines, codes)
+        (None, lines, (137,)),  # the out-of-memory line is older than the tail: the exit code decides
+        ("CUDA out of memory", early, (1,)),  # the job's own word decides
+    ]
+    for n, (message, logged, codes) in enumerate(cases):
+        request = _request(tmp_path / str(n))
+        with pytest.raises(StepJobFailedError):
+            StepJobLauncher(backend=Scripted(JobState.FAILED, lines=logged, message=message, codes=codes)).run(
+                request, lambda _: None
+            )
+        (entry,) = _attempts(request)
+        tail = [line.removeprefix("[rank 0] ") for line in logged][-LOG_TAIL:]
+        assert entry["failure_class"] == classify(entry["failure"], tail, list(codes)).to_json()
+        if message is None:
+            assert entry["failure_class"] != classify(entry["failure"], tail).to_json()  # the codes count
+            whole = [line.removeprefix("[rank 0] ") for line in logged]
+            assert entry["failure_class"] != classify(entry["failure"], whole, list(codes)).to_json()
+        else:
+            assert entry["failure_class"] != classify(None, tail, list(codes)).to_json()
+
+
+def test_a_coordinator_interrupted_while_the_backend_is_gone_still_stops(tmp_path: Path) -> None:
+    request, backend = _request(tmp_path), Scripted(interrupt=True, broken_cleanup=True)
+    with pytest.raises(KeyboardInterrupt):
+        StepJobLauncher(backend=backend).run(request, lambda _: None)
+    assert backend.calls[-1][0] == "cancel" and _attempts(request)[0]["state"] == "running"
+
+
+@pytest.mark.parametrize(
+    ("failure", "why"),
+    [(None, ""), ("", ""), ("x" * 200 + "\nsecond line", " (" + "x" * 160 + ")")],
+)
+def test_the_retry_refusal_quotes_the_first_line_of_the_failure_cut_at_160(
+    tmp_path: Path, failure: str | None, why: str
+) -> None:
+    request = _request(tmp_path)
+    run_record.update_attempt(request.output_path, "data/tok-1", "a0", {"state": "cancelled", "failure": failure})
+    with pytest.raises(StepJobRefusedError) as refused:
+        StepJobLauncher(backend=Scripted()).run(request, lambda _: None)
+    assert str(refused.value) == (
+        f"data/tok@1:abc: the latest step job attempt a0 cancelled{why}; "
+        'relaunching it is a retry: pass --retry "<reason>" (kept in the run record), or launch a new version'
+    )
