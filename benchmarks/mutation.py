@@ -11,7 +11,9 @@ secrets, statefiles, paths, storage's atomic writes, resume, the runtime digest 
 checkpoint guards (imported by their own package names, as the adapter tests import them); and
 the code issue 33 found weakly tested: the Slurm queue check and cancel path, export-root ownership,
 damaged-record recovery, the judgement and its gates, failure classes, pinned hub sources and the
-memory rules' verdicts. For every area the script copies the checkout's `src/`, `tests/`, `experiments/`
+memory rules' verdicts; and the other guards' holders in tests/promises.py: a job's environment,
+finalising an attempt whose jobs are gone, the host's last step (a full disk), readiness's
+defaults, a dead supervisor's take-over, a supervisor's scrubber and a step job's path. For every area the script copies the checkout's `src/`, `tests/`, `experiments/`
 and `pyproject.toml` to a scratch directory, adds a `[tool.mutmut]` section for that area, runs
 `mutmut run` there (mutmut 3 writes its mutants under the scratch copy, never here) and prints
 killed / survived / no-test counts and the score = killed / (killed + survived + no tests), with
@@ -53,6 +55,12 @@ class Area:
     # own name (`rlaunch_trl_cpu`), which is the module name mutmut must give its mutants
     relocate: tuple[str, ...] = ()
 
+
+# a whole host launch, whose clean run fails under mutmut once resume.py is mutated (the host's pin refusal
+# is `pinned_problem`, tested in process beside it)
+_HOST_PIN = (
+    "tests/runs/test_resume_from_pin.py::test_the_host_refuses_a_pin_whose_digest_differs_and_accepts_the_right_one"
+)
 
 AREAS = (
     Area(
@@ -146,6 +154,7 @@ AREAS = (
             for f in (
                 "dumps",
                 "_fsynced_temporary",
+                "_naming",
                 "write_bytes_atomic",
                 "write_json_atomic",
                 "write_text_atomic",
@@ -160,7 +169,10 @@ AREAS = (
             "tests/launch_config/test_resume_format.py",
             "tests/runs/test_resume_identity.py",
             "tests/host/test_host_units.py",
+            "tests/runs/test_resume_from_pin.py",
+            "tests/runtimes/test_checkpoint_manifest.py",
         ),
+        (_HOST_PIN,),
     ),
     Area(
         "runtime_digest",
@@ -175,7 +187,11 @@ AREAS = (
     Area(
         "adapter_guards",
         ("src/rlaunch_trl_cpu/checkpoints.py", "src/rlaunch_skyrl/checkpoints.py"),
-        ("tests/runtimes/test_checkpoint_guards.py",),
+        (
+            "tests/runtimes/test_checkpoint_guards.py",
+            "tests/runtimes/test_checkpoint_manifest.py",
+            "tests/runs/test_resume_from_pin.py",  # the pinned checkpoint's guards: `pinned`, `start_from_pin`
+        ),
         relocate=(
             "src/rlaunch/runtimes/adapters/trl_cpu/rlaunch_trl_cpu",
             "src/rlaunch/runtimes/adapters/skyrl/rlaunch_skyrl",
@@ -201,6 +217,60 @@ AREAS = (
         ),
     ),
     Area("output_roots", ("src/rlaunch/host/outputs.py",), ("tests/host/test_output_roots.py",)),
+    Area(
+        "readiness_defaults",
+        ("src/rlaunch/skyrl/views/readiness.py",),
+        ("tests/parity/test_readiness.py", "tests/parity/test_readiness_defaults.py"),
+        ("tests/parity/test_readiness.py::test_every_rl_experiment_plan_has_the_readiness_section",),
+        # the promise: every host resource left to its execution's default is marked so, per role
+        only=tuple(
+            f"rlaunch.skyrl.views.readiness.x_{f}__mutmut_*"
+            for f in ("_host_resources", "relied_defaults", "launch_values")
+        ),
+    ),
+    Area(
+        "take_over",
+        ("src/rlaunch/cluster/gang/engine.py",),
+        ("tests/cluster/test_take_over.py",),
+        # a dead supervisor's outcome: recorded only where it can be written, its replicas stopped
+        only=("rlaunch.cluster.gang.engine.xǁGangEngineǁ_take_over__mutmut_*",),
+    ),
+    Area(
+        "supervisor_start",
+        ("src/rlaunch/cluster/gang/supervisor.py",),
+        ("tests/cluster/test_supervisor_start.py",),
+        # the supervisor's scrubber (the submitter's secrets too) and the gang's rules from its record
+        only=("rlaunch.cluster.gang.supervisor.xǁSupervisorǁ__init____mutmut_*",),
+    ),
+    Area(
+        "step_job",
+        ("src/rlaunch/host/step_job.py",),
+        ("tests/host/test_step_job_run.py",),
+        # a step job's path on the coordinator: the retry gate, submission, the record, the failure's class
+        only=(
+            "rlaunch.host.step_job.xǁStepJobLauncherǁrun__mutmut_*",
+            "rlaunch.host.step_job.xǁ_Recordǁupdate__mutmut_*",
+            *(f"rlaunch.host.step_job.x_{f}__mutmut_*" for f in ("retry_refusal", "_follow", "job_document")),
+        ),
+    ),
+    Area("finalise", ("src/rlaunch/control/finalise.py",), ("tests/observe/test_finalise_snapshot.py",)),
+    Area(
+        "host_finish",
+        ("src/rlaunch/host/launch.py",),
+        ("tests/host/test_finish.py",),
+        # the attempt's end: manifests, a full disk named and classed, the record's refusal, phases and W&B run
+        only=tuple(f"rlaunch.host.launch.x_{f}__mutmut_*" for f in ("_finish", "_manifests_did_not_fit")),
+    ),
+    Area(
+        "job_environment",
+        ("src/rlaunch/cluster/job_environment.py",),
+        ("tests/cluster/test_job_environment.py",),
+        # what crosses into a job, not `free_port` (a socket's answer)
+        only=tuple(
+            f"rlaunch.cluster.job_environment.x_{f}__mutmut_*"
+            for f in ("job_environment", "base_environment", "replica_base")
+        ),
+    ),
     Area(
         "damaged_record",
         ("src/rlaunch/observe/recover.py", "src/rlaunch/observe/resolve.py"),
@@ -362,13 +432,22 @@ EQUIVALENT: dict[str, str] = {
     "rlaunch_trl_cpu.checkpoints.xǁCheckpointStoreǁprune__mutmut_1": "keep < 0 instead of keep <= 0: with keep 0, "
     "steps[:-0] is empty, so nothing is removed either way",
     "rlaunch_skyrl.checkpoints.x__read__mutmut_4": "decode('UTF-8') instead of 'utf-8': the same codec",
-    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_12": "rstrip(None) instead of rstrip('/'): fsspec's ls(detail=False) "
+    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_14": "rstrip(None) instead of rstrip('/'): fsspec's ls(detail=False) "
     "names carry neither a trailing '/' nor whitespace",
-    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_16": "ls(detail=None) instead of detail=False: equally falsy, names",
-    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_13": "lstrip('/') instead of rstrip('/'): a leading '/' never reaches "
+    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_18": "ls(detail=None) instead of detail=False: equally falsy, names",
+    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_15": "lstrip('/') instead of rstrip('/'): a leading '/' never reaches "
     "basename's answer, and ls names end without one",
-    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_14": "rstrip('XX/XX') also strips a trailing 'X': a step directory's "
+    "rlaunch_skyrl.checkpoints.x_mirror__mutmut_16": "rstrip('XX/XX') also strips a trailing 'X': a step directory's "
     "name ends in a digit",
+    "rlaunch_skyrl.checkpoints.x__manifest__mutmut_9": "fs.open(path) without 'rb': fsspec's open defaults to mode 'rb'",
+    **{
+        f"rlaunch_skyrl.checkpoints.x__manifest__mutmut_{n}": "another block size for the streamed sha256 (or the whole "
+        "file at once): the same digest"
+        for n in (17, 19, 20)
+    },
+    # finalise
+    "rlaunch.control.finalise.x_finalise_open_attempts__mutmut_30": "attempt id None for effective_state: it is "
+    "compared only with a terminal manifest's, and the Terminal() passed here does not exist",
     # statefiles
     **{
         f"rlaunch.statefiles.x_fix_for__mutmut_{n}": "rsplit('/') with another maxsplit: [-1] is the same last part"
@@ -395,6 +474,8 @@ EQUIVALENT: dict[str, str] = {
     "rlaunch.runs.resume.x_run_fingerprint__mutmut_18": "encode('UTF-8') instead of 'utf-8': the same codec",
     "rlaunch.runs.resume.x_run_fingerprint__mutmut_5": "allow_nan=None instead of False: equally falsy, NaN still "
     "refused",
+    "rlaunch.runs.resume.x_fall_back__mutmut_15": "rstrip('XX/XX') also strips a trailing 'X': a skipped "
+    "checkpoint's directory is global_step_<N>, whose name ends in a digit",
     # secrets
     **{
         f"rlaunch.secrets.xǁScrubberǁsafe_cut__mutmut_{n}": "searching for a value from the start: the extra spans "

@@ -171,3 +171,43 @@ def test_a_pin_is_part_of_the_fingerprint() -> None:
     plain = skyrl_step(spec(), iris()).fingerprint
     pinned = skyrl_step(spec(resume_from=ResumeFrom("/data/old/checkpoints", 2, OLD)), iris()).fingerprint
     assert pinned != plain  # it decides the starting weights
+
+
+def test_a_pinned_runs_own_root_is_the_root_beside_it_named_by_16_digest_characters() -> None:
+    digest = "0123456789abcdef" + "9" * 48
+    assert pinned_checkpoint_root("/data/ckpt/", digest) == "/data/ckpt-0123456789abcdef"
+    assert pinned_checkpoint_root("gs://b/runX", digest) == "gs://b/runX-0123456789abcdef"  # only '/' is trimmed
+
+
+def test_a_pinned_checkpoint_without_a_recorded_digest_is_refused_word_for_word(tmp_path: Path) -> None:
+    root = str(tmp_path / "old")
+    path = layout.checkpoint_dir(root, 2)
+    storage.write_json_atomic(storage.join(path, layout.CHECKPOINT_META), {"global_step": 2})
+    assert pinned_problem(root, 2, OLD) == (
+        f"resume_from pins {path} as written by runtime digest {OLD}, but it was written by an unknown runtime; "
+        f"pin the digest its {layout.CHECKPOINT_META} records once its compatibility with this runtime is "
+        "established, or start over"
+    )
+    with pytest.raises(trl.ResumeRefused) as refused:
+        trl.pinned(root, 2, OLD)
+    assert str(refused.value) == (
+        f"refusing to resume the pinned checkpoint {path}: it was written by runtime digest unknown, not the pinned {OLD}"
+    )
+    with pytest.raises(skyrl.ForeignCheckpointError) as foreign:
+        skyrl.pinned_resume_path(root, 2, OLD)
+    assert (
+        str(foreign.value)
+        == f"the pinned checkpoint {path} was written by runtime digest unknown, not the pinned {OLD}"
+    )
+
+
+def test_skyrl_resumes_the_pin_by_its_step_directory_whatever_the_roots_trailing_slash(tmp_path: Path) -> None:
+    root = str(tmp_path / "oldX")  # only '/' is trimmed: a root ending in X keeps it
+    checkpoint(root, 2)
+    assert skyrl.pinned_resume_path(f"{root}/", 2, OLD) == f"{root}/global_step_2"
+
+
+def test_skyrl_starts_from_the_pin_only_when_the_run_resumes_at_all(tmp_path: Path) -> None:
+    pin = json.dumps({"checkpoint_root": old_root(tmp_path), "step": 2, "runtime_digest": OLD})
+    fresh = {"skyrl": {"trainer": {"ckpt_path": str(tmp_path / "own"), "resume_mode": "none", "resume_path": None}}}
+    assert skyrl.start_from_pin(fresh, pin) == fresh

@@ -4,11 +4,13 @@ size and sha256 as it writes the checkpoint, and the launcher's resume verifies 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
-from rlaunch.runs.resume import checkpoint_problem, fall_back, verified_resume
+from rlaunch.runs.resume import ResumePoint, checkpoint_problem, fall_back, verified_resume
 from rlaunch.runtimes.registry import get_profile
 
 for _name in ("trl-cpu", "fsdp"):
@@ -80,3 +82,68 @@ def test_with_no_checkpoint_that_verifies_there_is_no_resume_point(tmp_path: Pat
     (root / "global_step_2" / "model.safetensors").write_bytes(b"")
     point = verified_resume(str(root))
     assert point.info is None and "global_step_2" in point.notes()[0] and "0 bytes" in point.notes()[0]
+
+
+def test_an_unfinished_checkpoint_between_damaged_and_good_ones_is_passed_over(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    for step in (2, 6):
+        _trl_checkpoint(root, tmp_path, step)
+    (root / "global_step_4").mkdir()  # begun, never finished: no manifest
+    (root / "global_step_4" / "model.safetensors").write_bytes(b"w")
+    (root / "global_step_6" / "model.safetensors").write_bytes(b"w")
+    point = verified_resume(str(root))
+    assert point.info is not None and point.info.step == 2
+    assert [p for p, _ in point.skipped] == [str(root / "global_step_6")]  # the unfinished one is no problem
+
+
+def test_fall_back_moves_the_damaged_aside_with_a_time_stamp_and_writes_no_marker_the_runtime_lacks(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "ckpt"
+    for step in (2, 4):
+        _trl_checkpoint(root, tmp_path, step)
+    (root / "global_step_4" / "model.safetensors").write_bytes(b"w")
+    point = verified_resume(str(root))
+    assert point.info is not None
+    fall_back(str(root), ResumePoint(point.info, tuple((f"{path}/", problem) for path, problem in point.skipped)))
+    (moved,) = root.glob("damaged-*")
+    assert re.fullmatch(r"damaged-global_step_4-\d{8}T\d{6}", moved.name) and (moved / trl.INFO_FILE).exists()
+    assert sorted(p.name for p in root.iterdir() if not p.name.startswith("damaged-")) == ["global_step_2", "latest"]
+    assert (root / "latest").read_text() == "2\n"
+
+
+def test_fall_back_on_a_skyrl_root_killed_before_its_mirror_sets_both_markers(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    for step in (2, 4):
+        (root / f"global_step_{step}" / "policy").mkdir(parents=True)
+        (root / f"global_step_{step}" / "policy" / "model.pt").write_bytes(b"p" * step)
+    (root / skyrl.SKYRL_LATEST).write_text("4")
+    skyrl.mirror(str(root), "d")
+    (root / "latest").unlink()  # only SkyRL's own marker: rlaunch's was never written
+    (root / "global_step_4" / "policy" / "model.pt").write_bytes(b"p")
+    point = verified_resume(str(root))
+    assert point.info is not None and point.info.step == 2
+    fall_back(str(root), point)
+    assert ((root / "latest").read_text(), (root / skyrl.SKYRL_LATEST).read_text()) == ("2\n", "2\n")
+
+
+def test_a_publish_retried_from_the_same_directory_lists_no_earlier_info_file(tmp_path: Path) -> None:
+    local = tmp_path / "local"
+    local.mkdir()
+    (local / "model.safetensors").write_bytes(b"w" * 3)
+    (local / trl.INFO_FILE).write_text('{"global_step": 3, "files": {}}')  # left by a publish that failed
+    checkpoint = Path(trl.CheckpointStore(str(tmp_path / "ckpt")).publish(str(local), 3, {"runtime_digest": "d"}))
+    assert list(json.loads((checkpoint / trl.INFO_FILE).read_text())["files"]) == ["model.safetensors"]
+    assert checkpoint_problem(str(checkpoint)) is None
+
+
+def test_skyrl_lists_each_file_by_its_whole_path_inside_the_checkpoint(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    (root / "global_step_2" / "policy").mkdir(parents=True)
+    (root / "global_step_2" / "policy" / "model.pt").write_bytes(b"p" * 2)
+    (root / "global_step_2" / "XLA_rng_state.pt").write_bytes(b"r")  # a name beginning with X keeps it
+    (root / skyrl.SKYRL_LATEST).write_text("2")
+    skyrl.mirror(str(root), "d")
+    files = json.loads((root / "global_step_2" / skyrl.META).read_text())["files"]
+    assert list(files) == ["XLA_rng_state.pt", "policy/model.pt"]
+    assert files["XLA_rng_state.pt"] == {"size": 1, "sha256": hashlib.sha256(b"r").hexdigest()}
