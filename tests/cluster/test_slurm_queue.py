@@ -35,12 +35,15 @@ class FakeSlurm:
         self.squeue_nodes: dict[str, str] = {}
         self.calls: list[list[str]] = []
         self.down = False  # slurmctld does not answer
+        self.node_lines: list[str] = []  # `scontrol show node -o` of a job's nodes
 
     def run(self, argv: list[str], **_: object) -> str:
         self.calls.append(list(argv))
         if self.down:
             raise SlurmError(f"{argv[0]} did not answer within 30s")
         command, job_id = argv[0], argv[argv.index("-j") + 1] if "-j" in argv else None
+        if command == "scontrol":
+            return "".join(f"{line}\n" for line in self.node_lines)
         if command == "scancel":
             for cancelled in argv[1:]:
                 self.queue[cancelled] = ("CANCELLED", "None")
@@ -151,7 +154,7 @@ def test_the_nodes_come_from_accounting_else_the_queue(slurm: FakeSlurm) -> None
         slurm.nodes["7"], slurm.squeue_nodes["7"] = nothing, " node-3 "
         slurm.calls.clear()
         assert commands.job_nodes("7") == "node-3", nothing
-        assert slurm.calls[1] == ["squeue", "-h", "-j", "7", "-o", "%N"]
+        assert slurm.calls[1] == ["squeue", "-h", "-t", "all", "-j", "7", "-o", "%N"]
     slurm.squeue_nodes["7"] = "(null)"
     assert commands.job_nodes("7") is None
     slurm.accounting, slurm.squeue_nodes["7"] = None, "node-4\nnode-5"
@@ -255,6 +258,54 @@ def test_a_job_slurm_ended_without_an_outcome_fails_naming_its_state_and_nodes(
         f"(see {job.supervisor_log})"
     )
     assert ["sacct", "-n", "-X", "-P", "-j", "77", "-o", "NodeList"] in slurm.calls
+
+
+DOWN_NODE = "NodeName=node-2 Arch=x86_64 State=DOWN+NOT_RESPONDING ThreadsPerCore=1 Reason=power lost [root@2026-12-05T08:59:18]"
+UP_NODE = "NodeName=node-1 Arch=x86_64 State=IDLE ThreadsPerCore=1"
+
+
+@pytest.mark.parametrize(
+    ("queue", "expected"),
+    [
+        (("COMPLETING", "NodeDown"), "the Slurm job is ending (COMPLETING, reason NodeDown) on node(s) node-2"),
+        (("NODE_FAIL", "NodeDown"), "the Slurm job is ending (NODE_FAIL, reason NodeDown) on node(s) node-2"),
+        (("RUNNING", "None"), None),
+        (("COMPLETING", "None"), None),  # scancel, a time limit: a cancel, not a node failure
+        (("TIMEOUT", "TimeLimit"), None),
+    ],
+)
+def test_a_driver_asks_slurm_whether_its_job_is_ending_for_a_failed_node(
+    tmp_path: Path, slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch, queue: tuple[str, str], expected: str | None
+) -> None:
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "node-[1-2]")
+    slurm.queue["77"], slurm.node_lines = queue, [UP_NODE, DOWN_NODE]
+    failure = SlurmBackend(root=tmp_path).scheduler_failure("77")
+    if expected is None:
+        assert failure is None
+        return
+    assert failure == f"{expected} because a node of it failed (Slurm holds node-2 (reason: power lost) down)"
+    assert ["scontrol", "show", "node", "-o", "node-[1-2]"] in slurm.calls
+    from rlaunch.launch_config.failures import classify
+
+    found = classify(f"child job 77 reached failed: {failure}; supervisor received SIGTERM")
+    assert (found.kind, found.cause, found.where) == ("operational", "node failure", "node-2")
+
+
+def test_a_signalled_driver_whose_slurm_does_not_answer_is_cancelled_not_failed(
+    tmp_path: Path, slurm: FakeSlurm
+) -> None:
+    slurm.down = True
+    assert SlurmBackend(root=tmp_path).scheduler_failure("77") is None
+
+
+def test_a_node_failure_slurm_no_longer_holds_down_names_the_jobs_nodes(
+    tmp_path: Path, slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "node-[1-2]")
+    slurm.queue["77"], slurm.node_lines = ("NODE_FAIL", "NodeDown"), [UP_NODE]  # ReturnToService brought it back
+    assert SlurmBackend(root=tmp_path).scheduler_failure("77") == (
+        "the Slurm job is ending (NODE_FAIL, reason NodeDown) on node(s) node-[1-2] because a node of it failed"
+    )
 
 
 def test_a_job_slurmctld_forgot_fails_saying_so(tmp_path: Path, slurm: FakeSlurm, clock: list[float]) -> None:

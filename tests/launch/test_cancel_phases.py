@@ -1,6 +1,7 @@
 """`rlaunch cancel` works at every moment of an attempt.
 
-A run is launched (detached) and cancelled at each phase boundary, looked for in its durable state:
+A run is launched (detached) and cancelled at each phase boundary (`attempt_phases`, the table the
+kill -9 tests share), looked for in its durable state:
 the coordinator submitted and nothing recorded yet; the attempt recorded by the coordinator but
 no child job recorded by the host yet (the window where a cancel used to answer "nothing to
 cancel" while both jobs ran on); the child recorded; training. Each cancel must stop every job of
@@ -12,11 +13,11 @@ exits non-zero.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.launch.attempt_phases import PHASES, latest_attempt
 from tests.launching import Launcher
 from tests.polling import wait_for
 
@@ -30,33 +31,11 @@ def _marker(steps: int) -> tuple[str, ...]:
     return ("-m", "tests.experiments.marker", "--version", VERSION, "--scenario", "slow", "--steps", str(steps))
 
 
-def _latest(launcher: Launcher) -> dict:
-    path = launcher.prefix / "marker" / "rl" / VERSION / "run_record.json"
-    attempts = (json.loads(path.read_text()) if path.exists() else {}).get("attempts") or [{}]
-    return attempts[-1]
-
-
-def _training(launcher: Launcher) -> bool:
-    attempt_id = _latest(launcher).get("attempt_id")
-    metrics = list(launcher.prefix.glob(f".tmp/*/marker/rl/{VERSION}/attempts/{attempt_id}/metrics.jsonl"))
-    return bool(attempt_id and metrics and metrics[0].read_text().strip())
-
-
-PHASES: dict[str, Callable[[Launcher], bool]] = {
-    "coordinator submitted": lambda launcher: True,
-    "attempt recorded, no child yet": lambda launcher: (
-        bool(_latest(launcher).get("attempt_id")) and not _latest(launcher).get("child_job_id")
-    ),
-    "child recorded": lambda launcher: bool(_latest(launcher).get("child_job_id")),
-    "training": _training,
-}
-
-
 @pytest.mark.parametrize("phase", list(PHASES))
 def test_a_cancel_at_each_phase_stops_every_job_of_the_run(launcher: Launcher, phase: str) -> None:
     submitted = launcher.run(*_marker(200), "--run", "--detach", timeout=120)
     assert submitted.returncode == 0, submitted.stdout[-2000:] + submitted.stderr[-2000:]
-    wait_for(lambda: PHASES[phase](launcher), 90, phase, interval=0.02)
+    wait_for(lambda: PHASES[phase](launcher, VERSION), 90, phase, interval=0.02)
 
     done = launcher.run("-m", "rlaunch", "cancel", RUN, "--yes", "--reason", f"at {phase}", timeout=120)
     assert done.returncode == 0 and ": cancelled (" in done.stdout, done.stdout + done.stderr
@@ -64,7 +43,7 @@ def test_a_cancel_at_each_phase_stops_every_job_of_the_run(launcher: Launcher, p
     wait_for(lambda: all(j.state.terminal for j in backend.list_jobs()), 60, "every job of the run to end")
     jobs = backend.list_jobs()
     assert jobs and all(j.state.value == "cancelled" for j in jobs), [(j.job_id, j.state.value) for j in jobs]
-    attempt = _latest(launcher)
+    attempt = latest_attempt(launcher, VERSION)
     if attempt.get("attempt_id"):  # an attempt the cancel knew of says who cancelled it
         assert attempt["state"] == "cancelled" and attempt["cancelled"]["reason"] == f"at {phase}", attempt
 

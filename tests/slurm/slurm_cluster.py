@@ -5,6 +5,8 @@
 `gres.conf` under `directory`, starts the daemons on free loopback ports and waits until both
 nodes are idle; anything that prevents that is a `SlurmUnavailable` with one line saying why.
 `stop` scancels what is left and terminates the daemons by the PIDs they recorded.
+`restart_slurmctld` stops slurmctld by its PID and starts it again (a fault test's scheduler restart);
+`node_state`/`restore_node` read a node's state and bring a node a test set down back to idle.
 
 The cluster:
   nodes      n1, n2: NodeHostname=localhost, NodeAddr 127.0.0.1 and 127.0.0.2, each its own slurmd
@@ -21,9 +23,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -245,4 +249,69 @@ def stop(cluster: SlurmCluster) -> list[int]:
     for pid in left:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    return left
+
+
+def slurmctld_pid(cluster: SlurmCluster) -> int | None:
+    """The running slurmctld's PID (None when it is not running)."""
+    with contextlib.suppress(ValueError, OSError):
+        pid = int((cluster.root / "run" / "slurmctld.pid").read_text().strip())
+        return pid if pid_alive(pid) else None
+    return None
+
+
+def _answers(cluster: SlurmCluster) -> bool:
+    try:
+        return "is UP" in cluster.command("scontrol", "ping", timeout=10)
+    except (RuntimeError, subprocess.TimeoutExpired):
+        return False
+
+
+def start_slurmctld(cluster: SlurmCluster) -> None:
+    """Start slurmctld as `start` does (it recovers its jobs from StateSaveLocation); return once it answers."""
+    _run_daemon(["slurmctld", "-f", str(cluster.conf)], cluster.root)
+    wait_until(lambda: _answers(cluster), START_TIMEOUT, "slurmctld to answer again", interval=0.2)
+
+
+def restart_slurmctld(cluster: SlurmCluster, down_for: float) -> None:
+    """Stop slurmctld by its PID (SIGTERM: it saves its state), leave it down `down_for` seconds, start it again."""
+    pid = slurmctld_pid(cluster)
+    if pid is None:
+        raise RuntimeError("slurmctld is not running: nothing to restart")
+    os.kill(pid, signal.SIGTERM)
+    wait_until(lambda: not pid_alive(pid), STOP_TIMEOUT, "slurmctld to exit", interval=0.1)
+    time.sleep(down_for)
+    start_slurmctld(cluster)
+
+
+def node_state(cluster: SlurmCluster, node: str) -> str:
+    """The node's state as sinfo writes it (idle, mix, alloc, down, down*, drain, ...)."""
+    return cluster.command("sinfo", "-h", "-N", "-n", node, "-o", "%t").split()[0]
+
+
+def restore_node(cluster: SlurmCluster, node: str) -> None:
+    """Bring back a node a test set down: resume it while Slurm holds it down (ReturnToService=2 may
+    already have returned it, its slurmd answering), and wait until it takes jobs again."""
+
+    def usable() -> bool:
+        state = node_state(cluster, node)
+        if state.startswith(("down", "drain", "fail")):
+            with contextlib.suppress(RuntimeError):
+                cluster.command("scontrol", "update", f"nodename={node}", "state=resume")
+            return False
+        return state.rstrip("*~#") in ("idle", "mix", "alloc")
+
+    wait_until(usable, START_TIMEOUT, f"node {node} to take jobs again", interval=0.5)
+
+
+def steps_left(cluster: SlurmCluster, job_id: str) -> list[str]:
+    """The steps of job `job_id` a slurmd of this cluster launched and whose step daemon has not
+    ended yet (its log's `launch task StepId=J.S` without `[J.S] done with job`): a node Slurm set
+    down keeps its step daemon until the step's processes are gone and slurmctld was told."""
+    left = []
+    for log in sorted((cluster.root / "log").glob("slurmd-*.log")):
+        text = log.read_text(errors="replace")
+        for step in re.findall(rf"launch task StepId=({re.escape(job_id)}\.\d+) ", text):
+            if f"[{step}] done with job" not in text:
+                left.append(f"{step} on {log.stem.removeprefix('slurmd-')}")
     return left

@@ -525,6 +525,9 @@ def _failure_class(status: RunStatus, attempt: dict[str, Any]) -> FailureClass |
 
 
 def observed_failure_class(status: RunStatus) -> FailureClass:
-    """What the failure message and the child's exit codes say of a failure the host never classified."""
-    codes = [r.exit_code for r in status.child.replicas] if status.child is not None else []
+    """What the failure message and the failed jobs' exit codes (the child's, then the coordinator's:
+    a coordinator killed under its child) say of a failure the host never classified. A job rlaunch
+    stopped (cancelled: its parent had ended) is no evidence: its SIGTERM was rlaunch's own."""
+    failed = [job for job in (status.child, status.coordinator) if job is not None and job.state == "failed"]
+    codes = [r.exit_code for job in failed for r in job.replicas]
     return classify(status.failure or status.state_reason, exit_codes=codes)

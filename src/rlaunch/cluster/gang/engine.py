@@ -16,6 +16,7 @@ how a replica runs (the local machine: `cluster.local`; Slurm: `cluster.slurm`):
     replica_command(rank, ...)  what the supervisor starts for one attempt of a replica
     _supervisor_gone(job, rec)  whether the job's supervisor ended without recording an outcome
     _lost_message(job)          why such a job failed
+    scheduler_failure(job_id)   why the scheduler is ending the job, when a node failed (optional)
     _stop_left(pids)            stop the replicas a dead supervisor left running
 """
 
@@ -95,6 +96,13 @@ class GangEngine(GangBackend):
     @abc.abstractmethod
     def _stop_left(self, pids: list[int]) -> None:
         """Stop the replicas a dead supervisor left running."""
+
+    def scheduler_failure(self, job_id: str) -> str | None:
+        """Asked by a supervisor that received a signal or saw a replica attempt end: the scheduler's
+        own account when it is ending the job because of a failure of the machine (a node that
+        failed), else None (a signal is then a cancel: scancel, a time limit, a person; an attempt's
+        end is the replica's own). No scheduler here: always None."""
+        return None
 
     # -- submitting ----------------------------------------------------------------------------
 

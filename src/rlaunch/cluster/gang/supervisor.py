@@ -114,6 +114,11 @@ class Supervisor:
                 code = self._exit_code(attempt)
                 if self.gang.replicas[attempt.rank].state != JobState.RUNNING or code is None:
                     continue
+                failure = self.backend.scheduler_failure(self.job.job_id)  # its step died with its node
+                if failure:
+                    return lifecycle.failed(f"{failure}; replica {attempt.rank}'s attempt ended (exit code {code})")
+                if self.signalled:  # the signal came with the attempt's end: it decides, not the exit code
+                    return self._stop_requested() or lifecycle.cancelled(f"supervisor received {self.signalled}")
                 changed = True
                 self._end_attempt(attempt, code)
                 verdict = self.gang.attempt_ended(attempt.rank, code)
@@ -130,8 +135,12 @@ class Supervisor:
                 self._save()
 
     def _stop_requested(self) -> Outcome | None:
-        """A cancel request, a signal to the supervisor, or the parent job having ended."""
-        if self.signalled:
+        """A cancel request, a signal to the supervisor (a failure when the scheduler says its node
+        failed, else a cancel), or the parent job having ended."""
+        if self.signalled and not self.job.cancel_file.exists():
+            failure = self.backend.scheduler_failure(self.job.job_id)
+            if failure:
+                return lifecycle.failed(f"{failure}; supervisor received {self.signalled}")
             self.job.request_cancel(f"supervisor received {self.signalled}")
         parent = self.gang.parent
         if parent and not self.job.cancel_file.exists() and self.gang.parent_due(time.monotonic()):

@@ -19,6 +19,9 @@ job's children when it ends. State lives in files as for the local backend (the 
             ended before its driver recorded an outcome (scancel from outside, time limit, node
             failure) is recorded failed with Slurm's state, or cancelled when rlaunch cancelled it
   cancel    the cancel request the driver obeys, and `scancel` for a job still waiting in the queue
+  node fail a driver that gets SIGTERM, or sees a replica's step end, asks Slurm why: a node of the
+            job failed (NODE_FAIL, reason NodeDown) is recorded failed with the nodes Slurm holds
+            down; any other SIGTERM is a cancel
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ JOB_ENV = "RLAUNCH_SLURM_JOB"  # argv, environment and working directory of the 
 SITE_SETTINGS = ("SLURM_CONF",)  # Slurm's own settings that travel with every job (and to its sbatch)
 DRIVER_MODULE = "rlaunch.cluster.slurm.job_driver"
 QUEUE_TTL_SECONDS = 1.0
+SIGNAL_QUERY_SECONDS = 3.0  # a signalled driver's questions to Slurm, each well within KillWait
 
 
 def default_root() -> Path:
@@ -259,6 +263,32 @@ class SlurmBackend(GangEngine):
         nodes = commands.job_nodes(job.job_id)
         on = f" on node(s) {nodes}" if nodes else ""  # where it happened: `launch_config.failures` reads it
         return f"the Slurm job ended ({how}){on} before its driver recorded an outcome (see {job.supervisor_log})"
+
+    def scheduler_failure(self, job_id: str) -> str | None:
+        """The driver was signalled, or a replica's step ended (srun returns, often 0, when Slurm tells
+        it its node failed, before the driver's SIGTERM): Slurm's word when it ends the job because a
+        node of it failed (`scontrol update state=down`, a node that stopped answering): the job's
+        state and reason and the nodes Slurm holds down. Each question is answered within
+        SIGNAL_QUERY_SECONDS (Slurm kills the driver KillWait seconds after its SIGTERM); None when
+        it is not a node failure or Slurm does not say."""
+        entry = None
+        for _ in range(2):  # Slurm's SIGTERM to the job's processes may kill the first question too
+            try:
+                entry = commands.queue_entry(job_id, timeout=SIGNAL_QUERY_SECONDS)
+                break
+            except SlurmError:
+                continue
+        if entry is None or not entry.node_failed:
+            return None
+        allocation = os.environ.get("SLURM_JOB_NODELIST") or commands.job_nodes(job_id)
+        try:
+            down = commands.failed_nodes(allocation, timeout=SIGNAL_QUERY_SECONDS) if allocation else []
+        except SlurmError:
+            down = []
+        names = ",".join(node.split()[0] for node in down) or allocation
+        on = f" on node(s) {names}" if names else ""  # where it happened: `launch_config.failures` reads it
+        held = f" (Slurm holds {', '.join(down)} down)" if down else ""
+        return f"the Slurm job is ending ({entry.state}, reason {entry.reason}){on} because a node of it failed{held}"
 
     # -- stopping ------------------------------------------------------------------------------
 

@@ -20,26 +20,29 @@ ENDED = frozenset({
     "BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
     "REVOKED", "SPECIAL_EXIT", "TIMEOUT",
 })  # fmt: skip
+# A job Slurm ends because a node of it failed: its state once ended, or its reason while it completes.
+NODE_FAILED_STATES = frozenset({"NODE_FAIL", "BOOT_FAIL"})
+NODE_FAILED_REASONS = frozenset({"NodeDown"})
 
 
 class SlurmError(UserError, ConnectionError):
     """A Slurm command is missing, failed or did not answer; the message names it and what to do."""
 
 
-def run(argv: list[str], *, env: Mapping[str, str] | None = None, stdin: str | None = None) -> str:
-    """`argv`'s standard output; SlurmError naming the command when it cannot run, fails or hangs."""
+def run(
+    argv: list[str], *, env: Mapping[str, str] | None = None, stdin: str | None = None, timeout: float = COMMAND_TIMEOUT
+) -> str:
+    """`argv`'s standard output; SlurmError naming the command when it cannot run, fails or hangs (`timeout`)."""
     if shutil.which(argv[0], path=(env or {}).get("PATH")) is None and shutil.which(argv[0]) is None:
         raise SlurmError(
             f"{argv[0]} is not on PATH: the slurm backend drives Slurm through sbatch, srun, squeue, scontrol, "
             "scancel and sinfo; run rlaunch where they are installed (a login node) or put them on PATH"
         )
     try:
-        done = subprocess.run(
-            argv, input=stdin, capture_output=True, text=True, timeout=COMMAND_TIMEOUT, env=env, check=False
-        )
+        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout, env=env, check=False)
     except subprocess.TimeoutExpired:
         raise SlurmError(
-            f"{argv[0]} did not answer within {COMMAND_TIMEOUT:g}s; is slurmctld up (`scontrol ping`), and "
+            f"{argv[0]} did not answer within {timeout:g}s; is slurmctld up (`scontrol ping`), and "
             "does $SLURM_CONF name this cluster's configuration?"
         ) from None
     if done.returncode != 0:
@@ -66,12 +69,17 @@ class QueueEntry:
     def ended(self) -> bool:
         return self.state in ENDED
 
+    @property
+    def node_failed(self) -> bool:
+        """Slurm is ending (or ended) the job because a node of its allocation failed."""
+        return self.state in NODE_FAILED_STATES or self.reason in NODE_FAILED_REASONS
 
-def queue_entry(job_id: str) -> QueueEntry | None:
+
+def queue_entry(job_id: str, timeout: float = COMMAND_TIMEOUT) -> QueueEntry | None:
     """The job's queue entry: squeue's, else (slurmctld purged it after MinJobAge) the accounting
     record's; None when neither knows it (a cluster without slurmdbd keeps no accounting)."""
     try:
-        out = run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T|%r"])
+        out = run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T|%r"], timeout=timeout)
     except SlurmError as exc:
         if "Invalid job id" not in str(exc):
             raise
@@ -96,7 +104,7 @@ def job_nodes(job_id: str) -> str | None:
     """The nodes a job ran on, as Slurm writes them (`node-[1-2]`); None when Slurm no longer says."""
     for argv in (
         ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "NodeList"],
-        ["squeue", "-h", "-j", job_id, "-o", "%N"],
+        ["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%N"],
     ):
         try:
             nodes = run(argv).strip().splitlines()
@@ -105,6 +113,18 @@ def job_nodes(job_id: str) -> str | None:
         if nodes and nodes[0].strip() not in ("", "None assigned", "(null)"):
             return nodes[0].strip()
     return None
+
+
+def failed_nodes(nodes: str, timeout: float = COMMAND_TIMEOUT) -> list[str]:
+    """Of `nodes` (a Slurm node list), each that Slurm holds DOWN or FAIL, as `name (reason: why)`."""
+    found = []
+    for line in run(["scontrol", "show", "node", "-o", nodes], timeout=timeout).splitlines():
+        node = key_values(line)
+        states = set(node.get("State", "").split("+"))
+        if "NodeName" in node and states & {"DOWN", "FAIL", "FAILING"}:
+            reason = line.partition(" Reason=")[2].split(" [")[0].strip()
+            found.append(f"{node['NodeName']} (reason: {reason})" if reason else node["NodeName"])
+    return found
 
 
 def queued_ids() -> list[str]:

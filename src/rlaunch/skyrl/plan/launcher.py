@@ -21,7 +21,12 @@ STDERR_TAIL = 30
 
 class LaunchFailedError(UserError, RuntimeError):
     """The launch host ended without success: its result says why (a refused document, a failed
-    run), so the reason is the whole story and no traceback of rlaunch's own is shown."""
+    run), so the reason is the whole story and no traceback of rlaunch's own is shown.
+    `host_exit_code` is set when the host left no result (killed, crashed): it classified nothing."""
+
+    def __init__(self, message: str, host_exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.host_exit_code = host_exit_code
 
 
 def launch(document_url: str) -> dict[str, Any]:
@@ -41,13 +46,16 @@ def launch(document_url: str) -> dict[str, Any]:
     pump.join()
     text = stdout.decode("utf-8", errors="replace").strip()
     if not text:
-        raise LaunchFailedError(f"launch host exited {code} without a result; last stderr lines:\n" + "".join(tail))
+        raise LaunchFailedError(
+            f"launch host exited {code} without a result; last stderr lines:\n" + "".join(tail), host_exit_code=code
+        )
     try:
         result = json.loads(text.splitlines()[-1])
     except ValueError:
         raise LaunchFailedError(
             f"launch host exited {code} with an unreadable result {text.splitlines()[-1][:200]!r}; last stderr lines:\n"
-            + "".join(tail)
+            + "".join(tail),
+            host_exit_code=code,
         ) from None
     if code != 0 or result.get("state") not in ("succeeded", "submitted", "prepared", "rehearsed"):
         raise LaunchFailedError(

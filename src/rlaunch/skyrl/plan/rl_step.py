@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
 from rlaunch.launch_config import schema
+from rlaunch.launch_config.failures import classify
 from rlaunch.launch_config.gates import authorisations
 from rlaunch.runs.layout import HANDED_DOCUMENT, attempt_dir
 from rlaunch.runs.run_record import marked, update_attempt
@@ -153,7 +154,10 @@ def run_skyrl(config: dict[str, Any]) -> SkyRLRun:
     try:
         result = launcher.launch(url)
     except launcher.LaunchFailedError as exc:
-        update_attempt(art.output_path, run.id, run.attempt_id, {"state": "failed", "failure": str(exc)})
+        failed: dict[str, Any] = {"state": "failed", "failure": str(exc)}
+        if exc.host_exit_code is not None:  # the host died without classifying the attempt: its end says how
+            failed["failure_class"] = classify(str(exc), exit_codes=[exc.host_exit_code]).to_json()
+        update_attempt(art.output_path, run.id, run.attempt_id, failed)
         raise
     model = result.get("model") or {}
     return SkyRLRun(
