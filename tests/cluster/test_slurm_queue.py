@@ -34,11 +34,14 @@ class FakeSlurm:
         self.nodes: dict[str, str] = {}
         self.squeue_nodes: dict[str, str] = {}
         self.calls: list[list[str]] = []
+        self.shielded: list[str] = []  # the commands asked to ignore SIGTERM
         self.down = False  # slurmctld does not answer
         self.node_lines: list[str] = []  # `scontrol show node -o` of a job's nodes
 
-    def run(self, argv: list[str], **_: object) -> str:
+    def run(self, argv: list[str], *, shielded: bool = False, **_: object) -> str:
         self.calls.append(list(argv))
+        if shielded:
+            self.shielded.append(argv[0])
         if self.down:
             raise SlurmError(f"{argv[0]} did not answer within 30s")
         command, job_id = argv[0], argv[argv.index("-j") + 1] if "-j" in argv else None
@@ -285,10 +288,21 @@ def test_a_driver_asks_slurm_whether_its_job_is_ending_for_a_failed_node(
         return
     assert failure == f"{expected} because a node of it failed (Slurm holds node-2 (reason: power lost) down)"
     assert ["scontrol", "show", "node", "-o", "node-[1-2]"] in slurm.calls
+    assert slurm.shielded == ["squeue", "scontrol"], "Slurm's SIGTERM to the job would kill the driver's questions"
     from rlaunch.launch_config.failures import classify
 
     found = classify(f"child job 77 reached failed: {failure}; supervisor received SIGTERM")
     assert (found.kind, found.cause, found.where) == ("operational", "node failure", "node-2")
+
+
+@pytest.mark.parametrize("shielded", [True, False])
+def test_a_shielded_question_answers_through_the_sigterm_slurm_sends_the_whole_job(shielded: bool) -> None:
+    asked = ["sh", "-c", "kill -TERM $$; echo answered"]  # the signal lands while the question runs
+    if shielded:
+        assert commands.run(asked, shielded=True) == "answered\n"
+    else:
+        with pytest.raises(SlurmError, match=r"sh -c failed \(exit -15\)"):
+            commands.run(asked)
 
 
 def test_a_signalled_driver_whose_slurm_does_not_answer_is_cancelled_not_failed(

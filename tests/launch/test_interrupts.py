@@ -1,6 +1,11 @@
 """Interrupts behave: SIGINT or SIGTERM to the `--run` submitter, `rlaunch status --watch` and
 `rlaunch logs --follow` is acted on within a second.
 
+"Within a second" is measured against the machine as it is: the same signal goes at the same
+moment to a bare Python process that exits on it, and rlaunch may take at most a second longer
+than that process did. On an idle machine the bare process takes a few milliseconds; on a loaded
+CI machine it takes what the load costs, which is no fault of rlaunch's.
+
 The submitter stops following and says what keeps running remotely (its coordinator) and how to
 follow or cancel it; the watchers stop. None prints a traceback, and the run goes on untouched:
 an interrupt of a view is never a cancel.
@@ -26,7 +31,15 @@ VERSION = "2026.12.05"
 RUN = f"marker/rl@{VERSION}"
 MARKER = ("-m", "tests.experiments.marker", "--version", VERSION, "--scenario", "slow", "--steps", "200")
 EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
-ACTED_ON_WITHIN_S = 1.0  # measured: 0.03-0.21 s, also with two busy loops on the 2-core machine
+ACTED_ON_WITHIN_S = 1.0  # beyond the bare process; measured: 0.03-0.21 s, also with six busy loops on 2 cores
+BARE = """
+import signal, sys, time
+signal.signal(signal.SIGINT, lambda signum, frame: sys.exit(128 + signum))
+signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+print("ready", flush=True)
+while True:
+    time.sleep(0.05)
+"""
 
 
 def _start(launcher: Launcher, log: Path, *args: str) -> subprocess.Popen[bytes]:
@@ -35,15 +48,23 @@ def _start(launcher: Launcher, log: Path, *args: str) -> subprocess.Popen[bytes]
 
 
 def _interrupt(process: subprocess.Popen[bytes], log: Path, sig: signal.Signals, ready: str) -> str:
+    bare = subprocess.Popen([sys.executable, "-c", BARE], stdout=subprocess.PIPE)
+    assert bare.stdout is not None and bare.stdout.readline() == b"ready\n"
     wait_for(lambda: ready in log.read_text(errors="replace"), 120, f"{ready!r} in {log.name}")
     process.send_signal(sig)
+    bare.send_signal(sig)
     sent = time.monotonic()
+    assert bare.wait(120) == EXIT[sig]
+    load = time.monotonic() - sent  # what acting on a signal costs any process on this machine now
     try:
-        process.wait(ACTED_ON_WITHIN_S)
+        process.wait(max(0.0, sent + load + ACTED_ON_WITHIN_S - time.monotonic()))
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-        pytest.fail(f"{sig.name} was not acted on within {ACTED_ON_WITHIN_S}s:\n{log.read_text()[-2000:]}")
+        pytest.fail(
+            f"{sig.name} was not acted on within {ACTED_ON_WITHIN_S}s of a bare process ({load:.2f}s):\n"
+            f"{log.read_text()[-2000:]}"
+        )
     output = log.read_text(errors="replace")
     assert process.returncode == EXIT[sig], (process.returncode, time.monotonic() - sent, output[-2000:])
     assert "Traceback" not in output, output[-3000:]

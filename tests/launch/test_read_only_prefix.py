@@ -55,8 +55,8 @@ def read_only(launcher: Launcher) -> Iterator[Path]:
 def test_a_dead_run_on_a_read_only_prefix_is_reported_failed_and_nothing_is_written(
     launcher: Launcher, read_only
 ) -> None:  # noqa: ANN001
-    run = Run(launcher)
-    for pid in [*run.pids("front"), *run.pids("everything")]:  # nothing is left to record an outcome
+    run = Run(launcher, "training", "everything")
+    for pid in [run.front.pid, *run.victims]:  # nothing is left to record an outcome
         os.kill(pid, signal.SIGKILL)
     run.front.wait(30)
     record_before = json.dumps(run.record(), sort_keys=True)

@@ -71,7 +71,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SlurmdParameters=config_overrides
 GresTypes=gpu
-ReturnToService=2
+ReturnToService=1
 MinJobAge=600
 SlurmctldTimeout=30
 SlurmdTimeout=30
@@ -290,8 +290,8 @@ def node_state(cluster: SlurmCluster, node: str) -> str:
 
 
 def restore_node(cluster: SlurmCluster, node: str) -> None:
-    """Bring back a node a test set down: resume it while Slurm holds it down (ReturnToService=2 may
-    already have returned it, its slurmd answering), and wait until it takes jobs again."""
+    """Bring back a node a test set down (ReturnToService=1 keeps it down, as a site keeps a node
+    an operator set down, until it is resumed) and wait until it takes jobs again."""
 
     def usable() -> bool:
         state = node_state(cluster, node)

@@ -33,6 +33,10 @@ from rlaunch.processes import PROC_ROOT, stat_fields
 PROBE = str(Path(__file__).with_name("ray_probe.py"))
 RANK_LABEL = "rlaunch-rank"
 STARTED_LINE = "Ray runtime started"
+# Ray waits a fixed 30 s for a new node's raylet to register with the GCS, then gives up with this
+# line; on a busy GCS or machine that is transient, so such a start is tried once more.
+REGISTRATION_TIMED_OUT = "The current node timed out during startup"
+START_TRIES = 2
 START_TIMEOUT = 300.0
 STOP_GRACE = 5.0
 MIN_OBJECT_STORE = 80 * 1024**2  # Ray refuses less than 75 MiB
@@ -220,7 +224,12 @@ class RayNode:
         self.log = log
         self._started = threading.Event()
         self._lines: list[str] = []
-        self.process = Supervised(spec.argv(python, self.temp_dir), env, self.temp_dir, self._on_line)
+        self._command = (python, dict(env))
+        self.process = self._supervised()
+
+    def _supervised(self) -> Supervised:
+        python, env = self._command
+        return Supervised(self.spec.argv(python, self.temp_dir), env, self.temp_dir, self._on_line)
 
     def _on_line(self, line: str) -> None:
         with open(self.log_path, "a", encoding="utf-8") as handle:
@@ -230,7 +239,26 @@ class RayNode:
             self._started.set()
 
     def start(self, timeout: float = START_TIMEOUT, should_stop: Callable[[], bool] = lambda: False) -> RayNode:
-        """Start the node and return once Ray says it runs; RayNodeError with its output otherwise."""
+        """Start the node and return once Ray says it runs; RayNodeError with its output otherwise.
+        A start that Ray gave up on while its raylet registered (`REGISTRATION_TIMED_OUT`) is
+        stopped, swept and tried again, at most `START_TRIES` times in all."""
+        tried = 1
+        while True:
+            try:
+                return self._start_once(timeout, should_stop)
+            except RayNodeError:
+                if tried == START_TRIES or not any(REGISTRATION_TIMED_OUT in line for line in self._lines):
+                    raise
+            tried += 1
+            self.log(
+                f"Ray gave up on rank {self.spec.rank}'s raylet registering with the GCS within Ray's own 30 s "
+                f"(a busy GCS or machine); starting the node again (try {tried} of {START_TRIES})"
+            )
+            self.stop()
+            self._lines = []
+            self.process = self._supervised()
+
+    def _start_once(self, timeout: float, should_stop: Callable[[], bool]) -> RayNode:
         role = "head" if self.spec.is_head else f"worker (joining {self.spec.head_address})"
         self.log(f"starting Ray {role} on {self.spec.node_ip}: {self.spec.cpus} CPU, {self.spec.gpus} GPU")
         self.process.start()

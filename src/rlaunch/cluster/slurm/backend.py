@@ -272,9 +272,9 @@ class SlurmBackend(GangEngine):
         SIGNAL_QUERY_SECONDS (Slurm kills the driver KillWait seconds after its SIGTERM); None when
         it is not a node failure or Slurm does not say."""
         entry = None
-        for _ in range(2):  # Slurm's SIGTERM to the job's processes may kill the first question too
+        for _ in range(2):  # a question that fails once (slurmctld busy) is asked again
             try:
-                entry = commands.queue_entry(job_id, timeout=SIGNAL_QUERY_SECONDS)
+                entry = commands.queue_entry(job_id, timeout=SIGNAL_QUERY_SECONDS, shielded=True)
                 break
             except SlurmError:
                 continue
@@ -282,7 +282,7 @@ class SlurmBackend(GangEngine):
             return None
         allocation = os.environ.get("SLURM_JOB_NODELIST") or commands.job_nodes(job_id)
         try:
-            down = commands.failed_nodes(allocation, timeout=SIGNAL_QUERY_SECONDS) if allocation else []
+            down = commands.failed_nodes(allocation, timeout=SIGNAL_QUERY_SECONDS, shielded=True) if allocation else []
         except SlurmError:
             down = []
         names = ",".join(node.split()[0] for node in down) or allocation

@@ -30,16 +30,28 @@ class SlurmError(UserError, ConnectionError):
 
 
 def run(
-    argv: list[str], *, env: Mapping[str, str] | None = None, stdin: str | None = None, timeout: float = COMMAND_TIMEOUT
+    argv: list[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float = COMMAND_TIMEOUT,
+    shielded: bool = False,
 ) -> str:
-    """`argv`'s standard output; SlurmError naming the command when it cannot run, fails or hangs (`timeout`)."""
+    """`argv`'s standard output; SlurmError naming the command when it cannot run, fails or hangs (`timeout`).
+
+    `shielded`: the command ignores SIGTERM. A driver asks Slurm why its job ends while Slurm is
+    sending SIGTERM to every process of the job, the question's included; an ignored signal stays
+    ignored across exec, so the question still answers (until KillWait's SIGKILL, or `timeout`)."""
     if shutil.which(argv[0], path=(env or {}).get("PATH")) is None and shutil.which(argv[0]) is None:
         raise SlurmError(
             f"{argv[0]} is not on PATH: the slurm backend drives Slurm through sbatch, srun, squeue, scontrol, "
             "scancel and sinfo; run rlaunch where they are installed (a login node) or put them on PATH"
         )
+    command = ["sh", "-c", 'trap "" TERM; exec "$@"', "sh", *argv] if shielded else argv
     try:
-        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+        done = subprocess.run(
+            command, input=stdin, capture_output=True, text=True, timeout=timeout, env=env, check=False
+        )
     except subprocess.TimeoutExpired:
         raise SlurmError(
             f"{argv[0]} did not answer within {timeout:g}s; is slurmctld up (`scontrol ping`), and "
@@ -75,16 +87,16 @@ class QueueEntry:
         return self.state in NODE_FAILED_STATES or self.reason in NODE_FAILED_REASONS
 
 
-def queue_entry(job_id: str, timeout: float = COMMAND_TIMEOUT) -> QueueEntry | None:
+def queue_entry(job_id: str, timeout: float = COMMAND_TIMEOUT, shielded: bool = False) -> QueueEntry | None:
     """The job's queue entry: squeue's, else (slurmctld purged it after MinJobAge) the accounting
     record's; None when neither knows it (a cluster without slurmdbd keeps no accounting)."""
     try:
-        out = run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T|%r"], timeout=timeout)
+        out = run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T|%r"], timeout=timeout, shielded=shielded)
     except SlurmError as exc:
         if "Invalid job id" not in str(exc):
             raise
         out = ""
-    return first_entry(out) or accounting_entry(job_id)
+    return first_entry(out) or accounting_entry(job_id, shielded)
 
 
 def first_entry(out: str) -> QueueEntry | None:
@@ -93,9 +105,9 @@ def first_entry(out: str) -> QueueEntry | None:
     return QueueEntry(rows[0][0].split()[0], rows[0][1]) if rows and rows[0][0].strip() else None
 
 
-def accounting_entry(job_id: str) -> QueueEntry | None:
+def accounting_entry(job_id: str, shielded: bool = False) -> QueueEntry | None:
     try:
-        return first_entry(run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State,Reason"]))
+        return first_entry(run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State,Reason"], shielded=shielded))
     except SlurmError:  # no accounting storage here
         return None
 
@@ -115,10 +127,10 @@ def job_nodes(job_id: str) -> str | None:
     return None
 
 
-def failed_nodes(nodes: str, timeout: float = COMMAND_TIMEOUT) -> list[str]:
+def failed_nodes(nodes: str, timeout: float = COMMAND_TIMEOUT, shielded: bool = False) -> list[str]:
     """Of `nodes` (a Slurm node list), each that Slurm holds DOWN or FAIL, as `name (reason: why)`."""
     found = []
-    for line in run(["scontrol", "show", "node", "-o", nodes], timeout=timeout).splitlines():
+    for line in run(["scontrol", "show", "node", "-o", nodes], timeout=timeout, shielded=shielded).splitlines():
         node = key_values(line)
         states = set(node.get("State", "").split("+"))
         if "NodeName" in node and states & {"DOWN", "FAIL", "FAILING"}:
