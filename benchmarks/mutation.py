@@ -13,7 +13,8 @@ the code issue 33 found weakly tested: the Slurm queue check and cancel path, ex
 damaged-record recovery, the judgement and its gates, failure classes, pinned hub sources and the
 memory rules' verdicts; and the other guards' holders in tests/promises.py: a job's environment,
 finalising an attempt whose jobs are gone, the host's last step (a full disk), readiness's
-defaults, a dead supervisor's take-over, a supervisor's scrubber and a step job's path. For every area the script copies the checkout's `src/`, `tests/`, `experiments/`
+defaults, a dead supervisor's take-over, a supervisor's scrubber, a step job's path and `--run`'s
+submission of the coordinator. For every area the script copies the checkout's `src/`, `tests/`, `experiments/`
 and `pyproject.toml` to a scratch directory, adds a `[tool.mutmut]` section for that area, runs
 `mutmut run` there (mutmut 3 writes its mutants under the scratch copy, never here) and prints
 killed / survived / no-test counts and the score = killed / (killed + survived + no tests), with
@@ -254,6 +255,26 @@ AREAS = (
         ),
     ),
     Area("finalise", ("src/rlaunch/control/finalise.py",), ("tests/observe/test_finalise_snapshot.py",)),
+    Area(
+        "submit_coordinator",
+        ("src/rlaunch/cli/rl_options.py",),
+        ("tests/gates/test_submit_coordinator.py",),
+        # `--run`'s submission: what is judged and refused first, the coordinator job, following it
+        only=(
+            *(
+                f"rlaunch.cli.rl_options.x_{f}__mutmut_*"
+                for f in (
+                    "submit_coordinator",
+                    "_finalise_dead_attempts",
+                    "_authorisation_problems",
+                    "_authorised_env",
+                    "_without_max_concurrent",
+                    "_failed_attempts",
+                    "jobs_command",
+                )
+            ),
+        ),
+    ),
     Area(
         "host_finish",
         ("src/rlaunch/host/launch.py",),

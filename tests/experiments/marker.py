@@ -8,6 +8,9 @@ in seconds. Needs RLAUNCH_RUNTIME_PLUGINS=tests.plugins.marker_runtime.
 (with `--step-job-needs FILE` it fails until FILE exists: a failed step job to relaunch; with
 `--step-job-waits-for FILE` it runs until FILE exists: a step job to cancel).
 
+`--model-shards N` adds N small weight shards to the marker model (a model whose staging takes
+seconds: a run to cancel while it stages).
+
 `--backend ray` submits through `RaySkyRLExecution` to the cluster at $RAY_ADDRESS (placement only:
 the plan's fingerprints are the same for both backends).
 """
@@ -63,6 +66,7 @@ def write_model(config: dict[str, Any]) -> HfModel:
     files = {
         "config.json": json.dumps({"num_attention_heads": 4, "max_position_embeddings": 128}),
         "tokenizer.json": "{}",
+        **{f"shards/model-{i:05d}.safetensors": f"shard {i}\n" * 64 for i in range(config.get("shards", 0))},
     }
     for name, text in files.items():
         storage.write_text_atomic(storage.join(config["output_path"], name), text)
@@ -99,14 +103,14 @@ def execution(backend: str, ray_port: int | None = None) -> SkyRLExecution:
     return LocalSkyRLExecution(**sizes, **ray)
 
 
-def _built_here(name: str, artifact_type: type[Any], write: Any) -> ArtifactStep:
-    """An input the marker experiment writes itself (`write` gets `{"output_path": ...}`)."""
+def _built_here(name: str, artifact_type: type[Any], write: Any, **config: Any) -> ArtifactStep:
+    """An input the marker experiment writes itself (`write` gets `{"output_path": ..., **config}`)."""
     return ArtifactStep(
         name=name,
         version=resolve_version(name, None),
         artifact_type=artifact_type,
         run=write,
-        build_config=lambda ctx: {"output_path": ctx.output_path},
+        build_config=lambda ctx: {"output_path": ctx.output_path, **config},
     )
 
 
@@ -123,9 +127,10 @@ def marker_rl(
     train_batch: int = 2,
     resume_mode: str = "latest",
     smoke: Any = None,
+    model_shards: int = 0,
 ) -> ArtifactStep:
     """An RL step on a marker runtime over the shared marker model and data."""
-    model = _built_here("marker/model", HfModel, write_model)
+    model = _built_here("marker/model", HfModel, write_model, **({"shards": model_shards} if model_shards else {}))
     data = _built_here("marker/data", PromptData, write_data)
     plan = SkyRLRolePlan(
         colocate_all=True, policy_num_nodes=replicas, policy_num_gpus_per_node=1, num_inference_engines=replicas,
@@ -201,6 +206,7 @@ def count_step(rl: ArtifactStep, needs: str | None, waits_for: str | None = None
 @click.option("--ray-port", type=int, default=None, help="The gang's Ray GCS port (test-ray-driver; default 6379).")
 @click.option("--replicas", default=1, show_default=True, help="Nodes of the child gang (1 device slot each).")
 @click.option("--export/--no-export", default=True)
+@click.option("--model-shards", default=0, show_default=True, help="Extra small weight files of the marker model.")
 @click.option("--step-job", is_flag=True, help="Add marker/count, a step job after the RL step.")
 @click.option("--step-job-needs", default=None, help="The step job fails until this file exists.")
 @click.option("--step-job-waits-for", default=None, help="The step job runs until this file exists.")

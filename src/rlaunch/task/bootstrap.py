@@ -10,6 +10,10 @@ A runtime whose trainer is a Ray driver (`launcher: ray-driver`) gets a Ray clus
 gang first (`rlaunch.task.ray_cluster`): rank 0 is the head and runs the driver with RAY_ADDRESS,
 the other ranks join it and park. On the Ray backend the job already runs inside a Ray cluster:
 its single replica runs the driver attached to that cluster.
+
+A cancel signals the task's whole process group. Until the trainer runs, the task stops at once
+(`Signalled`) and still removes its directory; once the trainer runs, the signal is the trainer's
+to act on and the task leaves with it, recording no outcome.
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ import contextlib
 import copy
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from types import FrameType
 
 import click
 
@@ -51,6 +57,32 @@ FINAL_FILE = "final-launch.yaml"
 def log(message: str) -> None:
     sys.stderr.write(f"[rlaunch.task rank {os.environ.get(RANK_ENV, '0')}] {message}\n")
     sys.stderr.flush()
+
+
+class Signalled:
+    """SIGTERM, SIGHUP or SIGINT to a task. Until `trainer_running`, the first one stops the task
+    by `SystemExit(128 + signum)`: staging stops its copies and removes its partial copy, and the
+    caller's cleanup removes the task directory (the default action would end the process on the
+    spot and leave the staged inputs on the node's disk). Once the trainer runs it is only noted:
+    the trainer got it too and decides when to stop. Later signals are ignored, so none cuts the
+    cleanup short."""
+
+    def __init__(self) -> None:
+        self.signum = 0
+        self.trainer_running = False
+
+    def install(self) -> Signalled:
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+        return self
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum:
+            return
+        self.signum = signum
+        if not self.trainer_running:
+            log(f"received {signal.Signals(signum).name} before the trainer started: stopping")
+            raise SystemExit(128 + signum)
 
 
 def staging_root() -> str:
@@ -145,12 +177,15 @@ def entrypoint_command(
     return env.command(module, ["--config", final_path], nproc=trainer_processes(doc))
 
 
-def run_entrypoint(doc: schema.SkyRLLaunchConfig, final: dict, local_root: str, phases: dict[str, str]) -> int:
+def run_entrypoint(
+    doc: schema.SkyRLLaunchConfig, final: dict, local_root: str, phases: dict[str, str], signalled: Signalled
+) -> int:
     profile = get_profile(doc.runtime.profile)
     env = ensure_environment(profile, progress=log)
     command = entrypoint_command(doc, env, final, local_root)
     log(f"running {profile.name} entrypoint {doc.runtime.entrypoint} with {trainer_processes(doc)} process(es)")
     phases["trainer_started_at"] = utc_now()
+    signalled.trainer_running = True
     return subprocess.call(command, env=runtime_process_env(doc, env, local_root), cwd=local_root)
 
 
@@ -211,6 +246,7 @@ def wait_for_outcome(doc: schema.SkyRLLaunchConfig, poll_seconds: float = 1.0) -
 @click.option("--config", "config_url", required=True, help="The resolved launch document (path or URL).")
 def main(config_url: str) -> None:
     started_at = utc_now()
+    signalled = Signalled().install()
     doc = schema.load(config_url)
     rank = int(os.environ.get(RANK_ENV, "0"))
     world = int(os.environ.get(WORLD_SIZE_ENV, "1"))
@@ -237,7 +273,10 @@ def main(config_url: str) -> None:
             if rank != 0:
                 sys.exit(code)
         else:
-            code = run_entrypoint(doc, final_document(doc, staged), local_root, phases)
+            code = run_entrypoint(doc, final_document(doc, staged), local_root, phases, signalled)
+            if signalled.signum:  # stopped from outside: the trainer's exit is not the gang's outcome
+                log(f"entrypoint exited {code} after {signal.Signals(signalled.signum).name}; no outcome recorded")
+                sys.exit(128 + signalled.signum)
         try:
             storage.write_json_atomic(
                 storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), OUTCOME),

@@ -28,7 +28,7 @@ from rlaunch.boundary import error_boundary
 from rlaunch.cluster.protocol import RANK_ENV
 from rlaunch.names import sanitize_job_name
 from rlaunch.paths import join_inside, remove_inside
-from rlaunch.task.bootstrap import KEEP_ENV, staging_root
+from rlaunch.task.bootstrap import KEEP_ENV, Signalled, staging_root
 from rlaunch.task.staging import StagingError, stage, verify_identity
 
 Progress = Callable[[str], None]
@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m rlaunch.task.step_entry")
     parser.add_argument("--job", required=True, help="URL of the step job's document")
     args = parser.parse_args(argv)
+    Signalled().install()  # a cancel stops the step's function, and its directory is still removed
     document = storage.read_json(args.job)
     if not isinstance(document, dict):
         raise SystemExit(f"[rlaunch.step] no step job document at {args.job}")

@@ -7,7 +7,8 @@ steps), `wrong_model` (records loading another path), `slow` (half a second per 
 `missing_module` (imports a module the runtime lacks: a deterministic failure), `sigkill_at_<N>`
 (the trainer is killed with SIGKILL at step N, as the kernel's OOM killer would: an operational one),
 `fill_disk_at_<N>` (step N's checkpoint writes weights until its filesystem is full: ENOSPC),
-`wandb_offline` (writes `wandb.json` as the adapters do for an offline W&B run: id, project, entity,
+`slow_export` (like `slow`, and the export writes its config, then takes a minute before its
+weights: a run to cancel while it exports), `wandb_offline` (writes `wandb.json` as the adapters do for an offline W&B run: id, project, entity,
 run directory under $WANDB_DIR).
 Records follow the trl-cpu layout: model_load.json, metrics.jsonl, joined/trainer-rank-0.json,
 checkpoints (weights, and a manifest of each file's size and sha256) with a latest marker, an
@@ -108,7 +109,7 @@ def run(skyrl: dict, export_hf: bool = False) -> int:
                 while True:  # as a trainer saving weights does: the write that does not fit raises ENOSPC
                     handle.write(b"\0" * (1 << 20))
                     handle.flush()
-        time.sleep(0.5 if scenario == "slow" else 0.05)
+        time.sleep(0.5 if scenario in ("slow", "slow_export") else 0.05)
         with open(f"{attempt}/metrics.jsonl", "a", encoding="utf-8") as handle:
             handle.write(
                 json.dumps(
@@ -146,6 +147,8 @@ def run(skyrl: dict, export_hf: bool = False) -> int:
         os.makedirs(export, exist_ok=True)
         for name in ("config.json", "tokenizer.json"):
             shutil.copy(os.path.join(model, name), os.path.join(export, name))
+        if scenario == "slow_export":
+            time.sleep(60)  # as a large model's weights take: the window a cancel while exporting lands in
         with open(os.path.join(export, "model.safetensors"), "wb") as handle:
             handle.write(b"marker-weights")
     return 0
