@@ -391,10 +391,31 @@ AREAS = (
 _UTF8 = "open() encoding 'utf-8' -> None/'UTF-8'/default: the same codec (Python runs in UTF-8 mode here)"
 _ASCII = "open() encoding of the staged manifest: json.dump writes ASCII only, every codec reads it back the same"
 EQUIVALENT: dict[str, str] = {
-    **{f"rlaunch.task.staging.x_stage__mutmut_{n}": _ASCII for n in (26, 28, 30, 106, 109, 117)},
+    **{f"rlaunch.task.staging.x_stage__mutmut_{n}": _ASCII for n in (26, 28, 30, 86, 89, 97)},
+    **{
+        f"rlaunch.task.staging.x__copy_all__mutmut_{n}": "the copy threads' name prefix: only a debugger shows it"
+        for n in (24, 26, 31)
+    },
     "rlaunch.task.staging.x_stage__mutmut_50": "temporary directory suffix of 9 hex digits instead of 8: still unique",
     **{f"rlaunch.task.bootstrap.x_entrypoint_command__mutmut_{n}": _UTF8 for n in (10, 13, 17)},
     "rlaunch.task.bootstrap.x_wait_for_outcome__mutmut_1": "poll every 2 s instead of 1 s: the same outcome, later",
+    # submit_coordinator
+    **{
+        f"rlaunch.cli.rl_options.{name}": "prefix None instead of the invocation's: the invocation's prefix is "
+        "storage.default_prefix(), and None means that same default to plan_graph, step.path and the finaliser"
+        for name in (
+            *(f"x_submit_coordinator__mutmut_{n}" for n in (9, 21, 69, 86, 239)),
+            "x__failed_attempts__mutmut_7",
+            "x__finalise_dead_attempts__mutmut_5",
+            "x__finalise_dead_attempts__mutmut_10",
+        )
+    },
+    **{
+        f"rlaunch.cli.rl_options.x__without_max_concurrent__mutmut_{n}": "skip = None instead of False: as falsy"
+        for n in (2, 4)
+    },
+    "rlaunch.cli.rl_options.x__finalise_dead_attempts__mutmut_1": "changed = None instead of False: as falsy",
+    "rlaunch.cli.rl_options.x__finalise_dead_attempts__mutmut_2": "always replan: the same plan, planned again",
     # observe_verdict
     "rlaunch.observe.verdict.x_model_path_active__mutmut_79": "(identity or 'XXXX').partition(':')[2] is '' "
     "for a missing identity either way",
@@ -526,9 +547,9 @@ EQUIVALENT: dict[str, str] = {
         for n in (16, 18)
     },
     # slurm_queue
-    "rlaunch.cluster.slurm.commands.x_queue_entry__mutmut_24": "'XXXX' instead of '' for an unknown job's queue "
+    "rlaunch.cluster.slurm.commands.x_queue_entry__mutmut_30": "'XXXX' instead of '' for an unknown job's queue "
     "answer: a text without '|' holds no row either, so accounting is asked the same",
-    "rlaunch.cluster.slurm.commands.x_job_nodes__mutmut_32": "'' no longer a no-node answer: the output is stripped "
+    "rlaunch.cluster.slurm.commands.x_job_nodes__mutmut_36": "'' no longer a no-node answer: the output is stripped "
     "before it is split, so a first line is never blank",
     # damaged_record
     "rlaunch.observe.recover.x__documents__mutmut_21": "an absent document parsed anyway: from_dict_tolerant(None) "

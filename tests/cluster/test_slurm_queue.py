@@ -35,11 +35,13 @@ class FakeSlurm:
         self.squeue_nodes: dict[str, str] = {}
         self.calls: list[list[str]] = []
         self.shielded: list[str] = []  # the commands asked to ignore SIGTERM
+        self.timeouts: list[tuple[str, float | None]] = []  # each command and its time limit
         self.down = False  # slurmctld does not answer
         self.node_lines: list[str] = []  # `scontrol show node -o` of a job's nodes
 
-    def run(self, argv: list[str], *, shielded: bool = False, **_: object) -> str:
+    def run(self, argv: list[str], *, shielded: bool = False, timeout: float | None = None, **_: object) -> str:
         self.calls.append(list(argv))
+        self.timeouts.append((argv[0], timeout))
         if shielded:
             self.shielded.append(argv[0])
         if self.down:
@@ -99,6 +101,15 @@ def test_the_queue_is_asked_first_with_every_state(slurm: FakeSlurm) -> None:
     slurm.queue["77"] = ("PENDING", "Priority")
     assert commands.queue_entry("77") == QueueEntry("PENDING", "Priority")
     assert slurm.calls == [["squeue", "-h", "-t", "all", "-j", "77", "-o", "%T|%r"]]
+    assert slurm.timeouts == [("squeue", commands.COMMAND_TIMEOUT)] and slurm.shielded == []  # a plain question
+
+
+def test_a_signalled_drivers_question_is_shielded_and_bounded_through_to_accounting(slurm: FakeSlurm) -> None:
+    assert slurm.accounting is not None
+    slurm.accounting["77"] = ("NODE_FAIL", "NodeDown")
+    assert commands.queue_entry("77", timeout=3.0, shielded=True) == QueueEntry("NODE_FAIL", "NodeDown")
+    assert slurm.shielded == ["squeue", "sacct"] and slurm.timeouts[0] == ("squeue", 3.0)
+    assert commands.accounting_entry("77") == QueueEntry("NODE_FAIL", "NodeDown") and slurm.shielded[2:] == []
 
 
 def test_a_job_the_queue_purged_is_read_from_accounting(slurm: FakeSlurm) -> None:
@@ -289,6 +300,10 @@ def test_a_driver_asks_slurm_whether_its_job_is_ending_for_a_failed_node(
     assert failure == f"{expected} because a node of it failed (Slurm holds node-2 (reason: power lost) down)"
     assert ["scontrol", "show", "node", "-o", "node-[1-2]"] in slurm.calls
     assert slurm.shielded == ["squeue", "scontrol"], "Slurm's SIGTERM to the job would kill the driver's questions"
+    assert slurm.timeouts == [
+        ("squeue", slurm_backend.SIGNAL_QUERY_SECONDS),
+        ("scontrol", slurm_backend.SIGNAL_QUERY_SECONDS),
+    ]
     from rlaunch.launch_config.failures import classify
 
     found = classify(f"child job 77 reached failed: {failure}; supervisor received SIGTERM")

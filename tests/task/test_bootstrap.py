@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -391,3 +392,33 @@ def test_a_torchrun_runtime_starts_one_trainer_process_per_device(tmp_path: Path
     ]  # fmt: skip
     assert (root / bootstrap.FINAL_FILE).read_text() == schema.dumps({"skyrl": {"k": "v"}})
     assert bootstrap.runtime_process_env(doc, env, str(root))["RLAUNCH_COMPATIBLE_DIGESTS"] == "d1,d2"
+
+
+def test_a_signal_before_the_trainer_stops_the_task_at_once_and_restores_the_handlers() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as stopped, bootstrap.Signalled() as signalled:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises as soon as the signal arrives
+    assert stopped.value.code == 128 + signal.SIGTERM and signalled.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
+def test_once_the_trainer_runs_a_signal_is_noted_and_the_first_one_kept(sig: signal.Signals) -> None:
+    with bootstrap.Signalled() as signalled:
+        assert (signalled.signum, signalled.trainer_running) == (0, False)
+        signalled.trainer_running = True
+        os.kill(os.getpid(), sig)
+        os.kill(os.getpid(), signal.SIGTERM if sig != signal.SIGTERM else signal.SIGHUP)
+        time.sleep(0.05)
+    assert signalled.signum == sig
+
+
+def test_a_signal_while_the_trainer_runs_is_the_trainers_and_the_task_leaves_with_it_recording_nothing(
+    tmp_path: Path, prefix: str, marker_runtime: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = document(prefix, tmp_path, scenario="signal_task")
+    assert run_task(monkeypatch, written(doc, tmp_path), rank=0, world=1) == 128 + signal.SIGTERM
+    assert (attempt(doc) / "finished.json").exists(), "the trainer was stopped by its task, not by itself"
+    assert not (attempt(doc) / GANG_OUTCOME).exists()  # a signalled gang's outcome is not the trainer's exit
+    assert not replica_dir(tmp_path, doc, 0).exists()

@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from types import FrameType
+from typing import Any
 
 import click
 
@@ -60,21 +61,28 @@ def log(message: str) -> None:
 
 
 class Signalled:
-    """SIGTERM, SIGHUP or SIGINT to a task. Until `trainer_running`, the first one stops the task
-    by `SystemExit(128 + signum)`: staging stops its copies and removes its partial copy, and the
+    """SIGTERM, SIGHUP or SIGINT to a task, while inside `with Signalled() as signalled:` (the
+    previous handlers come back after). Until `trainer_running`, the first one stops the task by
+    `SystemExit(128 + signum)`: staging stops its copies and removes its partial copy, and the
     caller's cleanup removes the task directory (the default action would end the process on the
     spot and leave the staged inputs on the node's disk). Once the trainer runs it is only noted:
     the trainer got it too and decides when to stop. Later signals are ignored, so none cuts the
     cleanup short."""
 
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
     def __init__(self) -> None:
         self.signum = 0
         self.trainer_running = False
+        self._previous: list[Any] = []
 
-    def install(self) -> Signalled:
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-            signal.signal(sig, self._on_signal)
+    def __enter__(self) -> Signalled:
+        self._previous = [signal.signal(sig, self._on_signal) for sig in self.SIGNALS]
         return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, previous in zip(self.SIGNALS, self._previous, strict=True):
+            signal.signal(sig, previous)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.signum:
@@ -245,8 +253,12 @@ def wait_for_outcome(doc: schema.SkyRLLaunchConfig, poll_seconds: float = 1.0) -
 @click.command()
 @click.option("--config", "config_url", required=True, help="The resolved launch document (path or URL).")
 def main(config_url: str) -> None:
+    with Signalled() as signalled:
+        _run_task(config_url, signalled)
+
+
+def _run_task(config_url: str, signalled: Signalled) -> None:
     started_at = utc_now()
-    signalled = Signalled().install()
     doc = schema.load(config_url)
     rank = int(os.environ.get(RANK_ENV, "0"))
     world = int(os.environ.get(WORLD_SIZE_ENV, "1"))

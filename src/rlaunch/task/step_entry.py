@@ -111,10 +111,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m rlaunch.task.step_entry")
     parser.add_argument("--job", required=True, help="URL of the step job's document")
     args = parser.parse_args(argv)
-    Signalled().install()  # a cancel stops the step's function, and its directory is still removed
-    document = storage.read_json(args.job)
+    with Signalled():  # a cancel stops the step's function, and its directory is still removed
+        _run_job(args.job)
+
+
+def _run_job(job: str) -> None:
+    document = storage.read_json(job)
     if not isinstance(document, dict):
-        raise SystemExit(f"[rlaunch.step] no step job document at {args.job}")
+        raise SystemExit(f"[rlaunch.step] no step job document at {job}")
     rank = int(os.environ.get(RANK_ENV, "0"))
     base = staging_root()
     root = join_inside(

@@ -8,7 +8,8 @@ steps), `wrong_model` (records loading another path), `slow` (half a second per 
 (the trainer is killed with SIGKILL at step N, as the kernel's OOM killer would: an operational one),
 `fill_disk_at_<N>` (step N's checkpoint writes weights until its filesystem is full: ENOSPC),
 `slow_export` (like `slow`, and the export writes its config, then takes a minute before its
-weights: a run to cancel while it exports), `wandb_offline` (writes `wandb.json` as the adapters do for an offline W&B run: id, project, entity,
+weights: a run to cancel while it exports), `signal_task` (sends SIGTERM to its task, as a cancel signals the whole process group, then
+finishes what it was doing: `finished.json`, exit 0), `wandb_offline` (writes `wandb.json` as the adapters do for an offline W&B run: id, project, entity,
 run directory under $WANDB_DIR).
 Records follow the trl-cpu layout: model_load.json, metrics.jsonl, joined/trainer-rank-0.json,
 checkpoints (weights, and a manifest of each file's size and sha256) with a latest marker, an
@@ -79,6 +80,11 @@ def run(skyrl: dict, export_hf: bool = False) -> int:
         "cwd": os.getcwd(),
         "task_dir": os.environ.get("RLAUNCH_TASK_DIR"),
     })  # fmt: skip
+    if scenario == "signal_task":
+        os.kill(os.getppid(), signal.SIGTERM)
+        time.sleep(0.3)  # what a trainer does on a stop: finish its step, save, leave
+        _write(f"{attempt}/finished.json", {"time": time.time()})
+        return 0
     if scenario == "no_steps":
         time.sleep(1.0)
         return 0
