@@ -214,8 +214,8 @@ def refuse_secret_arguments(argv: Iterable[str], env: dict[str, str] | None = No
                 kind = f"the value of {option}"
         if kind is None:
             continue
-        option = next((a.split("=", 1)[0] for a in reversed(args[: index + 1]) if a.startswith("-")), None)
-        where = f"argument {index + 1}" + (f" (of {option})" if option else "")
+        flag = next((a.split("=", 1)[0] for a in reversed(args[: index + 1]) if a.startswith("-")), None)
+        where = f"argument {index + 1}" + (f" (of {flag})" if flag else "")
         raise SecretArgumentError(
             f"{where} carries {kind}: credentials are never taken from the command line (argv is "
             "recorded in job specs and run records). Pass it through the environment instead "

@@ -155,7 +155,8 @@ def read_bytes(url: Location) -> bytes:
     if fs is None:
         with open(path, "rb") as handle:
             return handle.read()
-    return fs.cat_file(path)
+    data: bytes = fs.cat_file(path)
+    return data
 
 
 def read_text(url: Location) -> str:

@@ -25,7 +25,7 @@ class WaitTimeout(TimeoutError):
 
 
 def wait_until(
-    probe: Callable[[], T],
+    probe: Callable[[], T | None],
     timeout: float | None,
     what: str,
     interval: float = 0.05,

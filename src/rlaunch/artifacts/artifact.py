@@ -39,7 +39,7 @@ class Artifact:
         """Read the record at `path`; raise if it was written for another artifact type."""
         record = records.read_record(path)
         if record is None:
-            return cls(path=path)  # type: ignore[call-arg]
+            return cls(path=path)
         stored = record.get("result_type")
         if stored != cls.type_name():
             raise ArtifactTypeMismatchError(
@@ -47,7 +47,7 @@ class Artifact:
                 f"now declares {cls.type_name()}; bump the version to build the new type"
             )
         try:
-            return cls(path=path, **(record.get("result") or {}))  # type: ignore[call-arg]
+            return cls(path=path, **(record.get("result") or {}))
         except TypeError as exc:
             raise ArtifactTypeMismatchError(
                 f"{record.get('name')}@{record.get('version')} at {path} holds a {stored} whose stored fields "

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import uuid
+from typing import Any
 
 from rlaunch import storage
 from rlaunch.processes import process_alive
@@ -39,13 +40,13 @@ class StepLock:
             {"owner": self.owner, "host": socket.gethostname(), "pid": os.getpid(), "heartbeat_at": time.time()}
         )
 
-    def holder(self) -> dict | None:
+    def holder(self) -> dict[str, Any] | None:
         try:
             return storage.read_json(self.url)
         except ValueError:  # a lock being rewritten by a store without atomic puts
             return None
 
-    def is_stale(self, holder: dict) -> bool:
+    def is_stale(self, holder: dict[str, Any]) -> bool:
         if time.time() - float(holder.get("heartbeat_at", 0)) > self.stale_seconds:
             return True
         if holder.get("host") == socket.gethostname():

@@ -18,7 +18,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from rlaunch import storage
 from rlaunch.artifacts import records
@@ -32,6 +32,8 @@ from rlaunch.artifacts.step import ArtifactStep
 from rlaunch.errors import UserError
 from rlaunch.step_jobs import StepExecution, StepInput, StepJobRequest, StepJobs, function_path
 from rlaunch.waiting import wait_until
+
+A = TypeVar("A", bound=Artifact)
 
 Reporter = Callable[[str], None]
 
@@ -226,7 +228,7 @@ class Runner:
         finally:
             lock.release()
 
-    def _run_job(self, step: ArtifactStep[Any], path: str, config: Any) -> Artifact:
+    def _run_job(self, step: ArtifactStep[A], path: str, config: Any) -> A:
         """Run `step` as a step job; its inputs are named by the identity their records carry now."""
         if self.step_jobs is None:
             raise NoStepJobsError(
@@ -270,7 +272,7 @@ class Runner:
         }
 
 
-def _as_artifact(step: ArtifactStep[Any], result: Any, path: str) -> Artifact:
+def _as_artifact(step: ArtifactStep[A], result: Any, path: str) -> A:
     if result is None:
         try:
             return step.artifact_type(path=path)

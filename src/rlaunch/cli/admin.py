@@ -35,7 +35,7 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module_name, _, attr = target.partition(":")
-        command: Any = getattr(importlib.import_module(module_name), attr)
+        command: click.Command = getattr(importlib.import_module(module_name), attr)
         return command
 
     def invoke(self, ctx: click.Context) -> Any:

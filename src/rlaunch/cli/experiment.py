@@ -204,7 +204,7 @@ def make_build_options(executor: Executor) -> Callable[[Callable[..., Any]], Cal
                 options = BuildOptions(**{f.name: kwargs.pop(f.name) for f in fields(BuildOptions)})
                 _plan_or_run(fn, executor, args, kwargs, options)
 
-        decorators = [
+        decorators: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
             click.option(  # runs first: a credential is refused before any option is parsed or echoed
                 "--refuse-credentials",
                 is_flag=True,
@@ -245,9 +245,10 @@ def make_build_options(executor: Executor) -> Callable[[Callable[..., Any]], Cal
             ),
             *executor.options(),
         ]
+        decorated: Callable[..., Any] = wrapper
         for decorator in reversed(decorators):
-            wrapper = decorator(wrapper)
-        return wrapper
+            decorated = decorator(decorated)
+        return decorated
 
     return decorate
 

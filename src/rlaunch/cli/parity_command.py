@@ -7,10 +7,15 @@ its own plan instead (the dry run prints the smoke gate section).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import click
 
 from rlaunch.observe.cli import prefix_option
 from rlaunch.observe.resolve import RunNotFoundError, RunRef, default_prefix, resolve
+
+if TYPE_CHECKING:
+    from rlaunch.launch_config.schema import SkyRLLaunchConfig
 
 
 @click.command("parity")
@@ -39,10 +44,10 @@ def parity(smoke: str, large: str, prefix: str | None) -> None:
     raise SystemExit(1)
 
 
-def memory_lines(smoke: dict, large: dict) -> list[str]:
+def memory_lines(smoke: dict[str, Any], large: dict[str, Any]) -> list[str]:
     """Both runs' per-GPU rows beside each other (scale differs by design: shown, not compared)."""
 
-    def rows(table: dict) -> dict[tuple[str, str], str]:
+    def rows(table: dict[str, Any]) -> dict[tuple[str, str], str]:
         return {
             (r["role"], r["phase"]): f"{r['estimate_gib']:.2f} / {r['capacity_gib']:.2f} {r['status']}"
             for r in table["rows"]
@@ -58,7 +63,8 @@ def memory_lines(smoke: dict, large: dict) -> list[str]:
     return lines
 
 
-def _load(reference: str, prefix: str):  # noqa: ANN202 - (SkyRLLaunchConfig, identity), imported lazily
+def _load(reference: str, prefix: str) -> tuple[SkyRLLaunchConfig, str]:
+    """The run's launch document and its identity (name@version, or the reference as given)."""
     from rlaunch.observe.collect import launch_document
 
     try:

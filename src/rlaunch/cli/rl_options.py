@@ -25,9 +25,9 @@ from rlaunch.cluster.protocol import (
     JobSpec,
     Resources,
     get_backend,
-    sanitize_job_name,
     single_replica_lines,
 )
+from rlaunch.names import sanitize_job_name
 from rlaunch.processes import interrupt_exit, interruptible
 from rlaunch.units import parse_size
 
@@ -64,7 +64,7 @@ def passthrough_patterns(steps: list[SkyRLArtifactStep]) -> tuple[str, ...]:
 
 
 class CoordinatorExecutor:
-    option_names = ("detach", "skip_smoke_gate", "retry")
+    option_names: tuple[str, ...] = ("detach", "skip_smoke_gate", "retry")
 
     def options(self) -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
         return [

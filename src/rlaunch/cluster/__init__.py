@@ -16,8 +16,8 @@ from rlaunch.cluster.protocol import (
     Resources,
     backend_from_env,
     get_backend,
-    sanitize_job_name,
 )
+from rlaunch.names import sanitize_job_name
 
 __all__ = [
     "Backend",

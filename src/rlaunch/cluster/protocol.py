@@ -201,7 +201,8 @@ def get_backend(name: str, **options: Any) -> Backend:
         raise BackendUnavailableError(f"unknown cluster backend {name!r}; choose one of {sorted(_BACKENDS)}")
     module_name, _, class_name = target.partition(":")
     module = importlib.import_module(module_name)
-    return getattr(module, class_name)(**options)
+    backend: Backend = getattr(module, class_name)(**options)
+    return backend
 
 
 def backend_from_env() -> Backend | None:
@@ -211,7 +212,8 @@ def backend_from_env() -> Backend | None:
         return None
     module_name, _, class_name = _BACKENDS[name].partition(":")
     module = importlib.import_module(module_name)
-    return getattr(module, class_name).from_env()
+    backend: Backend | None = getattr(module, class_name).from_env()
+    return backend
 
 
 def current_job_id() -> str | None:

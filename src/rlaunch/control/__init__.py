@@ -1,1 +1,2 @@
-"""Commands that change a run after it was launched (today: cancel). `rlaunch.observe` only reads."""
+"""Commands that change a run after it was launched: `rlaunch cancel`, and `rlaunch status`, which closes
+an attempt whose jobs all ended (`finalise`). `rlaunch.observe` only reads."""

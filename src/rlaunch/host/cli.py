@@ -12,6 +12,7 @@ import contextlib
 import json
 import signal
 import sys
+from typing import Any, TextIO
 
 import click
 
@@ -49,9 +50,9 @@ def launch(config_url: str) -> None:
     sys.exit(0 if result.ok else 1)
 
 
-def _refused(out: object, message: str, result: dict) -> None:
+def _refused(out: TextIO, message: str, result: dict[str, Any]) -> None:
     """An expected refusal: the message on stderr, the JSON result on stdout, exit 2."""
     sys.stderr.write(f"rlaunch launch: {message}\n")
-    out.write(json.dumps(result, sort_keys=True) + "\n")  # type: ignore[attr-defined]
-    out.flush()  # type: ignore[attr-defined]
+    out.write(json.dumps(result, sort_keys=True) + "\n")
+    out.flush()
     sys.exit(2)

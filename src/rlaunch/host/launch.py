@@ -23,7 +23,7 @@ from rlaunch.errors import UserError
 from rlaunch.host.allocate import child_job_spec, driver_job_spec, drives_existing_cluster
 from rlaunch.host.compose import compose_document
 from rlaunch.host.export import ExportError, terminal_export
-from rlaunch.host.manifests import FAILED, PREPARED, REHEARSED, SUBMITTED, SUCCEEDED, LaunchResult, write_manifests
+from rlaunch.host.manifests import FAILED, PREPARED, SUBMITTED, SUCCEEDED, LaunchResult, write_manifests
 from rlaunch.host.outputs import ForeignOutputError, refuse_foreign_outputs
 from rlaunch.host.validate import DocumentRefused, planned_launch, validate_planned
 from rlaunch.judgement.judge import Authorisations, judge, refusals
@@ -36,7 +36,7 @@ from rlaunch.launch_config.typed import DocumentError
 from rlaunch.rules.document_subject import memory_table
 from rlaunch.rules.memory import MemoryTable
 from rlaunch.runs.layout import GANG_OUTCOME, RESOLVED_DOCUMENT, WANDB_RUN, attempt_dir, latest_checkpoint
-from rlaunch.runs.rehearsal_report import read_report, render
+from rlaunch.runs.rehearsal_report import REHEARSED, read_report, render
 from rlaunch.runs.resume import fall_back, foreign_checkpoint, pinned_problem, refusal, verified_resume
 from rlaunch.runs.run_record import task_phases, update_attempt
 from rlaunch.runtimes.registry import get_profile
@@ -176,7 +176,8 @@ def _verify_resume(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: Tex
 
 
 class GateRefusedError(UserError):
-    """The judgement (`rlaunch.judgement.judge`) refuses the document: version, retry, smoke, calendar."""
+    """The judgement (`rlaunch.judgement.judge`) refuses the document: version, retry, smoke, large,
+    calendar version or a declared credential unset."""
 
 
 def _check_gates(planned: PlannedLaunch) -> None:

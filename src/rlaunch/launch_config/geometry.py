@@ -110,7 +110,9 @@ class Geometry:
 
     @classmethod
     def from_recipe(cls, recipe: Mapping[str, Any]) -> Geometry:
-        g = lambda key: get_path(recipe, key)  # noqa: E731
+        def g(key: str) -> Any:
+            return get_path(recipe, key)
+
         plan = plan_values(recipe)
         critic = plan["critic"] or {}
         return cls(

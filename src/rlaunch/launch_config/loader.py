@@ -77,13 +77,13 @@ try:  # libyaml's parser (events) under a Python composer: five times faster, sa
             Resolver.__init__(self)
 
 except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    _Base = yaml.SafeLoader  # type: ignore[misc,assignment]
+    _Base = yaml.SafeLoader  # type: ignore[misc]
 
 
 class _StrictLoader(_Base):
     """A safe loader with YAML 1.2 core resolution and the refusals above."""
 
-    yaml_implicit_resolvers: dict = {}
+    yaml_implicit_resolvers: dict[str | None, list[tuple[str, re.Pattern[str]]]] = {}
     yaml_constructors = dict(yaml.SafeLoader.yaml_constructors)
 
     def __init__(self, stream: str) -> None:
@@ -171,7 +171,8 @@ class _StrictLoader(_Base):
                     f"{where}.{key}" if where else key,
                 )
             seen[key] = key_node.start_mark
-        return super().construct_mapping(node, deep=deep)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
 
 
 def _construct_int(loader: _StrictLoader, node: ScalarNode) -> int:
@@ -294,7 +295,7 @@ def read_document(url: str, *, what: str = "launch document") -> bytes:
         raise DocumentError([f"{url} cannot be read ({exc.strerror or exc}); check the path"], what) from None
 
 
-class _PlainDumper(yaml.SafeDumper):
+class _PlainDumper(yaml.SafeDumper):  # type: ignore[misc]  # PyYAML is untyped here: its classes are Any
     """Writes every value out, never as an anchor and aliases: what is written reads back plainly."""
 
     def ignore_aliases(self, data: Any) -> bool:
@@ -315,4 +316,5 @@ _PlainDumper.yaml_implicit_resolvers = {
 
 def dump_yaml(data: Any) -> str:
     """Plain data as block YAML, in the key order given, that `load_yaml` reads back unchanged."""
-    return yaml.dump(data, Dumper=_PlainDumper, sort_keys=False, default_flow_style=False)
+    text: str = yaml.dump(data, Dumper=_PlainDumper, sort_keys=False, default_flow_style=False)
+    return text

@@ -297,7 +297,8 @@ class SkyRLLaunchConfig:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        return encode(self)
+        data: dict[str, Any] = encode(self)
+        return data
 
     def replace_skyrl(self, skyrl: Mapping[str, Any]) -> SkyRLLaunchConfig:
         from dataclasses import replace
@@ -333,7 +334,7 @@ def confinement_problems(config: SkyRLLaunchConfig) -> list[str]:
         if problem:
             problems.append(f"artifacts.{name}={value!r} {problem}")
     inputs = config.inputs
-    sources = [("inputs.model", inputs.model)]
+    sources: list[tuple[str, ModelInput | DataInput]] = [("inputs.model", inputs.model)]
     sources += [(f"inputs.train_data[{i}]", d) for i, d in enumerate(inputs.train_data)]
     sources += [(f"inputs.validation_data[{i}]", d) for i, d in enumerate(inputs.validation_data)]
     for where, source in sources:

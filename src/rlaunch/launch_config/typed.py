@@ -35,10 +35,10 @@ class DocumentError(UserError, ValueError):
 
 def decode(cls: type[T], data: Any, *, what: str = "launch document") -> T:
     problems: list[str] = []
-    value = _decode(cls, data, "", problems)
+    value: T = _decode(cls, data, "", problems)
     if problems:
         raise DocumentError(problems, what)
-    return value  # type: ignore[return-value]
+    return value
 
 
 def encode(value: Any) -> Any:

@@ -1,16 +1,19 @@
-"""Read-only views of RL runs: the run list, status, the smoke verdict, logs, cancel and plots.
+"""Read-only views of RL runs: the run list, status, the smoke verdict, logs and plots.
 
-Modules, one job each:
+Modules, one job each (nothing here writes: closing a dead attempt and `rlaunch cancel` live in
+`rlaunch.control`):
 
-* `resolve`  a run reference (`name@version`, an artifact path, or a job id) -> where the run lives
-* `records`  small tolerant readers of the files a run leaves (JSON, YAML, metrics lines)
-* `jobs`     the cluster jobs of a run, through the `Backend` protocol
-* `collect`  everything about one attempt in a typed `RunStatus` snapshot (pure reads)
-* `verdict`  the smoke criteria over a `RunStatus`
-* `render`   text and JSON for the above
-* `cancel`   the one writer here: cancel a run's jobs and record who did it, and when
-* `plot`     reward, loss and KL against optimizer step (matplotlib, imported only here)
-* `cli`      the `rlaunch runs|status|verify-smoke|logs|cancel|plot` commands
+* `resolve`   a run reference (`name@version`, an artifact path, or a job id) -> where the run lives
+* `run_files` small tolerant readers of the files a run leaves (JSON, YAML, metrics lines)
+* `run_jobs`  the cluster jobs of a run, through the `Backend` protocol
+* `run_list`  `rlaunch runs`: every run under a prefix, newest first
+* `collect`   everything about one attempt in a typed `RunStatus` snapshot (pure reads)
+* `recover`   a damaged run record's attempts rebuilt in memory from the run's other durable state
+* `verdict`   the smoke criteria over a `RunStatus`
+* `launch_evidence` the evidence a launch is judged against, read with `verify-smoke`'s code
+* `render`    text and JSON for the above
+* `plot`      reward, loss and KL against optimizer step (matplotlib, imported only here)
+* `cli`       the `rlaunch runs|verify-smoke|logs|plot` commands (`status` is in `rlaunch.control`)
 
 Importing this package imports nothing else.
 """

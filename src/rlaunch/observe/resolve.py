@@ -45,7 +45,7 @@ class RunRef:
 
     def attempt(self) -> dict[str, Any] | None:
         """The selected attempt's entry of the run record (the latest when none was chosen)."""
-        attempts = (self.record or {}).get("attempts") or []
+        attempts: list[dict[str, Any]] = (self.record or {}).get("attempts") or []
         if self.attempt_id is None:
             return attempts[-1] if attempts else None
         for entry in attempts:

@@ -130,7 +130,9 @@ def explicitness(s: Subject) -> list[Violation]:
 
 
 def recipe_rules(c: Mapping[str, Any]) -> list[Violation]:
-    g = lambda key: get_path(c, key)  # noqa: E731
+    def g(key: str) -> Any:
+        return get_path(c, key)
+
     out = []
     critic = g(CRITIC_MODEL_KEY)
     if critic and critic != CRITIC_FROM_POLICY:

@@ -10,7 +10,7 @@ host then records the attempt as `rehearsed` (no terminal manifest) and prints `
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 from rlaunch import storage
 from rlaunch.runs.layout import attempt_dir
@@ -81,7 +81,8 @@ def read_report(attempts_root: str, attempt_id: str) -> RehearsalReport | None:
     url = report_url(attempts_root, attempt_id)
     if not storage.exists(url):
         return None
-    return RehearsalReport.from_json(storage.read_json(url))
+    data = cast(dict[str, Any], storage.read_json(url))  # the report the head wrote: one JSON object
+    return RehearsalReport.from_json(data)
 
 
 def render(report: RehearsalReport) -> str:

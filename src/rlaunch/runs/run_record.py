@@ -193,7 +193,7 @@ def _check_shape(record: Any, url: str) -> None:
 
 def _read_for_update(url: str, run_id: str | None) -> dict[str, Any]:
     try:
-        record = storage.read_json(url)
+        record: dict[str, Any] | None = storage.read_json(url)
         if record is not None:
             _check_shape(record, url)
     except CorruptStateError as exc:

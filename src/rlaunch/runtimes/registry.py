@@ -314,7 +314,8 @@ def _same_value(a: Any, b: Any) -> bool:
     """Equality that keeps booleans apart from the integers 0 and 1."""
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
-    return a == b
+    same: bool = a == b
+    return same
 
 
 def unsupported_settings(profile: RuntimeProfile, recipe: Mapping[str, Any]) -> list[tuple[str, object, str]]:

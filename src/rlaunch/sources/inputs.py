@@ -78,7 +78,8 @@ def artifact_identity(step: ArtifactStep[Any]) -> str:
 
 
 def artifact_type(step: ArtifactStep[Any]) -> str:
-    return step.artifact_type.type_name()
+    name: str = step.artifact_type.type_name()
+    return name
 
 
 def graph_shape(step: ArtifactStep[Any]) -> str:

@@ -107,18 +107,19 @@ def stage_inputs(doc: schema.SkyRLLaunchConfig, local_root: str) -> dict[str, st
     """Stage model and data; returns each input's local_path -> absolute staged directory."""
     staged: dict[str, str] = {}
     inputs = doc.inputs
-    for field, item in (
+    sources: tuple[tuple[str, schema.ModelInput | schema.DataInput], ...] = (
         ("inputs.model", inputs.model),
         *((f"inputs.train_data[{i}]", d) for i, d in enumerate(inputs.train_data)),
         *((f"inputs.validation_data[{i}]", d) for i, d in enumerate(inputs.validation_data)),
-    ):
+    )
+    for field, item in sources:
         if item.local_path not in staged:
             target = join_inside(local_root, item.local_path, field=f"{field}.local_path")
             staged[item.local_path] = stage(item.uri, item.identity, target, log, root=local_root)
     return staged
 
 
-def final_document(doc: schema.SkyRLLaunchConfig, staged: dict[str, str]) -> dict:
+def final_document(doc: schema.SkyRLLaunchConfig, staged: dict[str, str]) -> dict[str, Any]:
     """The resolved document with task-local paths patched into the recipe."""
     skyrl = copy.deepcopy(dict(doc.skyrl))
     model_path = staged[doc.inputs.model.local_path]
@@ -174,7 +175,7 @@ def runtime_process_env(doc: schema.SkyRLLaunchConfig, env: RuntimeEnvironment, 
 
 
 def entrypoint_command(
-    doc: schema.SkyRLLaunchConfig, env: RuntimeEnvironment, final: dict, local_root: str
+    doc: schema.SkyRLLaunchConfig, env: RuntimeEnvironment, final: dict[str, Any], local_root: str
 ) -> list[str]:
     """argv of the runtime entrypoint on the task-local final document (written here)."""
     profile = get_profile(doc.runtime.profile)
@@ -186,7 +187,7 @@ def entrypoint_command(
 
 
 def run_entrypoint(
-    doc: schema.SkyRLLaunchConfig, final: dict, local_root: str, phases: dict[str, str], signalled: Signalled
+    doc: schema.SkyRLLaunchConfig, final: dict[str, Any], local_root: str, phases: dict[str, str], signalled: Signalled
 ) -> int:
     profile = get_profile(doc.runtime.profile)
     env = ensure_environment(profile, progress=log)

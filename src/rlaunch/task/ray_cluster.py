@@ -382,8 +382,8 @@ def run_head(
                     attempt_id=doc.run.attempt_id,
                     job_id=os.environ.get(JOB_ID_ENV),
                     head_host=socket.gethostname(),
-                    address=node.spec.node_ip,  # type: ignore[union-attr]
-                    port=node.spec.port,  # type: ignore[union-attr]
+                    address=node.spec.node_ip,
+                    port=node.spec.port,
                     num_nodes=world,
                     python_version=versions.python,
                     ray_version=versions.ray,
@@ -397,7 +397,7 @@ def run_head(
         beats.append(
             Periodic(
                 doc.ray.log_sync_interval_seconds,
-                lambda: node.copy_logs(ray_logs_url(doc, 0)),  # type: ignore[union-attr]
+                lambda: node.copy_logs(ray_logs_url(doc, 0)),
                 log,
                 first_after=min(60.0, doc.ray.log_sync_interval_seconds),
             )
@@ -409,7 +409,7 @@ def run_head(
             tail, began = rehearsal.OutputTail(), time.monotonic()
 
         def stopping(result: DriverResult) -> None:
-            node.process.request_stop()  # type: ignore[union-attr]
+            node.process.request_stop()
             publish(result)
 
         outcome = run_driver(

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from rlaunch import storage
 from rlaunch.cluster.job_environment import free_port
-from rlaunch.cluster.ray.replica import run_attempt
+from rlaunch.cluster.ray.replica import Event, run_attempt
 from rlaunch.processes import PROC_ROOT, stat_fields
 
 PROBE = str(Path(__file__).with_name("ray_probe.py"))
@@ -173,20 +173,20 @@ class Supervised:
         self._thread.start()
         return self
 
-    def _events(self) -> Iterator[tuple[str, object]]:
+    def _events(self) -> Iterator[Event]:
         return run_attempt(self.argv, self.env, self.cwd, STOP_GRACE, should_stop=self._stop.is_set)
 
     def _run(self) -> None:
         try:
             for kind, value in self._events():
                 if kind == "started":
-                    self.pid = int(value["pid"])  # type: ignore[index]
+                    self.pid = int(value["pid"])
                 elif kind == "out":
                     self.last_output = time.monotonic()
-                    for line in value:  # type: ignore[union-attr]
+                    for line in value:
                         self.on_line(line)
                 elif kind == "exit":
-                    self.exit_code = int(value)  # type: ignore[arg-type]
+                    self.exit_code = int(value)
                 else:
                     self.error = str(value)
         except Exception as exc:  # noqa: BLE001 - reported as this command's error

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import Any
 
 RANK_LABEL = "rlaunch-rank"
 TIMED_OUT = 3
@@ -48,7 +49,8 @@ def _alive_ranks(client: object) -> list[int]:
 
 
 def wait_nodes(address: str, count: int, timeout: float) -> int:
-    from ray._raylet import GcsClient  # the GCS client alone: no driver, no job, no workers
+    # the GCS client alone: no driver, no job, no workers (ray's _raylet.pyi does not declare it)
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
     client = GcsClient(address=address)
     deadline = time.monotonic() + timeout
@@ -78,7 +80,7 @@ def _node_ranks(client: object) -> dict[str, int]:
     return out
 
 
-def _group(info: dict, ranks: dict[str, int]) -> dict:
+def _group(info: dict[str, Any], ranks: dict[str, int]) -> dict[str, Any]:
     stats = info.get("stats") or {}
     return {
         "id": info["placement_group_id"],
@@ -99,7 +101,7 @@ def _group(info: dict, ranks: dict[str, int]) -> dict:
 
 def placement_groups(address: str, tries: int = 5) -> int:
     from ray._private.state import GlobalState  # the GCS's tables without a driver or a job
-    from ray._raylet import GcsClient, GcsClientOptions
+    from ray._raylet import GcsClient, GcsClientOptions  # type: ignore[attr-defined]  # not in ray's _raylet.pyi
 
     client = GcsClient(address=address)
     state = GlobalState()

@@ -88,7 +88,8 @@ class HeadRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> HeadRecord:
-        return cls(**{f.name: data.get(f.name) for f in fields(cls)})
+        values: dict[str, Any] = {f.name: data.get(f.name) for f in fields(cls)}  # JSON: a missing key reads None
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,8 @@ class GangOutcome:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> GangOutcome:
-        return cls(**{f.name: data.get(f.name) for f in fields(cls)})
+        values: dict[str, Any] = {f.name: data.get(f.name) for f in fields(cls)}  # JSON: a missing key reads None
+        return cls(**values)
 
 
 def current_head(

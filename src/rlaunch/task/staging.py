@@ -16,6 +16,7 @@ import os
 import uuid
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from typing import Any
 
 from rlaunch import storage
 from rlaunch.artifacts import records
@@ -30,7 +31,7 @@ class StagingError(UserError, RuntimeError):
     pass
 
 
-def verify_identity(uri: str, identity: str) -> dict:
+def verify_identity(uri: str, identity: str) -> dict[str, Any]:
     record = records.find_record(uri)
     if record is None:
         raise StagingError(f"{uri} has no artifact record; it is not the artifact {identity}")

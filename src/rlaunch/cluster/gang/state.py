@@ -43,10 +43,6 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return require_object(_read_any(path), str(path))
 
 
-def _under_job(*parts: str) -> property:
-    return property(lambda self: self.path.joinpath(*parts))
-
-
 @dataclass(frozen=True)
 class JobDir:
     """Paths of one job's directory; reading and writing goes through here so the layout is in one place."""
@@ -58,14 +54,37 @@ class JobDir:
     def path(self) -> Path:
         return self.root / self.job_id
 
-    job_file = _under_job("job.json")
-    state_file = _under_job("state.json")
-    supervisor_file = _under_job("supervisor.json")
-    cancel_file = _under_job("cancel.json")
-    children_dir = _under_job("children")
-    logs_dir = _under_job("logs")
-    combined_log = _under_job("logs", "job.log")
-    supervisor_log = _under_job("supervisor.log")
+    @property
+    def job_file(self) -> Path:
+        return self.path.joinpath("job.json")
+
+    @property
+    def state_file(self) -> Path:
+        return self.path.joinpath("state.json")
+
+    @property
+    def supervisor_file(self) -> Path:
+        return self.path.joinpath("supervisor.json")
+
+    @property
+    def cancel_file(self) -> Path:
+        return self.path.joinpath("cancel.json")
+
+    @property
+    def children_dir(self) -> Path:
+        return self.path.joinpath("children")
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.path.joinpath("logs")
+
+    @property
+    def combined_log(self) -> Path:
+        return self.path.joinpath("logs", "job.log")
+
+    @property
+    def supervisor_log(self) -> Path:
+        return self.path.joinpath("supervisor.log")
 
     def attempt_log(self, rank: int, attempt: int) -> Path:
         return self.logs_dir / f"rank-{rank}.attempt-{attempt}.log"

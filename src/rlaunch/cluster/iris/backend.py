@@ -420,7 +420,8 @@ class IrisBackend(GangBackend):
         if request is None:
             return {}
         job = json.loads(request.environment.env_vars.get(JOB_ENV) or "{}")
-        return json.loads(job.get("env", {}).get(LABELS_ENV) or "{}")
+        labels: dict[str, str] = json.loads(job.get("env", {}).get(LABELS_ENV) or "{}")
+        return labels
 
     def _build(self, raw: Any, children: list[str], labels: dict[str, str]) -> JobStatus:
         job_id = raw.job_id.to_wire()

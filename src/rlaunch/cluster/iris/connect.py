@@ -102,7 +102,8 @@ def cluster_name(config: Any) -> str:
 
 
 def is_local(config: Any) -> bool:
-    return config.controller.controller_kind() == "local"
+    kind: str = config.controller.controller_kind()
+    return kind == "local"
 
 
 def resolve_controller_url(config: Any, path: str, resources: contextlib.ExitStack) -> str:
@@ -120,6 +121,7 @@ def resolve_controller_url(config: Any, path: str, resources: contextlib.ExitSta
     import click
     from iris.cli.connect import _resolve_controller_url
 
+    url: str
     try:
         url, _ = _resolve_controller_url(config, None, path, resources)
     except click.ClickException as exc:

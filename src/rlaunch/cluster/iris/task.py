@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Any
 
 from rlaunch.cluster.iris.connect import is_loopback
 from rlaunch.cluster.job_environment import replica_base
@@ -120,8 +121,8 @@ def encode_job(python: str, argv: list[str], env: dict[str, str], cwd: str | Non
     return json.dumps({"python": python, "argv": argv, "env": env, "cwd": cwd}, sort_keys=True)
 
 
-def decode_job(raw: str | None) -> dict:
-    job = json.loads(raw or "{}")
+def decode_job(raw: str | None) -> dict[str, Any]:
+    job: dict[str, Any] = json.loads(raw or "{}")
     if not job.get("argv"):
         raise SystemExit(f"rlaunch.cluster.iris.task needs ${JOB_ENV} (set by the iris backend at submission)")
     return job

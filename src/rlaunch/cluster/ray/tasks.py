@@ -46,7 +46,7 @@ def _rendezvous(job_env: Mapping[str, str], rank: int, node_ip: str) -> str:
     return wait_until(lambda: store.rendezvous(job_id), None, "rank 0's rendezvous address", RENDEZVOUS_POLL_SECONDS)
 
 
-@ray.remote(max_retries=0, retry_exceptions=False, num_returns="streaming")
+@ray.remote(max_retries=0, retry_exceptions=False, num_returns="streaming")  # type: ignore[untyped-decorator]
 def replica_attempt(
     argv: list[str],
     job_env: Mapping[str, str],

@@ -50,7 +50,7 @@ def launch(document_url: str) -> dict[str, Any]:
             f"launch host exited {code} without a result; last stderr lines:\n" + "".join(tail), host_exit_code=code
         )
     try:
-        result = json.loads(text.splitlines()[-1])
+        result: dict[str, Any] = json.loads(text.splitlines()[-1])
     except ValueError:
         raise LaunchFailedError(
             f"launch host exited {code} with an unreadable result {text.splitlines()[-1][:200]!r}; last stderr lines:\n"

@@ -87,13 +87,17 @@ def skyrl_step(
         )
 
     def build_config(ctx: StepContext) -> dict[str, Any]:
-        placement = None if ctx.is_fingerprint else ctx.runtime_arg(EXECUTION_ARG)
-        attempt = "<attempt_id>" if ctx.is_fingerprint else uuid.uuid4().hex[:12]
+        placement: SkyRLExecution | None = None
+        attempt = "<attempt_id>"
         facts = None
+        gates = None
         if not ctx.is_fingerprint:  # the inputs are built now: what they recorded is read and checked
+            placed: SkyRLExecution = ctx.runtime_arg(EXECUTION_ARG)
+            placement = placed
+            attempt = uuid.uuid4().hex[:12]
             facts = planning.stored_facts(spec, ctx.prefix)
-            planning.check(spec, placement, facts)
-        gates = None if ctx.is_fingerprint else gates_section(smoke, placement, ctx.prefix, is_smoke=is_smoke)
+            planning.check(spec, placed, facts)
+            gates = gates_section(smoke, placed, ctx.prefix, is_smoke=is_smoke)
         document = render_document(
             spec,
             placement,

@@ -108,7 +108,8 @@ class SkyRLSpec:
 
     @property
     def entrypoint(self) -> str:
-        return entrypoint_of(self.recipe)
+        entrypoint: str = entrypoint_of(self.recipe)
+        return entrypoint
 
     @functools.cached_property
     def composed_recipe(self) -> dict[str, Any]:
@@ -123,7 +124,12 @@ class SkyRLSpec:
     def deps(self) -> tuple[ArtifactStep[Any], ...]:
         """Model then data steps, deduplicated in order."""
         seen: dict[int, ArtifactStep[Any]] = {}
-        for source in (self.model, *self.train_data, *self.validation_data):
+        sources: tuple[ArtifactHfModel | ArtifactDataSource, ...] = (
+            self.model,
+            *self.train_data,
+            *self.validation_data,
+        )
+        for source in sources:
             for step in source.deps():
                 seen.setdefault(id(step), step)
         return tuple(seen.values())

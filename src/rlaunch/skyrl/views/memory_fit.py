@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlaunch import rules
+from rlaunch.launch_config.composition import RecipeProblem
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules import fit, memory
 from rlaunch.runtimes.registry import RuntimeProfile, get_profile
@@ -86,6 +87,7 @@ def _judged(
     """What the rules judge and the composed recipe, as `check_plan` renders them; None if it does not compose."""
     prof = profile if isinstance(profile, RuntimeProfile) else get_profile(profile)
     subject = dataclasses.replace(subject_of(topology, recipe, prof, seed, model), host_memory_bytes=host_memory_bytes)
+    problems: list[RecipeProblem] | list[str]
     try:
         composed, problems = prof.compose(render_recipe(recipe, topology.role_plan, prof, seed))
     except ValueError as exc:
