@@ -86,6 +86,11 @@ def test_smoke_trains_exports_evaluates_and_reruns_from_storage(launcher: Launch
     assert step_job.job_id in launcher.run("-m", "rlaunch", "jobs", "list").stdout
     status = launcher.run("-m", "rlaunch", "status", f"smoke/eval@{VERSION}").stdout
     assert "state        succeeded" in status and step_job.job_id in status and "step job     1 node(s)" in status
+    logs = launcher.run("-m", "rlaunch", "logs", f"smoke/eval@{VERSION}")  # the step job's own output
+    assert logs.returncode == 0, logs.stderr[-2000:]
+    assert f"[rank 0] [rlaunch.step] staged smoke/rl@{VERSION} -> " in logs.stdout, logs.stdout[-2000:]
+    assert f"running experiments.smoke:evaluate for smoke/eval@{VERSION}" in logs.stdout, logs.stdout[-2000:]
+    assert f"smoke/eval@{VERSION}: result written to" in logs.stdout, logs.stdout[-2000:]
     generate = (
         "import sys, transformers;"
         "m=transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1]);t=transformers.AutoTokenizer.from_pretrained(sys.argv[1]);"

@@ -396,6 +396,16 @@ def test_sliding_layers_follow_the_config() -> None:
     assert arch(QWEN25_VL_7B).sliding_layers == 0 and arch(QWEN25_VL_7B).sliding_window is None
 
 
+def test_a_vision_language_models_training_row_says_its_images_are_not_sized() -> None:
+    """The vision tower's weights are in the states; what the images cost in activations is not in the
+    recipe, so the row says it is left out rather than pass for the whole step."""
+    said = "the vision tower's weights are counted, its activations on the images are not"
+    vl = {r.phase: r.detail for r in table(QWEN25_VL_7B).rows if r.role in ("policy", "colocated")}
+    text_only = {r.phase: r.detail for r in table(QWEN3_30B_A3B).rows if r.role in ("policy", "colocated")}
+    assert said in vl["training bar"]
+    assert not any(said in detail for detail in text_only.values())
+
+
 @pytest.mark.parametrize(
     ("layers", "sliding", "groups"),
     [

@@ -515,6 +515,12 @@ def _training(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device
             if step > forward_backward
             else ""
         )
+        + (
+            "; the vision tower's weights are counted, its activations on the images are not "
+            "(how many images a sample holds, and at what resolution, is not in the recipe)"
+            if arch.params.vision
+            else ""
+        )
     )
     return _Training(
         Row(role, "model states", states, dev.bytes, certain, how),
