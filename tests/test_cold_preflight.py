@@ -11,13 +11,14 @@ not how long it takes, so it cannot flake on a busy machine.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import pathlib
 import subprocess
 import sys
 from types import ModuleType
+
+from tests import file_modules
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FORBIDDEN = (
@@ -37,11 +38,7 @@ FORBIDDEN = (
 
 
 def _benchmark() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("preflight_benchmark", REPO / "benchmarks" / "preflight.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return file_modules.load("benchmarks/preflight.py", "preflight_benchmark")
 
 
 def loaded_after(code: str, tmp_path: pathlib.Path) -> tuple[list[str], str]:

@@ -9,25 +9,19 @@ for a code no rule emits, fails here before `mkdocs build --strict` runs in CI.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 
 from rlaunch import rules
+from tests import file_modules
 from tests.host.test_host_rules import EXPERIMENT_SIDE_CODES, RECIPE_TEXT_CODES
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _hooks() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("rlaunch_docs_hooks", REPO / "docs" / "hooks.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their module while the class is made
-    spec.loader.exec_module(module)
-    return module
+    return file_modules.load("docs/hooks.py", "rlaunch_docs_hooks")
 
 
 @functools.cache

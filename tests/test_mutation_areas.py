@@ -5,25 +5,13 @@ mutates has no measure of how well its edges are tested."""
 from __future__ import annotations
 
 import fnmatch
-import importlib.util
-import sys
-from pathlib import Path
 
+from tests import file_modules
 from tests.promises import PROMISES
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _areas() -> tuple:
-    spec = importlib.util.spec_from_file_location("rlaunch_mutation_areas", REPO / "benchmarks" / "mutation.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module.AREAS
+    return file_modules.load("benchmarks/mutation.py", "rlaunch_mutation_areas").AREAS
 
 
 def _relocated(path: str, relocate: tuple[str, ...]) -> str:

@@ -8,11 +8,9 @@ same engines' numbers against the KV model.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
 import time
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -21,19 +19,9 @@ from rlaunch.rules import memory
 from rlaunch.rules.devices import GIB
 from rlaunch.rules.model_shape import Architecture
 from rlaunch.skyrl import ModelFacts
+from tests import file_modules
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-
-
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("memory_fit_script", REPO / "benchmarks" / "memory_fit.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-fit = _script()
+fit = file_modules.load("benchmarks/memory_fit.py", "memory_fit_script")
 
 # dennislee22/vLLM-benchmarking, log/vllm-7B-1gpuA10080GB-0.25GRAM.log: vLLM 0.10.1.1 (V1), Qwen2-7B-Instruct
 # on an A100 80GB, --max-model-len 16384, --gpu-memory-utilization 0.25.
