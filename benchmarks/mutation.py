@@ -14,8 +14,8 @@ damaged-record recovery, the judgement and its gates, failure classes, pinned hu
 memory rules' verdicts; and the other guards' holders in tests/promises.py: a job's environment,
 finalising an attempt whose jobs are gone, the host's last step (a full disk), readiness's
 defaults, a dead supervisor's take-over, a supervisor's scrubber, a step job's path and `--run`'s
-submission of the coordinator. For every area the script copies the checkout's `src/`, `tests/`, `experiments/`
-and `pyproject.toml` to a scratch directory, adds a `[tool.mutmut]` section for that area, runs
+submission of the coordinator. For every area the script copies the checkout's `src/`, `tests/`, `experiments/`,
+`benchmarks/` and `pyproject.toml` to a scratch directory, adds a `[tool.mutmut]` section for that area, runs
 `mutmut run` there (mutmut 3 writes its mutants under the scratch copy, never here) and prints
 killed / survived / no-test counts and the score = killed / (killed + survived + no tests), with
 timeouts counted as killed. `--survivors` lists each surviving mutant by name; `mutmut show NAME`
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-COPIED = ("src", "tests", "experiments", "pyproject.toml")
+COPIED = ("src", "tests", "experiments", "benchmarks", "pyproject.toml")
 FAST = ["-x", "-q", "-p", "no:cacheprovider", "-m", "not e2e and not ray and not multinode and not iris and not skyrl"]
 
 
@@ -394,11 +394,29 @@ EQUIVALENT: dict[str, str] = {
     **{f"rlaunch.task.staging.x_stage__mutmut_{n}": _ASCII for n in (26, 28, 30, 86, 89, 97)},
     **{
         f"rlaunch.task.staging.x__copy_all__mutmut_{n}": "the copy threads' name prefix: only a debugger shows it"
-        for n in (24, 26, 31)
+        for n in (24, 26, 31, 32)
+    },
+    **{
+        f"rlaunch.task.staging.x__copy_all__mutmut_{n}": "shutdown without wait on a failure: the pool's `with` "
+        "exit waits for the running copies right after, before the error leaves _copy_all"
+        for n in (56, 58, 60)
     },
     "rlaunch.task.staging.x_stage__mutmut_50": "temporary directory suffix of 9 hex digits instead of 8: still unique",
     **{f"rlaunch.task.bootstrap.x_entrypoint_command__mutmut_{n}": _UTF8 for n in (10, 13, 17)},
     "rlaunch.task.bootstrap.x_wait_for_outcome__mutmut_1": "poll every 2 s instead of 1 s: the same outcome, later",
+    "rlaunch.task.bootstrap.x_wait_for_outcome__mutmut_13": "the wait's name: it has no timeout, so no message shows it",
+    **{
+        f"rlaunch.task.bootstrap.x_wait_for_outcome__mutmut_{n}": "poll every 0.05 s instead of 1 s (no timeout, "
+        "so the name is never shown): the same outcome, sooner"
+        for n in (17, 18)
+    },
+    "rlaunch.task.bootstrap.xǁSignalledǁ__init____mutmut_5": "the previous handlers start as None instead of []: "
+    "__enter__ always replaces them before __exit__ reads them",
+    **{
+        f"rlaunch.task.bootstrap.xǁSignalledǁ__exit____mutmut_{n}": "zip's strict flag: the previous handlers are "
+        "one per signal by construction, so the lengths always match"
+        for n in (3, 6, 7)
+    },
     # submit_coordinator
     **{
         f"rlaunch.cli.rl_options.{name}": "prefix None instead of the invocation's: the invocation's prefix is "
@@ -419,14 +437,27 @@ EQUIVALENT: dict[str, str] = {
     # observe_verdict
     "rlaunch.observe.verdict.x_model_path_active__mutmut_79": "(identity or 'XXXX').partition(':')[2] is '' "
     "for a missing identity either way",
+    "rlaunch.observe.collect.x__steps__mutmut_70": "len(records) >= 1 instead of > 1 beside t1 > t0: one record "
+    "is both first and last, so t1 == t0 and no rate either way",
+    "rlaunch.observe.collect.x_launch_document__mutmut_12": "the artifact record read under an output path that "
+    "does not exist: read_json finds no file there and returns None either way",
+    "rlaunch.observe.collect.x__export__mutmut_9": "terminal.uri or 'XXXX': a terminal manifest that exists was "
+    "read at its uri, so the uri is never empty there",
+    **{
+        f"rlaunch.observe.collect.x__export__mutmut_{n}": "the export root without a document: with no document "
+        "there is no checkpoint root, so no latest step, and the guess is never made"
+        for n in (23, 24)
+    },
+    "rlaunch.observe.collect.x_collect__mutmut_207": "_export's output path None: it is read only without a "
+    "document, and then there is no latest checkpoint to guess an export from",
     # launch_config
     **{
         f"rlaunch.launch_config.typed.x__describe__mutmut_{n}": "the str(tp) fallback: every type a Union option "
         "can be has a __name__ (Python 3.11+), so it is never reached"
         for n in (6, 9, 10, 11, 12, 13, 14, 15, 16)
     },
-    "rlaunch.launch_config.typed.x__decode__mutmut_26": "path None in a Union option's trial decode: only the "
-    "trial's problems name it, and they are discarded",
+    "rlaunch.launch_config.geometry.xǁGeometryǁfrom_recipe__mutmut_126": "an absent fully-async flag read as None "
+    "instead of False: not None and not False are both True",
     "rlaunch.launch_config.composition.x_compose__mutmut_8": "root prefix None instead of '': both are falsy wherever "
     "it is read",
     **{
@@ -437,8 +468,13 @@ EQUIVALENT: dict[str, str] = {
     # host
     "rlaunch.host.validate.xǁDocumentRefusedǁ__init____mutmut_6": "what='launch document' dropped: it is "
     "DocumentError's default",
-    "rlaunch.host.validate.x_document_path__mutmut_3": "rpartition instead of partition: the head is 'role_plan' "
-    "with a dotless name after either way, and otherwise neither matches",
+    "rlaunch.host.validate.x_validate_planned__mutmut_11": "rendered None for the rules: check reads it only to "
+    "compose, and the planned launch's composition is passed",
+    **{
+        f"rlaunch.host.validate.x_validate_planned__mutmut_{n}": "the planned launch's composition not passed: check "
+        "composes doc.skyrl on the same profile again and derives the same geometry from it"
+        for n in (12, 15)
+    },
     # artifacts
     "rlaunch.artifacts.fingerprint.x_canonical_json__mutmut_8": "ensure_ascii=True dropped: it is json.dumps's default",
     "rlaunch.artifacts.fingerprint.x_fingerprint_hash__mutmut_4": "encode('UTF-8') instead of 'utf-8': the same codec",
@@ -654,7 +690,7 @@ def mutmut_section(area: Area) -> str:
         f"only_mutate = {toml_list(area.mutate)}\n"
         f"pytest_add_cli_args_test_selection = {toml_list(area.tests)}\n"
         f"pytest_add_cli_args = {toml_list([*FAST[1:], *(f'--deselect={t}' for t in area.deselect)])}\n"
-        'also_copy = ["experiments"]\n'  # tests import the repository's experiments
+        'also_copy = ["experiments", "benchmarks"]\n'  # tests import the experiments and benchmark scripts
         "use_git_change_detection = false\n"
     )
 

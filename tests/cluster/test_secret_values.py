@@ -12,6 +12,7 @@ from rlaunch.secrets import (
     REDACTED,
     Scrubber,
     SecretArgumentError,
+    credential_name_problem,
     forwarded_credentials,
     forwarded_names,
     is_secret_name,
@@ -190,6 +191,24 @@ def test_cuts_at_the_edges_of_a_value() -> None:
     same = Scrubber(["a" * 12])
     data = b"x" * 724 + b"a" * 13 + b"y" * 263  # two occurrences, one byte apart; only the second straddles
     assert same.safe_cut(data) == 724
+
+
+def test_a_declared_credential_is_a_variable_name_and_a_token_in_its_place_is_never_shown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("HF_TOKEN", "A", "_", "_1", "A1_B"):
+        assert credential_name_problem(name) is None
+    because = (
+        " is not an environment variable name: declare the NAME of the variable the job reads (upper-case "
+        "letters, digits and '_', not starting with a digit), e.g. 'HF_TOKEN'; its value stays in the environment"
+    )
+    for name in ("1A", "hf_token", "HF-TOKEN", "HF_TOKEN ", "", "HF_TOKEn"):
+        assert credential_name_problem(name) == repr(name) + because
+    assert credential_name_problem(3) == "3" + because and credential_name_problem(None) == "None" + because
+    assert credential_name_problem(GH) == "a value shaped like a credential (not shown)" + because
+    # only a token's shape hides a name: what the environment holds does not decide
+    monkeypatch.setenv("HF_TOKEN", "lower-case-value")
+    assert credential_name_problem("lower-case-value") == "'lower-case-value'" + because
 
 
 def test_records_keep_keys_that_are_not_text() -> None:

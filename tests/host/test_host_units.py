@@ -27,7 +27,7 @@ from rlaunch.host.compose import compose_document, injected_values
 from rlaunch.host.validate import DocumentRefused, document_fields, document_path, validate_document
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.composition import get_path
-from rlaunch.launch_config.geometry import ROLE_PLAN_KEYS
+from rlaunch.launch_config.geometry import CRITIC_KEYS, ROLE_PLAN_KEYS
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.runs.resume import run_fingerprint
 from rlaunch.runtimes.registry import RAY_DRIVER, get_profile, register_profile
@@ -58,6 +58,12 @@ def only(d: Doc, code: str) -> rules.Violation:
     ("field", "path"),
     [
         *((f"role_plan.{name}", f"skyrl.{key}") for name, key in ROLE_PLAN_KEYS.items()),
+        # the critic's plan fields: only under role_plan.critic, and only the ones it renders
+        *((f"role_plan.critic.{name}", f"skyrl.{key}") for name, key in CRITIC_KEYS.items()),
+        ("role_plan.critic.something_else", "skyrl.critic.something_else"),
+        ("role_plan.critic", "skyrl.critic"),
+        ("role_plan.mini_batch_size", "skyrl.mini_batch_size"),
+        ("config_yaml.critic.num_nodes", "skyrl.critic.num_nodes"),
         ("role_plan.something_else", "skyrl.something_else"),
         ("role_plan", "skyrl"),
         ("topology.num_nodes", "cluster.allocation.num_nodes"),

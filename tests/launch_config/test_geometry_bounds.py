@@ -249,6 +249,28 @@ def test_the_tail_stride_counts_the_reference_only_when_it_is_used() -> None:
     assert geo(n_samples=1).tail_stride() == 32 and geo(n_samples=64).tail_stride() == 1
 
 
+def test_a_critic_counts_in_the_tail_stride_not_the_batch_lcm_and_adds_nodes_only_when_not_colocated() -> None:
+    g = geo(use_critic=True, critic_nodes=3, critic_gpus_per_node=1)  # critic dp 3 beside the policy's 32
+    assert g.lcm_dp() == 32 and g.lcm_dp(critic=True) == 96 and g.tail_stride() == 96 // 8
+    assert replace(g, critic_sp=3).tail_stride() == 4  # a critic of dp 1 divides everything
+    assert replace(g, critic_sp=2).tail_stride() is None  # 3 % 2: the critic has no data-parallel size
+    assert g.physical_nodes(8) == 4 + 4 + 3
+    assert replace(g, colocate_all=True).physical_nodes(8) == 4  # the critic shares the policy's nodes
+    assert replace(g, use_critic=False).physical_nodes(8) == 4 + 4  # no critic: its sizes count for nothing
+
+
+def test_a_critics_sequence_parallel_size_defaults_to_one_and_is_read_only_for_a_critic() -> None:
+    critic = {"num_nodes": 2, "num_gpus_per_node": 8, "mini_batch_size": 32}
+    full = _recipe()
+    for key, value in rendered_plan(PLAN | {"critic": critic}).items():
+        set_path(full, key, value)
+    g = Geometry.from_recipe(full)  # no trainer.critic.sequence_parallel_size
+    assert (g.critic_sp, g.critic_dp, g.trims_tail) == (1, 16, True)
+    alone = _recipe()
+    set_path(alone, "trainer.critic.sequence_parallel_size", 2)
+    assert Geometry.from_recipe(alone).critic_sp == 1 and Geometry.from_recipe(alone).critic_dp is None
+
+
 @given(
     policy=st.integers(min_value=1, max_value=64),
     ref=st.integers(min_value=1, max_value=64),

@@ -180,9 +180,27 @@ def test_a_list_path_starts_at_the_root() -> None:
     assert problems(True, Literal[1]) == ["<root>: True is not one of [1]"]
 
 
+def test_an_optional_section_given_as_a_mapping_names_its_own_problems() -> None:
+    assert decode(Inner | None, {"size": 3}) == Inner(3) and decode(Inner | None, None) is None
+    assert problems({"section": {"size": "x"}}, Mapping[str, Inner | None]) == [
+        "section.size: expected an integer, got 'x'"
+    ]
+    assert problems({"section": {"size": 3, "sise": 4}}, Mapping[str, Inner | None]) == [
+        "section.sise: unknown key; Inner accepts ['ratio', 'size']"
+    ]
+    assert problems({"size": "x"}, Inner | None) == ["size: expected an integer, got 'x'"]
+    # with another option beside the section, each is tried and the union is refused as a whole
+    assert problems({"either": {"size": "x"}}, Mapping[str, Inner | int | None]) == [
+        "either: expected Inner or int or NoneType, got {'size': 'x'}"
+    ]
+    assert decode(int | Mapping[str, int] | None, {"a": 1}) == {"a": 1}
+
+
 def test_a_type_it_cannot_decode_is_a_programming_error() -> None:
     with pytest.raises(TypeError, match=r"typed decoder cannot handle <class 'bytes'> at inner.size"):
         decode(Mapping[str, bytes], {"inner.size": b""})
+    with pytest.raises(TypeError, match=r"cannot handle <class 'bytes'> at inner.size"):
+        decode(Mapping[str, bytes | None], {"inner.size": b""})  # inside a union's trial too
     with pytest.raises(TypeError, match=r"cannot handle <class 'bytes'> at <root>"):
         decode(bytes, b"")
 

@@ -23,10 +23,11 @@ from rlaunch.observe.collect import (
     collect,
     effective_state,
     iso_time,
+    observed_failure_class,
 )
 from rlaunch.observe.render import status_text
 from rlaunch.observe.resolve import RunRef, at_path
-from rlaunch.observe.run_jobs import JobView
+from rlaunch.observe.run_jobs import JobView, ReplicaView
 
 ATTEMPT = "a1b2c3d4e5f6"
 OK = Terminal(exists=True, state="succeeded", attempt_id=ATTEMPT)
@@ -389,3 +390,234 @@ def test_the_wandb_run_is_the_recorded_one_else_the_trainers(run: dict[str, Any]
     assert snapshot(run).wandb == trainers
     write(run["attempt"] / "wandb.json", ["run-1"])
     assert snapshot(run).wandb is None
+
+
+def test_the_terminal_manifests_failure_is_read_and_a_missing_global_step_is_none(run: dict[str, Any]) -> None:
+    result = {"state": "failed", "attempt_id": ATTEMPT, "failure": "the host said: boom", "model": {}}
+    write(run["out"] / "terminal.json", {"config": {}, "result": result})
+    uri = str(run["out"] / "terminal.json")
+    assert snapshot(run).terminal == Terminal(uri, True, "failed", ATTEMPT, None, "the host said: boom")
+
+
+def test_past_256_join_markers_only_their_names_are_read(run: dict[str, Any]) -> None:
+    """257 replica markers and one trainer's: exactly 256 are read (host known), the rest counted by name."""
+    for rank in range(8, 257):
+        write(run["attempt"] / "joined" / f"replica-{rank}.json", {"host": f"n{rank}", "time": 1.0})
+    t = snapshot(run).tasks
+    joined = t.replicas + t.trainers
+    assert len(t.replicas) == 257 and len(t.trainers) == 1
+    assert sum(j.host is not None for j in joined) == 256
+    assert [j.rank for j in t.replicas] == list(range(257))
+
+
+def failed_jobs(child: tuple[str, int], coordinator: tuple[str, int]) -> dict[str, JobView]:
+    def one(role: str, state: str, code: int) -> JobView:
+        return JobView(role=role, job_id=f"{role}-1", state=state, replicas=[ReplicaView(0, state, exit_code=code)])
+
+    return {"child": one(K, *child), "coordinator": one(C, *coordinator)}
+
+
+def test_an_unclassified_failure_is_classed_by_the_childs_exit_code_then_the_coordinators() -> None:
+    def observed(failure: str | None = None, reason: str | None = None, **jobs: JobView) -> FailureClass:
+        return observed_failure_class(
+            RunStatus("r", "/o", state="failed", failure=failure, state_reason=reason, **jobs)
+        )
+
+    memory = FailureClass(OPERATIONAL, "killed for memory", "exit code 137: node lost or killed for memory (SIGKILL)")
+    preempted = FailureClass(OPERATIONAL, "preempted", "exit code 143: terminated (SIGTERM)")
+    assert observed(**failed_jobs(("failed", 137), ("failed", 143))) == memory  # the child's first
+    assert observed(**failed_jobs(("cancelled", 137), ("failed", 143))) == preempted  # rlaunch stopped the child
+    assert observed(**failed_jobs(("failed", 143), ("cancelled", 137))) == preempted
+    oom = "torch.OutOfMemoryError: CUDA out of memory"
+    assert observed(reason=f"step 2\n{oom}").cause == "killed for memory"  # no failure: the state's reason
+    assert observed("a plain error", f"step 2\n{oom}") == FailureClass(
+        UNCLASSIFIED, "no known signature", "a plain error"
+    )
+
+
+def test_a_torchrun_profile_expects_one_trainer_per_device_slot_and_one_without_a_document(run: dict[str, Any]) -> None:
+    rewrite_attempt(run, runtime_profile="trl-cpu")
+    t = snapshot(run).tasks
+    assert (t.expected_trainer_processes, t.trainer_launcher) == (8, "torchrun")  # 8 GPUs per node
+    rewrite_attempt(run, resolved_config_uri=None)  # no document: the node's slots are unknown, so one
+    t = snapshot(run).tasks
+    assert (t.expected_trainer_processes, t.trainer_launcher) == (1, "torchrun")
+
+
+def test_the_configured_model_is_the_recipes_policy_path_when_it_names_one(run: dict[str, Any]) -> None:
+    resolved = run["attempt"] / "resolved-launch.yaml"
+    data = schema.loads(resolved.read_text()).to_dict()
+    data["skyrl"]["trainer"].setdefault("policy", {}).setdefault("model", {})["path"] = "/recipe/model"
+    resolved.write_text(schema.dumps(schema.from_dict(data)))
+    assert snapshot(run).model.configured == "/recipe/model"
+
+
+def test_the_failure_class_in_json_carries_its_advice(run: dict[str, Any]) -> None:
+    (run["out"] / "terminal.json").unlink()
+    rewrite_attempt(run, state="failed", failure="torch.OutOfMemoryError: CUDA out of memory")
+    s = snapshot(run)
+    assert s.to_json()["failure_class"] == s.failure_class.to_json() and s.failure_class.advice
+
+
+def metrics(run: dict[str, Any], *records: dict[str, Any]) -> None:
+    write(run["attempt"] / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_steps_at_their_edges(run: dict[str, Any]) -> None:
+    metrics(run, {"step": 1, "time": 100.0}, {"step": 3, "time": 160.0})  # two records: a rate already
+    st = snapshot(run).steps
+    assert st.steps_per_minute == pytest.approx(2.0) and st.latest_training_step == 3
+    metrics(run, {"step": 1, "time": 1.0}, {"step": 2, "time": 2.0}, {"step": 3, "time": 3.0})
+    assert snapshot(run).steps.latest_training_step == 3  # no training_step: the latest step, not another
+    metrics(run, {"step": 1, "time": 1.0}, {"step": 2, "time": 2.0}, {"step": 2, "time": 3.0})
+    assert not snapshot(run).steps.increasing  # a repeated step is not an increase
+
+
+def test_a_recipe_without_a_step_budget_has_no_final_step(run: dict[str, Any]) -> None:
+    resolved = run["attempt"] / "resolved-launch.yaml"
+    data = schema.loads(resolved.read_text()).to_dict()
+    data["skyrl"]["trainer"].pop("max_training_steps")
+    resolved.write_text(schema.dumps(schema.from_dict(data)))
+    assert snapshot(run).steps.final_step is None
+
+
+def test_expected_weight_files_need_either_recorded_weights_and_a_model_record_with_files(run: dict[str, Any]) -> None:
+    load = json.loads((run["attempt"] / "model_load.json").read_text())
+    load.pop("weights_sha256")
+    write(run["attempt"] / "model_load.json", load)  # the file list only
+    assert snapshot(run).model.expected_weight_files == {"model.safetensors": "ab", "x.bin": "dd"}
+    write(Path(run["doc"].inputs.model.uri) / ".artifact.json", {"result": {}})  # a record that lists no files
+    assert snapshot(run).model.expected_weight_files == {}
+
+
+def test_an_unreadable_checkpoint_root_lists_no_checkpoints(
+    run: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlaunch import storage
+
+    listed = storage.list_names
+
+    def list_names(url: str) -> list[str]:
+        if str(url).rstrip("/") == str(run["ckpt"]):
+            raise PermissionError(13, "Permission denied", str(url))
+        return listed(url)
+
+    monkeypatch.setattr(storage, "list_names", list_names)
+    c = snapshot(run).checkpoints
+    assert (c.steps, c.incomplete, c.latest_step) == ([], [], 3)  # the marker is still read
+
+
+def test_a_long_unreadable_latest_marker_is_quoted_to_its_first_40_characters(run: dict[str, Any]) -> None:
+    write(run["ckpt"] / "latest", "x" * 39 + "yz")
+    error = snapshot(run).checkpoints.marker_error
+    assert error == f"{run['ckpt'] / 'latest'} holds {'x' * 39 + 'y'!r}, not a step number"
+
+
+def test_the_export_is_the_one_the_terminal_manifest_names_not_the_guess(run: dict[str, Any]) -> None:
+    elsewhere = run["out"].parent / "published" / "policy"
+    write(elsewhere / "model.safetensors", "{}")
+    result = {"state": "succeeded", "attempt_id": ATTEMPT, "model": {"policy_export_uri": str(elsewhere)}}
+    write(run["out"] / "terminal.json", {"config": {}, "result": result})
+    export = snapshot(run).export
+    assert (export.uri, export.files) == (str(elsewhere), ["model.safetensors"])
+
+
+def test_a_copied_runs_terminal_manifest_and_export_are_read_where_its_document_put_them(run: dict[str, Any]) -> None:
+    import shutil
+
+    moved = run["out"].parent / "moved"
+    shutil.copytree(run["out"], moved)
+    (run["out"] / "terminal.json").unlink()
+    shutil.rmtree(run["policy"])
+    s = collect(at_path(str(moved), prefix=run["prefix"]), "ref")
+    assert s.terminal == Terminal(uri=str(run["out"] / "terminal.json"))
+    assert s.export.uri is None and s.export.files == []
+
+
+def test_an_attempt_recorded_without_an_id_takes_no_cancellation_file(run: dict[str, Any]) -> None:
+    rewrite_attempt(run, attempt_id="")
+    write(run["out"] / "cancellations" / ".json", {"by": "someone", "at": "t1"})  # a file named by no id
+    assert snapshot(run).cancelled is None
+
+
+def test_the_attempts_kind_resources_and_artifact_are_its_own(run: dict[str, Any]) -> None:
+    s = snapshot(run)
+    assert (s.kind, s.resources) == ("rl", {})  # an RL attempt records neither
+    rewrite_attempt(run, kind="step", resources={"cpus": 4}, artifact="team/other@2")
+    s = snapshot(run)
+    assert (s.kind, s.resources, s.artifact) == ("step", {"cpus": 4}, "team/other@2")
+
+
+def test_a_step_jobs_attempt_directory_is_the_one_it_recorded(run: dict[str, Any]) -> None:
+    step_dir = run["out"].parent / "step-attempt"
+    rewrite_attempt(run, resolved_config_uri=None, attempt_dir=str(step_dir))
+    assert snapshot(run).attempt_dir == str(step_dir)
+
+
+def test_before_any_attempt_no_document_is_read_and_no_attempt_is_numbered(run: dict[str, Any]) -> None:
+    data = schema.loads((run["attempt"] / "resolved-launch.yaml").read_text()).to_dict()
+    write(run["out"] / ".artifact.json", {"config": {"launch_document": data}})
+    record = json.loads((run["out"] / "run_record.json").read_text())
+    write(run["out"] / "run_record.json", {**record, "attempts": []})
+    s = snapshot(run)
+    assert (s.attempt_number, s.attempts_total, s.document_uri, s.attempt_dir) == (0, 0, None, None)
+    assert s.tasks.expected_replicas is None and s.checkpoints.root is None
+
+
+def test_without_a_recorded_profile_the_documents_names_the_trainer_launcher(run: dict[str, Any]) -> None:
+    rewrite_attempt(run, runtime_profile=None)
+    t = snapshot(run).tasks
+    assert (t.expected_trainer_processes, t.trainer_launcher) == (1, "ray-driver")  # the document's fsdp
+
+
+def test_a_failed_attempt_with_a_cancellation_on_file_is_cancelled(run: dict[str, Any]) -> None:
+    (run["out"] / "terminal.json").unlink()
+    rewrite_attempt(run, state="failed")
+    write(run["out"] / "cancellations" / f"{ATTEMPT}.json", {"by": "ann", "at": "t1"})
+    s = snapshot(run)
+    assert (s.state, s.state_reason) == ("cancelled", "cancelled while running; the run record says failed")
+
+
+def test_a_terminal_manifest_of_this_attempt_settles_a_record_still_running(run: dict[str, Any]) -> None:
+    rewrite_attempt(run, state="running")
+    assert (snapshot(run).state, snapshot(run).state_reason) == ("succeeded", None)
+
+
+def test_the_attempts_jobs_are_looked_up_under_its_prefix_and_settle_an_unfinished_record(
+    run: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlaunch.observe import run_jobs
+
+    asked: list[str | None] = []
+
+    def jobs(attempt: dict[str, Any], prefix: str | None) -> tuple[list[Any], JobView, JobView]:
+        asked.append(prefix)
+        return [], job(C, "failed"), job(K, "cancelled")
+
+    monkeypatch.setattr(run_jobs, "run_jobs", jobs)
+    (run["out"] / "terminal.json").unlink()
+    rewrite_attempt(run, state="running")
+    s = snapshot(run)
+    assert asked == [run["prefix"]] and (s.coordinator, s.child) == (job(C, "failed"), job(K, "cancelled"))
+    assert (s.state, s.state_reason) == (
+        "failed",
+        "jobs ended (coordinator failed, child cancelled) but the run record was never finalised (running)",
+    )
+
+
+def test_a_job_named_before_any_attempt_is_looked_up_as_the_coordinator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlaunch.cluster.protocol import JobState, JobStatus
+    from rlaunch.observe import run_jobs
+
+    asked: list[tuple[str, str | None]] = []
+    found = {"c9": (None, JobStatus("c9", "coordinator", "local", JobState.RUNNING))}
+    monkeypatch.setattr(
+        run_jobs, "find_job", lambda job_id, prefix: asked.append((job_id, prefix)) or found.get(job_id)
+    )
+    ref = RunRef(output_path=str(tmp_path / "x"), prefix="/p", artifact=None, record=None, job_id="c9")
+    s = collect(ref)
+    assert asked == [("c9", "/p")] and s.coordinator == JobView("coordinator", "c9", state="running")
+    s = collect(dataclasses.replace(ref, job_id="c8"))
+    assert s.coordinator == JobView("coordinator", "c8", error="the backend has no record of this job")

@@ -180,3 +180,11 @@ def test_a_long_metrics_log_is_read_as_head_and_tail(tmp_path) -> None:
     full = read_metrics(str(path), limit=None)
     assert full.complete and len(full.records) == 20000
     assert not read_metrics(str(tmp_path / "missing.jsonl")).exists
+
+
+def test_a_damaged_run_records_criterion_is_false_not_unknown_in_json() -> None:
+    s = passing()
+    s.damage = "/p/run_record.json is damaged (empty file); restore it"
+    data = smoke_verdict(s).to_json()
+    assert data["ok"] is False
+    assert [c["ok"] for c in data["criteria"] if c["name"] == "run succeeded"] == [False]

@@ -6,6 +6,7 @@ records, which rank runs the trainer, and how rank 0's outcome (success or failu
 from __future__ import annotations
 
 import copy
+import errno
 import json
 import os
 import signal
@@ -26,6 +27,7 @@ from rlaunch.launch_config import schema
 from rlaunch.launch_config.typed import decode
 from rlaunch.paths import ConfinementError
 from rlaunch.runs.layout import GANG_OUTCOME, JOINED, attempt_dir
+from rlaunch.runtimes import environment
 from rlaunch.runtimes.environment import RuntimeEnvironment
 from rlaunch.task import bootstrap
 from rlaunch.task.staging import StagingError
@@ -153,6 +155,23 @@ def test_rank_0_success_publishes_the_outcome_and_removes_its_task_directory(
     assert "[rlaunch.task rank 0] running test-marker entrypoint standard with 1 process(es)\n" in err
 
 
+def test_a_task_without_rank_and_world_size_is_rank_0_of_1_and_runs_the_trainer(
+    tmp_path: Path, prefix: str, marker_runtime: None, monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    doc = document(prefix, tmp_path)
+    monkeypatch.delenv(RANK_ENV, raising=False)
+    monkeypatch.delenv(WORLD_SIZE_ENV, raising=False)
+    with pytest.raises(SystemExit) as info:
+        bootstrap.main.main(["--config", written(doc, tmp_path)], standalone_mode=False)
+    assert info.value.code == 0
+    joined = json.loads((attempt(doc) / JOINED / "replica-0.json").read_text())
+    assert (joined["rank"], joined["world_size"], joined["trainer_processes"]) == (0, 1, 1)
+    assert json.loads((attempt(doc) / GANG_OUTCOME).read_text())["exit_code"] == 0
+    assert (attempt(doc) / "marker.json").exists()  # this rank ran the trainer
+    assert "[rlaunch.task rank 0] rank 0 of 1 starting: staging under " in capfd.readouterr().err
+
+
 def test_a_node_whose_staging_disk_is_broken_leaves_with_one_line_that_names_the_directory_and_the_fix(
     tmp_path: Path, prefix: str, marker_runtime: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -184,6 +203,46 @@ def test_rank_0_trainer_failure_is_the_gang_outcome_and_waiting_ranks_leave_with
     assert json.loads((attempt(doc) / GANG_OUTCOME).read_text())["exit_code"] == 3
     assert run_task(monkeypatch, written(doc, tmp_path), rank=1, world=2) == 1  # a rank that comes later
     assert not replica_dir(tmp_path, doc, 0).exists() and not replica_dir(tmp_path, doc, 1).exists()
+
+
+def _outcome_write_fails(monkeypatch: pytest.MonkeyPatch, error: OSError) -> None:
+    """The attempts filesystem refuses the gang's outcome (and only it) with `error`."""
+    write = storage.write_json_atomic
+
+    def refusing(url: str, value: Any) -> None:
+        if url.endswith(GANG_OUTCOME):
+            raise error
+        write(url, value)
+
+    monkeypatch.setattr(storage, "write_json_atomic", refusing)
+
+
+@pytest.mark.parametrize(("scenario", "leaves_with"), [("ok", 1), ("fail_at_1", 3)])
+def test_rank_0_whose_outcome_does_not_fit_on_a_full_disk_says_so_and_never_leaves_with_success(
+    tmp_path: Path, prefix: str, marker_runtime: None, monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str], scenario: str, leaves_with: int,
+) -> None:  # fmt: skip
+    doc = document(prefix, tmp_path, scenario=scenario)
+    outcome = attempt(doc) / GANG_OUTCOME
+    _outcome_write_fails(monkeypatch, OSError(errno.ENOSPC, "No space left on device", str(outcome)))
+    assert run_task(monkeypatch, written(doc, tmp_path), rank=0, world=1) == leaves_with
+    code = 0 if scenario == "ok" else 3
+    assert (
+        f"[rlaunch.task rank 0] entrypoint exited {code}; its outcome was not recorded: No space left on device "
+        f"(ENOSPC) writing {outcome}: free space" in capfd.readouterr().err
+    )
+    assert not outcome.exists() and not replica_dir(tmp_path, doc, 0).exists()
+
+
+def test_rank_0_whose_outcome_cannot_be_written_for_another_reason_fails_with_that_error(
+    tmp_path: Path, prefix: str, marker_runtime: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = document(prefix, tmp_path)
+    _outcome_write_fails(monkeypatch, PermissionError(errno.EACCES, "Permission denied"))
+    monkeypatch.setenv(RANK_ENV, "0")
+    with pytest.raises(PermissionError):
+        bootstrap.main.main(["--config", written(doc, tmp_path)], standalone_mode=False)
+    assert not replica_dir(tmp_path, doc, 0).exists()
 
 
 @pytest.mark.parametrize(("exit_code", "leaves_with"), [(0, 0), (3, 1), (-9, 1), (None, 1)])
@@ -226,6 +285,22 @@ def test_the_task_directory_is_kept_when_asked(
     assert final["skyrl"]["data"]["train_data"] == [str(kept / "data/gsm8k/train.parquet")]
 
 
+def test_a_task_rerun_where_its_directory_was_kept_reuses_the_staged_inputs(
+    tmp_path: Path, prefix: str, marker_runtime: None, monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    doc = document(prefix, tmp_path)
+    monkeypatch.setenv(bootstrap.KEEP_ENV, "1")
+    assert run_task(monkeypatch, written(doc, tmp_path), rank=0, world=1) == 0
+    capfd.readouterr()
+    monkeypatch.delenv(bootstrap.KEEP_ENV)
+    assert run_task(monkeypatch, written(doc, tmp_path), rank=0, world=1) == 0  # the same replica, again
+    err = capfd.readouterr().err
+    assert f"already staged at {replica_dir(tmp_path, doc, 0) / 'models/qwen3-8b'}" in err
+    assert "[rlaunch.task rank 0] entrypoint exited 0\n" in err
+    assert not replica_dir(tmp_path, doc, 0).exists()
+
+
 def test_the_trainer_process_gets_the_run_identity_in_its_environment(
     tmp_path: Path, prefix: str, marker_runtime: None
 ) -> None:
@@ -242,6 +317,18 @@ def test_the_trainer_process_gets_the_run_identity_in_its_environment(
         "RLAUNCH_TASK_DIR": "/task",
     }  # fmt: skip
     assert os.environ["PATH"] == process_env["PATH"]  # inherited
+    assert process_env["RLAUNCH_RESUME_FROM"] == ""  # no pinned checkpoint
+
+
+def test_the_trainer_process_gets_the_pinned_checkpoint_to_resume_from_as_json(
+    tmp_path: Path, prefix: str, marker_runtime: None
+) -> None:
+    data = document(prefix, tmp_path).to_dict()
+    pin = {"checkpoint_root": f"{prefix}/checkpoints/earlier", "step": 40, "runtime_digest": "d" * 64}
+    data["runtime"]["resume_from"] = pin
+    doc = schema.from_dict(data)
+    env = bootstrap.ensure_environment(bootstrap.get_profile("test-marker"))
+    assert json.loads(bootstrap.runtime_process_env(doc, env, "/task")["RLAUNCH_RESUME_FROM"]) == pin
 
 
 @pytest.mark.parametrize(("rank", "publishes"), [(0, True), (1, False)])
@@ -394,13 +481,37 @@ def test_a_torchrun_runtime_starts_one_trainer_process_per_device(tmp_path: Path
     assert bootstrap.runtime_process_env(doc, env, str(root))["RLAUNCH_COMPATIBLE_DIGESTS"] == "d1,d2"
 
 
-def test_a_signal_before_the_trainer_stops_the_task_at_once_and_restores_the_handlers() -> None:
+def test_a_venv_runtime_snapshotted_on_the_node_says_so_in_the_tasks_log_lines(
+    tmp_path: Path, prefix: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    data = document(prefix, tmp_path).to_dict()
+    data["runtime"]["profile"] = "trl-cpu"
+    doc = schema.from_dict(data)
+    profile = bootstrap.get_profile("trl-cpu")
+    cache = tmp_path / "runtime-cache"
+    monkeypatch.setenv(environment.CACHE_ENV, str(cache))
+    venv = cache / "venvs" / environment.venv_key(profile)  # its venv already built here: only the snapshot is new
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("#!/bin/sh\nexit 0\n")  # a trainer that succeeds at once
+    (venv / "bin" / "python").chmod(0o755)
+    (venv / environment.COMPLETE).write_text("{}")
+    assert run_task(monkeypatch, written(doc, tmp_path), rank=0, world=1) == 0
+    assert f"[rlaunch.task rank 0] runtime trl-cpu source snapshot {profile.source_digest[:16]} at " in (
+        capfd.readouterr().err
+    )
+
+
+def test_a_signal_before_the_trainer_stops_the_task_at_once_and_restores_the_handlers(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(RANK_ENV, "2")
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(SystemExit) as stopped, bootstrap.Signalled() as signalled:
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(5)  # the handler raises as soon as the signal arrives
     assert stopped.value.code == 128 + signal.SIGTERM and signalled.signum == signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) is before
+    assert capfd.readouterr().err == "[rlaunch.task rank 2] received SIGTERM before the trainer started: stopping\n"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
@@ -415,10 +526,12 @@ def test_once_the_trainer_runs_a_signal_is_noted_and_the_first_one_kept(sig: sig
 
 
 def test_a_signal_while_the_trainer_runs_is_the_trainers_and_the_task_leaves_with_it_recording_nothing(
-    tmp_path: Path, prefix: str, marker_runtime: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+    tmp_path: Path, prefix: str, marker_runtime: None, monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
     doc = document(prefix, tmp_path, scenario="signal_task")
     assert run_task(monkeypatch, written(doc, tmp_path), rank=0, world=1) == 128 + signal.SIGTERM
+    assert "[rlaunch.task rank 0] entrypoint exited 0 after SIGTERM; no outcome recorded\n" in capfd.readouterr().err
     assert (attempt(doc) / "finished.json").exists(), "the trainer was stopped by its task, not by itself"
     assert not (attempt(doc) / GANG_OUTCOME).exists()  # a signalled gang's outcome is not the trainer's exit
     assert not replica_dir(tmp_path, doc, 0).exists()

@@ -70,6 +70,13 @@ def test_progress_every_twenty_files_with_the_megabytes_so_far(tmp_path: Path) -
     ]
 
 
+def test_progress_counts_megabytes_of_a_million_bytes(tmp_path: Path) -> None:
+    uri, identity = make_artifact(tmp_path / "art", {"weights.bin": b"w" * 1_050_000}, checksums={})
+    lines: list[str] = []
+    staged(tmp_path, uri, identity, lines)
+    assert lines[0] == "staging models/tiny@2026.12.01: 1/1 files, 1.1 MB"  # 1,050,000 bytes: 1.05 MB, rounded
+
+
 @pytest.mark.parametrize("corrupt", ["model.safetensors", "sub/tokenizer.json"])
 def test_a_corrupted_file_is_refused_and_nothing_is_staged(tmp_path: Path, corrupt: str) -> None:
     uri, identity = make_artifact(tmp_path / "art", WEIGHTS)
