@@ -87,8 +87,12 @@ def interruptible() -> Iterator[None]:
     def terminated(signum: int, frame: object) -> None:
         raise Terminated()
 
+    # Ctrl-C too, even where this process was started with SIGINT ignored (a background job of a
+    # script, a worker that ignores it): Python then installs no KeyboardInterrupt of its own.
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     previous = signal.signal(signal.SIGTERM, terminated)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)

@@ -47,9 +47,17 @@ while True:
 """
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _start(launcher: Launcher, log: Path, *args: str) -> subprocess.Popen[bytes]:
+    """Started with SIGINT ignored, as a script's background job is: Python then installs no Ctrl-C
+    handler of its own, and only rlaunch's own makes the command stop on it."""
     with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, *args], cwd=REPO, env=launcher.env, stdout=out, stderr=out)
+        return subprocess.Popen(
+            [sys.executable, *args], cwd=REPO, env=launcher.env, stdout=out, stderr=out, preexec_fn=_ignore_sigint
+        )
 
 
 def _interrupt(process: subprocess.Popen[bytes], log: Path, sig: signal.Signals, ready: str) -> str:
