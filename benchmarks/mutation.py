@@ -66,7 +66,26 @@ _HOST_PIN = (
 AREAS = (
     Area(
         "preflight",
-        ("src/rlaunch/rules/*.py", "src/rlaunch/skyrl/preflight/*.py"),
+        # the geometry and recipe rules; the memory model (memory, model_shape, fit, devices) is its own area
+        (
+            *(
+                f"src/rlaunch/rules/{m}.py"
+                for m in (
+                    "__init__",
+                    "batches",
+                    "data_rules",
+                    "defect_triggers",
+                    "document_subject",
+                    "megatron",
+                    "recipe_rules",
+                    "roles",
+                    "runtime_rules",
+                    "subject",
+                    "topology",
+                )
+            ),
+            "src/rlaunch/skyrl/preflight/*.py",
+        ),
         (
             "tests/rules",
             *(
@@ -83,6 +102,8 @@ AREAS = (
                     "identity",
                     "submission_checks",
                     "types",
+                    "critic",
+                    "preflight_inputs",
                 )
             ),
             "tests/host/test_host_rules.py",
@@ -368,18 +389,23 @@ AREAS = (
         ("tests/parity/test_hub_source.py", "tests/parity/test_hub_pins.py", "tests/gates/test_pinned_data.py"),
     ),
     Area(
-        "memory_rules",
-        ("src/rlaunch/rules/memory.py", "src/rlaunch/rules/fit.py"),
-        ("tests/rules/test_memory.py", "tests/rules/test_fit.py", "tests/rules/test_memory_edges.py"),
-        # the verdicts and the table's edges, not the sizing arithmetic (tests/rules/test_memory_model.py)
-        only=(
-            "rlaunch.rules.memory.xǁRowǁ*",
-            "rlaunch.rules.memory.xǁMemoryTableǁwarnings__mutmut_*",
-            *(
-                f"rlaunch.rules.memory.x_{f}__mutmut_*"
-                for f in ("memory_rules", "violations", "max_concurrency", "kv_tokens")
-            ),
-            *(f"rlaunch.rules.fit.x_{f}__mutmut_*" for f in ("fits", "needs_search")),
+        "memory",
+        tuple(f"src/rlaunch/rules/{m}.py" for m in ("memory", "model_shape", "fit", "devices")),
+        # the verdicts and the table's edges, the sizing arithmetic, the architecture read from config.json
+        # (exact counts: test_built_counts.py), the devices' capacities and what would fit
+        tuple(
+            f"tests/rules/test_{m}.py"
+            for m in (
+                "memory",
+                "memory_edges",
+                "memory_model",
+                "memory_record",
+                "memory_golden",
+                "model_shape_edges",
+                "built_counts",
+                "fit",
+                "document_subject",
+            )
         ),
     ),
 )
@@ -594,7 +620,19 @@ EQUIVALENT: dict[str, str] = {
     "identity holds one '@'",
     "rlaunch.observe.recover.x__documents__mutmut_29": "'XXXX' for an unknown artifact: it has no '@', so no "
     "version, and the handed-over documents are not searched either way",
-    # memory_rules
+    # preflight: a default of False read through `not` or `bool()`, given as None instead: both falsy
+    **{
+        name: "default False -> None under not/bool(): both falsy"
+        for name in (
+            "rlaunch.rules.defect_triggers.x__step_wise__mutmut_4",
+            "rlaunch.rules.megatron.x__fp8__mutmut_55",
+            "rlaunch.rules.megatron.x__fp8__mutmut_65",
+            "rlaunch.rules.megatron.x__routing_replay__mutmut_5",
+            "rlaunch.rules.megatron.x__routing_replay__mutmut_60",
+        )
+    },
+    "rlaunch.rules.x_fit_rules__mutmut_4": "suggest=None instead of False: falsy, no fits suggested either way",
+    # memory
     "rlaunch.rules.memory.x_kv_tokens__mutmut_2": "available < 0 instead of <= 0: 0 bytes hold 0 whole blocks either "
     "way",
     "rlaunch.rules.memory.x_memory_rules__mutmut_2": "no subject for the violations: only a table without a device "
@@ -646,11 +684,13 @@ EQUIVALENT: dict[str, str] = {
     "plan renders into is in every base config",
     "rlaunch.rules.runtime_rules.x_runtime_rules__mutmut_164": "unsupported_settings on a runtime that honours every key "
     "with any value: it finds nothing, the composed recipe has only base-config keys",
-    "rlaunch.rules.x_composed_rules__mutmut_4": "out = instead of out += for the first rules: out is still empty",
+    "rlaunch.rules.x_composed_rules__mutmut_6": "out = instead of out += for the first rules: out is still empty",
+    "rlaunch.rules.x_composed_rules__mutmut_22": "no geometry handed to the defect rules: they derive it from the same "
+    "composed recipe the given one was derived from",
     **{
         f"rlaunch.skyrl.preflight.x_check_plan__mutmut_{n}": "the seed rendered into the recipe: no rule reads the "
         "composed trainer.seed (the seed rule compares the recipe as written)"
-        for n in (50, 53)
+        for n in (28, 31)
     },
 }
 

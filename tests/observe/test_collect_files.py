@@ -293,6 +293,15 @@ def test_markers_sort_by_rank_and_an_unknown_profile_trusts_their_world_size(run
     assert (t.trainer_launcher, t.missing_trainers) == (None, [3])
 
 
+def test_an_unknown_profiles_markers_without_a_world_size_count_one_process(run: dict[str, Any]) -> None:
+    write(run["attempt"] / "joined" / "trainer-rank-0.json", {"host": "n0"})
+    record = json.loads((run["out"] / "run_record.json").read_text())
+    record["attempts"][-1]["runtime_profile"] = "no-such-profile"
+    write(run["out"] / "run_record.json", record)
+    t = snapshot(run).tasks
+    assert (t.expected_trainer_processes, t.missing_trainers) == (1, [])
+
+
 def test_a_damaged_record_is_carried_into_the_snapshot(run: dict[str, Any]) -> None:
     (run["out"] / "run_record.json").write_text("{")
     s = snapshot(run)

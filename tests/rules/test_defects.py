@@ -12,7 +12,8 @@ import dataclasses
 
 import pytest
 
-from rlaunch.rules.defect_triggers import findings
+from rlaunch.launch_config.geometry import Geometry
+from rlaunch.rules.defect_triggers import defect_rules, findings
 from rlaunch.runtimes.defects import FIXED, OPEN, UNVERIFIED, WORKED_AROUND, KnownDefect
 from tests.skyrl.helpers import recipe
 
@@ -94,6 +95,9 @@ def test_only_an_open_defect_the_plan_triggers_is_refused() -> None:
     fixed = KnownDefect("B#2", "skyrl", "s", fixed_in="0.4.0")
     assert codes(TAIL, unpinned, worked_around, fixed) == []
     assert [c[0] for c in codes(TAIL, unpinned, worked_around, open_tail, fixed)] == ["runtime.known_defects.A#1"]
+    open_step_wise = KnownDefect("S#5", "skyrl", "steps crash", trigger="step_wise_trajectories")
+    assert codes(SEED, open_step_wise) == []
+    assert [c[0] for c in codes(seed(STEP_WISE), open_step_wise)] == ["runtime.known_defects.S#5"]
     open_yaml = KnownDefect("Y#7", "PyYAML", "anchors loop", fixed_in="7.0")
     assert codes(SEED, open_yaml) == [
         ("runtime.known_defects.Y#7", {"defect": "Y#7", "package": "PyYAML", "pinned": "6.0.4"})
@@ -102,3 +106,28 @@ def test_only_an_open_defect_the_plan_triggers_is_refused() -> None:
     (refused,) = [v for v in verdict(dataclasses.replace(SEED, profile=runtime(open_vllm))) if v.code == "defect.open"]
     assert refused.values == {"defect": "V#8", "package": "vllm", "pinned": "0.30.0"}
     assert "repin the runtime to vllm>=0.31.0rc1, which has the fix" in refused.fix
+
+
+def test_the_step_wise_trigger_reads_a_recipe_that_leaves_the_key_out_as_off() -> None:
+    prof = runtime(KnownDefect("B#2", "skyrl", "s", trigger="step_wise_trajectories"))
+    geo = Geometry.from_recipe(FSDP.compose(rendered(SEED))[0])
+    assert [f.triggered for f in findings(prof, {"generator": {}}, geo)] == [False]
+    assert [f.triggered for f in findings(prof, {"generator": {"step_wise_trajectories": True}}, geo)] == [True]
+
+
+def test_the_defect_rules_judge_the_recipe_and_the_geometry_they_are_given() -> None:
+    """The plan's one geometry (the fit search judges changed ones), not one derived again."""
+    prof = runtime(
+        KnownDefect("A#1", "skyrl", "tail batches crash", trigger="tail_stride"),
+        KnownDefect("B#2", "skyrl", "steps crash", trigger="step_wise_trajectories"),
+    )
+    seed_recipe = prof.compose(rendered(dataclasses.replace(SEED, profile=prof)))[0]
+    tail_geometry = Geometry.from_recipe(prof.compose(rendered(dataclasses.replace(TAIL, profile=prof)))[0])
+    assert [v.values["defect"] for v in defect_rules(prof, seed_recipe, tail_geometry)] == ["A#1"]
+    step_wise = prof.compose(rendered(dataclasses.replace(seed(STEP_WISE), profile=prof)))[0]
+    (v,) = defect_rules(prof, step_wise, Geometry.from_recipe(seed_recipe))
+    assert v.values == {"defect": "B#2", "package": "skyrl", "pinned": "0.4.0"}
+    assert v.message == (
+        "runtime 'fsdp-defects' pins skyrl 0.4.0, which has the open upstream defect B#2, and this plan triggers "
+        "it: steps crash"
+    )

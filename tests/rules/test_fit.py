@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,6 +19,7 @@ from hypothesis import strategies as st
 from experiments import rl_plan_example as example
 from rlaunch import rules
 from rlaunch.dotted import set_path
+from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules import fit, memory
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import ModelFacts, PreflightError, SkyRLTopology, check_plan, skyrl_step
@@ -51,8 +54,11 @@ def applied(topo: SkyRLTopology, written: dict[str, Any], changes: list[str]) ->
 def nearest(found: list[PreflightError]) -> list[list[str]]:
     """The changes of each nearest plan the memory refusal names."""
     (first,) = [v for v in found if "nearest_fits" in v.values]
-    assert "Nearest plans that fit: (1) " in first.fix
-    return [line.split(": ", 1)[1].split(" (tightest", 1)[0].split(", ") for line in first.values["nearest_fits"]]
+    lines = first.values["nearest_fits"]
+    assert first.fix.endswith(
+        ". Nearest plans that fit: " + "; ".join(f"({i}) {line}" for i, line in enumerate(lines, 1))
+    )
+    return [line.split(": ", 1)[1].split(" (tightest", 1)[0].split(", ") for line in lines]
 
 
 def example_plan(variant: str) -> tuple[SkyRLTopology, dict[str, Any]]:
@@ -63,7 +69,10 @@ def example_plan(variant: str) -> tuple[SkyRLTopology, dict[str, Any]]:
 def test_a_refused_example_names_plans_that_fit_and_each_passes_the_preflight(variant: str) -> None:
     topo, written = example_plan(variant)
     refused = check_plan(topo, written, "fsdp", seed=17, model=QWEN3_8B)
-    assert any(v.code.startswith("memory.") for v in refused)
+    # every memory refusal is kept; only the first carries the plans that fit
+    memory_refusals = [(v.code, v.fields) for v in refused if v.code.startswith("memory.")]
+    alone = [(v.code, v.fields) for v in rules.fit_rules(*judged(topo, written)) if v.code.startswith("memory.")]
+    assert memory_refusals == alone
     plans = nearest(refused)
     assert plans
     for changes in plans:
@@ -112,13 +121,23 @@ def judged(topo: SkyRLTopology, written: dict[str, Any]) -> tuple[rules.Subject,
     return subject_of(topo, written, profile, 17, QWEN3_8B), composed
 
 
-def composed_rules(s: rules.Subject, c: dict[str, Any]) -> list[rules.Violation]:
-    return rules.composed_rules(s, c, sound=True, suggest=False)
-
-
 def nearest_of(topo: SkyRLTopology, written: dict[str, Any]) -> list[fit.FitPlan]:
     """The search on a plan as the preflight composes it (a tight plan is not refused: no error carries it)."""
-    return fit.nearest_fits(*judged(topo, written), composed_rules)
+    return fit.nearest_fits(*judged(topo, written), rules.fit_rules)
+
+
+def test_every_memory_refusal_is_kept_and_the_first_names_the_plans_that_fit() -> None:
+    """One node of 24 GB and a long generation: the trainer's states and one sequence's KV both refused."""
+    topo, _ = example_plan("one-node-24gb")
+    _, written = example_plan("long-generation-24gb")
+    refused = check_plan(topo, written, "fsdp", seed=17, model=QWEN3_8B)
+    assert [v.code for v in refused] == ["memory.model_states", "memory.kv_one_sequence"]
+    assert "nearest_fits" in refused[0].values and "nearest_fits" not in refused[1].values
+    (alone_first, alone_second) = rules.fit_rules(*judged(topo, written))
+    assert refused[1].fix == alone_second.fix and refused[1].message == alone_second.message
+    assert refused[0].fix.startswith(alone_first.fix + ". Nearest plans that fit: (1) ")
+    assert "nearest_fits" not in alone_first.values  # the search's own judgement suggests nothing again
+    assert nearest(refused)
 
 
 def test_a_tight_plan_is_offered_only_plans_where_every_row_is_ok() -> None:
@@ -142,7 +161,7 @@ def test_a_refused_plan_is_never_offered_a_tight_one() -> None:
     change, *mends = plan.changes
     assert change.field.endswith("max_generate_length") and change.value % 16 == 0 and 0 < change.value < 32768
     tight = applied(topo, written, [f"{change.field}={change.value + 16}", *(c.text() for c in mends)])
-    longer = fit.nearest_fits(*judged(*tight), composed_rules)  # one block longer does not fit: it is searched
+    longer = fit.nearest_fits(*judged(*tight), rules.fit_rules)  # one block longer does not fit: it is searched
     assert longer, "one block longer is tight or over, so it has nearest plans of its own"
 
 
@@ -238,3 +257,291 @@ def test_huge_sizes_keep_the_search_bounded(monkeypatch: pytest.MonkeyPatch) -> 
     found = check_plan(huge, written, "fsdp", seed=17, model=QWEN3_8B)
     assert any(v.code.startswith("memory.") for v in found)
     assert len(tables) <= fit.MAX_EVALUATIONS + 2 + 5
+
+
+def one_node_search(rules_: Any = None, known: frozenset[str] = frozenset(), left: int = fit.MAX_EVALUATIONS) -> Any:
+    subject, composed = judged(*example_plan("one-node-24gb"))
+    return fit._Search(subject, composed, known, rules_ or rules.fit_rules, left)
+
+
+def test_the_search_budget_counts_every_table_down_to_none() -> None:
+    search = one_node_search(left=2)
+    assert search.table(()) is not None and search.table(()) is not None
+    assert (search.table(()), search.left) == (None, 0)
+    assert one_node_search(left=0).table(()) is None
+
+
+def test_a_variant_carries_the_changed_plan_nodes_and_recipe() -> None:
+    search = one_node_search()
+    subject, composed = search.variant(
+        (
+            fit.Change("role_plan.micro_train_batch_size_per_gpu", 1),
+            fit.Change("topology.num_nodes", 3),
+            fit.Change("config_yaml.trainer.policy.fsdp_config.cpu_offload", True),
+        )
+    )
+    assert subject.plan["micro_train_batch_size_per_gpu"] == 1 and subject.num_nodes == 3
+    assert composed["trainer"]["micro_train_batch_size_per_gpu"] == 1  # the plan rendered into the recipe
+    assert composed["trainer"]["policy"]["fsdp_config"]["cpu_offload"] is True
+    assert search.subject.plan["micro_train_batch_size_per_gpu"] == 2  # the plan itself is untouched
+
+
+def test_a_candidate_that_fits_but_breaks_a_new_rule_is_not_offered() -> None:
+    (offload, *_) = nearest_of(*example_plan("one-node-24gb"))
+    new_rule = rules.Violation("topology.something", ("topology.num_nodes",), "m", "f")
+    assert one_node_search(lambda s, c: []).accepted("offload", offload.changes) is not None
+    assert one_node_search(lambda s, c: [new_rule]).accepted("offload", offload.changes) is None
+    # ... unless the plan broke it already
+    already = one_node_search(lambda s, c: [new_rule], known=frozenset({"topology.something"}))
+    assert already.accepted("offload", offload.changes) is not None
+
+
+def test_a_plan_that_breaks_another_rule_too_is_still_offered_plans_that_fit() -> None:
+    """The search's known codes are the plan's own non-memory violations (a wandb entity missing,
+    say): a candidate breaking them again is no worse than the plan."""
+    topo, written = example_plan("one-node-24gb")
+    subject, composed = judged(topo, written)
+    other = rules.Violation("recipe.other", ("config_yaml.x",), "m", "f")
+
+    def with_other(s: rules.Subject, c: Any) -> list[rules.Violation]:
+        return [*rules.fit_rules(s, c), other]
+
+    assert (
+        [f.direction for f in fit.nearest_fits(subject, composed, with_other)]
+        == [f.direction for f in fit.nearest_fits(subject, composed, rules.fit_rules)]
+        != []
+    )
+
+
+class _Recording(fit._Search):
+    """A search that records the changes each table is asked for and fits where `fits_when` says so
+    (each direction's order of trials, without sizing a table); no candidate breaks a rule."""
+
+    def __init__(
+        self,
+        composed: dict[str, Any],
+        accept: tuple[fit.Change, ...] | None = None,
+        fits_when: Callable[[dict[str, Any], str | None], bool] | None = None,
+        **subject: Any,
+    ) -> None:
+        base, _ = judged(*example_plan("one-node-24gb"))
+        super().__init__(dataclasses.replace(base, **subject), composed, frozenset(), lambda s, c: [])
+        self.asked: list[tuple[str, ...]] = []
+        self.tables: list[dict[str, Any]] = []
+        self.fits_when = fits_when or (lambda changes, side: side == fit.TRAINER and changes == _as_dict(accept))
+
+    def table(self, changes: tuple[fit.Change, ...]) -> memory.MemoryTable | None:
+        self.asked.append(tuple(c.field.split(".")[2] for c in changes if c.field.startswith("config_yaml.")))
+        self.tables.append(_as_dict(changes))
+        return memory.MemoryTable(None, unsized=(json.dumps(_as_dict(changes)),))
+
+    def fits(self, table: memory.MemoryTable, side: str | None = None) -> bool:
+        return self.fits_when(json.loads(table.unsized[0]), side)
+
+
+def _as_dict(changes: tuple[fit.Change, ...] | None) -> dict[str, Any]:
+    return {c.field: c.value for c in changes or ()}
+
+
+def offload_geometry(**changes: Any) -> Any:
+    _, composed = judged(*example_plan("one-node-24gb"))
+    return dataclasses.replace(Geometry.from_recipe(composed), **changes)
+
+
+def test_offload_tries_one_role_at_a_time_then_the_policy_with_the_others() -> None:
+    search = _Recording({})
+    assert fit._offload(search, offload_geometry(use_reference=True, use_critic=True)) is None
+    assert search.asked == [("policy",), ("ref",), ("critic",), ("policy", "ref"), ("policy", "ref", "critic")]
+    search = _Recording({})
+    assert fit._offload(search, offload_geometry(use_reference=False, use_critic=False)) is None
+    assert search.asked == [("policy",)]
+    ref = (fit.Change("config_yaml.trainer.ref.fsdp_config.cpu_offload", True),)
+    search = _Recording({}, accept=ref)
+    assert fit._offload(search, offload_geometry(use_reference=True)) == ref
+    assert search.asked == [("policy",), ("ref",)]
+
+
+def test_offload_skips_what_the_recipe_already_offloads() -> None:
+    composed = {"trainer": {"policy": {"fsdp_config": {"cpu_offload": True}}}}
+    search = _Recording(composed)
+    assert fit._offload(search, offload_geometry(use_reference=True, use_critic=True)) is None
+    assert search.asked == [("ref",), ("critic",), ("policy", "ref"), ("policy", "ref", "critic")]
+
+
+def test_megatron_offloads_the_optimizer() -> None:
+    key = "config_yaml.trainer.policy.megatron_config.optimizer_config_kwargs.optimizer_cpu_offload"
+    search = _Recording({}, accept=(fit.Change(key, True),))
+    assert fit._offload(search, offload_geometry(strategy="megatron", use_reference=True)) == (fit.Change(key, True),)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "tp", "engines"),
+    [(8, 2, 4), (8, 8, 1), (8, 3, None), (4, 8, None), (1, 1, 1)],
+)
+def test_engines_fill_the_gpus_exactly(gpus: int, tp: int, engines: int | None) -> None:
+    assert fit._engines(offload_geometry(pp=1, dp=1), gpus, tp) == engines
+    assert fit._engines(offload_geometry(pp=1, dp=1), gpus, 0) is None
+
+
+def test_an_engine_that_alone_does_not_fit_is_offered_wider_engines_and_nothing_for_the_trainer() -> None:
+    """Eight L4s, the trainer offloaded: only one 8000-token sequence's KV is short at TP 1 (over the
+    estimate, not refused: the plan prints what would fit)."""
+    topo, written = example_plan("long-generation-24gb")
+    set_path(written, "generator.sampling_params.max_generate_length", 8000)
+    set_path(written, "trainer.policy.fsdp_config.cpu_offload", True)
+    set_path(written, "trainer.ref.fsdp_config.cpu_offload", True)
+    subject, composed = judged(topo, written)
+    table = memory.table_for(subject, Geometry.from_recipe(composed), composed)
+    assert [(r.role, r.phase) for r in table.rows if r.status != "ok"] == [("rollout", "KV of one sequence")]
+    plans = {f.direction: [c.text() for c in f.changes] for f in nearest_of(topo, written)}
+    assert list(plans) == ["fewest nodes", "largest micro batch", "longest generation", "smallest engine TP"]
+    assert plans["smallest engine TP"] == [
+        "role_plan.inference_engine_tensor_parallel_size=2",
+        "role_plan.num_inference_engines=4",
+    ]
+    for changes in plans.values():
+        fixed_topo, fixed_recipe = applied(topo, written, changes)
+        assert check_plan(fixed_topo, fixed_recipe, "fsdp", seed=17, model=QWEN3_8B) == [], changes
+
+
+TP = "role_plan.inference_engine_tensor_parallel_size"
+ENGINES = "role_plan.num_inference_engines"
+MICRO = "role_plan.micro_train_batch_size_per_gpu"
+GENERATE_CHANGE = f"config_yaml.{GENERATE}"
+
+
+def engine_side(changes: dict[str, Any], side: str | None, tp: int) -> bool:
+    return side == fit.ENGINE and changes.get(TP) == tp
+
+
+@pytest.mark.parametrize(
+    ("shape", "gpus_per_node", "fits_at", "asked", "found"),
+    [
+        ({"tp": 1, "engines": 8}, 8, None, [(2, 4), (4, 2), (8, 1)], None),  # up to a node's width
+        ({"tp": 1, "engines": 8}, 8, 4, [(2, 4), (4, 2)], (4, 2)),
+        ({"tp": 3, "engines": 3}, 8, None, [], None),  # 9 GPUs hold no whole engine of TP 6; TP 12 is wider than a node
+        ({"tp": 1, "engines": 8}, 1, 2, [], None),  # one GPU a node: no wider engine
+        ({"tp": 1, "pp": 2, "engines": 8}, 8, None, [(2, 4), (4, 2)], None),  # TP x PP within a node
+        ({"tp": 1, "dp": 2, "engines": 8}, 8, None, [(2, 4), (4, 2)], None),
+    ],
+)
+def test_the_engine_tp_direction_doubles_tp_within_a_node(
+    shape: dict[str, int], gpus_per_node: int, fits_at: int | None, asked: list, found: tuple | None
+) -> None:
+    geo = offload_geometry(**{"pp": 1, "dp": 1, **shape})
+    search = _Recording({}, fits_when=lambda c, side: engine_side(c, side, fits_at), gpus_per_node=gpus_per_node)
+    result = fit._engine_tp(search, geo)
+    assert [(t[TP], t[ENGINES]) for t in search.tables] == asked
+    assert (None if result is None else (_as_dict(result)[TP], _as_dict(result)[ENGINES])) == found
+
+
+def test_the_fewest_nodes_direction_adds_policy_nodes_beside_dedicated_rollout_nodes() -> None:
+    geo = offload_geometry(colocate_all=False, policy_nodes=2, policy_gpus_per_node=8, tp=1)
+    engine_fix = (fit.Change(TP, 2), fit.Change(ENGINES, 4))
+    never = _Recording({}, fits_when=lambda c, side: False, num_nodes=4)
+    assert fit._fewest_nodes(never, geo, engine_fix) is None
+    assert [t["role_plan.policy_num_nodes"] for t in never.tables] == list(range(3, 3 + fit.MAX_EXTRA_NODES))
+    at_five = _Recording(
+        {}, fits_when=lambda c, side: side == fit.TRAINER and c["role_plan.policy_num_nodes"] == 5, num_nodes=4
+    )
+    found = fit._fewest_nodes(at_five, geo, engine_fix)
+    assert found is not None and [(c.field, c.value) for c in found] == [
+        ("topology.num_nodes", 7),  # the 2 rollout nodes stay
+        ("role_plan.policy_num_nodes", 5),
+        (TP, 2),
+        (ENGINES, 4),
+    ]
+
+
+def test_the_fewest_nodes_direction_fills_colocated_nodes_with_whole_engines() -> None:
+    geo = offload_geometry(colocate_all=True, policy_nodes=1, policy_gpus_per_node=3, tp=2, pp=1, dp=1)
+    search = _Recording({}, fits_when=lambda c, side: side == fit.TRAINER and c["role_plan.policy_num_nodes"] == 4)
+    found = fit._fewest_nodes(search, geo, ())
+    # 2 nodes x 3 GPUs: 3 engines of TP 2; 3 nodes: 9 GPUs hold no whole number of them (skipped)
+    assert [(t["role_plan.policy_num_nodes"], t[ENGINES]) for t in search.tables] == [(2, 3), (4, 6)]
+    assert found is not None and _as_dict(found) == {
+        "topology.num_nodes": 4,
+        "role_plan.policy_num_nodes": 4,
+        ENGINES: 6,
+    }
+    one_gpu = offload_geometry(colocate_all=True, policy_nodes=1, policy_gpus_per_node=1, tp=1, pp=1, dp=1)
+    assert fit._fewest_nodes(_Recording({}, fits_when=lambda c, side: side == fit.TRAINER), one_gpu, ()) is not None
+
+
+@pytest.mark.parametrize("geo_changes", [{"policy_nodes": 0}, {"policy_gpus_per_node": 0}, {"policy_nodes": -1}])
+def test_the_fewest_nodes_direction_needs_nodes_and_gpus(geo_changes: dict[str, int]) -> None:
+    search = _Recording({}, fits_when=lambda c, side: True)
+    assert fit._fewest_nodes(search, offload_geometry(**geo_changes), ()) is None
+    assert fit._fewest_nodes(search, offload_geometry(), None) is None
+    assert search.tables == []
+
+
+def test_the_micro_batch_direction_tries_smaller_divisors_largest_first() -> None:
+    # the one-node plan: per-GPU mini batch 64 x 8 // 4 = 128; from a micro batch of 16 down
+    geo = offload_geometry(micro_batch=16)
+    assert geo.per_gpu_mini(geo.policy_dp) == 128
+    never = _Recording({}, fits_when=lambda c, side: False)
+    assert fit._largest_micro_batch(never, geo, ()) is None
+    assert [t[MICRO] for t in never.tables] == [8, 4, 2, 1]
+    at_two = _Recording({}, fits_when=lambda c, side: side == fit.TRAINER and c[MICRO] <= 2)
+    engine_fix = (fit.Change(TP, 2),)
+    assert _as_dict(fit._largest_micro_batch(at_two, geo, engine_fix)) == {MICRO: 2, TP: 2}
+    for micro in (1, 0):
+        assert fit._largest_micro_batch(never, offload_geometry(micro_batch=micro), ()) is None
+    assert fit._largest_micro_batch(never, offload_geometry(micro_batch=2), None) is None
+    two = _Recording({}, fits_when=lambda c, side: side == fit.TRAINER)
+    assert _as_dict(fit._largest_micro_batch(two, offload_geometry(micro_batch=2), ())) == {MICRO: 1}
+
+
+def test_the_micro_batch_direction_stops_when_the_budget_is_spent() -> None:
+    search = _Recording({}, fits_when=lambda c, side: side == fit.TRAINER)
+    search.left = 0
+    search.table = lambda changes: None  # type: ignore[method-assign]
+    assert fit._largest_micro_batch(search, offload_geometry(micro_batch=16), ()) is None
+
+
+def generating(length: int) -> dict[str, Any]:
+    return {"generator": {"sampling_params": {"max_generate_length": length}}}
+
+
+@pytest.mark.parametrize(
+    ("current", "longest_fitting", "found"),
+    [
+        (4097, 10**6, 4096),  # everything fits: the longest whole block below the current length
+        (4096, 10**6, 4080),
+        (4097, 16, 16),  # one block
+        (4097, 15, None),
+        *((1601, t, t // 16 * 16) for t in range(16, 1600, 97)),  # the bisection lands on the last block that fits
+    ],
+)
+def test_the_generation_direction_bisects_whole_blocks_below_the_current_length(
+    current: int, longest_fitting: int, found: int | None
+) -> None:
+    geo = offload_geometry(use_reference=False, use_critic=False)
+    search = _Recording(generating(current), fits_when=lambda c, side: c[GENERATE_CHANGE] <= longest_fitting)
+    result = fit._longest_generation(search, geo, search.composed, None)
+    assert (None if result is None else _as_dict(result)) == (None if found is None else {GENERATE_CHANGE: found})
+
+
+def test_the_generation_direction_takes_the_engine_fix_then_the_offload_when_no_length_fits_alone() -> None:
+    geo = offload_geometry(use_reference=True, use_critic=False)
+    composed = generating(1024) | {"trainer": {"policy": {"fsdp_config": {"cpu_offload": True}}}}
+    engine_fix = (fit.Change(TP, 2),)
+    ref_offload = "config_yaml.trainer.ref.fsdp_config.cpu_offload"
+    search = _Recording(composed, fits_when=lambda c, side: ref_offload in c and c[GENERATE_CHANGE] <= 512)
+    found = fit._longest_generation(search, geo, composed, engine_fix)
+    # the policy is offloaded already: only the reference's offload is added
+    assert found is not None and _as_dict(found) == {GENERATE_CHANGE: 512, TP: 2, ref_offload: True}
+    assert fit._longest_generation(_Recording({}), geo, {}, None) is None  # no length set: nothing to shorten
+
+
+def test_offloading_every_role_names_only_those_not_offloaded() -> None:
+    composed = {"trainer": {"ref": {"fsdp_config": {"cpu_offload": True}}}}
+    both = offload_geometry(use_reference=True, use_critic=True)
+    assert [c.field for c in fit._offload_all(composed, both)] == [
+        "config_yaml.trainer.policy.fsdp_config.cpu_offload",
+        "config_yaml.trainer.critic.fsdp_config.cpu_offload",
+    ]
+    assert all(c.value is True for c in fit._offload_all({}, both))
+    assert [c.field.split(".")[2] for c in fit._offload_all({}, offload_geometry(use_reference=False))] == ["policy"]
+    assert fit._offload_all({}, offload_geometry(strategy="megatron")) == ()

@@ -372,7 +372,7 @@ def test_multi_head_latent_attention_caches_one_latent_per_token_and_layer() -> 
     """DeepSeek-V3 caches kv_lora_rank + qk_rope_head_dim = 576 values a layer (not 128 heads of K
     and V), and vLLM keeps the whole latent on every TP rank."""
     a = arch(DEEPSEEK_V3)
-    assert a.kv_bytes_per_token(2) == 61 * 576 * 2
+    assert memory.kv_bytes_per_token(a) == 61 * 576 * 2
     assert memory.kv_bytes_per_token(a, tp=8) == memory.kv_bytes_per_token(a, tp=1) == 61 * 576 * 2
     assert memory.kv_bytes_per_token(a, tp=8, pp=2) == 31 * 576 * 2
 
@@ -386,7 +386,9 @@ def test_shared_experts_and_dense_first_layers_are_counted() -> None:
     qwen = arch(QWEN15_MOE_A27B)
     assert qwen.mlp_width == 4 * 1408 + 5632
     no_shared = arch({**QWEN15_MOE_A27B, "shared_expert_intermediate_size": 0})
-    assert qwen.params.total - no_shared.params.total == 24 * (3 * 2048 * 5632 + 2048)
+    # the shared expert's gate stays: transformers builds it whatever the shared expert's width
+    assert qwen.params.total - no_shared.params.total == 24 * 3 * 2048 * 5632
+    assert qwen.params.router == no_shared.params.router == 24 * (60 * 2048 + 2048)
 
 
 def test_sliding_layers_follow_the_config() -> None:

@@ -1,8 +1,9 @@
 """Run in the trl-cpu runtime's venv (it has transformers; the launcher side must not import it).
 
 Reads a JSON list of config.json dicts on stdin, builds each model on the meta device (no weights,
-no download) and prints, per config, the parameter count by component and the K/V projection widths
-transformers built, as JSON on stdout.
+no download; a vision-language config as an image-text-to-text model) and prints, per config, the
+parameter count by component, the K/V projection widths and the sliding layers of the config's
+`layer_types` transformers built, as JSON on stdout.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 import sys
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
 
 def component(name: str) -> str:
@@ -32,16 +33,26 @@ def component(name: str) -> str:
 
 def count(config: dict) -> dict:
     cfg = AutoConfig.for_model(**config)
+    text = cfg.get_text_config()
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg)
+        auto = AutoModelForImageTextToText if text is not cfg else AutoModelForCausalLM
+        model = auto.from_config(cfg)
     by: dict[str, int] = {}
     for name, param in model.named_parameters():
         key = component(name)
         by[key] = by.get(key, 0) + param.numel()
     kv_width = sum(
-        m.k_proj.out_features + m.v_proj.out_features for n, m in model.named_modules() if n.endswith("self_attn")
+        m.k_proj.out_features + m.v_proj.out_features
+        for n, m in model.named_modules()
+        if n.endswith("self_attn") and hasattr(m, "k_proj")  # MLA has none
     )
-    return {"by_component": by, "total": sum(p.numel() for p in model.parameters()), "kv_width": kv_width}
+    types = getattr(text, "layer_types", None)
+    return {
+        "by_component": by,
+        "total": sum(p.numel() for p in model.parameters()),
+        "kv_width": kv_width,
+        "sliding_layers": None if types is None else sum(1 for t in types if t == "sliding_attention"),
+    }
 
 
 if __name__ == "__main__":

@@ -8,11 +8,14 @@ parallel rank). SkyRL's validator accepts and refuses the same plans (tests/cont
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from rlaunch.dotted import get_path
 from rlaunch.launch_config.geometry import CRITIC_FROM_POLICY, Geometry
 from rlaunch.rules import memory
+from rlaunch.rules.roles import _critic_batches as critic_batches
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import MemoryReport, ModelFacts, SkyRLCriticPlan, SkyRLRolePlan, memory_report
 from rlaunch.skyrl.values.config_yaml import render_recipe
@@ -86,6 +89,57 @@ def test_the_critic_mini_batch_follows_skyrls_per_rank_rules(mini: int, fragment
         assert found == []
     else:
         assert fragment in only(found, "batch.critic").message
+
+
+def test_a_colocated_critic_may_spread_the_policys_gpus_over_other_nodes() -> None:
+    """Colocated, SkyRL compares the worlds only: 2 x 4 critic GPUs share a 1 x 8 policy's."""
+    found = violations(topology(colocated_critic(num_nodes=2, num_gpus_per_node=4)), GAE)
+    assert "role_plan.critic_placement" not in codes(found)
+
+
+def critic_geometry(train: int, mini: int, n: int, dp: int | None, micro: int) -> Geometry:
+    """The fields `_critic_batches` reads, on a real geometry (the rest as the seed plan has them)."""
+    fsdp = get_profile("fsdp")
+    composed, _ = fsdp.compose(render_recipe(GAE, colocated_critic(), fsdp, 17))
+    geo = Geometry.from_recipe(composed)
+    # dp None: a sequence parallelism that does not divide the critic's 8 GPUs
+    world = {"critic_nodes": 1, "critic_gpus_per_node": 8, "critic_sp": 3} if dp is None else {
+        "critic_nodes": 1, "critic_gpus_per_node": dp, "critic_sp": 1}  # fmt: skip
+    changed = dataclasses.replace(
+        geo, train_batch=train, critic_mini_batch=mini, n_samples=n, micro_batch=micro, **world
+    )
+    assert changed.critic_dp == dp
+    return changed
+
+
+@pytest.mark.parametrize(
+    ("train", "mini", "n", "dp", "micro", "problem"),
+    [
+        (64, 64, 8, 8, 2, None),  # the mini batch may be the whole train batch
+        (64, 32, 8, None, 2, None),  # the critic's sequence parallelism is refused by its own rule
+        (64, 3, 8, 8, 0, None),  # ... and a micro batch of 0 by its own
+        (64, 3, 8, 8, 1, "train_batch_size=64 must be a multiple of the critic's mini_batch_size=3"),
+        (64, 1, 8, 16, 1, "the critic's per-GPU mini batch 1*8//16 is 0 (critic data parallelism 16)"),
+        (64, 2, 8, 16, 1, None),
+        (
+            64,
+            32,
+            8,
+            24,
+            1,
+            "the critic's per-GPU train batch 64*8//24=21 is not divisible by its per-GPU mini batch 10",
+        ),
+        (10, 5, 1, 4, 1, None),  # per-GPU batches are floored: 10//4 = 2 is a multiple of 5//4 = 1
+    ],
+)
+def test_the_critics_batch_checks_at_their_edges(
+    train: int, mini: int, n: int, dp: int | None, micro: int, problem: str | None
+) -> None:
+    found = critic_batches(critic_geometry(train, mini, n, dp, micro))
+    assert [v.message for v in found] == ([] if problem is None else [f"{problem}: SkyRL's validate_cfg refuses it"])
+    for v in found:
+        assert v.values == {"train": train, "critic_mini": mini, "critic_dp": dp, "micro": micro}
+        assert v.fields == ("role_plan.critic.mini_batch_size", "role_plan.train_batch_size")
 
 
 def test_a_critic_size_must_be_positive() -> None:

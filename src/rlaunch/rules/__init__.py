@@ -131,11 +131,17 @@ def composed_rules(
     return out
 
 
+def fit_rules(s: Subject, composed: Mapping[str, Any]) -> list[Violation]:
+    """What a plan the fit search offers must not break anew: every rule, the sizes sound, no plans
+    that fit suggested again (`rlaunch.rules.fit`)."""
+    return composed_rules(s, composed, sound=True, suggest=False)
+
+
 def with_nearest_fits(found: list[Violation], s: Subject, composed: Mapping[str, Any]) -> list[Violation]:
     """`found` (memory refusals) with the nearest plans that fit added to the first one's fix."""
     from rlaunch.rules import fit
 
-    nearest = fit.nearest_fits(s, composed, lambda s2, c2: composed_rules(s2, c2, sound=True, suggest=False))
+    nearest = fit.nearest_fits(s, composed, fit_rules)
     if not nearest:
         return found
     first = found[0]

@@ -77,7 +77,7 @@ def defect_rules(profile: RuntimeProfile, composed: Mapping[str, Any], geometry:
     for f in findings(profile, composed, geometry):
         if f.status != OPEN or not f.triggered:
             continue
-        version = pinned(locked, f.defect.package) or "(unpinned)"
+        version = pinned(locked, f.defect.package)  # an open defect's package is pinned (else: unverified)
         repin = (
             f"repin the runtime to {f.defect.package}>={f.defect.fixed_in}, which has the fix"
             if f.defect.fixed_in

@@ -56,11 +56,10 @@ def memory_table(doc: SkyRLLaunchConfig) -> memory.MemoryTable:
 def nearest_fits(doc: SkyRLLaunchConfig, profile: RuntimeProfile, composed: dict[str, Any]) -> list[fit.FitPlan]:
     """The nearest plans that fit a document whose memory table is refused, over or tight (`rules.fit`),
     from its recipe already composed on `profile`."""
-    from rlaunch.rules import composed_rules
+    from rlaunch.rules import fit_rules
 
     try:
-        subject = document_subject(doc, profile, composed)
-        return fit.nearest_fits(subject, composed, lambda s, c: composed_rules(s, c, sound=True, suggest=False))
+        return fit.nearest_fits(document_subject(doc, profile, composed), composed, fit_rules)
     except SIZING_ERRORS:
         return []
 
@@ -79,6 +78,6 @@ def composed_memory_table(
 
 def _host_memory(size: str) -> int | None:
     try:
-        return parse_size(size, field="cluster.allocation.memory")
+        return parse_size(size)
     except ValueError:
         return None  # the schema names a malformed size; the memory rules just cannot size a CPU slot

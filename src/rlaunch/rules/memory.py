@@ -704,12 +704,6 @@ def _backward_bytes_per_token(arch: Architecture) -> int:
     return 16 * arch.hidden + 4 * _mlp_width(arch)
 
 
-def _activation_bytes_per_token(arch: Architecture) -> int:
-    """bf16 activations one layer keeps for backward, per token (flash attention: no score matrix)."""
-    q, kv = arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim
-    return 2 * (5 * arch.hidden + q + 2 * kv + q + 4 * arch.mlp_width)
-
-
 def _reference(arch: Architecture, geo: Geometry, k: _Keys, seq: int, dev: Device) -> Row:
     """The reference's forward without gradients: its weights, and the largest of what its phases
     hold beside them (FSDP's gathered parameters at a layer's unshard; a layer's forward; the logits)."""

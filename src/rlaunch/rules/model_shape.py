@@ -35,7 +35,8 @@ class Family:
     norms_per_layer: int = 2  # Gemma 2/3 add pre- and post-feed-forward norms
     mla: bool = False  # multi-head latent attention (DeepSeek-V2/V3, Kimi-K2)
     windows: str | None = None  # sliding-window layout: "all" (Mistral), "alternate" (Gemma 2), "pattern" (Gemma 3)
-    vision: bool = False  # a Qwen2-VL vision tower in `vision_config`
+    vision: str | None = None  # a vision tower in `vision_config`: "qwen2_vl" or "qwen2_5_vl" (their layouts)
+    attention_bias: bool = False  # attention_bias when the config omits it (gpt-oss: True)
     softcapped: bool = False  # final_logit_softcapping when the config omits it (Gemma 2: 30)
 
 
@@ -52,12 +53,14 @@ FAMILIES: dict[str, Family] = {
     "qwen3_moe": Family(qkv_bias=False, qk_norm=True, tied_default=False, moe="qwen3_moe"),
     "qwen2_moe": Family(qkv_bias=True, qk_norm=False, tied_default=False, moe="qwen2_moe"),
     "mixtral": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="mixtral", windows="all"),
-    "gpt_oss": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="gpt_oss", windows="alternate"),
+    "gpt_oss": Family(
+        qkv_bias=False, qk_norm=False, tied_default=False, moe="gpt_oss", windows="alternate", attention_bias=True
+    ),
     "deepseek_v2": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="deepseek", mla=True),
     "deepseek_v3": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="deepseek", mla=True),
     "kimi_k2": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="deepseek", mla=True),
-    "qwen2_vl": Family(qkv_bias=True, qk_norm=False, tied_default=False, vision=True),
-    "qwen2_5_vl": Family(qkv_bias=True, qk_norm=False, tied_default=False, vision=True),
+    "qwen2_vl": Family(qkv_bias=True, qk_norm=False, tied_default=False, vision="qwen2_vl"),
+    "qwen2_5_vl": Family(qkv_bias=True, qk_norm=False, tied_default=False, vision="qwen2_5_vl"),
 }
 
 
@@ -156,12 +159,6 @@ class Architecture:
         runs = ((self.layers - self.moe_layers, dense), (self.moe_layers, routed))
         return tuple((count, size) for count, size in runs if count > 0)
 
-    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
-        """K and V (or MLA's latent) of every layer for one token, unsharded."""
-        if self.kv_latent:
-            return self.layers * self.kv_latent * dtype_bytes
-        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
-
     def stored_bytes(self, dtype_bytes: int, expert_shards: int = 1, *, hopper: bool = True) -> tuple[int, int]:
         """Bytes the weights take loaded (the non-expert part, the routed experts over all of their
         `expert_shards` TP ranks), packed as the checkpoint's quantization says and the rest in the
@@ -225,7 +222,7 @@ def _quantization(q: Any) -> Quantization | str | None:
         return Quantization("mxfp4", 4.25 / 8, ("experts",), hidden_multiple=256, shard_multiples=(64, 128))
     if method in ("awq", "gptq"):  # packed ints, fp16 scales and packed zeros per group
         bits = _int(q, "bits", q.get("w_bit", 4))
-        group = int(q.get("group_size", q.get("q_group_size", 128)) or 128)
+        group = int(q.get("group_size", q.get("q_group_size")) or 128)
         per_group = (2 + bits / 8) / group if group > 0 else 0
         return Quantization(method, bits / 8 + per_group)
     if method == "compressed-tensors":
@@ -257,7 +254,7 @@ def _attention(config: Mapping[str, Any], family: Family, hidden: int, heads: in
         return q + hidden * (kv_rank + rope) + kv_rank + kv_rank * heads * (nope + v) + heads * v * hidden
     q_width, kv_width = heads * head_dim, kv * head_dim
     params = hidden * q_width + 2 * hidden * kv_width + q_width * hidden
-    if family.qkv_bias or config.get("attention_bias"):  # Qwen2: q/k/v only; attention_bias: o too
+    if family.qkv_bias or config.get("attention_bias", family.attention_bias):  # Qwen2: q/k/v only; o too else
         params += q_width + 2 * kv_width + (0 if family.qkv_bias else hidden)
     return params + (heads if family.moe == "gpt_oss" else 0)  # gpt-oss: one attention sink per head
 
@@ -291,7 +288,7 @@ def _moe(config: Mapping[str, Any], family: Family, layers: int, hidden: int) ->
     dense_only = {i for i in config.get("mlp_only_layers") or () if isinstance(i, int) and 0 <= i < layers}
     moe_layers = layers // step - sum(1 for i in dense_only if (i + 1) % step == 0)
     shared = int(config.get("shared_expert_intermediate_size") or 0) if kind == "qwen2_moe" else 0
-    router = hidden * experts + (hidden if shared else 0)  # Qwen2-MoE: a sigmoid gate on the shared expert
+    router = hidden * experts + (hidden if kind == "qwen2_moe" else 0)  # Qwen2-MoE: the shared expert's sigmoid gate
     return experts, per_token, moe_layers, _int(config, "moe_intermediate_size"), shared, router
 
 
@@ -313,16 +310,26 @@ def _windows(config: Mapping[str, Any], family: Family, layers: int) -> tuple[in
     return None, 0
 
 
-def _vision(v: Mapping[str, Any]) -> int:
-    """A Qwen2-VL / Qwen2.5-VL vision tower: patch embedding, blocks and the patch merger."""
-    hidden = _int(v, "embed_dim") if "embed_dim" in v else _int(v, "hidden_size")  # Qwen2-VL: embed_dim
-    depth, width = _int(v, "depth"), _int(v, "intermediate_size", hidden * int(v.get("mlp_ratio", 4)))
-    patch = _int(v, "in_chans", 3) * _int(v, "temporal_patch_size", 2) * _int(v, "patch_size", 14) ** 2 * hidden
-    gated = 3 * hidden * width + 2 * width + hidden if "intermediate_size" in v else 2 * hidden * width + width + hidden
-    block = 2 * hidden + 3 * hidden * hidden + 3 * hidden + hidden * hidden + hidden + gated
+def _vision(v: Mapping[str, Any], kind: str) -> int:
+    """A vision tower: patch embedding, blocks and the patch merger. Qwen2-VL: `embed_dim` wide, a
+    plain MLP of `mlp_ratio`, LayerNorms (weight and bias); Qwen2.5-VL: `hidden_size` wide, a gated
+    MLP of `intermediate_size`, RMSNorms (weight only)."""
+    qwen2 = kind == "qwen2_vl"
+    hidden = _int(v, "embed_dim") if qwen2 else _int(v, "hidden_size")
+    depth = _int(v, "depth")
+    width = int(v.get("mlp_ratio", 4) * hidden) if qwen2 else _int(v, "intermediate_size")
+    norm = 2 * hidden if qwen2 else hidden
+    patch = (
+        _int(v, "in_channels", v.get("in_chans", 3))
+        * _int(v, "temporal_patch_size", 2)
+        * _int(v, "patch_size", 14) ** 2
+        * hidden
+    )
+    mlp = 2 * hidden * width + width + hidden if qwen2 else 3 * hidden * width + 2 * width + hidden
+    block = 2 * norm + 3 * hidden * hidden + 3 * hidden + hidden * hidden + hidden + mlp
     merged = hidden * _int(v, "spatial_merge_size", 2) ** 2
-    out = _int(v, "out_hidden_size", v.get("hidden_size"))
-    return patch + depth * block + hidden + merged * merged + merged + merged * out + out
+    out = _int(v, "hidden_size") if qwen2 else _int(v, "out_hidden_size")  # the language model's width
+    return patch + depth * block + norm + merged * merged + merged + merged * out + out
 
 
 def _sized(config: Mapping[str, Any], family: Family, quantization: Quantization | None) -> Architecture:
@@ -341,7 +348,7 @@ def _sized(config: Mapping[str, Any], family: Family, quantization: Quantization
     if family.moe:
         experts, experts_per_token, moe_layers, width, shared, router = _moe(config, family, layers, hidden)
     dense_layers = layers - moe_layers
-    intermediate = _int(config, "intermediate_size") if dense_layers and not family.moe == "gpt_oss" else 0
+    intermediate = _int(config, "intermediate_size") if dense_layers else 0  # gpt-oss: every layer is MoE
     mlp = dense_layers * 3 * hidden * intermediate + moe_layers * 3 * hidden * shared
     if config.get("mlp_bias"):
         mlp += dense_layers * (2 * intermediate + hidden)
@@ -358,7 +365,7 @@ def _sized(config: Mapping[str, Any], family: Family, quantization: Quantization
         router=moe_layers * router,
         norms=layers * norms + hidden,
         lm_head=0 if tied else vocab * hidden,
-        vision=_vision(config["vision_config"]) if family.vision else 0,
+        vision=_vision(config["vision_config"], family.vision) if family.vision else 0,
     )
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
     max_positions = config.get("max_position_embeddings")
