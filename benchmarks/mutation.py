@@ -514,12 +514,26 @@ EQUIVALENT: dict[str, str] = {
     "rlaunch.artifacts.runner.xǁRunnerǁ_execute__mutmut_41": (
         "break instead of continue when nothing runs: after a scan deps-first, nothing running means all are done"
     ),
-    "rlaunch.artifacts.runner.xǁRunnerǁ_build__mutmut_3": "waited = None instead of False: equally falsy",
+    **{
+        f"rlaunch.artifacts.runner.xǁRunnerǁ_build__mutmut_{n}": "the waiting line's flag appended as None or False: "
+        "the list is not empty either way, so the line is said once"
+        for n in (18, 19)
+    },
+    **{
+        f"rlaunch.artifacts.runner.xǁRunnerǁ_build__mutmut_{n}": "another word than 'acquired' for a lock taken: "
+        "only 'built' is compared, and any other non-empty word ends the wait the same way"
+        for n in (4, 5)
+    },
+    **{
+        f"rlaunch.artifacts.runner.xǁRunnerǁ_build__mutmut_{n}": "the wait's description or poll interval dropped: "
+        "it has no deadline, so the description is never said, and the default interval only changes when it looks"
+        for n in (28, 32, 33)
+    },
     **{
         f"rlaunch.artifacts.runner.xǁRunnerǁ_build__mutmut_{n}": (
             "no load= for the run context: StepContext falls back to the same dep.artifact_type.load(dep.path(prefix))"
         )
-        for n in (55, 58)
+        for n in (68, 71)
     },
     "rlaunch.artifacts.lock.xǁStepLockǁis_stale__mutmut_9": "a lock that never beat counts from 1 s after the epoch, not 0: stale either way",
     "rlaunch.artifacts.lock.xǁStepLockǁis_stale__mutmut_10": "stale at exactly the limit, not only past it: a float clock never lands on it",
@@ -620,19 +634,49 @@ EQUIVALENT: dict[str, str] = {
     "identity holds one '@'",
     "rlaunch.observe.recover.x__documents__mutmut_29": "'XXXX' for an unknown artifact: it has no '@', so no "
     "version, and the handed-over documents are not searched either way",
-    # preflight: a default of False read through `not` or `bool()`, given as None instead: both falsy
+    # preflight: a default of False read through `not`, given as None instead: both falsy
     **{
-        name: "default False -> None under not/bool(): both falsy"
+        name: "default False -> None under `not`: both falsy"
         for name in (
-            "rlaunch.rules.defect_triggers.x__step_wise__mutmut_4",
+            "rlaunch.rules.megatron.x__routed_experts__mutmut_4",
+            "rlaunch.rules.roles.x_role_rules__mutmut_39",
+            "rlaunch.rules.roles.x_role_rules__mutmut_57",
             "rlaunch.rules.megatron.x__fp8__mutmut_55",
             "rlaunch.rules.megatron.x__fp8__mutmut_65",
             "rlaunch.rules.megatron.x__routing_replay__mutmut_5",
             "rlaunch.rules.megatron.x__routing_replay__mutmut_60",
         )
     },
+    "rlaunch.rules.topology.x_topology_rules__mutmut_142": "the critic's nodes subtracted without a dedicated critic: "
+    "then it has no nodes (no critic), or is colocated (this branch is not), or has no GPUs (refused as non-positive "
+    "before the topology rules run)",
     "rlaunch.rules.x_fit_rules__mutmut_4": "suggest=None instead of False: falsy, no fits suggested either way",
+    **{
+        f"rlaunch.rules.roles.x_role_rules__mutmut_{n}": "default critic sequence parallelism None or 2 for 1: only 0 "
+        "is refused, and every base config has the key"
+        for n in (5, 11)
+    },
     # memory
+    **{
+        f"rlaunch.rules.fit.x_nearest_fits__mutmut_{n}": "memory codes counted among the plan's known ones: only "
+        "the fewest-nodes search reads them before the whole table is judged, where a refused engine row would stop it "
+        "one count early; more policy nodes change no engine's per-GPU rows, and a plan is offered only if every row is ok"
+        for n in (20, 21)
+    },
+    "rlaunch.rules.fit.x__fewest_nodes__mutmut_36": "the rollout nodes added to a colocated plan's nodes: it has none "
+    "of its own (num_nodes is the policy's)",
+    **{
+        f"rlaunch.rules.fit.x__largest_micro_batch__mutmut_{n}": "a micro batch of 1 (or 0) searched: no divisor "
+        "is smaller, the search finds nothing either way"
+        for n in (2, 6)
+    },
+    "rlaunch.rules.fit.x__offload__mutmut_45": "default False -> None under all(): both falsy",
+    "rlaunch.rules.fit.xǁChangeǁtext__mutmut_3": "str(value).lower() for every value: a change's value is a bool "
+    "or an int, whose text has no capitals",
+    "rlaunch.rules.fit.xǁ_Searchǁvariant__mutmut_16": "topology.* or *.num_nodes as the node count: the only "
+    "topology change is num_nodes, and no recipe key ends in num_nodes",
+    "rlaunch.rules.model_shape.x__quantization__mutmut_100": "group >= 0 for group > 0: a group of 0 is read as "
+    "128 (group_size or 128), so the group is never 0",
     "rlaunch.rules.memory.x_kv_tokens__mutmut_2": "available < 0 instead of <= 0: 0 bytes hold 0 whole blocks either "
     "way",
     "rlaunch.rules.memory.x_memory_rules__mutmut_2": "no subject for the violations: only a table without a device "
@@ -665,28 +709,29 @@ EQUIVALENT: dict[str, str] = {
         "base config has the key, so the composed recipe never lacks it"
         for n in (4, 7, 10)
     },
-    "rlaunch.rules.defect_triggers.x_findings__mutmut_7": "TRIGGERS.get(None) is None: a defect without a trigger has none either way",
-    **{
-        f"rlaunch.rules.defect_triggers.x_defect_rules__mutmut_{n}": "default pin of an open defect's package: only a pinned "
-        "package can be open (an unpinned one is unverified)"
-        for n in (13, 15, 17, 18)
-    },
+    "rlaunch.rules.defect_triggers.x_findings__mutmut_8": "TRIGGERS.get(None) is None: a defect without a trigger has none either way",
     **{
         f"rlaunch.rules.batches.x_strategy_sizes__mutmut_{n}": "default of a Megatron size: every base config has "
         "each key, so the composed recipe never lacks one"
-        for n in (13, 16, 17)
+        for n in (10, 13, 14)
     },
-    "rlaunch.rules.batches.x_strategy_sizes__mutmut_23": "break instead of continue after a null "
+    "rlaunch.rules.batches.x_strategy_sizes__mutmut_20": "break instead of continue after a null "
     "expert_tensor_parallel_size: it is the last of MEGATRON_SIZES, so both end the inner loop",
-    "rlaunch.rules.recipe_rules.x_recipe_rules__mutmut_172": "turns >= 1 instead of turns > 1 before max_input < prompt: "
+    "rlaunch.rules.recipe_rules.x_recipe_rules__mutmut_205": "turns >= 1 instead of turns > 1 before max_input < prompt: "
     "with one turn max_input != prompt already holds",
     "rlaunch.rules.recipe_rules.x_plan_disagreements__mutmut_27": "no default for a base-config value: every key the role "
     "plan renders into is in every base config",
     "rlaunch.rules.runtime_rules.x_runtime_rules__mutmut_164": "unsupported_settings on a runtime that honours every key "
     "with any value: it finds nothing, the composed recipe has only base-config keys",
     "rlaunch.rules.x_composed_rules__mutmut_6": "out = instead of out += for the first rules: out is still empty",
-    "rlaunch.rules.x_composed_rules__mutmut_22": "no geometry handed to the defect rules: they derive it from the same "
-    "composed recipe the given one was derived from",
+    **{
+        name: "no geometry handed on: it is derived from the same composed recipe the given one was derived from"
+        for name in (
+            "rlaunch.rules.x_composed_rules__mutmut_22",
+            "rlaunch.rules.x_check__mutmut_18",
+            "rlaunch.rules.x_check__mutmut_22",
+        )
+    },
     **{
         f"rlaunch.skyrl.preflight.x_check_plan__mutmut_{n}": "the seed rendered into the recipe: no rule reads the "
         "composed trainer.seed (the seed rule compares the recipe as written)"

@@ -334,6 +334,22 @@ def test_a_runner_that_finds_the_lock_held_waits_and_serves_what_the_holder_buil
     assert report.messages[0] == "  waiting for m@2026.11.30: being built by host-b:42:cafe"
 
 
+def test_a_build_finished_while_its_holder_still_holds_the_lock_is_served_without_waiting_for_it(prefix, recorder):
+    """The holder wrote its record and has not let go yet (it is still reporting, say): the waiting
+    runner serves the record it sees succeeded instead of waiting for the lock."""
+    step = make_step("m", recorder=recorder)
+    _plant_live_lock(step.path(prefix), owner="host-b:42:cafe")
+
+    def finish_and_hold() -> None:
+        _finish_elsewhere(step, prefix)()
+        _plant_live_lock(step.path(prefix), owner="host-b:42:cafe")
+
+    report = _On("  waiting for", finish_and_hold)
+    [outcome] = _runner(prefix, poll_seconds=0, report=report).run([step])
+    assert outcome.action == "served" and recorder.count("m") == 1
+    assert storage.exists(_lock_url(step.path(prefix)))  # the holder's lock is not this runner's to remove
+
+
 def test_a_runner_waiting_on_an_unreadable_lock_names_another_runner(prefix):
     step = make_step("m")
     storage.write_bytes_atomic(_lock_url(step.path(prefix)), b"{not json")

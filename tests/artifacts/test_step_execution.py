@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
-from rlaunch.artifacts import ArtifactStep, Directory
-from rlaunch.step_jobs import StepExecution, StepFunctionError
+from rlaunch.artifacts import ArtifactStep, Directory, records
+from rlaunch.artifacts.plan import SubmissionPathError
+from rlaunch.artifacts.runner import RunFailedError, Runner
+from rlaunch.step_jobs import StepExecution, StepFunctionError, StepInput, StepJobRequest
 
 
 def build(config: dict[str, Any]) -> None:
@@ -65,3 +67,89 @@ def test_bad_placement_names_the_field(fields: dict[str, Any], message: str) -> 
 def test_gpu_hours_are_every_nodes_devices_for_the_whole_limit() -> None:
     assert StepExecution(accelerators=8, accelerator_type="H100", nodes=2, time_limit_seconds=5400).gpu_hours == 24.0
     assert StepExecution(cpu=4.0, time_limit_seconds=5400).gpu_hours == 0.0
+
+
+class RecordingStepJobs:
+    """The step-job path as the runner sees it (`StepJobs`): records each request, answers `values`."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.requests: list[StepJobRequest] = []
+        self.values = values
+
+    def run(self, request: StepJobRequest, report: Any) -> dict[str, Any]:
+        self.requests.append(request)
+        report(f"step job {request.name} done")
+        return self.values
+
+
+def test_a_step_with_a_step_execution_is_handed_to_the_step_job_path(prefix: str) -> None:
+    data = ArtifactStep(
+        name="t/data",
+        version="2026.01.01",
+        artifact_type=Directory,
+        run=build,
+        build_config=lambda ctx: {"output_path": ctx.output_path},
+    )
+    execution = StepExecution(runtime="trl-cpu", cpu=2.0)
+    evaluation = ArtifactStep(
+        name="t/eval",
+        version="2026.01.02",
+        artifact_type=Directory,
+        run=build,
+        build_config=lambda ctx: {"output_path": ctx.output_path, "data": ctx.artifact_path(data), "n": 16},
+        deps=(data,),
+        execution=execution,
+    )
+    jobs, said = RecordingStepJobs({}), []
+    outcomes = Runner(prefix, report=said.append, step_jobs=jobs).run([evaluation])
+    path = evaluation.path(prefix)
+    (request,) = jobs.requests
+    data_fingerprint = (records.read_record(data.path(prefix)) or {})["fingerprint"]
+    assert request == StepJobRequest(
+        identity="t/eval@2026.01.02",
+        name="t/eval",
+        version="2026.01.02",
+        fingerprint=evaluation.fingerprint,
+        output_path=path,
+        prefix=prefix,
+        function=f"{__name__}:build",
+        config={"output_path": path, "data": data.path(prefix), "n": 16},
+        inputs=(StepInput(f"t/data@2026.01.01:{data_fingerprint}", data.path(prefix)),),
+        execution=execution,
+    )
+    assert "step job t/eval done" in said
+    (built,) = [o for o in outcomes if o.identity == "t/eval@2026.01.02"]
+    assert built.value == Directory(path=path)
+    assert (records.read_record(path) or {})["output_path"] == path
+
+
+def test_a_runner_without_a_step_job_path_refuses_such_a_step(prefix: str) -> None:
+    evaluation = step(StepExecution(runtime="trl-cpu"))
+    with pytest.raises(RunFailedError) as failed:
+        Runner(prefix, report=lambda message: None).run([evaluation])
+    (outcome,) = failed.value.failed
+    assert outcome.error == (
+        "NoStepJobsError: t/eval@2026.01.01 declares a StepExecution (it runs as a step job) but this runner "
+        "submits no jobs; run the experiment with --run from its main"
+    )
+    assert (records.read_status(evaluation.path(prefix)) or {})["state"] == records.FAILED
+
+
+class CoordinatedStep(ArtifactStep[Directory]):
+    """A step only the `@rl_build_options` coordinator may launch (as an RL step is)."""
+
+    submitted_by = "@rl_build_options"
+
+
+def test_a_step_only_a_coordinator_submits_is_built_by_that_coordinators_runner(prefix: str) -> None:
+    coordinated = CoordinatedStep(
+        name="t/eval",
+        version="2026.01.01",
+        artifact_type=Directory,
+        run=build,
+        build_config=lambda ctx: {"output_path": ctx.output_path},
+    )
+    with pytest.raises(SubmissionPathError):
+        Runner(prefix, report=lambda message: None).run([coordinated])
+    (outcome,) = Runner(prefix, report=lambda message: None, submitter="@rl_build_options").run([coordinated])
+    assert outcome.action == "built"

@@ -28,9 +28,11 @@ from rlaunch.skyrl.preflight import subject_of
 from rlaunch.skyrl.values.config_yaml import parse_config_yaml, render_recipe
 from rlaunch.skyrl.views.plan_view import describe_step
 from rlaunch.sources.hub import hf_model_source
+from tests.rules.test_memory import QWEN3_14B, one_node
 from tests.skyrl.helpers import DAY, iris, planned_launch_view, recipe, spec, topology
 
 QWEN3_8B = ModelFacts.from_hf_config(example.QWEN3_8B_CONFIG)
+QWEN3_14B_FACTS = ModelFacts.from_hf_config(QWEN3_14B)
 
 
 def applied(topo: SkyRLTopology, written: dict[str, Any], changes: list[str]) -> tuple[SkyRLTopology, dict[str, Any]]:
@@ -113,12 +115,14 @@ def test_the_search_is_bounded_by_its_evaluation_budget(monkeypatch: pytest.Monk
     assert 2 < len(tables) <= fit.MAX_EVALUATIONS + 2 + 5
 
 
-def judged(topo: SkyRLTopology, written: dict[str, Any]) -> tuple[rules.Subject, dict[str, Any]]:
+def judged(
+    topo: SkyRLTopology, written: dict[str, Any], model: ModelFacts = QWEN3_8B
+) -> tuple[rules.Subject, dict[str, Any]]:
     """What the rules judge and the composed recipe, as the preflight renders them."""
     profile = get_profile("fsdp")
     composed, problems = profile.compose(render_recipe(written, topo.role_plan, profile, 17))
     assert not problems
-    return subject_of(topo, written, profile, 17, QWEN3_8B), composed
+    return subject_of(topo, written, profile, 17, model), composed
 
 
 def nearest_of(topo: SkyRLTopology, written: dict[str, Any]) -> list[fit.FitPlan]:
@@ -468,7 +472,15 @@ def test_the_fewest_nodes_direction_fills_colocated_nodes_with_whole_engines() -
     assert fit._fewest_nodes(_Recording({}, fits_when=lambda c, side: side == fit.TRAINER), one_gpu, ()) is not None
 
 
-@pytest.mark.parametrize("geo_changes", [{"policy_nodes": 0}, {"policy_gpus_per_node": 0}, {"policy_nodes": -1}])
+@pytest.mark.parametrize(
+    "geo_changes",
+    [
+        {"policy_nodes": 0},
+        {"policy_gpus_per_node": 0},
+        {"policy_nodes": -1},
+        {"policy_gpus_per_node": 0, "colocate_all": False},
+    ],
+)
 def test_the_fewest_nodes_direction_needs_nodes_and_gpus(geo_changes: dict[str, int]) -> None:
     search = _Recording({}, fits_when=lambda c, side: True)
     assert fit._fewest_nodes(search, offload_geometry(**geo_changes), ()) is None
@@ -488,6 +500,8 @@ def test_the_micro_batch_direction_tries_smaller_divisors_largest_first() -> Non
     assert _as_dict(fit._largest_micro_batch(at_two, geo, engine_fix)) == {MICRO: 2, TP: 2}
     for micro in (1, 0):
         assert fit._largest_micro_batch(never, offload_geometry(micro_batch=micro), ()) is None
+    no_dp = offload_geometry(micro_batch=16, policy_sp=3)  # 4 GPUs in sequence-parallel groups of 3
+    assert no_dp.policy_dp is None and fit._largest_micro_batch(never, no_dp, ()) is None
     assert fit._largest_micro_batch(never, offload_geometry(micro_batch=2), None) is None
     two = _Recording({}, fits_when=lambda c, side: side == fit.TRAINER)
     assert _as_dict(fit._largest_micro_batch(two, offload_geometry(micro_batch=2), ())) == {MICRO: 1}
@@ -545,3 +559,29 @@ def test_offloading_every_role_names_only_those_not_offloaded() -> None:
     assert all(c.value is True for c in fit._offload_all({}, both))
     assert [c.field.split(".")[2] for c in fit._offload_all({}, offload_geometry(use_reference=False))] == ["policy"]
     assert fit._offload_all({}, offload_geometry(strategy="megatron")) == ()
+
+
+def test_a_direction_whose_plan_breaks_another_rule_is_left_out() -> None:
+    """Every candidate that changes the role plan breaks a rule here (the plan itself breaks none):
+    the one-node plan's offload and generation plans need wider engines, so nothing is offered."""
+    subject, composed = judged(*example_plan("one-node-24gb"))
+    plan_changed = rules.Violation("topology.other", ("topology.num_nodes",), "m", "f")
+
+    def strict(s: rules.Subject, c: Any) -> list[rules.Violation]:
+        return [] if s.plan == subject.plan else [plan_changed]
+
+    assert [f.direction for f in fit.nearest_fits(subject, composed, rules.fit_rules)] != []
+    assert fit.nearest_fits(subject, composed, strict) == []
+
+
+def test_a_trainer_that_alone_does_not_fit_is_offered_no_engine_change() -> None:
+    """Four L40S for Qwen3-14B with a token budget per micro batch: the trainer's rows are over, the
+    engine's fit at TP 1."""
+    subject, composed = judged(
+        one_node(4, "L40S"), recipe(trainer={"max_tokens_per_microbatch": 6000}), QWEN3_14B_FACTS
+    )
+    table = memory.table_for(subject, Geometry.from_recipe(composed), composed)
+    short = {r.role for r in table.rows if r.status != "ok"}
+    assert short and "rollout" not in short
+    plans = fit.nearest_fits(subject, composed, rules.fit_rules)
+    assert plans and all(not c.field.startswith("role_plan.inference_engine") for f in plans for c in f.changes)

@@ -23,7 +23,7 @@ import pytest
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules import memory
 from rlaunch.rules.devices import GIB, device, host_slot
-from rlaunch.skyrl import ModelFacts
+from rlaunch.skyrl import ModelFacts, SkyRLCriticPlan
 from tests.rules.test_memory import QWEN3_14B, composed_of, one_node
 from tests.rules.test_memory_model import (
     DEEPSEEK_V2_LITE,
@@ -33,7 +33,7 @@ from tests.rules.test_memory_model import (
     QWEN3_235B_A22B_FP8,
     QWEN25_VL_7B,
 )
-from tests.skyrl.helpers import LLAMA_31_8B, cpu_topology, recipe, seed_plan, topology
+from tests.skyrl.helpers import LLAMA_31_8B, cpu_topology, plan, recipe, seed_plan, topology
 
 GOLDEN = Path(__file__).with_name("golden") / "memory_tables.json"
 KL = {"algorithm": {"use_kl_loss": True}}
@@ -67,10 +67,38 @@ CASES: dict[str, tuple[dict[str, Any], Any, dict[str, Any], str]] = {
                         "expert_tensor_parallel_size": 1,
                     }
                 },
-                "ref": {"megatron_config": {"tensor_model_parallel_size": 2, "expert_model_parallel_size": 4}},
+                "ref": {
+                    "megatron_config": {"tensor_model_parallel_size": 2, "expert_model_parallel_size": 4},
+                    "fsdp_config": {"cpu_offload": True},  # not Megatron's: no offload
+                },
+                "micro_forward_batch_size_per_gpu": 2,
             }
         },
         "megatron",
+    ),
+    "llama-8b colocated, no reference, forward micro batches of 4": (
+        LLAMA_31_8B,
+        topology(),
+        {"trainer": {"algorithm": {"use_kl_loss": False}, "micro_forward_batch_size_per_gpu": 4}},
+        "fsdp",
+    ),
+    "llama-8b reference in Ulysses groups of 2, forward micro batches of 2": (
+        LLAMA_31_8B,
+        topology(),
+        {"trainer": {**KL, "micro_forward_batch_size_per_gpu": 2, "ref": {"sequence_parallel_size": 2}}},
+        "fsdp",
+    ),
+    "qwen3-14b GAE with a colocated critic": (
+        QWEN3_14B,
+        topology(plan(critic=SkyRLCriticPlan(num_nodes=1, num_gpus_per_node=8, mini_batch_size=32))),
+        {"trainer": {"algorithm": {"advantage_estimator": "gae", "use_kl_loss": False}}},
+        "fsdp",
+    ),
+    "qwen3-14b GAE with a dedicated critic and a reference": (
+        QWEN3_14B,
+        topology(seed_plan(critic=SkyRLCriticPlan(num_nodes=1, num_gpus_per_node=8, mini_batch_size=64)), num_nodes=9),
+        {"trainer": {"algorithm": {"advantage_estimator": "gae", "use_kl_loss": True}}},
+        "fsdp",
     ),
     "deepseek-v2-lite MLA engine": (DEEPSEEK_V2_LITE, topology(), {}, "fsdp"),
     "gemma2-9b sliding windows": (GEMMA2_9B, topology(gpu_variant="A100-80GB"), {}, "fsdp"),
@@ -122,7 +150,7 @@ def cpu_case() -> dict[str, Any]:
     composed, _ = profile.compose(render_recipe(BASE_RECIPE, topo.role_plan, profile, 17))
     arch = ModelFacts.from_hf_config(LLAMA_31_8B).architecture
     slot = host_slot(64 * GIB, 2)
-    return _pinned(memory.estimate(arch, Geometry.from_recipe(composed), composed, slot, accelerator="cpu"))
+    return _pinned(memory.estimate(arch, Geometry.from_recipe(composed), composed, slot, cpu=True))
 
 
 def every_table() -> dict[str, Any]:

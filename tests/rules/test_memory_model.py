@@ -416,6 +416,11 @@ def test_a_vision_language_models_training_row_says_its_images_are_not_sized() -
         (62, 52, (10, 1, 6)),  # Gemma-3-27B: 10 global layers, 52 sliding in 6 groups of 10 (8 padding)
         (42, 21, (21, 1, 1)),  # Gemma 2
         (17, 9, (9, 1, 1)),  # 8 full and 9 sliding: within 25 %, so groups of the larger count
+        (18, 10, (8, 1, 2)),  # 8 full and 10 sliding: exactly 25 % more is not within it
+        (25, 15, (10, 1, 2)),  # 10 and 15: groups of the smaller
+        (1, 0, (1, 1, 0)),
+        (1, 1, (1, 0, 1)),  # every layer slides: one group
+        (0, 0, (1, 0, 0)),
     ],
 )
 def test_hybrid_kv_groups_follow_vllms_grouping(layers: int, sliding: int, groups: tuple) -> None:

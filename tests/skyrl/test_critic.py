@@ -239,3 +239,20 @@ def test_the_plan_shows_the_critics_gpus_and_parity_needs_the_same_critic(prefix
     assert (
         differences(shape_of_document(again[0]), shape_of_document(with_critic[0].document)) == []
     )  # a batch is scale
+
+
+def test_engines_pack_into_the_nodes_left_after_the_policy_and_a_dedicated_critic() -> None:
+    """8 nodes of 8: policy 4 nodes, critic 1, and 8 engines of TP 3 (two a node) need 4 of the 3 left."""
+    critic = SkyRLCriticPlan(num_nodes=1, num_gpus_per_node=8, mini_batch_size=64)
+    shape = seed_plan(
+        critic=critic,
+        num_inference_engines=8,
+        inference_engine_tensor_parallel_size=3,
+        inference_engine_data_parallel_size=1,
+    )
+    v = only(violations(topology(shape, num_nodes=8), GAE), "engine.rollout_packing")
+    assert v.message == (
+        "8 engines of 3 GPUs need 4 whole node(s) (engines never straddle nodes) but 3 remain after the policy "
+        "and the critic"
+    )
+    assert v.values == {"needed_nodes": 4, "free_nodes": 3}

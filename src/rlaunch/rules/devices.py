@@ -28,24 +28,20 @@ class Device:
     sm: int = 0  # CUDA compute capability x 10 (90: Hopper): vLLM picks its attention backend, so the KV block, by it
 
 
-def _gib(value: float) -> int:
-    return int(value * GIB)
-
-
 # Keys are upper-case names as a topology writes them (`gpu_variant`), spaces and dashes removed.
 DEVICES: dict[str, Device] = {
     d.name.upper().replace("-", "").replace(" ", ""): d
     for d in (
         # vLLM #12126: "total_gpu_memory (79.22GiB)" on an H100-80G; nvidia-smi shows 81559MiB (vLLM #55169).
-        Device("H100", _gib(79.22), "vLLM start-up log, H100 80GB HBM3 (vllm-project/vllm#12126)", sm=90),
-        Device("H100-80GB", _gib(79.22), "as H100", sm=90),
+        Device("H100", int(79.22 * GIB), "vLLM start-up log, H100 80GB HBM3 (vllm-project/vllm#12126)", sm=90),
+        Device("H100-80GB", int(79.22 * GIB), "as H100", sm=90),
         Device("H100-NVL", 95830 * MIB, "nvidia-smi total, H100 NVL 94GB", sm=90),
-        Device("H800", _gib(79.22), "as H100 (H800 80GB: the H100 die and memory, export NVLink)", sm=90),
+        Device("H800", int(79.22 * GIB), "as H100 (H800 80GB: the H100 die and memory, export NVLink)", sm=90),
         Device("H200", 143771 * MIB, "nvidia-smi total, H200 141GB", sm=90),
         Device("H20", 97871 * MIB, "nvidia-smi total, H20 96GB", sm=90),
         Device("H20-141GB", 143771 * MIB, "nvidia-smi total, H20 141GB HBM3e (as H200)", sm=90),
         # llm-foundry #183: "79.21 GiB total capacity" in a CUDA OOM message on an A100-80GB.
-        Device("A100-80GB", _gib(79.21), "CUDA total capacity, A100 80GB (mosaicml/llm-foundry#183)", sm=80),
+        Device("A100-80GB", int(79.21 * GIB), "CUDA total capacity, A100 80GB (mosaicml/llm-foundry#183)", sm=80),
         Device("A100", 40960 * MIB, "nvidia-smi total, A100 40GB (say A100-80GB for the larger one)", sm=80),
         Device("A100-40GB", 40960 * MIB, "nvidia-smi total, A100 40GB", sm=80),
         Device("L4", 23034 * MIB, "nvidia-smi total, L4 24GB", sm=89),
@@ -54,7 +50,7 @@ DEVICES: dict[str, Device] = {
         Device("A10G", 23028 * MIB, "nvidia-smi total, A10G 24GB", sm=86),
         Device("A10", 23028 * MIB, "nvidia-smi total, A10 24GB", sm=86),
         # vLLM #10517: "total_gpu_memory=23.58GiB" on an RTX 3090.
-        Device("RTX3090", _gib(23.58), "vLLM start-up log, RTX 3090 (vllm-project/vllm#10517)", sm=86),
+        Device("RTX3090", int(23.58 * GIB), "vLLM start-up log, RTX 3090 (vllm-project/vllm#10517)", sm=86),
         Device("RTX4090", 24564 * MIB, "nvidia-smi total, RTX 4090 24GB", sm=89),
         # vLLM #34076: nvidia-smi "RTX 5090 D 32607MiB", "RTX 5070 Ti 16303MiB".
         Device("RTX5090", 32607 * MIB, "nvidia-smi total, RTX 5090 32GB (vllm-project/vllm#34076)", sm=120),

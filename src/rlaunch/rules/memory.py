@@ -295,15 +295,15 @@ def max_model_len(composed: Mapping[str, Any]) -> int:
 
 
 def estimate(
-    arch: Architecture, geo: Geometry, composed: Mapping[str, Any], dev: Device, *, accelerator: str = "gpu"
+    arch: Architecture, geo: Geometry, composed: Mapping[str, Any], dev: Device, *, cpu: bool = False
 ) -> MemoryTable:
     """The memory table of one plan on `dev` (see the module docstring)."""
     k = _Keys(composed)
     seq = max_model_len(composed)
     rows: list[Row] = []
-    train = _training(arch, geo, k, seq, dev, "policy", cpu=accelerator == "cpu")
+    train = _training(arch, geo, k, seq, dev, "policy", cpu=cpu)
     ref = _reference(arch, geo, k, seq, dev) if geo.use_reference else None
-    if accelerator == "cpu":
+    if cpu:
         rows += [train.states, train.step]
         return MemoryTable(dev, tuple(rows))
     critic = _training(arch, geo, k, seq, dev, "critic", cpu=False) if geo.use_critic else None
@@ -857,7 +857,7 @@ def table_for(s: Subject, geo: Geometry, composed: Mapping[str, Any]) -> MemoryT
             else f"gpu_variant {s.gpu_variant!r} is not in the device table"
         )
         return MemoryTable(None, unsized=(f"cannot size the device: {what}",))
-    return estimate(arch, geo, composed, dev, accelerator="cpu" if cpu else "gpu")
+    return estimate(arch, geo, composed, dev, cpu=cpu)
 
 
 def memory_rules(s: Subject, geo: Geometry, composed: Mapping[str, Any]) -> list[Violation]:
