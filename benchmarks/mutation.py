@@ -517,24 +517,21 @@ EQUIVALENT: dict[str, str] = {
     **{
         f"rlaunch.artifacts.runner.xǁRunnerǁ_build__mutmut_{n}": "the waiting line's flag appended as None or False: "
         "the list is not empty either way, so the line is said once"
-        for n in (18, 19)
-    },
-    **{
-        f"rlaunch.artifacts.runner.xǁRunnerǁ_build__mutmut_{n}": "another word than 'acquired' for a lock taken: "
-        "only 'built' is compared, and any other non-empty word ends the wait the same way"
-        for n in (4, 5)
+        for n in (17, 18)
     },
     **{
         f"rlaunch.artifacts.runner.xǁRunnerǁ_build__mutmut_{n}": "the wait's description or poll interval dropped: "
         "it has no deadline, so the description is never said, and the default interval only changes when it looks"
-        for n in (28, 32, 33)
+        for n in (23, 27, 28)
     },
     **{
         f"rlaunch.artifacts.runner.xǁRunnerǁ_build__mutmut_{n}": (
             "no load= for the run context: StepContext falls back to the same dep.artifact_type.load(dep.path(prefix))"
         )
-        for n in (68, 71)
+        for n in (56, 59)
     },
+    "rlaunch.artifacts.runner.xǁRunnerǁ_run_job__mutmut_40": "the step's name not passed to function_path: it names "
+    "the step only in a refusal, and the step was built (and so its function checked) before it runs",
     "rlaunch.artifacts.lock.xǁStepLockǁis_stale__mutmut_9": "a lock that never beat counts from 1 s after the epoch, not 0: stale either way",
     "rlaunch.artifacts.lock.xǁStepLockǁis_stale__mutmut_10": "stale at exactly the limit, not only past it: a float clock never lands on it",
     "rlaunch.artifacts.lock.xǁStepLockǁis_stale__mutmut_26": "missing pid read as -2 instead of -1: process_alive is False for every pid <= 0",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -339,3 +340,33 @@ def test_a_full_disk_under_the_heartbeat_is_said_in_one_line_and_the_heartbeat_g
             assert _wait_until(lambda: (lock.holder() or {}).get("heartbeat_at", 0) > beat), "the heartbeat stopped"
         finally:
             lock.release()
+
+
+def test_another_failure_under_the_heartbeat_is_said_as_it_is(output, capfd, monkeypatch):
+    lock = StepLock(output, heartbeat_seconds=0.02, stale_seconds=60)
+    failures = iter([OSError(errno.EIO, "Input/output error")])
+
+    def beat_once() -> bool:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        return False  # then taken over: the heartbeat ends
+
+    monkeypatch.setattr(lock, "_beat_once", beat_once)
+    assert lock.try_acquire()
+    try:
+        assert _wait_until(lambda: lock._thread is not None and not lock._thread.is_alive(), timeout=5)
+    finally:
+        lock.release()
+    assert capfd.readouterr().err == (
+        f"warning: the lock heartbeat of {lock.url} could not beat: [Errno 5] Input/output error\n"
+    )
+
+
+def test_one_beat_after_a_takeover_says_so_and_writes_nothing(output):
+    lock = StepLock(output, heartbeat_seconds=30)
+    assert lock.try_acquire()
+    planted = _plant(lock, owner="new-owner")
+    assert lock._beat_once() is False
+    assert storage.read_json(lock.url) == planted
+    lock.release()

@@ -372,6 +372,24 @@ def test_a_waiting_runner_says_so_once_and_builds_once_the_holder_lets_go(prefix
     assert sum(m.startswith("  waiting for") for m in report.messages) == 1
 
 
+def test_an_unbuilt_step_is_built_only_once_its_holder_lets_go(prefix):
+    """A step the holder has not finished is never built beside it: the build starts after the
+    holder's lock is gone."""
+    lock_url = _lock_url(make_step("m").path(prefix))
+    held_at_build: list[bool] = []
+    step = make_step("m", run=lambda config: held_at_build.append(storage.exists(lock_url) and _planted(lock_url)))
+    _plant_live_lock(step.path(prefix))
+    release = threading.Timer(0.1, _release(step.path(prefix)))
+    report = _On("  waiting for", release.start)
+    [outcome] = _runner(prefix, poll_seconds=0.01, report=report).run([step])
+    release.join()
+    assert outcome.action == "built" and held_at_build == [False]
+
+
+def _planted(lock_url: str) -> bool:
+    return (storage.read_json(lock_url) or {}).get("owner") == "other-runner"
+
+
 def test_a_mutable_step_is_rebuilt_after_waiting_even_if_the_holder_succeeded(prefix, recorder):
     step = make_step("m", "alice-dev", recorder=recorder)
     _runner(prefix).run([step])  # an earlier build: succeeded, with a record

@@ -3,6 +3,7 @@ step job cannot run (a lambda, an unsized accelerator, no time limit) is refused
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from rlaunch.artifacts import ArtifactStep, Directory, records
 from rlaunch.artifacts.plan import SubmissionPathError
 from rlaunch.artifacts.runner import RunFailedError, Runner
 from rlaunch.step_jobs import StepExecution, StepFunctionError, StepInput, StepJobRequest
+from tests.artifacts.helpers import Count
 
 
 def build(config: dict[str, Any]) -> None:
@@ -82,7 +84,8 @@ class RecordingStepJobs:
         return self.values
 
 
-def test_a_step_with_a_step_execution_is_handed_to_the_step_job_path(prefix: str) -> None:
+def test_a_step_with_a_step_execution_is_handed_to_the_step_job_path(prefix: str, tmp_path: Path) -> None:
+    prefix = str(tmp_path / "runner-prefix")  # not RLAUNCH_PREFIX: every path is the runner's own
     data = ArtifactStep(
         name="t/data",
         version="2026.01.01",
@@ -94,13 +97,13 @@ def test_a_step_with_a_step_execution_is_handed_to_the_step_job_path(prefix: str
     evaluation = ArtifactStep(
         name="t/eval",
         version="2026.01.02",
-        artifact_type=Directory,
+        artifact_type=Count,
         run=build,
         build_config=lambda ctx: {"output_path": ctx.output_path, "data": ctx.artifact_path(data), "n": 16},
         deps=(data,),
         execution=execution,
     )
-    jobs, said = RecordingStepJobs({}), []
+    jobs, said = RecordingStepJobs({"value": 7}), []
     outcomes = Runner(prefix, report=said.append, step_jobs=jobs).run([evaluation])
     path = evaluation.path(prefix)
     (request,) = jobs.requests
@@ -119,7 +122,7 @@ def test_a_step_with_a_step_execution_is_handed_to_the_step_job_path(prefix: str
     )
     assert "step job t/eval done" in said
     (built,) = [o for o in outcomes if o.identity == "t/eval@2026.01.02"]
-    assert built.value == Directory(path=path)
+    assert built.value == Count(path=path, value=7)
     assert (records.read_record(path) or {})["output_path"] == path
 
 
@@ -153,3 +156,23 @@ def test_a_step_only_a_coordinator_submits_is_built_by_that_coordinators_runner(
         Runner(prefix, report=lambda message: None).run([coordinated])
     (outcome,) = Runner(prefix, report=lambda message: None, submitter="@rl_build_options").run([coordinated])
     assert outcome.action == "built"
+
+
+def test_a_config_value_without_a_canonical_form_is_named_before_a_step_job_is_asked(prefix: str) -> None:
+    def with_nan(ctx: Any) -> dict[str, Any]:
+        return {"output_path": ctx.output_path, "t": 1.0 if ctx.is_fingerprint else float("nan")}
+
+    evaluation = ArtifactStep(
+        name="t/eval",
+        version="2026.01.01",
+        artifact_type=Directory,
+        run=build,
+        build_config=with_nan,
+        execution=StepExecution(runtime="trl-cpu"),
+    )
+    jobs = RecordingStepJobs({})
+    with pytest.raises(RunFailedError) as failed:
+        Runner(prefix, report=lambda message: None, step_jobs=jobs).run([evaluation])
+    (outcome,) = failed.value.failed
+    assert outcome.error == "CanonicalizationError: config.t: nan has no canonical JSON form; use a string or None"
+    assert jobs.requests == []

@@ -183,17 +183,17 @@ class Runner:
         lock = StepLock(path)
         said: list[bool] = []
 
-        def acquired_or_built() -> str | None:
+        def acquired_or_built() -> bool:
+            """The lock is ours, or its holder has built the output (served below; it keeps its lock)."""
             if lock.try_acquire():
-                return "acquired"
+                return True
             if not said:
                 holder = lock.holder() or {}
                 self._say(f"  waiting for {step.identity}: being built by {holder.get('owner', 'another runner')}")
                 said.append(True)
-            return "built" if not step.mutable and records.is_succeeded(path) else None
+            return not step.mutable and records.is_succeeded(path)
 
-        if wait_until(acquired_or_built, None, f"the build lock of {step.identity}", self.poll_seconds) == "built":
-            return self._serve(step, path)
+        wait_until(acquired_or_built, None, f"the build lock of {step.identity}", self.poll_seconds)
         try:
             if not step.mutable and records.is_succeeded(path):
                 return self._serve(step, path)
@@ -248,7 +248,7 @@ class Runner:
             output_path=path,
             prefix=self.prefix,
             function=function_path(step.run, step.name),
-            config=canonical_value(config, "config"),
+            config=canonical_value(config),
             inputs=inputs,
             execution=step.execution,
         )
