@@ -100,6 +100,63 @@ CASES: dict[str, tuple[dict[str, Any], Any, dict[str, Any], str]] = {
         {"trainer": {"algorithm": {"advantage_estimator": "gae", "use_kl_loss": True}}},
         "fsdp",
     ),
+    "llama-8b padded, no checkpointing, eager fp16 engines with a small budget": (
+        LLAMA_31_8B,
+        topology(),
+        {
+            "trainer": {"remove_microbatch_padding": False, "gradient_checkpointing": False},
+            "generator": {
+                "max_input_length": 2048,
+                "inference_engine": {
+                    "enforce_eager": True,
+                    "model_dtype": "float16",
+                    "gpu_memory_utilization": 0.6,
+                    "max_num_seqs": 64,
+                    "max_num_batched_tokens": 4096,
+                    "engine_init_kwargs": {"max_model_len": 6144},
+                },
+            },
+        },
+        "fsdp",
+    ),
+    "qwen3-14b LoRA policy, fsdp_size 4": (
+        QWEN3_14B,
+        topology(),
+        {"trainer": {**KL, "policy": {"model": {"lora": {"rank": 16}}, "fsdp_config": {"fsdp_size": 4}}}},
+        "fsdp",
+    ),
+    "qwen3-30b-a3b engines of TP 2 x PP 2 with expert parallelism": (
+        QWEN3_30B_A3B,
+        topology(
+            plan(
+                num_inference_engines=2,
+                inference_engine_tensor_parallel_size=2,
+                inference_engine_pipeline_parallel_size=2,
+                inference_engine_expert_parallel_size=2,
+            )
+        ),
+        {},
+        "fsdp",
+    ),
+    "gpt-oss-20b mxfp4 engine on H100 (Hopper's padding)": (GPT_OSS_20B, topology(), {}, "fsdp"),
+    "qwen3-30b-a3b megatron PP 2 with the optimizer offloaded, LoRA-free": (
+        QWEN3_30B_A3B,
+        topology(),
+        {
+            "trainer": {
+                "strategy": "megatron",
+                "algorithm": {"use_kl_loss": False},
+                "policy": {
+                    "megatron_config": {
+                        "pipeline_model_parallel_size": 2,
+                        "expert_model_parallel_size": 2,
+                        "optimizer_config_kwargs": {"optimizer_cpu_offload": True},
+                    }
+                },
+            }
+        },
+        "megatron",
+    ),
     "deepseek-v2-lite MLA engine": (DEEPSEEK_V2_LITE, topology(), {}, "fsdp"),
     "gemma2-9b sliding windows": (GEMMA2_9B, topology(gpu_variant="A100-80GB"), {}, "fsdp"),
     "gpt-oss-20b mxfp4 engine on L40S": (GPT_OSS_20B, topology(gpu_variant="L40S"), {}, "fsdp"),
