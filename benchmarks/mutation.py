@@ -653,6 +653,42 @@ EQUIVALENT: dict[str, str] = {
         "is refused, and every base config has the key"
         for n in (5, 11)
     },
+    # memory: defaults of keys every base config carries with a value (a composed recipe never reads them)
+    **{
+        f"rlaunch.rules.memory.{function}__mutmut_{n}": "default of a key every base config carries with a value: "
+        "the memory model reads composed recipes, which never lack it"
+        for function, numbers in (
+            ("x__training", (17, 19, 25, 27, 30, 69, 71, 72, 133, 135, 136, 219, 221, 224)),
+            ("x__reference", (44, 46, 49, 67, 69, 72)),
+            ("x__micro_tokens", (4, 6, 9, 10)),
+            ("x__fsdp_shard", (8,)),
+            ("x__lora", (4, 6, 7)),
+            ("x_max_model_len", (19, 21, 24, 28, 30, 33)),
+            ("x_engine_kv", (13, 15, 18, 19, 51, 53, 56, 60, 62, 65, 69, 71, 74, 80, 82, 85)),
+        )
+        for n in numbers
+    },
+    **{
+        f"rlaunch.rules.fit.x__longest_generation__mutmut_{n}": "default of max_generate_length, which every base "
+        "config carries with a value"
+        for n in (7, 11, 12)
+    },
+    "rlaunch.rules.fit.x__offload_all__mutmut_27": "default False -> None under `not`: both falsy",
+    **{
+        f"rlaunch.rules.memory.x__training__mutmut_{n}": "the micro batch's key misspelt: its default, the "
+        "geometry's micro batch, is the value the role plan rendered under that key"
+        for n in (20, 21)
+    },
+    **{
+        f"rlaunch.rules.memory.x_engine_kv__mutmut_{n}": "the fallback of DTYPE_BYTES.get for the engine's dtype: "
+        "only an unknown dtype reads it, and every base config names a known one"
+        for n in (8, 10, 20)
+    },
+    **{
+        f"rlaunch.rules.memory.x_kv_cache_bytes__mutmut_{n}": "another default than 'auto' for kv_cache_dtype: any "
+        "word that is not a dtype means the model's own, as 'auto' does"
+        for n in (4, 6, 9, 10)
+    },
     # memory
     **{
         f"rlaunch.rules.fit.x_nearest_fits__mutmut_{n}": "memory codes counted among the plan's known ones: only "

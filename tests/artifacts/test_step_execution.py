@@ -19,15 +19,27 @@ def build(config: dict[str, Any]) -> None:
     return None
 
 
-def step(execution: Any = None, run: Any = build) -> ArtifactStep[Directory]:
-    return ArtifactStep(
-        name="t/eval",
-        version="2026.01.01",
-        artifact_type=Directory,
-        run=run,
-        build_config=lambda ctx: {"output_path": ctx.output_path, "n": 16},
-        execution=execution,
+def step(
+    execution: Any = None,
+    run: Any = build,
+    *,
+    kind: type[ArtifactStep[Any]] = ArtifactStep,
+    build_config: Any = None,
+    **fields: Any,
+) -> ArtifactStep[Any]:
+    """The step `t/eval@2026.01.01` (a Directory), with `fields` changed."""
+    made: ArtifactStep[Any] = kind(
+        **{
+            "name": "t/eval",
+            "version": "2026.01.01",
+            "artifact_type": Directory,
+            "run": run,
+            "build_config": build_config or (lambda ctx: {"output_path": ctx.output_path, "n": 16}),
+            "execution": execution,
+            **fields,
+        }
     )
+    return made
 
 
 def test_placement_never_enters_the_fingerprint() -> None:
@@ -86,22 +98,14 @@ class RecordingStepJobs:
 
 def test_a_step_with_a_step_execution_is_handed_to_the_step_job_path(prefix: str, tmp_path: Path) -> None:
     prefix = str(tmp_path / "runner-prefix")  # not RLAUNCH_PREFIX: every path is the runner's own
-    data = ArtifactStep(
-        name="t/data",
-        version="2026.01.01",
-        artifact_type=Directory,
-        run=build,
-        build_config=lambda ctx: {"output_path": ctx.output_path},
-    )
+    data = step(name="t/data", build_config=lambda ctx: {"output_path": ctx.output_path})
     execution = StepExecution(runtime="trl-cpu", cpu=2.0)
-    evaluation = ArtifactStep(
-        name="t/eval",
+    evaluation = step(
+        execution,
         version="2026.01.02",
         artifact_type=Count,
-        run=build,
         build_config=lambda ctx: {"output_path": ctx.output_path, "data": ctx.artifact_path(data), "n": 16},
         deps=(data,),
-        execution=execution,
     )
     jobs, said = RecordingStepJobs({"value": 7}), []
     outcomes = Runner(prefix, report=said.append, step_jobs=jobs).run([evaluation])
@@ -145,13 +149,7 @@ class CoordinatedStep(ArtifactStep[Directory]):
 
 
 def test_a_step_only_a_coordinator_submits_is_built_by_that_coordinators_runner(prefix: str) -> None:
-    coordinated = CoordinatedStep(
-        name="t/eval",
-        version="2026.01.01",
-        artifact_type=Directory,
-        run=build,
-        build_config=lambda ctx: {"output_path": ctx.output_path},
-    )
+    coordinated = step(kind=CoordinatedStep)
     with pytest.raises(SubmissionPathError):
         Runner(prefix, report=lambda message: None).run([coordinated])
     (outcome,) = Runner(prefix, report=lambda message: None, submitter="@rl_build_options").run([coordinated])
@@ -162,14 +160,7 @@ def test_a_config_value_without_a_canonical_form_is_named_before_a_step_job_is_a
     def with_nan(ctx: Any) -> dict[str, Any]:
         return {"output_path": ctx.output_path, "t": 1.0 if ctx.is_fingerprint else float("nan")}
 
-    evaluation = ArtifactStep(
-        name="t/eval",
-        version="2026.01.01",
-        artifact_type=Directory,
-        run=build,
-        build_config=with_nan,
-        execution=StepExecution(runtime="trl-cpu"),
-    )
+    evaluation = step(StepExecution(runtime="trl-cpu"), build_config=with_nan)
     jobs = RecordingStepJobs({})
     with pytest.raises(RunFailedError) as failed:
         Runner(prefix, report=lambda message: None, step_jobs=jobs).run([evaluation])

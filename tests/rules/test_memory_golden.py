@@ -100,16 +100,20 @@ CASES: dict[str, tuple[dict[str, Any], Any, dict[str, Any], str]] = {
         {"trainer": {"algorithm": {"advantage_estimator": "gae", "use_kl_loss": True}}},
         "fsdp",
     ),
-    "llama-8b padded, no checkpointing, eager fp16 engines with a small budget": (
+    "llama-8b padded, offloaded, no checkpointing, eager fp32 engines with a small budget": (
         LLAMA_31_8B,
         topology(),
         {
-            "trainer": {"remove_microbatch_padding": False, "gradient_checkpointing": False},
+            "trainer": {
+                "remove_microbatch_padding": False,
+                "gradient_checkpointing": False,
+                "policy": {"fsdp_config": {"cpu_offload": True}},
+            },
             "generator": {
                 "max_input_length": 2048,
                 "inference_engine": {
                     "enforce_eager": True,
-                    "model_dtype": "float16",
+                    "model_dtype": "float32",
                     "gpu_memory_utilization": 0.6,
                     "max_num_seqs": 64,
                     "max_num_batched_tokens": 4096,
@@ -161,10 +165,10 @@ CASES: dict[str, tuple[dict[str, Any], Any, dict[str, Any], str]] = {
     "gemma2-9b sliding windows": (GEMMA2_9B, topology(gpu_variant="A100-80GB"), {}, "fsdp"),
     "gpt-oss-20b mxfp4 engine on L40S": (GPT_OSS_20B, topology(gpu_variant="L40S"), {}, "fsdp"),
     "qwen3-235b-a22b fp8 on 8xH200": (QWEN3_235B_A22B_FP8, topology(gpu_variant="H200"), {}, "fsdp"),
-    "qwen2.5-vl-7b vision tower, fp8 KV": (
+    "qwen2.5-vl-7b vision tower, fp8_inc KV": (
         QWEN25_VL_7B,
         topology(),
-        {"generator": {"inference_engine": {"engine_init_kwargs": {"kv_cache_dtype": "fp8"}}}},
+        {"generator": {"inference_engine": {"engine_init_kwargs": {"kv_cache_dtype": "fp8_inc"}}}},
         "fsdp",
     ),
 }
