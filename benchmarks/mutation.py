@@ -675,6 +675,11 @@ EQUIVALENT: dict[str, str] = {
     },
     "rlaunch.rules.fit.x__offload_all__mutmut_27": "default False -> None under `not`: both falsy",
     **{
+        f"rlaunch.rules.model_shape.xǁArchitectureǁstored_bytes__mutmut_{n}": "the experts' component misnamed where "
+        "the model is unquantized (every component in the engine's dtype) or has no routed experts (0 of them)"
+        for n in (37, 41, 42)
+    },
+    **{
         f"rlaunch.rules.memory.x__training__mutmut_{n}": "the micro batch's key misspelt: its default, the "
         "geometry's micro batch, is the value the role plan rendered under that key"
         for n in (20, 21)

@@ -143,6 +143,22 @@ CASES: dict[str, tuple[dict[str, Any], Any, dict[str, Any], str]] = {
         "fsdp",
     ),
     "gpt-oss-20b mxfp4 engine on H100 (Hopper's padding)": (GPT_OSS_20B, topology(), {}, "fsdp"),
+    "gpt-oss-20b mxfp4 engines of TP 2 (each expert's width split)": (
+        GPT_OSS_20B,
+        topology(plan(num_inference_engines=4, inference_engine_tensor_parallel_size=2)),
+        {},
+        "fsdp",
+    ),
+    "qwen3-30b-a3b engines of DP 2 with expert parallelism 2": (
+        QWEN3_30B_A3B,
+        topology(
+            plan(
+                num_inference_engines=4, inference_engine_data_parallel_size=2, inference_engine_expert_parallel_size=2
+            )
+        ),
+        {},
+        "fsdp",
+    ),
     "qwen3-30b-a3b megatron PP 2 with the optimizer offloaded, LoRA-free": (
         QWEN3_30B_A3B,
         topology(),
