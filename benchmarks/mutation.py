@@ -11,7 +11,8 @@ secrets, statefiles, paths, storage's atomic writes, resume, the runtime digest 
 checkpoint guards (imported by their own package names, as the adapter tests import them); and
 the code issue 33 found weakly tested: the Slurm queue check and cancel path, export-root ownership,
 damaged-record recovery, the judgement and its gates, failure classes, pinned hub sources and the
-memory rules' verdicts; and the other guards' holders in tests/promises.py: a job's environment,
+memory model (its verdicts, its sizing arithmetic, the architecture read from config.json, the
+devices and what would fit); and the other guards' holders in tests/promises.py: a job's environment,
 finalising an attempt whose jobs are gone, the host's last step (a full disk), readiness's
 defaults, a dead supervisor's take-over, a supervisor's scrubber, a step job's path and `--run`'s
 submission of the coordinator. For every area the script copies the checkout's `src/`, `tests/`, `experiments/`,
@@ -221,7 +222,7 @@ AREAS = (
     ),
     # The areas below cover the code issue 33 found weakly tested: the Slurm queue check and cancel
     # path, export-root ownership, damaged-record recovery, the judgement's comparisons, pinned hub
-    # sources and the memory rules' boundaries.
+    # sources and the memory model.
     Area(
         "slurm_queue",
         ("src/rlaunch/cluster/slurm/commands.py", "src/rlaunch/cluster/slurm/backend.py"),
@@ -674,6 +675,25 @@ EQUIVALENT: dict[str, str] = {
         for n in (7, 11, 12)
     },
     "rlaunch.rules.fit.x__offload_all__mutmut_27": "default False -> None under `not`: both falsy",
+    **{
+        f"rlaunch.rules.memory.x_estimate__mutmut_{n}": "rows = for rows += as the first rows go in: rows is empty"
+        for n in (37, 78)
+    },
+    "rlaunch.rules.memory.x_estimate__mutmut_53": "cpu=None for the critic's rows: falsy, as cpu=False",
+    "rlaunch.rules.memory.x__fsdp_shard__mutmut_13": "fsdp_size equal to the world taken as no size: the shard is "
+    "the world either way",
+    **{
+        f"rlaunch.rules.memory.x__reference__mutmut_{n}": "the reference's token split asked for another role (or "
+        "cpu=None): every role but the policy and the critic reads the reference's sequence parallelism, and None is falsy"
+        for n in (75, 76, 80, 81)
+    },
+    **{
+        f"rlaunch.rules.model_shape.xǁArchitectureǁlayer_params__mutmut_{n}": "the default of max() over the layer "
+        "runs: a model has at least one layer (a count of 0 is not sized), so there is always a run"
+        for n in (2, 4, 5)
+    },
+    "rlaunch.rules.model_shape.xǁArchitectureǁlayer_runs__mutmut_15": "an MoE layer's size without MoE layers: "
+    "runs of no layers are dropped",
     **{
         f"rlaunch.rules.model_shape.xǁArchitectureǁstored_bytes__mutmut_{n}": "the experts' component misnamed where "
         "the model is unquantized (every component in the engine's dtype) or has no routed experts (0 of them)"

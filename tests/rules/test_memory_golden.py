@@ -123,10 +123,13 @@ CASES: dict[str, tuple[dict[str, Any], Any, dict[str, Any], str]] = {
         },
         "fsdp",
     ),
-    "qwen3-14b LoRA policy, fsdp_size 4": (
+    "qwen3-14b LoRA rank 1 policy, fsdp_size 4, max_input_length": (
         QWEN3_14B,
         topology(),
-        {"trainer": {**KL, "policy": {"model": {"lora": {"rank": 16}}, "fsdp_config": {"fsdp_size": 4}}}},
+        {
+            "trainer": {**KL, "policy": {"model": {"lora": {"rank": 1}}, "fsdp_config": {"fsdp_size": 4}}},
+            "generator": {"max_input_length": 3000},  # an engine of max_input_length + max_generate_length
+        },
         "fsdp",
     ),
     "qwen3-30b-a3b engines of TP 2 x PP 2 with expert parallelism": (

@@ -145,3 +145,13 @@ def test_a_cpu_plan_is_sized_against_its_share_of_host_memory() -> None:
         "kv_cache": None,
         "unsized": ["cannot size the device: host memory per CPU slot is not known (no allocation)"],
     }
+
+
+def test_a_plan_without_a_known_architecture_says_so() -> None:
+    topo, profile = cpu_topology(), get_profile("trl-cpu")
+    subject = subject_of(topo, BASE_RECIPE, profile, 17, None)
+    composed, _ = profile.compose(render_recipe(BASE_RECIPE, topo.role_plan, profile, 17))
+    table = memory.table_for(subject, Geometry.from_recipe(composed), composed)
+    assert table.unsized == (
+        "cannot size the model: the model's architecture is not known (no config.json facts recorded)",
+    )
