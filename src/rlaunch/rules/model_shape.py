@@ -10,8 +10,9 @@ Qwen2-VL/Qwen2.5-VL (the vision tower's weights beside the language model). A ch
 the bytes its weights take when a rollout engine loads them; parameter counts are the model's,
 whatever the packing (training holds them in its own dtypes). Anything else is `Unsized` with
 the reason: the estimate is never guessed from a family it does not know. Tests hold every count
-to what transformers builds (tests/runtimes/test_architecture_counts.py) or to the published
-total (tests/rules/test_memory_model.py).
+exactly to what transformers builds for a small config of each family (tests/rules/built_counts.py,
+rebuilt by tests/runtimes/test_architecture_counts.py) and full checkpoints to their published
+totals (tests/rules/test_memory_model.py).
 """
 
 from __future__ import annotations
@@ -254,7 +255,7 @@ def _attention(config: Mapping[str, Any], family: Family, hidden: int, heads: in
         return q + hidden * (kv_rank + rope) + kv_rank + kv_rank * heads * (nope + v) + heads * v * hidden
     q_width, kv_width = heads * head_dim, kv * head_dim
     params = hidden * q_width + 2 * hidden * kv_width + q_width * hidden
-    if family.qkv_bias or config.get("attention_bias", family.attention_bias):  # Qwen2: q/k/v only; o too else
+    if family.qkv_bias or config.get("attention_bias", family.attention_bias):  # Qwen2: q/k/v; attention_bias: o too
         params += q_width + 2 * kv_width + (0 if family.qkv_bias else hidden)
     return params + (heads if family.moe == "gpt_oss" else 0)  # gpt-oss: one attention sink per head
 
