@@ -17,8 +17,8 @@ from rlaunch.skyrl import skyrl_step
 from rlaunch.skyrl.plan import planning
 from rlaunch.skyrl.views.plan_view import describe_step
 from rlaunch.submission import Given, Invocation, prepare
-from rlaunch.submission.submission import judged_launch as judgement
 from rlaunch.submission.smoke_override import record_override
+from rlaunch.submission.submission import judged_launch as judgement
 from tests.launching import Launcher
 from tests.skyrl import helpers as h
 
