@@ -41,6 +41,7 @@ class FakeSlurm:
         self.partition_nodes: dict[str, list[str]] = {}  # partition -> `sinfo -N` rows (%N|%c|%m|%G|%f)
         self.job_ids = itertools.count(100)
         self.release_refused: str | None = None  # `scontrol release` fails with this
+        self.completing: set[str] = set()  # jobs scancel leaves COMPLETING (their nodes slow to let go)
 
     def run(self, argv: list[str], *, shielded: bool = False, timeout: float | None = None, **_: object) -> str:
         self.calls.append(list(argv))
@@ -67,7 +68,9 @@ class FakeSlurm:
             return f"{submitted};cluster\n"
         if command == "scancel":
             for cancelled in argv[1:]:
-                self.queue[cancelled] = ("CANCELLED", "None")
+                self.queue[cancelled] = (
+                    ("COMPLETING", "None") if cancelled in self.completing else ("CANCELLED", "None")
+                )
             return ""
         if command == "squeue" and argv[-1] == "%i":
             return "".join(f"{j}\n" for j in self.queue)
