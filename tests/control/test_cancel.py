@@ -28,11 +28,11 @@ ENDED = "2026-12-07T10:00:00.000+00:00"
 NAMES_NONE = "the record names none of its jobs yet and no running coordinator is labelled with the run"
 
 
-def _succeeds_when(prefix: str, slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch, command: str) -> None:
-    """The host records success the moment Slurm is first asked `command` (its job's end racing the cancel)."""
+def _succeeds_when_scancelled(prefix: str, slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host records success the moment Slurm is asked to cancel its job (its end racing the cancel)."""
 
     def run(argv: list[str], **kw: Any) -> str:
-        if argv[0] == command and attempt(prefix)["state"] == "running":
+        if argv[0] == "scancel" and attempt(prefix)["state"] == "running":
             record_attempt(prefix, state="succeeded", finished_at=ENDED)
         return slurm.run(argv, **kw)
 
@@ -53,7 +53,7 @@ def test_an_attempt_that_succeeds_while_its_jobs_are_stopped_stays_succeeded(
 ) -> None:
     coordinator(prefix, slurm)
     record_attempt(prefix, coordinator_job_id="77")
-    _succeeds_when(prefix, slurm, monkeypatch, "scancel")
+    _succeeds_when_scancelled(prefix, slurm, monkeypatch)
     outcome = cancel_run(resolve(RUN), "not needed")
     entry = attempt(prefix)
     assert outcome.requested == ["77"] and outcome.attempt_id == "a1"
