@@ -11,8 +11,8 @@ second cancel (of jobs the first did not stop) keeps the earliest request's who,
 
 A cancel works at every moment of an attempt: before the host named the attempt's jobs (nothing
 recorded yet, or only the coordinator's first entry), it stops the coordinator the reference named
-or the running one labelled with the run (on the backends a job without a record is looked for on),
-and records the attempt that coordinator recorded. A
+or the running one labelled with the run (found, and stopped, on the backends a job without a
+record is looked for on: local and Slurm), and records the attempt that coordinator recorded. A
 cancel that cannot find or reach the jobs of an open attempt says so (`RunJobs.cannot_act`) and
 the command exits 1, never "nothing to cancel".
 """
