@@ -28,6 +28,11 @@ def train(config: dict[str, Any]) -> None:
     SEEN.append((config, os.path.isfile(config["model"])))
 
 
+def train_and_fail(config: dict[str, Any]) -> None:
+    train(config)
+    raise RuntimeError("CUDA out of memory")
+
+
 def _staged(inputs: list[dict[str, str]], config: Any, root: Path) -> Any:
     return step_entry.staged_config(inputs, config, str(root), lambda _: None)
 
@@ -55,7 +60,7 @@ def test_an_input_inside_another_is_staged_under_its_own_identity(tmp_path: Path
     assert json.loads((data.parent / MANIFEST).read_text())["identity"] == outer_id
 
 
-def _job(tmp_path: Path, model: str, model_id: str) -> str:
+def _job(tmp_path: Path, model: str, model_id: str, function: str = "train") -> str:
     url = str(tmp_path / "step-job.json")
     storage.write_json_atomic(
         url,
@@ -63,7 +68,7 @@ def _job(tmp_path: Path, model: str, model_id: str) -> str:
             "run_id": "models/sft@1",
             "attempt_id": "a1",
             "identity": "models/sft@1",
-            "function": f"{__name__}:train",
+            "function": f"{__name__}:{function}",
             "inputs": [{"uri": model, "identity": model_id}],
             "config": {"model": f"{model}/config.json"},
             "result_uri": str(tmp_path / "result.json"),
@@ -86,3 +91,12 @@ def test_the_task_directory_is_removed_unless_kept(
     assert staged_while_running and config["model"].startswith(f"{task_dir}/")
     assert task_dir.exists() is kept
     assert storage.read_json(str(tmp_path / "result.json")) == {"values": {}}
+
+
+def test_the_task_directory_of_a_step_that_failed_is_removed(tmp_path: Path) -> None:
+    SEEN.clear()
+    model = make_artifact(tmp_path / "model", {"config.json": b"{}"})
+    with pytest.raises(RuntimeError, match="CUDA out of memory"):
+        step_entry.main(["--job", _job(tmp_path, *model, function="train_and_fail")])
+    assert [staged for _, staged in SEEN] == [True]
+    assert not (tmp_path / "staging" / "models-sft-1" / "a1" / "replica-0").exists()
