@@ -194,11 +194,26 @@ def single_replica_lines(lines: Iterator[str], replicas: int) -> Iterator[str]:
         yield line.removeprefix("[rank 0] ")
 
 
+def dependency_problem(name: str) -> str | None:
+    """Why backend `name` cannot be used from this interpreter, found without importing its client
+    (None: it may be): the dry run says it in the words `--run` refuses with (`get_backend`)."""
+    if name not in _BACKENDS:
+        return f"unknown cluster backend {name!r}; choose one of {sorted(_BACKENDS)}"
+    from rlaunch.cluster.iris.connect import installed, iris_problem
+
+    if name == "iris":
+        return iris_problem()
+    if name == "ray" and not installed("ray"):
+        return "the ray backend needs Ray, which is not installed in this environment; install the extra: pip install 'rlaunch[ray]'"
+    return None
+
+
 def get_backend(name: str, **options: Any) -> Backend:
     """Construct a backend by name; an optional dependency missing gives an error naming the extra."""
     target = _BACKENDS.get(name)
-    if target is None:
-        raise BackendUnavailableError(f"unknown cluster backend {name!r}; choose one of {sorted(_BACKENDS)}")
+    problem = dependency_problem(name)
+    if target is None or problem:
+        raise BackendUnavailableError(problem)
     module_name, _, class_name = target.partition(":")
     module = importlib.import_module(module_name)
     backend: Backend = getattr(module, class_name)(**options)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import uuid
@@ -17,6 +18,7 @@ from rlaunch.cluster.protocol import (
     CapacityError,
     JobSpec,
     Resources,
+    dependency_problem,
     get_backend,
 )
 from rlaunch.errors import UserError
@@ -57,6 +59,8 @@ def judged_launch(planned: PlannedLaunch, authorisations: Authorisations) -> tup
     host reads it (`rlaunch.observe.launch_evidence`)."""
     from rlaunch.observe.launch_evidence import launch_evidence
 
+    declared = Authorisations.of(planned.document.gates).waivers  # the step's own (`skyrl_step(waivers=...)`)
+    authorisations = dataclasses.replace(authorisations, waivers={**declared, **authorisations.waivers})
     return judge(planned, launch_evidence(planned), authorisations)
 
 
@@ -81,9 +85,11 @@ def judgement(
     if planning is None or not steps:
         return found
     route = steps[0].execution  # every step's gang goes where the RL steps go (`CoordinatorExecutor.check`)
+    unusable = dependency_problem(route.backend)
+    reach = (Finding("backend", unusable),) if unusable else ()
     for step in steps:
         if any(step is p for p in pending):
-            findings = judged_launch(planning.launch(step), authorised)
+            findings = judged_launch(planning.launch(step), authorised) + reach
             found[step.identity] = findings + capacity(route, child_gang(step), live, beside)
         else:
             found[step.identity] = None
@@ -190,7 +196,7 @@ def prepare(
     pending = any(p.action in BUILDS for p in planned)
     problems: tuple[str, ...] = ()
     live: Backend | None = None
-    if pending:  # a graph served from storage sends nothing: no backend is asked
+    if pending and not dependency_problem(execution.backend):  # (a missing client is a finding of `judgement`)
         try:
             live = get_backend(execution.backend, **execution.placement())
         except (BackendUnavailableError, ImportError, ConnectionError) as exc:
