@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 
-from rlaunch.names import InvalidNameError, is_mutable, name_refusal
+from rlaunch.names import InvalidNameError, check_name, is_mutable
 
 VERSION_GRAMMAR = (
     "YYYY.MM.DD or YYYY.MM.DD.N (immutable, e.g. 2026.11.30 or 2026.11.30.2), "
@@ -95,10 +95,10 @@ def validate_name(name: object, *, field: str = "name") -> str:
 
 def _checked(value: object, field: str, max_length: int, *, segments: bool) -> str:
     """`value` if it obeys the name rule every name obeys and stays under the prefix."""
-    refusal = name_refusal(value, field=field, max_length=max_length, segments=segments)
-    if refusal:
-        raise InvalidIdentityError(refusal)
-    assert isinstance(value, str)  # name_refusal refuses every other type
+    try:
+        value = check_name(value, field=field, max_length=max_length, segments=segments)
+    except InvalidNameError as exc:
+        raise InvalidIdentityError(str(exc)) from None
     if "://" in value or _SCHEME.match(value):
         raise InvalidIdentityError(
             f"{field}={value!r} contains a URL scheme; names and versions are relative to the "
