@@ -20,7 +20,7 @@ from rlaunch.cluster.iris.connect import REQUIREMENTS, IrisUnavailableError, req
 from rlaunch.cluster.iris.task import BOOTSTRAP, JOB_ENV, MODULE, decode_job, encode_job, endpoint_name, replica_env
 from rlaunch.cluster.protocol import get_backend
 from rlaunch.errors import UserError
-from rlaunch.names import sanitize_job_name
+from rlaunch.names import MAX_JOB_NAME, name_refusal, sanitize_job_name
 from rlaunch.skyrl import IrisSkyRLExecution
 from tests.launching import REPO
 
@@ -77,9 +77,11 @@ def test_iris_job_names_satisfy_iris_rules(raw: str) -> None:
     assert iris_name == name or iris_name == f"job-{name}"
 
 
-def test_iris_job_name_refuses_a_slash() -> None:
-    with pytest.raises(ValueError, match="contain no '/'"):
-        iris_job_name("a/b")
+@pytest.mark.parametrize("name", ["a/b", "a b", "a\t", ""])
+def test_iris_job_name_refuses_what_the_name_rule_refuses(name: str) -> None:
+    with pytest.raises(ValueError) as err:
+        iris_job_name(name)
+    assert str(err.value) == name_refusal(name, field="Iris job name", max_length=MAX_JOB_NAME)
 
 
 def test_the_job_travels_whole_and_replicas_get_only_the_allow_list(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,6 +10,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -369,3 +370,12 @@ def test_the_retry_refusal_quotes_the_first_line_of_the_failure_cut_at_200_and_s
         f"data/tok@1:abc: retry: the latest attempt a0 cancelled{why}; relaunching it is a retry: pass --retry "
         '"<reason>" (who, when and why are kept in the run record), or launch a new version'
     )
+
+
+def test_a_step_job_of_a_long_artifact_name_is_named_within_the_job_name_limit(tmp_path: Path) -> None:
+    """A step's artifact name (up to 200 characters, with `/`) makes its job's name: cut to the 63 a
+    job name may have and its `/` folded, never refused by the JobSpec's name rule."""
+    request = replace(_request(tmp_path), name="data/" + "t" * 95 + "/" + "u" * 99)
+    expected = "data-" + "t" * 58
+    assert step_job.step_job_spec(request, "a" * 12, "/doc.json", None).name == expected
+    assert step_job.gang_for_check(request.execution, request.name).name == expected

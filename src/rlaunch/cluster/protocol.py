@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from rlaunch.errors import UserError
-from rlaunch.names import sanitize_job_name
+from rlaunch.names import MAX_LABEL, check_name, job_name
 
 JOB_ID_ENV = "RLAUNCH_JOB_ID"
 BACKEND_ENV = "RLAUNCH_BACKEND"
@@ -59,6 +59,10 @@ class Resources:
 
 @dataclass(frozen=True)
 class JobSpec:
+    """What a backend is asked to run. Every backend is handed one, so its name and labels obey the
+    name rule (`rlaunch.names`) here, once for all of them: a name with whitespace, a control
+    character or a `/` is refused at construction, naming the field, before any backend sees it."""
+
     name: str
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
@@ -70,7 +74,10 @@ class JobSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "name", sanitize_job_name(self.name))
+        object.__setattr__(self, "name", job_name(self.name, field="JobSpec.name"))
+        for key, value in self.labels.items():
+            check_name(key, field="JobSpec.labels key", max_length=MAX_LABEL)
+            check_name(value, field=f"JobSpec.labels[{key!r}]", max_length=MAX_LABEL, segments=True)
         if isinstance(self.argv, str) or not self.argv or not all(isinstance(a, str) for a in self.argv):
             raise TypeError(
                 f"JobSpec.argv must be a non-empty list of strings (never a shell string); got {self.argv!r}"

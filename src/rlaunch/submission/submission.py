@@ -125,7 +125,10 @@ def child_gang(step: SkyRLArtifactStep) -> JobSpec:
 
     alloc = allocation(step.spec, step.execution)
     return JobSpec(
-        name=f"{step.name}-gang", argv=(sys.executable,), resources=child_resources(alloc), replicas=alloc.num_nodes
+        name=sanitize_job_name(f"{step.name}-gang"),
+        argv=(sys.executable,),
+        resources=child_resources(alloc),
+        replicas=alloc.num_nodes,
     )
 
 
