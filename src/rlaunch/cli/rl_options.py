@@ -114,6 +114,8 @@ class CoordinatorExecutor:
         if os.environ.get(JOB_ID_ENV):
             from rlaunch.runs.run_record import mark
 
+            if _replay_refused(handles, invocation, planning):
+                return 2
             mark("graph_planned")  # built and validated again here, in the coordinator
             placement = skyrl_steps(handles)[0].execution.placement()  # one route for every RL step (`check`)
             return LocalRunExecutor(submitter=SUBMITTER, retry=_authorised_retry(), placement=placement).run(
@@ -123,7 +125,32 @@ class CoordinatorExecutor:
         return submit_coordinator(handles, invocation, planning)
 
 
+def _replay_refused(handles: list[ArtifactStep[Any]], invocation: Invocation, planning: Planning | None) -> bool:
+    """Inside the coordinator: whether the graph this replay of the main built is not the graph the
+    submitter judged ($RLAUNCH_JUDGED). Then nothing is built: the difference is printed with its fix
+    and kept in each RL step's run record (`replay_refusals`), beside its attempts."""
+    from rlaunch import storage
+    from rlaunch.artifacts.judged import from_env, replay_check
+    from rlaunch.runs.run_record import add_entry
+
+    assert planning is not None, "check() refused a graph without an RL step"
+    replay = replay_check(from_env(os.environ), invocation.judged, os.environ)
+    problems = replay.problems()
+    if not problems:
+        return False
+    click.echo(f"error: this coordinator's replay of {invocation.module} is not the graph that was judged:", err=True)
+    for problem in problems:
+        click.echo(f"  {problem}", err=True)
+    click.echo("Nothing was built.", err=True)
+    entry = {"at": storage.utc_now(), "coordinator_job_id": os.environ.get(JOB_ID_ENV), **replay.to_json()}
+    for step in skyrl_steps(handles):
+        document = planning.launch(step).document
+        add_entry(document.artifacts.output_path, document.run.id, "replay_refusals", entry)
+    return True
+
+
 def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation, planning: Planning) -> int:
+    from rlaunch.artifacts.judged import to_env
     from rlaunch.cluster.job_environment import job_environment
     from rlaunch.host.step_job import gang_for_check, retry_refusal
     from rlaunch.judgement.judge import refusals
@@ -185,7 +212,8 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation,
         argv=tuple(argv),
         env=job_environment(tuple(dict.fromkeys(n for s in steps for n in planning.launch(s).document.run.credentials)))
         | passed_through(passthrough_patterns(steps))
-        | {"RLAUNCH_PREFIX": invocation.prefix, **_authorised_env(invocation)},
+        | {"RLAUNCH_PREFIX": invocation.prefix, **_authorised_env(invocation)}
+        | to_env(invocation.judged),  # the coordinator refuses to train any other graph (`_replay_refused`)
         working_dir=os.getcwd(),
         resources=Resources(
             cpu=float(execution.coordinator_cpu),
