@@ -41,6 +41,8 @@ class JudgedEnvError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class JudgedStep:
+    """One step as it was judged: enough to tell another build of it and name where it differs."""
+
     identity: str
     fingerprint: str
     payload: str  # the canonical JSON the fingerprint hashes
@@ -83,11 +85,14 @@ def recorded_env_reads() -> Iterator[dict[str, str | None]]:
         return value
 
     def scan(self: Any) -> Iterator[Any]:
-        scans[0] += self is os.environ
+        if self is not os.environ:
+            yield from iterate(self)
+            return
+        scans[0] += 1
         try:
             yield from iterate(self)
         finally:
-            scans[0] -= self is os.environ
+            scans[0] -= 1
 
     setattr(environ_type, "__getitem__", recorded_lookup)  # noqa: B010 - mypy refuses assigning a method
     setattr(environ_type, "__iter__", scan)  # noqa: B010
