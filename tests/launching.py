@@ -143,6 +143,9 @@ def replay_refused_through(launcher: Launcher, backend: str) -> dict[str, object
     ]
     assert refusal["environment"] == {STEPS_ENV: "unset in the coordinator"}
     assert f"submitted RL coordinator {refusal['coordinator_job_id']} " in done.stdout
+    status = launcher.run("-m", "rlaunch", "status", run)
+    (state,) = [line for line in status.stdout.splitlines() if line.startswith("state ")]
+    assert state.split()[1] == "refused" and judged in state and replayed in state, status.stdout + status.stderr
     return dict(refusal)
 
 
