@@ -43,9 +43,7 @@ class Invocation:
     max_concurrent: int
     prefix: str
     options: Mapping[str, Any] = field(default_factory=dict)
-    judged: Judged = field(
-        default_factory=Judged
-    )  # the graph as built here, and what building it read of the environment
+    judged: Judged = field(default_factory=Judged)  # the graph as built here, and what its building read
 
 
 class Executor(Protocol):
