@@ -773,6 +773,29 @@ PROMISES = (
             ),
         ),
     ),
+    Promise(
+        "The coordinator trains exactly the graph that was judged: a replay that builds another is refused "
+        "before anything is built",
+        (
+            _one(
+                "src/rlaunch/cli/rl_options.py::CoordinatorExecutor.run",
+                "            if _replay_refused(handles, invocation, planning):",
+                "            if False:",
+                "the coordinator's replay check deleted",
+                "tests/gates/test_replay.py::"
+                "test_a_coordinator_whose_replay_built_another_graph_refuses_before_building_anything",
+                "tests/launch/test_replay_refused.py::"
+                "test_a_graph_built_from_an_unforwarded_variable_is_refused_by_its_coordinator",
+            ),
+            _one(
+                "src/rlaunch/artifacts/judged.py::_difference",
+                "    if replayed is None:\n        return StepDifference(judged_step.identity, judged_step.fingerprint, None)",
+                "    if replayed is None:\n        return None",
+                "a judged step the replay did not build read as the same",
+                "tests/artifacts/test_judged.py::test_a_step_only_one_side_built_is_named_with_the_fingerprint_it_has",
+            ),
+        ),
+    ),
 )
 
 

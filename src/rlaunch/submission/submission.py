@@ -237,6 +237,7 @@ def coordinator_spec(
 ) -> JobSpec:
     """The coordinator job: it replays the main, with the credentials the launches declare, the
     variables their runtimes pass through and the authorisations given, on the RL route's backend."""
+    from rlaunch.artifacts.judged import to_env
     from rlaunch.cluster.job_environment import job_environment
     from rlaunch.judgement.judge import needed_credentials
     from rlaunch.launch_config.task_env import passed_through
@@ -251,7 +252,8 @@ def coordinator_spec(
         argv=invocation.replayed_argv(sys.executable),
         env=job_environment(credentials)
         | passed_through(passthrough_patterns(steps))
-        | {"RLAUNCH_PREFIX": invocation.prefix, **given.environment()},
+        | {"RLAUNCH_PREFIX": invocation.prefix, **given.environment()}
+        | to_env(invocation.judged),  # the coordinator refuses to train any other graph (`rl_options._replay_refused`)
         working_dir=os.getcwd(),
         resources=Resources(
             cpu=float(execution.coordinator_cpu),
