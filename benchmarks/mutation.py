@@ -343,7 +343,7 @@ AREAS = (
     ),
     Area(
         "judgement",
-        ("src/rlaunch/judgement/judge.py", "src/rlaunch/judgement/parity.py", "src/rlaunch/launch_config/gates.py"),
+        ("src/rlaunch/judgement/judge.py", "src/rlaunch/judgement/parity.py", "src/rlaunch/judgement/gates.py"),
         (
             "tests/gates/test_smoke_gate.py",
             "tests/gates/test_host_gates.py",
@@ -359,7 +359,7 @@ AREAS = (
             "rlaunch.judgement.judge.*",
             "rlaunch.judgement.parity.x_differences__mutmut_*",
             *(
-                f"rlaunch.launch_config.gates.x_{f}__mutmut_*"
+                f"rlaunch.judgement.gates.x_{f}__mutmut_*"
                 for f in (
                     "foreign_digests",
                     "version_problem",
