@@ -402,6 +402,7 @@ AREAS = (
                 "memory_model",
                 "memory_record",
                 "memory_golden",
+                "rollout_knobs",
                 "model_shape_edges",
                 "built_counts",
                 "fit",

@@ -4,15 +4,17 @@ Pure and closed-form (no torch, no transformers): parameters by component, the a
 and the KV-cache bytes per token, for the decoder families whose layer shapes are known here:
 dense Llama, Qwen2, Qwen3, Mistral and Gemma 1/2/3; the MoE families Qwen3-MoE, Qwen2-MoE (shared
 expert), Mixtral, gpt-oss (attention sinks, alternating sliding windows) and DeepSeek-V2/V3 and
-Kimi-K2 (multi-head latent attention, shared experts, dense first layers); the vision-language
-Qwen2-VL/Qwen2.5-VL (the vision tower's weights beside the language model). A checkpoint's
+Kimi-K2 and GLM-4.7-Flash (multi-head latent attention, shared experts, dense first layers); the
+vision-language Qwen2-VL/Qwen2.5-VL and Qwen3-VL/Qwen3-VL-MoE (the vision tower's weights beside the
+language model, which Qwen3-VL states in `text_config`). A checkpoint's
 `quantization_config` (FP8 block/channel/tensor, `compressed-tensors`, MXFP4, AWQ, GPTQ) decides
 the bytes its weights take when a rollout engine loads them; parameter counts are the model's,
 whatever the packing (training holds them in its own dtypes). Anything else is `Unsized` with
 the reason: the estimate is never guessed from a family it does not know. Tests hold every count
 exactly to what transformers builds for a small config of each family (tests/rules/built_counts.py,
-rebuilt by tests/runtimes/test_architecture_counts.py) and full checkpoints to their published
-totals (tests/rules/test_memory_model.py).
+rebuilt by tests/runtimes/test_architecture_counts.py; the families its `NOT_YET_BUILT` names are not
+in it yet) and full checkpoints to their published totals (tests/rules/test_memory_model.py,
+tests/rules/test_rollout_knobs.py).
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ class Family:
     norms_per_layer: int = 2  # Gemma 2/3 add pre- and post-feed-forward norms
     mla: bool = False  # multi-head latent attention (DeepSeek-V2/V3, Kimi-K2)
     windows: str | None = None  # sliding-window layout: "all" (Mistral), "alternate" (Gemma 2), "pattern" (Gemma 3)
-    vision: str | None = None  # a vision tower in `vision_config`: "qwen2_vl" or "qwen2_5_vl" (their layouts)
+    vision: str | None = (
+        None  # a vision tower in `vision_config`: "qwen2_vl", "qwen2_5_vl" or "qwen3_vl" (their layouts)
+    )
     attention_bias: bool = False  # attention_bias when the config omits it (gpt-oss: True)
     softcapped: bool = False  # final_logit_softcapping when the config omits it (Gemma 2: 30)
 
@@ -62,6 +66,11 @@ FAMILIES: dict[str, Family] = {
     "kimi_k2": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="deepseek", mla=True),
     "qwen2_vl": Family(qkv_bias=True, qk_norm=False, tied_default=False, vision="qwen2_vl"),
     "qwen2_5_vl": Family(qkv_bias=True, qk_norm=False, tied_default=False, vision="qwen2_5_vl"),
+    # the language model in `text_config` (Qwen3's q/k norms), a vision tower with learned positions and deepstack mergers
+    "qwen3_vl": Family(qkv_bias=False, qk_norm=True, tied_default=False, vision="qwen3_vl"),
+    "qwen3_vl_moe": Family(qkv_bias=False, qk_norm=True, tied_default=False, moe="qwen3_moe", vision="qwen3_vl"),
+    # GLM-4.7-Flash: DeepSeek-V3's layout (MLA, a shared expert, dense first layers, noaux_tc router bias)
+    "glm4_moe_lite": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="deepseek", mla=True),
 }
 
 
@@ -201,6 +210,10 @@ def from_hf_config(config: Mapping[str, Any]) -> Architecture | Unsized:
     family = FAMILIES.get(model_type)
     if family is None:
         return Unsized(model_type, f"model_type {model_type!r} is not one of {sorted(FAMILIES)}")
+    text = config.get("text_config")
+    if isinstance(text, Mapping) and family.vision:  # Qwen3-VL: the language model's keys in `text_config`
+        tied = {k: v for k in ("tie_word_embeddings",) if (v := config.get(k, text.get(k))) is not None}
+        config = {**config, **text, "model_type": model_type, **tied}
     try:
         quantization = _quantization(config.get("quantization_config"))
         if isinstance(quantization, str):
@@ -314,23 +327,31 @@ def _windows(config: Mapping[str, Any], family: Family, layers: int) -> tuple[in
 def _vision(v: Mapping[str, Any], kind: str) -> int:
     """A vision tower: patch embedding, blocks and the patch merger. Qwen2-VL: `embed_dim` wide, a
     plain MLP of `mlp_ratio`, LayerNorms (weight and bias); Qwen2.5-VL: `hidden_size` wide, a gated
-    MLP of `intermediate_size`, RMSNorms (weight only)."""
-    qwen2 = kind == "qwen2_vl"
+    MLP of `intermediate_size`, RMSNorms (weight only); Qwen3-VL: Qwen2-VL's blocks `hidden_size` wide
+    with a plain MLP of `intermediate_size`, a patch embedding with a bias, learned positions
+    (`num_position_embeddings`) and one more merger, normed after the merge, per deepstack layer."""
+    qwen2, qwen3 = kind == "qwen2_vl", kind == "qwen3_vl"
     hidden = _int(v, "embed_dim") if qwen2 else _int(v, "hidden_size")
     depth = _int(v, "depth")
     width = int(v.get("mlp_ratio", 4) * hidden) if qwen2 else _int(v, "intermediate_size")
-    norm = 2 * hidden if qwen2 else hidden
+    gated = kind == "qwen2_5_vl"
+    norm = hidden if gated else 2 * hidden
     patch = (
         _int(v, "in_channels", v.get("in_chans", 3))
         * _int(v, "temporal_patch_size", 2)
         * _int(v, "patch_size", 14) ** 2
         * hidden
-    )
-    mlp = 2 * hidden * width + width + hidden if qwen2 else 3 * hidden * width + 2 * width + hidden
+    ) + (hidden if qwen3 else 0)
+    mlp = 3 * hidden * width + 2 * width + hidden if gated else 2 * hidden * width + width + hidden
     block = 2 * norm + 3 * hidden * hidden + 3 * hidden + hidden * hidden + hidden + mlp
     merged = hidden * _int(v, "spatial_merge_size", 2) ** 2
     out = _int(v, "hidden_size") if qwen2 else _int(v, "out_hidden_size")  # the language model's width
-    return patch + depth * block + norm + merged * merged + merged + merged * out + out
+    merger = merged * merged + merged + merged * out + out
+    if not qwen3:
+        return patch + depth * block + norm + merger
+    positions = _int(v, "num_position_embeddings") * hidden
+    deepstack = len(v.get("deepstack_visual_indexes") or ()) * (2 * merged + merger)
+    return patch + positions + depth * block + norm + merger + deepstack
 
 
 def _sized(config: Mapping[str, Any], family: Family, quantization: Quantization | None) -> Architecture:

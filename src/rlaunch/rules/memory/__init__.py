@@ -31,7 +31,9 @@ What is counted, per device (SkyRL 0.4.0 keys, `skyrl_040_keys.md`):
 * a micro batch holds `micro x max_model_len` tokens, or with `max_tokens_per_microbatch` that
   budget (a single longer sequence still runs alone);
 * rollout (vLLM): weights per TP x PP shard as the checkpoint packs them (`quantization_config`,
-  with the padding vLLM's MXFP4 kernels add per shard; experts over EP when EP > 1), the budget
+  with the padding vLLM's MXFP4 kernels add per shard; experts over EP when EP > 1), or as vLLM packs
+  an unquantized checkpoint online (`engine_init_kwargs.quantization`: `ONLINE_QUANTIZATION`), less
+  the `cpu_offload_gb` each device leaves in CPU memory; the budget
   `gpu_memory_utilization x capacity`, an estimate of the profiling peak (`profile_peak`: from the
   model, TP, `max_num_batched_tokens`, `max_num_seqs`), CUDA graphs and non-torch memory, and the KV
   cache that is left, with vLLM V1's own arithmetic (`kv_capacity`, held to published start-up logs):
@@ -55,11 +57,14 @@ from rlaunch.rules.memory.rollout import (
     CUDA_GRAPHS,
     FLASHMLA_BLOCK,
     NON_TORCH,
+    ONLINE_QUANTIZATION,
     SAMPLER_ROWS,
     VLLM_BLOCK,
+    EngineWeights,
     KvCapacity,
     KvGroups,
     engine_kv,
+    engine_weights,
     kv_block_size,
     kv_bytes_per_token,
     kv_cache_bytes,
@@ -83,15 +88,18 @@ __all__ = [
     "FSDP_STATE_BYTES",
     "GIB",
     "NON_TORCH",
+    "ONLINE_QUANTIZATION",
     "SAMPLER_ROWS",
     "TIGHT_MARGIN",
     "VLLM_BLOCK",
+    "EngineWeights",
     "Keys",
     "KvCapacity",
     "KvGroups",
     "MemoryTable",
     "Row",
     "engine_kv",
+    "engine_weights",
     "estimate",
     "gib",
     "kv_block_size",

@@ -4,6 +4,7 @@ docstring)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -12,13 +13,22 @@ from typing import Any
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules.devices import GIB, Device
 from rlaunch.rules.memory.rows import Keys, Row, gib, max_model_len
-from rlaunch.rules.model_shape import DTYPE_BYTES, Architecture
+from rlaunch.rules.model_shape import DTYPE_BYTES, Architecture, Quantization
 
 VLLM_BLOCK = 16  # tokens per KV block (vLLM's default block size)
 FLASHMLA_BLOCK = 64  # vLLM forces it for MLA on Hopper (platforms/cuda.py: FlashMLA, the default MLA backend there)
 CUDA_GRAPHS = int(0.5 * GIB)  # vLLM's captured graphs, when not in eager mode (estimate)
 NON_TORCH = int(0.5 * GIB)  # CUDA context, NCCL buffers (estimate)
 SAMPLER_ROWS = 10  # vocabulary-wide fp32 rows per sequence at the sampler's warm-up peak (fit, see profile_peak)
+ENGINE_KWARGS = "generator.inference_engine.engine_init_kwargs"
+# `engine_init_kwargs.quantization` values with which vLLM quantizes an unquantized checkpoint as it
+# loads it (per-tensor or per-channel fp8 scales, a few bytes a matrix): the linear layers' weights
+# (or the experts' alone) take one byte each; embeddings, LM head, norms and router stay in the dtype.
+ONLINE_QUANTIZATION = {
+    "fp8": Quantization("fp8 (online)", 1.0),
+    "ptpc_fp8": Quantization("ptpc_fp8 (online)", 1.0),
+    "experts_int8": Quantization("experts_int8 (online)", 1.0, ("experts",)),
+}
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,8 @@ class KvCapacity:
     layers: int = 0  # KV layers on one device (0: not split, the uniform arithmetic)
     batched_tokens: int = 8192  # max_num_batched_tokens: a windowed layer also holds the chunk being prefilled
     block: int = VLLM_BLOCK  # tokens per KV page (`kv_block_size`)
+    weights_how: str = ""  # what the engine's settings changed of its weights (online quantization, CPU offload)
+    unsized: str = ""  # an engine setting the weights could not be sized with (they are sized without it)
 
     @property
     def groups(self) -> KvGroups:
@@ -146,7 +158,7 @@ def rollout_rows(kv: KvCapacity, geo: Geometry) -> list[Row]:
             kv.weights,
             kv.budget,
             kv.weights,
-            f"per TP{geo.tp} x PP{geo.pp} shard, against the utilization budget",
+            f"per TP{geo.tp} x PP{geo.pp} shard{kv.weights_how}, against the utilization budget",
             margin=0.0,  # exact: what the checkpoint holds, not an estimate
         ),
         Row(
@@ -177,15 +189,16 @@ def engine_kv(arch: Architecture, geo: Geometry, composed: Mapping[str, Any], de
     seq = max_model_len(composed)
     tp, pp, dp, ep = geo.tp, geo.pp, geo.dp, geo.ep
     wbytes = DTYPE_BYTES.get(str(k("generator.inference_engine.model_dtype", "bfloat16")), 2)
+    loaded = engine_weights(arch, k)
     expert_shard = tp * dp if ep > 1 else tp
     widths = 1 if ep > 1 else tp  # expert parallelism keeps whole experts, TP splits each one's width
-    dense, experts = arch.stored_bytes(wbytes, widths, hopper=dev.sm == 90)  # packed as quantization_config says
-    weights = int((dense / tp + experts / expert_shard) / pp)
+    dense, experts = loaded.arch.stored_bytes(wbytes, widths, hopper=dev.sm == 90)  # packed as vLLM loads them
+    weights = max(0, int((dense / tp + experts / expert_shard) / pp) - loaded.offloaded)
     util = float(k("generator.inference_engine.gpu_memory_utilization", 0.9))
     batched = int(k("generator.inference_engine.max_num_batched_tokens", 8192))
     seqs = int(k("generator.inference_engine.max_num_seqs", 256))
     graphs = 0 if k("generator.inference_engine.enforce_eager", False) else CUDA_GRAPHS
-    return kv_capacity(
+    capacity = kv_capacity(
         arch,
         tp,
         pp,
@@ -198,6 +211,37 @@ def engine_kv(arch: Architecture, geo: Geometry, composed: Mapping[str, Any], de
         weights=weights,
         overhead=profile_peak(arch, tp, batched, seqs) + graphs + NON_TORCH,
     )
+    return dataclasses.replace(capacity, weights_how=loaded.how, unsized=loaded.unsized)
+
+
+@dataclass(frozen=True)
+class EngineWeights:
+    """The engine's weights as its settings load them: the architecture with the packing vLLM applies
+    online, the bytes each device offloads to the CPU, how (for the weights row) and what was not sized."""
+
+    arch: Architecture
+    offloaded: int = 0
+    how: str = ""
+    unsized: str = ""
+
+
+def engine_weights(arch: Architecture, k: Keys) -> EngineWeights:
+    """What `engine_init_kwargs` change of the weights on one engine device: `quantization` of an
+    unquantized checkpoint (`ONLINE_QUANTIZATION`; a quantized checkpoint is loaded as it is packed,
+    whatever the setting names), and `cpu_offload_gb`, the GiB of weights each device leaves in CPU
+    memory (vLLM streams them in for every forward)."""
+    method = str(k(f"{ENGINE_KWARGS}.quantization", "") or "").lower()
+    online = ONLINE_QUANTIZATION.get(method) if arch.quantization is None else None
+    offload_gb = float(k(f"{ENGINE_KWARGS}.cpu_offload_gb", 0) or 0)
+    offloaded = int(offload_gb * GIB) if offload_gb > 0 else 0
+    how = (f", {online.method}" if online else "") + (f", {offload_gb:g} GiB offloaded to the CPU" if offloaded else "")
+    unsized = ""
+    if method and arch.quantization is None and online is None:
+        unsized = (
+            f"engine_init_kwargs.quantization={method!r} is not sized (online: {', '.join(ONLINE_QUANTIZATION)}): "
+            f"the engine's weights are sized unquantized, in the model dtype"
+        )
+    return EngineWeights(dataclasses.replace(arch, quantization=online) if online else arch, offloaded, how, unsized)
 
 
 def kv_capacity(

@@ -141,7 +141,7 @@ def estimate(
         rows += engine_rows
     if critic is not None:  # its own step: colocated, SkyRL offloads the policy while the critic trains
         rows += [critic.states, critic.step]
-    return MemoryTable(dev, tuple(rows), kv)
+    return MemoryTable(dev, tuple(rows), kv, unsized=(kv.unsized,) if kv.unsized else ())
 
 
 def table_for(s: Subject, geo: Geometry, composed: Mapping[str, Any]) -> MemoryTable:

@@ -1,0 +1,243 @@
+"""Every rollout setting that moves an engine's memory (issue 41, item 2), and the families and
+devices that were not sized before it.
+
+Counted before: `kv_cache_dtype` (test_memory_model.py), `enforce_eager` (the CUDA graphs),
+`max_num_seqs` and `max_num_batched_tokens` (the profiling peak), expert and data parallelism (the
+experts' shard). Counted here: online quantization and `cpu_offload_gb`. Every config is the model's
+published `config.json` (Hugging Face), restated with the keys the memory model reads.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rlaunch.rules import memory
+from rlaunch.rules.devices import GIB, MIB, device
+from tests.rules.test_memory_model import QWEN3_30B_A3B, QWEN3_235B_A22B_FP8, arch, engine, table
+from tests.skyrl.helpers import recipe
+
+# zai-org/GLM-4.7-Flash config.json (Glm4MoeLiteForCausalLM): DeepSeek-V3's layout at 30B-A3B.
+GLM47_FLASH = {
+    "model_type": "glm4_moe_lite",
+    "vocab_size": 154880,
+    "hidden_size": 2048,
+    "intermediate_size": 10240,
+    "moe_intermediate_size": 1536,
+    "num_hidden_layers": 47,
+    "num_attention_heads": 20,
+    "num_key_value_heads": 20,
+    "attention_bias": False,
+    "max_position_embeddings": 202752,
+    "q_lora_rank": 768,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 192,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 256,
+    "n_routed_experts": 64,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 4,
+    "topk_method": "noaux_tc",
+    "first_k_dense_replace": 1,
+    "num_nextn_predict_layers": 1,
+    "tie_word_embeddings": False,
+    "dtype": "bfloat16",
+}
+# Qwen/Qwen3-VL-30B-A3B-Instruct config.json: the language model in `text_config`.
+QWEN3_VL_30B_A3B = {
+    "model_type": "qwen3_vl_moe",
+    "tie_word_embeddings": False,
+    "text_config": {
+        "model_type": "qwen3_vl_moe_text",
+        "attention_bias": False,
+        "decoder_sparse_step": 1,
+        "head_dim": 128,
+        "hidden_size": 2048,
+        "intermediate_size": 6144,
+        "max_position_embeddings": 262144,
+        "mlp_only_layers": [],
+        "moe_intermediate_size": 768,
+        "num_attention_heads": 32,
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "num_hidden_layers": 48,
+        "num_key_value_heads": 4,
+        "vocab_size": 151936,
+        "dtype": "bfloat16",
+    },
+    "vision_config": {
+        "deepstack_visual_indexes": [8, 16, 24],
+        "depth": 27,
+        "hidden_size": 1152,
+        "in_channels": 3,
+        "intermediate_size": 4304,
+        "num_heads": 16,
+        "num_position_embeddings": 2304,
+        "out_hidden_size": 2048,
+        "patch_size": 16,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+    },
+}
+# Qwen/Qwen3-VL-8B-Instruct config.json: Qwen3-8B's language model, the same vision tower into 4096.
+QWEN3_VL_8B = {
+    "model_type": "qwen3_vl",
+    "tie_word_embeddings": False,
+    "text_config": {
+        "model_type": "qwen3_vl_text",
+        "head_dim": 128,
+        "hidden_size": 4096,
+        "intermediate_size": 12288,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 36,
+        "num_key_value_heads": 8,
+        "vocab_size": 151936,
+        "dtype": "bfloat16",
+    },
+    "vision_config": {**QWEN3_VL_30B_A3B["vision_config"], "out_hidden_size": 4096},
+}
+# the published totals (model cards) of the families not yet in the exact-count table (built_counts.NOT_YET_BUILT)
+PUBLISHED = [
+    (GLM47_FLASH, 30e9),  # zai-org/GLM-4.7-Flash: "30B-A3B" (without its MTP layer)
+    (QWEN3_VL_30B_A3B, 31.1e9),  # Qwen/Qwen3-VL-30B-A3B-Instruct: 31.1B (safetensors)
+    (QWEN3_VL_8B, 8.77e9),  # Qwen/Qwen3-VL-8B-Instruct: 8.77B (safetensors)
+]
+QWEN3_30B_BF16 = 2 * 30_532_122_624  # Qwen3-30B-A3B's parameters in bf16 (test_memory_model's counts)
+
+
+def engine_kwargs(**kwargs: object) -> dict:
+    return recipe(generator={"inference_engine": {"engine_init_kwargs": kwargs}})
+
+
+def weights_row(t: memory.MemoryTable) -> memory.Row:
+    (row,) = [r for r in t.rows if r.phase == "engine weights"]
+    return row
+
+
+def test_an_fp8_online_engine_holds_its_linear_weights_in_one_byte() -> None:
+    """`engine_init_kwargs.quantization: fp8` on Qwen3-30B-A3B's bf16 checkpoint (the common FP8
+    rollout): vLLM quantizes the linear layers as it loads them. One TP1 device holds attention
+    905,969,664 + experts 28,991,029,248 at one byte, and embeddings + LM head 2 x 311,164,928, router
+    12,582,912 and norms 210,944 at two: 29,896,998,912 + 1,270,247,424 = 31,167,246,336 bytes (29.03
+    GiB), not the 61,064,245,248 (56.87 GiB) of bf16."""
+    assert engine(QWEN3_30B_A3B).weights == QWEN3_30B_BF16
+    fp8 = table(QWEN3_30B_A3B, engine_kwargs(quantization="fp8"))
+    row = weights_row(fp8)
+    assert (row.estimate, row.certain) == (31_167_246_336, 31_167_246_336)
+    assert row.detail == "per TP1 x PP1 shard, fp8 (online), against the utilization budget"
+    assert fp8.kv is not None and fp8.kv.weights == 31_167_246_336 and fp8.unsized == ()
+    # the weights the engine wakes beside the policy are the fp8 ones too
+    (sync,) = [r for r in fp8.rows if r.phase == "weight sync"]
+    assert sync.estimate - next(r for r in table(QWEN3_30B_A3B).rows if r.phase == "weight sync").estimate == (
+        31_167_246_336 - QWEN3_30B_BF16
+    )
+
+
+@pytest.mark.parametrize(("method", "weights"), [("FP8", 31_167_246_336), ("ptpc_fp8", 31_167_246_336)])
+def test_online_fp8_is_read_whatever_its_case(method: str, weights: int) -> None:
+    assert engine(QWEN3_30B_A3B, engine_kwargs(quantization=method)).weights == weights
+
+
+def test_experts_int8_packs_only_the_experts() -> None:
+    """experts 28,991,029,248 at one byte, the other 1,541,093,376 parameters at two: 32,073,216,000."""
+    assert engine(QWEN3_30B_A3B, engine_kwargs(quantization="experts_int8")).weights == 32_073_216_000
+
+
+def test_a_quantized_checkpoint_is_loaded_as_packed_whatever_the_setting_names() -> None:
+    """Qwen3-235B-A22B-FP8 is block-quantized already: `quantization: fp8` changes nothing, and a
+    setting for an unquantized checkpoint's online packing is not applied on top of the checkpoint's."""
+    packed = engine(QWEN3_235B_A22B_FP8).weights
+    assert engine(QWEN3_235B_A22B_FP8, engine_kwargs(quantization="fp8")).weights == packed
+    assert engine(QWEN3_235B_A22B_FP8, engine_kwargs(quantization="experts_int8")).weights == packed
+    assert table(QWEN3_235B_A22B_FP8, engine_kwargs(quantization="awq")).unsized == ()
+
+
+def test_a_quantization_not_sized_online_is_said_and_the_weights_stay_unquantized() -> None:
+    found = table(QWEN3_30B_A3B, engine_kwargs(quantization="bitsandbytes"))
+    assert found.unsized == (
+        "engine_init_kwargs.quantization='bitsandbytes' is not sized (online: fp8, ptpc_fp8, experts_int8): "
+        "the engine's weights are sized unquantized, in the model dtype",
+    )
+    assert weights_row(found).estimate == QWEN3_30B_BF16
+    assert "memory: engine_init_kwargs.quantization='bitsandbytes' is not sized" in found.warnings()[0]
+    assert table(QWEN3_30B_A3B, engine_kwargs(quantization=None)).unsized == ()
+
+
+def test_cpu_offload_gb_leaves_that_much_of_the_weights_in_cpu_memory() -> None:
+    """`cpu_offload_gb: 8` (GiB per device): 61,064,245,248 - 8 x 2^30 = 52,474,310,656 bytes on the
+    GPU; the KV cache gets the 8 GiB back."""
+    base, offloaded = engine(QWEN3_30B_A3B), engine(QWEN3_30B_A3B, engine_kwargs(cpu_offload_gb=8))
+    assert offloaded.weights == QWEN3_30B_BF16 - 8 * GIB == 52_474_310_656
+    assert offloaded.available - base.available == 8 * GIB
+    row = weights_row(table(QWEN3_30B_A3B, engine_kwargs(cpu_offload_gb=8)))
+    assert row.detail == "per TP1 x PP1 shard, 8 GiB offloaded to the CPU, against the utilization budget"
+    # a fraction of a GiB, and more than the weights (nothing is left on the GPU, never less than nothing)
+    assert engine(QWEN3_30B_A3B, engine_kwargs(cpu_offload_gb=0.5)).weights == QWEN3_30B_BF16 - GIB // 2
+    assert engine(QWEN3_30B_A3B, engine_kwargs(cpu_offload_gb=1000)).weights == 0
+    assert engine(QWEN3_30B_A3B, engine_kwargs(cpu_offload_gb=0)).weights == QWEN3_30B_BF16
+
+
+def test_an_offloaded_fp8_engine_says_both() -> None:
+    both = table(QWEN3_30B_A3B, engine_kwargs(quantization="fp8", cpu_offload_gb=4))
+    assert weights_row(both).estimate == 31_167_246_336 - 4 * GIB
+    assert ", fp8 (online), 4 GiB offloaded to the CPU," in weights_row(both).detail
+
+
+def test_a_glm_47_flash_plan_is_sized() -> None:
+    """GLM-4.7-Flash (`glm4_moe_lite`) is DeepSeek-V3's layout. A layer's attention: q through its
+    768-rank LoRA (2048 x 768 + 768 + 768 x 20 x 256 = 5,505,792), the KV latent (2048 x 576 =
+    1,179,648, its norm 512, up-projection 512 x 20 x 448 = 4,587,520) and o (20 x 256 x 2048 =
+    10,485,760): 21,759,232, x 47 = 1,022,683,904. Experts: 46 MoE layers (the first is dense) x 64
+    x 3 x 2048 x 1536 = 27,783,069,696; 29,943,393,920 in all (the 30B of its name, without the MTP
+    layer transformers does not build). The KV cache holds one 576-value latent a layer: 47 x 576 x 2
+    = 54,144 bytes a token, in 64-token pages on an H100 (FlashMLA)."""
+    a = arch(GLM47_FLASH)
+    assert a.params.attention == 1_022_683_904 and a.params.experts == 27_783_069_696
+    assert a.params.total == 29_943_393_920 and (a.moe_layers, a.kv_latent) == (46, 576)
+    t = table(GLM47_FLASH)
+    assert t.kv is not None and (t.kv.bytes_per_token, t.kv.block) == (54_144, 64)
+    assert weights_row(t).estimate == 2 * 29_943_393_920
+    assert {(r.role, r.phase) for r in t.rows} >= {("policy", "model states"), ("rollout", "KV of one sequence")}
+    assert t.unsized == ()
+
+
+def test_a_qwen3_vl_moe_engine_is_sized() -> None:
+    """Qwen3-VL-30B-A3B: the language model of Qwen3-30B-A3B read from `text_config` (30,532,122,624)
+    and a vision tower of 538,631,408: patch embedding 3 x 2 x 16^2 x 1152 + 1152 = 1,770,624, learned
+    positions 2304 x 1152 = 2,654,208, 27 blocks of 15,239,504 (LayerNorms 4 x 1152, qkv and proj
+    4 x 1152^2 + 4 x 1152, MLP 2 x 1152 x 4304 + 4304 + 1152) = 411,466,608, the merger's norm 2304
+    and merger 4608^2 + 4608 + 4608 x 2048 + 2048 = 30,677,504, and three deepstack mergers of
+    30,686,720 (their norms over the merged 4608) = 92,060,160: 31,070,754,032 (the 31.1B published).
+    One TP1 engine device holds them in bf16: 62,141,508,064 bytes; K and V of 48 layers x 4 heads of
+    128: 98,304 bytes a token."""
+    a = arch(QWEN3_VL_30B_A3B)
+    assert a.params.vision == 538_631_408 and a.params.total == 31_070_754_032
+    assert a.params.total - a.params.vision == arch(QWEN3_30B_A3B).params.total
+    e = engine(QWEN3_VL_30B_A3B)
+    assert (e.weights, e.bytes_per_token) == (62_141_508_064, 98_304)
+    assert weights_row(table(QWEN3_VL_30B_A3B)).estimate == 62_141_508_064
+
+
+def test_a_vl_config_reads_its_tied_embeddings_at_the_top_before_its_text_config() -> None:
+    untied = arch(QWEN3_VL_30B_A3B)
+    tied_text = {**QWEN3_VL_30B_A3B, "text_config": {**QWEN3_VL_30B_A3B["text_config"], "tie_word_embeddings": True}}
+    assert arch(tied_text).params.lm_head == untied.params.lm_head  # the top level says False
+    top_absent = {k: v for k, v in tied_text.items() if k != "tie_word_embeddings"}
+    assert arch(top_absent).params.lm_head == 0
+    dense = {**top_absent, "model_type": "qwen3_vl"}
+    assert arch(dense).params.lm_head == 0 and arch(dense).params.experts == 0
+
+
+@pytest.mark.parametrize(
+    ("variant", "mib"),
+    [("RTX 4060", 8188), ("RTX 4060 Ti", 8188), ("RTX4060Ti-8GB", 8188), ("RTX 4060 Ti 16GB", 16376),
+     ("RTX 4070", 12282), ("RTX 4070 Super", 12282), ("RTX 4070 Ti", 12282), ("RTX 4070 Ti Super", 16376),
+     ("RTX 4080", 16376), ("RTX 4080 Super", 16376)],
+)  # fmt: skip
+def test_the_ada_consumer_cards_are_known_with_their_memory(variant: str, mib: int) -> None:
+    found = device(variant)
+    assert found is not None and found.bytes == mib * MIB and found.sm == 89
+
+
+@pytest.mark.parametrize(("config", "total"), PUBLISHED, ids=["glm-4.7-flash", "qwen3-vl-30b-a3b", "qwen3-vl-8b"])
+def test_the_new_families_match_their_published_totals(config: dict, total: float) -> None:
+    assert abs(arch(config).params.total - total) <= 0.02 * total
