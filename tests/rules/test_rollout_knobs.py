@@ -95,11 +95,46 @@ QWEN3_VL_8B = {
     },
     "vision_config": {**QWEN3_VL_30B_A3B["vision_config"], "out_hidden_size": 4096},
 }
+# zai-org/GLM-4.5-Air config.json (Glm4MoeForCausalLM): q/k/v biases, no q/k norms, one dense first layer.
+GLM45_AIR = {
+    "model_type": "glm4_moe",
+    "attention_bias": True,
+    "head_dim": 128,
+    "hidden_size": 4096,
+    "intermediate_size": 10944,
+    "max_position_embeddings": 131072,
+    "moe_intermediate_size": 1408,
+    "num_attention_heads": 96,
+    "n_routed_experts": 128,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 8,
+    "first_k_dense_replace": 1,
+    "num_hidden_layers": 46,
+    "num_key_value_heads": 8,
+    "num_nextn_predict_layers": 1,
+    "partial_rotary_factor": 0.5,
+    "tie_word_embeddings": False,
+    "vocab_size": 151552,
+    "torch_dtype": "bfloat16",
+}
+# zai-org/GLM-4.5 config.json: the same layout, wider and deeper, with q/k norms (`use_qk_norm`).
+GLM45 = {
+    **GLM45_AIR,
+    "hidden_size": 5120,
+    "intermediate_size": 12288,
+    "moe_intermediate_size": 1536,
+    "n_routed_experts": 160,
+    "num_hidden_layers": 92,
+    "first_k_dense_replace": 3,
+    "use_qk_norm": True,
+}
 # the published totals (model cards) of the families not yet in the exact-count table (built_counts.NOT_YET_BUILT)
 PUBLISHED = [
     (GLM47_FLASH, 30e9),  # zai-org/GLM-4.7-Flash: "30B-A3B" (without its MTP layer)
     (QWEN3_VL_30B_A3B, 31.1e9),  # Qwen/Qwen3-VL-30B-A3B-Instruct: 31.1B (safetensors)
     (QWEN3_VL_8B, 8.77e9),  # Qwen/Qwen3-VL-8B-Instruct: 8.77B (safetensors)
+    (GLM45_AIR, 106e9),  # zai-org/GLM-4.5-Air: 106B total, 12B active
+    (GLM45, 355e9),  # zai-org/GLM-4.5: 355B total, 32B active
 ]
 QWEN3_30B_BF16 = 2 * 30_532_122_624  # Qwen3-30B-A3B's parameters in bf16 (test_memory_model's counts)
 
@@ -238,6 +273,25 @@ def test_the_ada_consumer_cards_are_known_with_their_memory(variant: str, mib: i
     assert found is not None and found.bytes == mib * MIB and found.sm == 89
 
 
-@pytest.mark.parametrize(("config", "total"), PUBLISHED, ids=["glm-4.7-flash", "qwen3-vl-30b-a3b", "qwen3-vl-8b"])
+@pytest.mark.parametrize(
+    ("config", "total"), PUBLISHED, ids=["glm-4.7-flash", "qwen3-vl-30b-a3b", "qwen3-vl-8b", "glm-4.5-air", "glm-4.5"]
+)
 def test_the_new_families_match_their_published_totals(config: dict, total: float) -> None:
     assert abs(arch(config).params.total - total) <= 0.02 * total
+
+
+def test_glm_45_biases_q_k_and_v_and_always_has_a_router_bias() -> None:
+    """GLM-4.5-Air (`glm4_moe`): a layer's attention is q 4096 x 12288, k and v 2 x 4096 x 1024, o
+    12288 x 4096 and the q/k/v biases 12288 + 2048 (o has none): 109,066,240, x 46 = 5,017,047,040;
+    its 45 MoE layers' routers 128 x 4096 and a correction bias of 128 each (GLM's config names no
+    `topk_method`): 23,598,720. Active without the embeddings: 13.42B - 2 x 0.62B = 12.2B (12B)."""
+    air = arch(GLM45_AIR)
+    assert air.params.attention == 5_017_047_040 and air.params.router == 23_598_720
+    assert not air.qk_norm and abs(air.active_params - 2 * air.params.embeddings - 12e9) <= 0.03 * 12e9
+    normed = arch(GLM45)
+    assert normed.qk_norm and normed.params.norms == 92 * (2 * 5120 + 2 * 128) + 5120
+    assert arch({**GLM45_AIR, "attention_bias": False}).params.attention == 5_017_047_040 - 46 * 14_336
+    # the q/k norms save their inputs for backward too: the training step grows with them
+    step = [r.estimate for t in (table(GLM45_AIR), table({**GLM45_AIR, "use_qk_norm": True})) for r in t.rows
+            if r.phase == "training bar"]  # fmt: skip
+    assert step[1] > step[0]

@@ -4,7 +4,8 @@ Pure and closed-form (no torch, no transformers): parameters by component, the a
 and the KV-cache bytes per token, for the decoder families whose layer shapes are known here:
 dense Llama, Qwen2, Qwen3, Mistral and Gemma 1/2/3; the MoE families Qwen3-MoE, Qwen2-MoE (shared
 expert), Mixtral, gpt-oss (attention sinks, alternating sliding windows) and DeepSeek-V2/V3 and
-Kimi-K2 and GLM-4.7-Flash (multi-head latent attention, shared experts, dense first layers); the
+Kimi-K2 and GLM-4.7-Flash (multi-head latent attention, shared experts, dense first layers), GLM-4.5
+to 4.7 (their experts under grouped-query attention); the
 vision-language Qwen2-VL/Qwen2.5-VL and Qwen3-VL/Qwen3-VL-MoE (the vision tower's weights beside the
 language model, which Qwen3-VL states in `text_config`). A checkpoint's
 `quantization_config` (FP8 block/channel/tensor, `compressed-tensors`, MXFP4, AWQ, GPTQ) decides
@@ -32,7 +33,7 @@ class Family:
     """What a `model_type` decides beyond the config's numbers (transformers' defaults for it)."""
 
     qkv_bias: bool  # q/k/v projections carry a bias
-    qk_norm: bool  # a per-head RMSNorm on q and k (Qwen3, Gemma 3)
+    qk_norm: bool  # a per-head RMSNorm on q and k (Qwen3, Gemma 3; GLM-4.5 where `use_qk_norm` says so)
     tied_default: bool  # tie_word_embeddings when the config omits it
     moe: str | None = None  # how experts are laid out: "qwen3_moe", "qwen2_moe", "mixtral", "gpt_oss", "deepseek"
     norms_per_layer: int = 2  # Gemma 2/3 add pre- and post-feed-forward norms
@@ -43,6 +44,8 @@ class Family:
     )
     attention_bias: bool = False  # attention_bias when the config omits it (gpt-oss: True)
     softcapped: bool = False  # final_logit_softcapping when the config omits it (Gemma 2: 30)
+    o_bias: bool = True  # attention_bias biases the output projection too (GLM-4.5: q, k and v only)
+    router_bias: bool = False  # an e_score_correction_bias per expert whatever `topk_method` says (GLM-4.5)
 
 
 FAMILIES: dict[str, Family] = {
@@ -69,6 +72,10 @@ FAMILIES: dict[str, Family] = {
     # the language model in `text_config` (Qwen3's q/k norms), a vision tower with learned positions and deepstack mergers
     "qwen3_vl": Family(qkv_bias=False, qk_norm=True, tied_default=False, vision="qwen3_vl"),
     "qwen3_vl_moe": Family(qkv_bias=False, qk_norm=True, tied_default=False, moe="qwen3_moe", vision="qwen3_vl"),
+    # GLM-4.5/4.6/4.7: DeepSeek-V3's experts under grouped-query attention with q/k/v biases
+    "glm4_moe": Family(
+        qkv_bias=False, qk_norm=False, tied_default=False, moe="deepseek", o_bias=False, router_bias=True
+    ),
     # GLM-4.7-Flash: DeepSeek-V3's layout (MLA, a shared expert, dense first layers, noaux_tc router bias)
     "glm4_moe_lite": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="deepseek", mla=True),
 }
@@ -138,6 +145,7 @@ class Architecture:
     sliding_layers: int = 0  # layers whose KV is bounded by `sliding_window` (the rest attend in full)
     kv_latent: int = 0  # MLA: the cached latent per token and layer (kv_lora_rank + qk_rope_head_dim)
     logit_softcapping: bool = False  # Gemma 2: tanh-capped logits (one more vocabulary-wide tensor)
+    qk_norm: bool = False  # q and k normed per head (their saved activations in training)
     quantization: Quantization | None = None
 
     @property
@@ -269,7 +277,7 @@ def _attention(config: Mapping[str, Any], family: Family, hidden: int, heads: in
     q_width, kv_width = heads * head_dim, kv * head_dim
     params = hidden * q_width + 2 * hidden * kv_width + q_width * hidden
     if family.qkv_bias or config.get("attention_bias", family.attention_bias):  # Qwen2: q/k/v; attention_bias: o too
-        params += q_width + 2 * kv_width + (0 if family.qkv_bias else hidden)
+        params += q_width + 2 * kv_width + (hidden if family.o_bias and not family.qkv_bias else 0)
     return params + (heads if family.moe == "gpt_oss" else 0)  # gpt-oss: one attention sink per head
 
 
@@ -295,7 +303,8 @@ def _moe(config: Mapping[str, Any], family: Family, layers: int, hidden: int) ->
         moe_layers = max(0, (layers - 1) // freq - (first_dense - 1) // freq)  # i >= first_dense, i % freq == 0
         width = _int(config, "moe_intermediate_size")
         shared = int(config.get("n_shared_experts") or 0) * width
-        bias = experts if config.get("topk_method") == "noaux_tc" else 0  # e_score_correction_bias
+        noaux = family.router_bias or config.get("topk_method") == "noaux_tc"
+        bias = experts if noaux else 0  # e_score_correction_bias
         return experts, per_token, moe_layers, width, shared, hidden * experts + bias
     experts, per_token = _int(config, "num_experts"), _int(config, "num_experts_per_tok")
     step = _int(config, "decoder_sparse_step", 1)
@@ -365,7 +374,8 @@ def _sized(config: Mapping[str, Any], family: Family, quantization: Quantization
     vocab = _int(config, "vocab_size")
     tied = bool(config.get("tie_word_embeddings", family.tied_default))
     attention = _attention(config, family, hidden, heads, kv_heads, head_dim)
-    norms = family.norms_per_layer * hidden + (2 * head_dim if family.qk_norm else 0)
+    qk_norm = family.qk_norm or bool(config.get("use_qk_norm"))
+    norms = family.norms_per_layer * hidden + (2 * head_dim if qk_norm else 0)
     experts = experts_per_token = moe_layers = width = shared = router = 0
     if family.moe:
         experts, experts_per_token, moe_layers, width, shared, router = _moe(config, family, layers, hidden)
@@ -413,5 +423,6 @@ def _sized(config: Mapping[str, Any], family: Family, quantization: Quantization
         sliding_layers=sliding,
         kv_latent=kv_latent,
         logit_softcapping=bool(config.get("final_logit_softcapping", family.softcapped)),
+        qk_norm=qk_norm,
         quantization=quantization,
     )

@@ -10,7 +10,7 @@ from itertools import pairwise
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules.devices import Device
 from rlaunch.rules.memory.rows import Keys, Row, gib
-from rlaunch.rules.model_shape import FAMILIES, Architecture
+from rlaunch.rules.model_shape import Architecture
 
 FSDP_STATE_BYTES, FSDP_CERTAIN_BYTES = 16, 12
 ADAM_STEP_BYTES = 4  # foreach AdamW's fp32 temporary per parameter (sqrt of the second moment)
@@ -289,7 +289,7 @@ def _saved_bytes_per_token(arch: Architecture) -> int:
     k and v (4 x kv), the fp32 log-sum-exp per head, the MLP's gate, up, activation and product
     (8 x its width), and Qwen3's q/k norms (6 x (q + kv))."""
     q, kv = arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim
-    qk_norm = 6 * (q + kv) if FAMILIES[arch.model_type].qk_norm else 0
+    qk_norm = 6 * (q + kv) if arch.qk_norm else 0
     return 16 * arch.hidden + 4 * q + 4 * kv + 4 * arch.heads + 8 * _mlp_width(arch) + qk_norm
 
 
