@@ -13,7 +13,7 @@ import pytest
 
 from rlaunch.rules import memory
 from rlaunch.rules.devices import GIB, MIB, device
-from tests.rules.test_memory_model import QWEN3_30B_A3B, QWEN3_235B_A22B_FP8, arch, engine, table
+from tests.rules.test_memory_model import FP8_BLOCK, QWEN3_30B_A3B, QWEN3_235B_A22B_FP8, arch, engine, table
 from tests.skyrl.helpers import recipe
 
 # zai-org/GLM-4.7-Flash config.json (Glm4MoeLiteForCausalLM): DeepSeek-V3's layout at 30B-A3B.
@@ -128,6 +128,29 @@ GLM45 = {
     "first_k_dense_replace": 3,
     "use_qk_norm": True,
 }
+# MiniMaxAI/MiniMax-M2 config.json: FP8 blocks (the router, its bias and the LM head not converted).
+MINIMAX_M2 = {
+    "model_type": "minimax_m2",
+    "hidden_size": 3072,
+    "intermediate_size": 1536,
+    "num_hidden_layers": 62,
+    "num_attention_heads": 48,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "max_position_embeddings": 196608,
+    "num_local_experts": 256,
+    "num_experts_per_tok": 8,
+    "scoring_func": "sigmoid",
+    "use_routing_bias": True,
+    "use_qk_norm": True,
+    "qk_norm_type": "per_layer",
+    "rotary_dim": 64,
+    "vocab_size": 200064,
+    "tie_word_embeddings": False,
+    "attention_bias": False,
+    "torch_dtype": "bfloat16",
+    "quantization_config": {**FP8_BLOCK, "modules_to_not_convert": ["gate", "e_score_correction_bias", "lm_head"]},
+}
 # the published totals (model cards) of the families not yet in the exact-count table (built_counts.NOT_YET_BUILT)
 PUBLISHED = [
     (GLM47_FLASH, 30e9),  # zai-org/GLM-4.7-Flash: "30B-A3B" (without its MTP layer)
@@ -135,6 +158,7 @@ PUBLISHED = [
     (QWEN3_VL_8B, 8.77e9),  # Qwen/Qwen3-VL-8B-Instruct: 8.77B (safetensors)
     (GLM45_AIR, 106e9),  # zai-org/GLM-4.5-Air: 106B total, 12B active
     (GLM45, 355e9),  # zai-org/GLM-4.5: 355B total, 32B active
+    (MINIMAX_M2, 230e9),  # MiniMaxAI/MiniMax-M2: 230B total, 10B active
 ]
 QWEN3_30B_BF16 = 2 * 30_532_122_624  # Qwen3-30B-A3B's parameters in bf16 (test_memory_model's counts)
 
@@ -274,7 +298,9 @@ def test_the_ada_consumer_cards_are_known_with_their_memory(variant: str, mib: i
 
 
 @pytest.mark.parametrize(
-    ("config", "total"), PUBLISHED, ids=["glm-4.7-flash", "qwen3-vl-30b-a3b", "qwen3-vl-8b", "glm-4.5-air", "glm-4.5"]
+    ("config", "total"),
+    PUBLISHED,
+    ids=["glm-4.7-flash", "qwen3-vl-30b-a3b", "qwen3-vl-8b", "glm-4.5-air", "glm-4.5", "minimax-m2"],
 )
 def test_the_new_families_match_their_published_totals(config: dict, total: float) -> None:
     assert abs(arch(config).params.total - total) <= 0.02 * total
@@ -295,3 +321,18 @@ def test_glm_45_biases_q_k_and_v_and_always_has_a_router_bias() -> None:
     step = [r.estimate for t in (table(GLM45_AIR), table({**GLM45_AIR, "use_qk_norm": True})) for r in t.rows
             if r.phase == "training bar"]  # fmt: skip
     assert step[1] > step[0]
+
+
+def test_minimax_m2_norms_q_and_k_over_every_head_and_is_loaded_as_its_fp8_blocks() -> None:
+    """MiniMax-M2 (`minimax_m2`): per layer two RMSNorms of 3072 and q/k norms over 48 + 8 heads of 128
+    (7,168, not one head's 256): 62 x 13,312 + 3,072 = 828,416; routers 62 x (256 x 3072 + a routing
+    bias of 256) = 48,774,656; 228.69B in all, 9.80B active without the embeddings (230B-A10B). An
+    engine loads attention and experts in FP8 blocks (1 + 4 / 128^2 bytes a weight), the rest in bf16."""
+    a = arch(MINIMAX_M2)
+    assert a.params.norms == 828_416 and a.params.router == 48_774_656 and a.qk_norm
+    assert abs(a.active_params - 2 * a.params.embeddings - 10e9) <= 0.03 * 10e9
+    per_weight = 1 + 4 / 128**2
+    rest = 2 * (2 * a.params.embeddings + a.params.router + a.params.norms)
+    expected = int(a.params.attention * per_weight + rest) + int(a.params.experts * per_weight)
+    assert abs(engine(MINIMAX_M2, variant="H200").weights - expected) <= 1
+    assert arch({**MINIMAX_M2, "use_routing_bias": False}).params.router == 62 * 256 * 3072

@@ -5,7 +5,7 @@ and the KV-cache bytes per token, for the decoder families whose layer shapes ar
 dense Llama, Qwen2, Qwen3, Mistral and Gemma 1/2/3; the MoE families Qwen3-MoE, Qwen2-MoE (shared
 expert), Mixtral, gpt-oss (attention sinks, alternating sliding windows) and DeepSeek-V2/V3 and
 Kimi-K2 and GLM-4.7-Flash (multi-head latent attention, shared experts, dense first layers), GLM-4.5
-to 4.7 (their experts under grouped-query attention); the
+to 4.7 (their experts under grouped-query attention) and MiniMax-M2; the
 vision-language Qwen2-VL/Qwen2.5-VL and Qwen3-VL/Qwen3-VL-MoE (the vision tower's weights beside the
 language model, which Qwen3-VL states in `text_config`). A checkpoint's
 `quantization_config` (FP8 block/channel/tensor, `compressed-tensors`, MXFP4, AWQ, GPTQ) decides
@@ -46,6 +46,7 @@ class Family:
     softcapped: bool = False  # final_logit_softcapping when the config omits it (Gemma 2: 30)
     o_bias: bool = True  # attention_bias biases the output projection too (GLM-4.5: q, k and v only)
     router_bias: bool = False  # an e_score_correction_bias per expert whatever `topk_method` says (GLM-4.5)
+    qk_norm_whole: bool = False  # the q/k norms span every head's width, not one head's (MiniMax-M2)
 
 
 FAMILIES: dict[str, Family] = {
@@ -76,6 +77,8 @@ FAMILIES: dict[str, Family] = {
     "glm4_moe": Family(
         qkv_bias=False, qk_norm=False, tied_default=False, moe="deepseek", o_bias=False, router_bias=True
     ),
+    # MiniMax-M2: Mixtral's experts (sigmoid routing with a bias where `use_routing_bias`), q/k norms over all heads
+    "minimax_m2": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="mixtral", qk_norm_whole=True),
     # GLM-4.7-Flash: DeepSeek-V3's layout (MLA, a shared expert, dense first layers, noaux_tc router bias)
     "glm4_moe_lite": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="deepseek", mla=True),
 }
@@ -294,7 +297,7 @@ def _moe(config: Mapping[str, Any], family: Family, layers: int, hidden: int) ->
             layers,
             _int(config, "intermediate_size"),
             0,
-            hidden * experts + (experts if kind == "gpt_oss" else 0),
+            hidden * experts + (experts if kind == "gpt_oss" or config.get("use_routing_bias") else 0),
         )
     if kind == "deepseek":
         experts, per_token = _int(config, "n_routed_experts"), _int(config, "num_experts_per_tok")
@@ -375,7 +378,8 @@ def _sized(config: Mapping[str, Any], family: Family, quantization: Quantization
     tied = bool(config.get("tie_word_embeddings", family.tied_default))
     attention = _attention(config, family, hidden, heads, kv_heads, head_dim)
     qk_norm = family.qk_norm or bool(config.get("use_qk_norm"))
-    norms = family.norms_per_layer * hidden + (2 * head_dim if qk_norm else 0)
+    qk_width = (heads + kv_heads) * head_dim if family.qk_norm_whole else 2 * head_dim
+    norms = family.norms_per_layer * hidden + (qk_width if qk_norm else 0)
     experts = experts_per_token = moe_layers = width = shared = router = 0
     if family.moe:
         experts, experts_per_token, moe_layers, width, shared, router = _moe(config, family, layers, hidden)
