@@ -151,6 +151,32 @@ MINIMAX_M2 = {
     "torch_dtype": "bfloat16",
     "quantization_config": {**FP8_BLOCK, "modules_to_not_convert": ["gate", "e_score_correction_bias", "lm_head"]},
 }
+# Qwen/Qwen3-Next-80B-A3B-Instruct config.json: gated delta-net linear attention in 3 layers of 4.
+QWEN3_NEXT_80B = {
+    "model_type": "qwen3_next",
+    "hidden_size": 2048,
+    "num_hidden_layers": 48,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 2,
+    "head_dim": 256,
+    "intermediate_size": 5120,
+    "moe_intermediate_size": 512,
+    "shared_expert_intermediate_size": 512,
+    "num_experts": 512,
+    "num_experts_per_tok": 10,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "full_attention_interval": 4,
+    "linear_conv_kernel_dim": 4,
+    "linear_key_head_dim": 128,
+    "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32,
+    "linear_value_head_dim": 128,
+    "vocab_size": 151936,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 262144,
+    "torch_dtype": "bfloat16",
+}
 # the published totals (model cards) of the families not yet in the exact-count table (built_counts.NOT_YET_BUILT)
 PUBLISHED = [
     (GLM47_FLASH, 30e9),  # zai-org/GLM-4.7-Flash: "30B-A3B" (without its MTP layer)
@@ -159,6 +185,7 @@ PUBLISHED = [
     (GLM45_AIR, 106e9),  # zai-org/GLM-4.5-Air: 106B total, 12B active
     (GLM45, 355e9),  # zai-org/GLM-4.5: 355B total, 32B active
     (MINIMAX_M2, 230e9),  # MiniMaxAI/MiniMax-M2: 230B total, 10B active
+    (QWEN3_NEXT_80B, 80e9),  # Qwen/Qwen3-Next-80B-A3B-Instruct: 80B total
 ]
 QWEN3_30B_BF16 = 2 * 30_532_122_624  # Qwen3-30B-A3B's parameters in bf16 (test_memory_model's counts)
 
@@ -300,7 +327,7 @@ def test_the_ada_consumer_cards_are_known_with_their_memory(variant: str, mib: i
 @pytest.mark.parametrize(
     ("config", "total"),
     PUBLISHED,
-    ids=["glm-4.7-flash", "qwen3-vl-30b-a3b", "qwen3-vl-8b", "glm-4.5-air", "glm-4.5", "minimax-m2"],
+    ids=["glm-4.7-flash", "qwen3-vl-30b-a3b", "qwen3-vl-8b", "glm-4.5-air", "glm-4.5", "minimax-m2", "qwen3-next-80b"],
 )
 def test_the_new_families_match_their_published_totals(config: dict, total: float) -> None:
     assert abs(arch(config).params.total - total) <= 0.02 * total
@@ -336,3 +363,24 @@ def test_minimax_m2_norms_q_and_k_over_every_head_and_is_loaded_as_its_fp8_block
     expected = int(a.params.attention * per_weight + rest) + int(a.params.experts * per_weight)
     assert abs(engine(MINIMAX_M2, variant="H200").weights - expected) <= 1
     assert arch({**MINIMAX_M2, "use_routing_bias": False}).params.router == 62 * 256 * 3072
+
+
+def test_qwen3_next_holds_kv_in_its_full_attention_layers_alone() -> None:
+    """Qwen3-Next-80B-A3B (`qwen3_next`): 12 of 48 layers attend in full (every fourth), with q_proj
+    also yielding the output gate: 2048 x 8192 + k and v 2 x 2048 x 512 + o 4096 x 2048 = 27,262,976;
+    the 36 linear-attention layers hold q/k/v/z 2048 x 12,288, the b/a gates 2048 x 64, a depthwise
+    convolution 8192 x 4, dt_bias and A_log 64 and out 4096 x 2048: 33,718,336. Attention in all:
+    12 x 27,262,976 + 36 x 33,718,336 = 1,541,015,808. K and V only in the 12: 2 x 12 x 2 heads x 256
+    x 2 bytes = 24,576 bytes a token (48 layers would be 98,304). A sequence's linear-attention state
+    (36 x (8192 x 3 + 32 x 128 x 128) = 19,759,104 values, 0.04 GiB in bf16) is said, not sized."""
+    a = arch(QWEN3_NEXT_80B)
+    assert a.params.attention == 1_541_015_808 and (a.linear_layers, a.attention_layers) == (36, 12)
+    assert a.linear_state == 19_759_104
+    t = table(QWEN3_NEXT_80B)
+    assert t.kv is not None and t.kv.bytes_per_token == 24_576 and t.kv.layers == 12
+    assert t.unsized == (
+        "the 36 linear-attention layers' state, 0.04 GiB a sequence in vLLM's KV pool, is not sized: "
+        "the KV cache counts the full-attention layers alone",
+    )
+    typed = {**QWEN3_NEXT_80B, "layer_types": ["linear_attention"] * 40 + ["full_attention"] * 8}
+    assert (arch(typed).linear_layers, engine(typed).bytes_per_token) == (40, 2 * 8 * 2 * 256 * 2)

@@ -5,7 +5,8 @@ and the KV-cache bytes per token, for the decoder families whose layer shapes ar
 dense Llama, Qwen2, Qwen3, Mistral and Gemma 1/2/3; the MoE families Qwen3-MoE, Qwen2-MoE (shared
 expert), Mixtral, gpt-oss (attention sinks, alternating sliding windows) and DeepSeek-V2/V3 and
 Kimi-K2 and GLM-4.7-Flash (multi-head latent attention, shared experts, dense first layers), GLM-4.5
-to 4.7 (their experts under grouped-query attention) and MiniMax-M2; the
+to 4.7 (their experts under grouped-query attention), MiniMax-M2 and Qwen3-Next (linear attention in
+most layers: only its full-attention layers hold KV); the
 vision-language Qwen2-VL/Qwen2.5-VL and Qwen3-VL/Qwen3-VL-MoE (the vision tower's weights beside the
 language model, which Qwen3-VL states in `text_config`). A checkpoint's
 `quantization_config` (FP8 block/channel/tensor, `compressed-tensors`, MXFP4, AWQ, GPTQ) decides
@@ -47,6 +48,9 @@ class Family:
     o_bias: bool = True  # attention_bias biases the output projection too (GLM-4.5: q, k and v only)
     router_bias: bool = False  # an e_score_correction_bias per expert whatever `topk_method` says (GLM-4.5)
     qk_norm_whole: bool = False  # the q/k norms span every head's width, not one head's (MiniMax-M2)
+    linear: bool = (
+        False  # Qwen3-Next: gated-delta-net linear attention in the layers `layer_types` says, gated q elsewhere
+    )
 
 
 FAMILIES: dict[str, Family] = {
@@ -79,6 +83,8 @@ FAMILIES: dict[str, Family] = {
     ),
     # MiniMax-M2: Mixtral's experts (sigmoid routing with a bias where `use_routing_bias`), q/k norms over all heads
     "minimax_m2": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="mixtral", qk_norm_whole=True),
+    # Qwen3-Next: linear attention in three layers of four (no KV), Qwen2-MoE's experts with a shared expert
+    "qwen3_next": Family(qkv_bias=False, qk_norm=True, tied_default=False, moe="qwen2_moe", linear=True),
     # GLM-4.7-Flash: DeepSeek-V3's layout (MLA, a shared expert, dense first layers, noaux_tc router bias)
     "glm4_moe_lite": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="deepseek", mla=True),
 }
@@ -149,6 +155,14 @@ class Architecture:
     kv_latent: int = 0  # MLA: the cached latent per token and layer (kv_lora_rank + qk_rope_head_dim)
     logit_softcapping: bool = False  # Gemma 2: tanh-capped logits (one more vocabulary-wide tensor)
     qk_norm: bool = False  # q and k normed per head (their saved activations in training)
+    linear_layers: int = 0  # linear-attention layers: no KV cache, a fixed state per sequence instead
+    linear_state: int = 0  # that state's elements per sequence over all of them (conv and recurrent state)
+
+    @property
+    def attention_layers(self) -> int:
+        """The layers that hold a KV cache (all but the linear-attention ones)."""
+        return self.layers - self.linear_layers
+
     quantization: Quantization | None = None
 
     @property
@@ -336,6 +350,38 @@ def _windows(config: Mapping[str, Any], family: Family, layers: int) -> tuple[in
     return None, 0
 
 
+@dataclass(frozen=True)
+class _Linear:
+    """Gated-delta-net linear attention: how many layers, and per layer its weights, its gated norm and
+    the state one sequence keeps (elements)."""
+
+    layers: int = 0
+    params: int = 0
+    norm: int = 0
+    state: int = 0
+
+
+def _linear(config: Mapping[str, Any], layers: int, hidden: int) -> _Linear:
+    """Qwen3-Next's linear-attention layers (`layer_types`, else every layer but each
+    `full_attention_interval`-th): q, k, v, z in one projection, the b and a gates, a depthwise
+    convolution over q, k and v, dt_bias and A_log per value head, a gated norm of a value head's
+    width and the output projection; a sequence keeps the convolution's last `kernel - 1` inputs and
+    one k x v state per value head."""
+    types = config.get("layer_types")
+    if isinstance(types, list) and len(types) == layers:
+        count = sum(1 for t in types if t == "linear_attention")
+    else:
+        interval = _int(config, "full_attention_interval", 4)
+        count = layers - layers // interval
+    k_heads, v_heads = _int(config, "linear_num_key_heads"), _int(config, "linear_num_value_heads")
+    k_dim, v_dim = _int(config, "linear_key_head_dim"), _int(config, "linear_value_head_dim")
+    kernel = _int(config, "linear_conv_kernel_dim", 4)
+    keys, values = k_heads * k_dim, v_heads * v_dim
+    conv = 2 * keys + values
+    params = hidden * (2 * keys + 2 * values) + hidden * 2 * v_heads + conv * kernel + 2 * v_heads + values * hidden
+    return _Linear(count, params, v_dim, conv * (kernel - 1) + v_heads * k_dim * v_dim)
+
+
 def _vision(v: Mapping[str, Any], kind: str) -> int:
     """A vision tower: patch embedding, blocks and the patch merger. Qwen2-VL: `embed_dim` wide, a
     plain MLP of `mlp_ratio`, LayerNorms (weight and bias); Qwen2.5-VL: `hidden_size` wide, a gated
@@ -380,6 +426,10 @@ def _sized(config: Mapping[str, Any], family: Family, quantization: Quantization
     qk_norm = family.qk_norm or bool(config.get("use_qk_norm"))
     qk_width = (heads + kv_heads) * head_dim if family.qk_norm_whole else 2 * head_dim
     norms = family.norms_per_layer * hidden + (qk_width if qk_norm else 0)
+    linear = _linear(config, layers, hidden) if family.linear else _Linear()
+    if family.linear:  # q_proj also yields the output gate; linear layers have their own weights and one norm
+        attention += heads * head_dim * hidden
+    full = layers - linear.layers
     experts = experts_per_token = moe_layers = width = shared = router = 0
     if family.moe:
         experts, experts_per_token, moe_layers, width, shared, router = _moe(config, family, layers, hidden)
@@ -395,11 +445,11 @@ def _sized(config: Mapping[str, Any], family: Family, quantization: Quantization
     window, sliding = _windows(config, family, layers)
     params = Parameters(
         embeddings=vocab * hidden,
-        attention=layers * attention,
+        attention=full * attention + linear.layers * linear.params,
         mlp=mlp,
         experts=expert_params,
         router=moe_layers * router,
-        norms=layers * norms + hidden,
+        norms=full * norms + linear.layers * (family.norms_per_layer * hidden + linear.norm) + hidden,
         lm_head=0 if tied else vocab * hidden,
         vision=_vision(config["vision_config"], family.vision) if family.vision else 0,
     )
@@ -428,5 +478,7 @@ def _sized(config: Mapping[str, Any], family: Family, quantization: Quantization
         kv_latent=kv_latent,
         logit_softcapping=bool(config.get("final_logit_softcapping", family.softcapped)),
         qk_norm=qk_norm,
+        linear_layers=linear.layers,
+        linear_state=linear.layers * linear.state,
         quantization=quantization,
     )

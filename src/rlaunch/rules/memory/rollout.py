@@ -139,7 +139,7 @@ def kv_bytes_per_token(arch: Architecture, tp: int = 1, pp: int = 1, dtype_bytes
     the KV heads replicates them; MLA's latent is one head, replicated on every TP rank)."""
     if arch.kv_latent:
         return math.ceil(arch.layers / pp) * arch.kv_latent * dtype_bytes
-    return 2 * math.ceil(arch.layers / pp) * math.ceil(arch.kv_heads / tp) * arch.head_dim * dtype_bytes
+    return 2 * math.ceil(arch.attention_layers / pp) * math.ceil(arch.kv_heads / tp) * arch.head_dim * dtype_bytes
 
 
 def max_concurrency(tokens: int, max_model_len: int) -> float:
@@ -211,7 +211,14 @@ def engine_kv(arch: Architecture, geo: Geometry, composed: Mapping[str, Any], de
         weights=weights,
         overhead=profile_peak(arch, tp, batched, seqs) + graphs + NON_TORCH,
     )
-    return dataclasses.replace(capacity, weights_how=loaded.how, unsized=loaded.unsized)
+    state = (
+        f"the {arch.linear_layers} linear-attention layers' state, {gib(arch.linear_state * kv_cache_bytes(k, wbytes))} "
+        "GiB a sequence in vLLM's KV pool, is not sized: the KV cache counts the full-attention layers alone"
+        if arch.linear_layers
+        else ""
+    )
+    unsized = "; ".join(note for note in (loaded.unsized, state) if note)
+    return dataclasses.replace(capacity, weights_how=loaded.how, unsized=unsized)
 
 
 @dataclass(frozen=True)
@@ -270,7 +277,7 @@ def kv_capacity(
         max_model_len=max_model_len,
         window=arch.sliding_window,
         sliding_layers=math.ceil(arch.sliding_layers / pp),
-        layers=math.ceil(arch.layers / pp),
+        layers=math.ceil(arch.attention_layers / pp),
         batched_tokens=batched_tokens,
         block=block,
     )
