@@ -24,6 +24,8 @@ ENGINE_KWARGS = "generator.inference_engine.engine_init_kwargs"
 # `engine_init_kwargs.quantization` values with which vLLM quantizes an unquantized checkpoint as it
 # loads it (per-tensor or per-channel fp8 scales, a few bytes a matrix): the linear layers' weights
 # (or the experts' alone) take one byte each; embeddings, LM head, norms and router stay in the dtype.
+# vLLM creates them on `meta` and quantizes each as it streams in (vllm-project/vllm#31914), so loading
+# never holds the checkpoint's bf16 copy either.
 ONLINE_QUANTIZATION = {
     "fp8": Quantization("fp8 (online)", 1.0),
     "ptpc_fp8": Quantization("ptpc_fp8 (online)", 1.0),
