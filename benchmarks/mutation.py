@@ -666,7 +666,7 @@ EQUIVALENT: dict[str, str] = {
             ("training.x__fsdp_shard", (8,)),
             ("training.x__lora", (4, 6, 7)),
             ("rows.x_max_model_len", (19, 21, 24, 28, 30, 33)),
-            ("rollout.x_engine_kv", (13, 15, 18, 19, 51, 53, 56, 60, 62, 65, 69, 71, 74, 80, 82, 85)),
+            ("rollout.x_engine_kv", (13, 15, 18, 19, 62, 64, 67, 71, 73, 76, 80, 82, 85, 91, 93, 96)),
         )
         for n in numbers
     },
