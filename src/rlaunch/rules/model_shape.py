@@ -14,9 +14,8 @@ the bytes its weights take when a rollout engine loads them; parameter counts ar
 whatever the packing (training holds them in its own dtypes). Anything else is `Unsized` with
 the reason: the estimate is never guessed from a family it does not know. Tests hold every count
 exactly to what transformers builds for a small config of each family (tests/rules/built_counts.py,
-rebuilt by tests/runtimes/test_architecture_counts.py; the families its `NOT_YET_BUILT` names are not
-in it yet) and full checkpoints to their published totals (tests/rules/test_memory_model.py,
-tests/rules/test_rollout_knobs.py).
+rebuilt by tests/runtimes/test_architecture_counts.py) and full checkpoints to their published
+totals (tests/rules/test_memory_model.py, tests/rules/test_rollout_knobs.py).
 """
 
 from __future__ import annotations
@@ -46,7 +45,6 @@ class Family:
     attention_bias: bool = False  # attention_bias when the config omits it (gpt-oss: True)
     softcapped: bool = False  # final_logit_softcapping when the config omits it (Gemma 2: 30)
     o_bias: bool = True  # attention_bias biases the output projection too (GLM-4.5: q, k and v only)
-    router_bias: bool = False  # an e_score_correction_bias per expert whatever `topk_method` says (GLM-4.5)
     qk_norm_whole: bool = False  # the q/k norms span every head's width, not one head's (MiniMax-M2)
     linear: bool = (
         False  # Qwen3-Next: gated-delta-net linear attention in the layers `layer_types` says, gated q elsewhere
@@ -78,10 +76,8 @@ FAMILIES: dict[str, Family] = {
     "qwen3_vl": Family(qkv_bias=False, qk_norm=True, tied_default=False, vision="qwen3_vl"),
     "qwen3_vl_moe": Family(qkv_bias=False, qk_norm=True, tied_default=False, moe="qwen3_moe", vision="qwen3_vl"),
     # GLM-4.5/4.6/4.7: DeepSeek-V3's experts under grouped-query attention with q/k/v biases
-    "glm4_moe": Family(
-        qkv_bias=False, qk_norm=False, tied_default=False, moe="deepseek", o_bias=False, router_bias=True
-    ),
-    # MiniMax-M2: Mixtral's experts (sigmoid routing with a bias where `use_routing_bias`), q/k norms over all heads
+    "glm4_moe": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="deepseek", o_bias=False),
+    # MiniMax-M2: Mixtral's experts (sigmoid routing; its bias is a buffer, not a parameter), q/k norms over all heads
     "minimax_m2": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="mixtral", qk_norm_whole=True),
     # Qwen3-Next: linear attention in three layers of four (no KV), Qwen2-MoE's experts with a shared expert
     "qwen3_next": Family(qkv_bias=False, qk_norm=True, tied_default=False, moe="qwen2_moe", linear=True),
@@ -311,7 +307,7 @@ def _moe(config: Mapping[str, Any], family: Family, layers: int, hidden: int) ->
             layers,
             _int(config, "intermediate_size"),
             0,
-            hidden * experts + (experts if kind == "gpt_oss" or config.get("use_routing_bias") else 0),
+            hidden * experts + (experts if kind == "gpt_oss" else 0),
         )
     if kind == "deepseek":
         experts, per_token = _int(config, "n_routed_experts"), _int(config, "num_experts_per_tok")
@@ -320,8 +316,7 @@ def _moe(config: Mapping[str, Any], family: Family, layers: int, hidden: int) ->
         moe_layers = max(0, (layers - 1) // freq - (first_dense - 1) // freq)  # i >= first_dense, i % freq == 0
         width = _int(config, "moe_intermediate_size")
         shared = int(config.get("n_shared_experts") or 0) * width
-        noaux = family.router_bias or config.get("topk_method") == "noaux_tc"
-        bias = experts if noaux else 0  # e_score_correction_bias
+        bias = experts if config.get("topk_method") == "noaux_tc" else 0  # e_score_correction_bias
         return experts, per_token, moe_layers, width, shared, hidden * experts + bias
     experts, per_token = _int(config, "num_experts"), _int(config, "num_experts_per_tok")
     step = _int(config, "decoder_sparse_step", 1)
