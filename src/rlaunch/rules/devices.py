@@ -52,6 +52,19 @@ DEVICES: dict[str, Device] = {
         # vLLM #10517: "total_gpu_memory=23.58GiB" on an RTX 3090.
         Device("RTX3090", int(23.58 * GIB), "vLLM start-up log, RTX 3090 (vllm-project/vllm#10517)", sm=86),
         Device("RTX4090", 24564 * MIB, "nvidia-smi total, RTX 4090 24GB", sm=89),
+        # Ada consumer cards: nvidia-smi totals are the memory less 0.5 MiB a GiB (as the RTX 4090's 24564MiB).
+        Device("RTX4080", 16376 * MIB, "nvidia-smi total, RTX 4080 16GB", sm=89),
+        Device("RTX4080Super", 16376 * MIB, "nvidia-smi total, RTX 4080 Super 16GB", sm=89),
+        Device("RTX4070TiSuper", 16376 * MIB, "nvidia-smi total, RTX 4070 Ti Super 16GB", sm=89),
+        Device("RTX4070Ti", 12282 * MIB, "nvidia-smi total, RTX 4070 Ti 12GB", sm=89),
+        Device("RTX4070Super", 12282 * MIB, "nvidia-smi total, RTX 4070 Super 12GB", sm=89),
+        Device("RTX4070", 12282 * MIB, "nvidia-smi total, RTX 4070 12GB", sm=89),
+        Device(
+            "RTX4060Ti", 8188 * MIB, "nvidia-smi total, RTX 4060 Ti 8GB (say RTX4060Ti-16GB for the larger one)", sm=89
+        ),
+        Device("RTX4060Ti-8GB", 8188 * MIB, "nvidia-smi total, RTX 4060 Ti 8GB", sm=89),
+        Device("RTX4060Ti-16GB", 16376 * MIB, "nvidia-smi total, RTX 4060 Ti 16GB", sm=89),
+        Device("RTX4060", 8188 * MIB, "nvidia-smi total, RTX 4060 8GB", sm=89),
         # vLLM #34076: nvidia-smi "RTX 5090 D 32607MiB", "RTX 5070 Ti 16303MiB".
         Device("RTX5090", 32607 * MIB, "nvidia-smi total, RTX 5090 32GB (vllm-project/vllm#34076)", sm=120),
         Device("RTX5080", 16303 * MIB, "nvidia-smi total, RTX 5080 16GB (as RTX 5070 Ti, vllm#34076)", sm=120),
