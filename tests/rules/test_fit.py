@@ -398,7 +398,8 @@ def test_an_engine_that_alone_does_not_fit_is_offered_wider_engines_and_nothing_
     table = memory.table_for(subject, Geometry.from_recipe(composed), composed)
     assert [(r.role, r.phase) for r in table.rows if r.status != "ok"] == [("rollout", "KV of one sequence")]
     plans = {f.direction: [c.text() for c in f.changes] for f in nearest_of(topo, written)}
-    assert list(plans) == ["fewest nodes", "largest micro batch", "longest generation", "smallest engine TP"]
+    # wider engines alone fit at 8000 tokens: no shorter generation is offered beside them
+    assert list(plans) == ["fewest nodes", "largest micro batch", "smallest engine TP"]
     assert plans["smallest engine TP"] == [
         "role_plan.inference_engine_tensor_parallel_size=2",
         "role_plan.num_inference_engines=4",
@@ -426,7 +427,7 @@ def engine_side(changes: dict[str, Any], side: str | None, tp: int) -> bool:
         ({"tp": 3, "engines": 3}, 8, None, [], None),  # 9 GPUs hold no whole engine of TP 6; TP 12 is wider than a node
         ({"tp": 1, "engines": 8}, 1, 2, [], None),  # one GPU a node: no wider engine
         ({"tp": 1, "pp": 2, "engines": 8}, 8, None, [(2, 4), (4, 2)], None),  # TP x PP within a node
-        ({"tp": 1, "dp": 2, "engines": 8}, 8, None, [(2, 4), (4, 2)], None),
+        ({"tp": 1, "dp": 2, "engines": 8}, 8, None, [(2, 4), (4, 2)], None),  # TP x DP within a node
     ],
 )
 def test_the_engine_tp_direction_doubles_tp_within_a_node(
@@ -532,7 +533,9 @@ def test_the_generation_direction_bisects_whole_blocks_below_the_current_length(
     current: int, longest_fitting: int, found: int | None
 ) -> None:
     geo = offload_geometry(use_reference=False, use_critic=False)
-    search = _Recording(generating(current), fits_when=lambda c, side: c[GENERATE_CHANGE] <= longest_fitting)
+    search = _Recording(
+        generating(current), fits_when=lambda c, side: c.get(GENERATE_CHANGE, current) <= longest_fitting
+    )
     result = fit._longest_generation(search, geo, search.composed, None)
     assert (None if result is None else _as_dict(result)) == (None if found is None else {GENERATE_CHANGE: found})
 
@@ -542,7 +545,7 @@ def test_the_generation_direction_takes_the_engine_fix_then_the_offload_when_no_
     composed = generating(1024) | {"trainer": {"policy": {"fsdp_config": {"cpu_offload": True}}}}
     engine_fix = (fit.Change(TP, 2),)
     ref_offload = "config_yaml.trainer.ref.fsdp_config.cpu_offload"
-    search = _Recording(composed, fits_when=lambda c, side: ref_offload in c and c[GENERATE_CHANGE] <= 512)
+    search = _Recording(composed, fits_when=lambda c, side: ref_offload in c and c.get(GENERATE_CHANGE, 1024) <= 512)
     found = fit._longest_generation(search, geo, composed, engine_fix)
     # the policy is offloaded already: only the reference's offload is added
     assert found is not None and _as_dict(found) == {GENERATE_CHANGE: 512, TP: 2, ref_offload: True}

@@ -88,7 +88,9 @@ CASES: dict[str, Case] = {
     "engine.expert_parallel_skyrl": seed(inference_engine_expert_parallel_size=4),
     "topology.gpu_budget": seed(num_inference_engines=3),
     "topology.gpu_budget #2": Case(topology(num_nodes=2)),
+    "topology.gpu_variant_ambiguous": Case(topology(gpu_variant="A100")),
     "batch.train_mini": seed(train_batch_size=324),
+    "batch.train_mini #2": colocated(train_batch_size=72),  # odd mini batches break the micro batch of 2
     "batch.micro_forward": seed(recipe(trainer={"micro_forward_batch_size_per_gpu": -2})),
     "batch.per_gpu_mini_zero": seed(policy_mini_batch_size=4, micro_train_batch_size_per_gpu=1, n_samples_per_prompt=7),
     "batch.per_gpu_mini_micro": seed(micro_train_batch_size_per_gpu=32),
