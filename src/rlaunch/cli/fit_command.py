@@ -22,13 +22,16 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from rlaunch.dotted import get_path, set_path
 from rlaunch.errors import UserError
 from rlaunch.rules.devices import GIB
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rlaunch.skyrl import ModelFacts, SkyRLTopology
 
 # The settings `fit` writes into a recipe that lacks them: its token budget, and the explicit
 # settings the preflight asks of every recipe (they decide nothing of memory).
@@ -42,6 +45,10 @@ RECIPE_DEFAULTS = {
 }
 PROMPT, GENERATE = "trainer.max_prompt_length", "generator.sampling_params.max_generate_length"
 NEAREST = ". Nearest plans that fit: "
+# The flags with a fixed default, printed when the default is used.
+DEFAULTED_FLAGS = (
+    "nodes", "engine_tp", "engine_dp", "train_batch_size", "mini_batch_size", "micro_batch_size", "n_samples", "runtime"
+)  # fmt: skip
 FIT_VERSION = "fit-dev"  # the version a model step's builder is given (nothing is built or stored)
 
 
@@ -130,7 +137,7 @@ def fit(ctx: click.Context, /, **options: Any) -> None:
 
     model = _read_model(options["model_source"])
     facts = ModelFacts.from_hf_config(model.config)
-    topology, tree, defaults = plan_of(ctx, options)
+    topology, tree, defaults = _plan_of(ctx, options)
     host = None if options["host_memory_gib"] is None else int(options["host_memory_gib"] * GIB)
     click.echo(_heading(model, facts, topology, tree))
     click.echo("defaults used: " + ("; ".join(defaults) if defaults else "none"))
@@ -159,7 +166,7 @@ def fit(ctx: click.Context, /, **options: Any) -> None:
     raise SystemExit(1)
 
 
-def plan_of(ctx: click.Context, options: dict[str, Any]) -> tuple[Any, dict[str, Any], list[str]]:
+def _plan_of(ctx: click.Context, options: dict[str, Any]) -> tuple[SkyRLTopology, dict[str, Any], list[str]]:
     """The topology and recipe the flags describe, and each default used (as `--flag value` or `key=value`)."""
     from rlaunch.skyrl import SkyRLCriticPlan, SkyRLRolePlan, SkyRLTopology
 
@@ -199,8 +206,7 @@ def plan_of(ctx: click.Context, options: dict[str, Any]) -> tuple[Any, dict[str,
         set_path(tree, "trainer.algorithm.advantage_estimator", "gae")
     defaults = [
         f"--{name.replace('_', '-')} {ctx.params[name]}"
-        for name in ("nodes", "engine_tp", "engine_dp", "train_batch_size", "mini_batch_size", "micro_batch_size")
-        + ("n_samples", "runtime")
+        for name in DEFAULTED_FLAGS
         if ctx.get_parameter_source(name) is click.core.ParameterSource.DEFAULT
     ]
     defaults += [] if options["policy_nodes"] else [f"--policy-nodes {policy_nodes}"]
@@ -216,10 +222,13 @@ def plan_of(ctx: click.Context, options: dict[str, Any]) -> tuple[Any, dict[str,
     return topology, tree, defaults
 
 
-def _heading(model: Model, facts: Any, topology: Any, tree: dict[str, Any]) -> str:
+def _heading(model: Model, facts: ModelFacts, topology: SkyRLTopology, tree: dict[str, Any]) -> str:
+    """The plan in one line: the model, the allocation, the layout, the engines and the token budget."""
+    from rlaunch.rules.model_shape import Architecture
+
     plan = topology.role_plan
     arch = facts.architecture
-    size = f"{arch.params.total / 1e9:.2f}B parameters" if hasattr(arch, "params") else "not sized"
+    size = f"{arch.params.total / 1e9:.2f}B parameters" if isinstance(arch, Architecture) else "not sized"
     heads = f", {facts.num_attention_heads} heads" if facts.num_attention_heads else ""
     layout = "every role colocated" if plan.colocate_all else "engines on nodes of their own"
     engines = (
