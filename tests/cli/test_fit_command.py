@@ -275,9 +275,10 @@ HEADS = [28, 32, 40, 64]
 
 
 @st.composite
-def fit_cases(draw: st.DrawFn) -> tuple[dict[str, Any], list[str], SkyRLTopology, dict[str, Any]]:
-    """A model shape, an allocation, a TP, a token budget and batch sizes: fit's flags, and the plan
-    and recipe they describe, written out here (colocated, or disaggregated on half the nodes)."""
+def fit_cases(draw: st.DrawFn) -> tuple[dict[str, Any], list[str], SkyRLTopology, dict[str, Any], int | None]:
+    """A model shape, an allocation, a TP, a token budget, batch sizes, a reference or none and a
+    node's host memory: fit's flags, and the plan, recipe and host memory they describe, written out
+    here (colocated, or disaggregated on half the nodes)."""
     heads = draw(st.sampled_from(HEADS))
     config = {
         **example.QWEN3_8B_CONFIG,
@@ -292,6 +293,7 @@ def fit_cases(draw: st.DrawFn) -> tuple[dict[str, Any], list[str], SkyRLTopology
     train, mini = draw(st.sampled_from([64, 256, 324])), draw(st.sampled_from([16, 64, 96]))
     micro, n = draw(st.sampled_from([1, 2, 16])), draw(st.sampled_from([1, 8]))
     prompt, generate = draw(st.sampled_from([512, 1024])), draw(st.sampled_from([1024, 3072, 16384]))
+    reference, host_gib = draw(st.booleans()), draw(st.sampled_from([None, 64, 2048]))
     policy_nodes = nodes if colocate else max(1, nodes // 2)
     rollout = policy_nodes * gpus if colocate else (nodes - policy_nodes) * gpus
     topo = colocated(
@@ -310,13 +312,18 @@ def fit_cases(draw: st.DrawFn) -> tuple[dict[str, Any], list[str], SkyRLTopology
     tree = json.loads(json.dumps(FILLED))
     set_path(tree, "trainer.max_prompt_length", prompt)
     set_path(tree, "generator.sampling_params.max_generate_length", generate)
+    set_path(tree, "trainer.algorithm.use_kl_loss", reference)
+    if not reference:
+        set_path(tree, "trainer.algorithm.use_kl_in_reward", False)
     args = [
+        "--reference" if reference else "--no-reference",
+        *(() if host_gib is None else ("--host-memory", str(host_gib))),
         *("--gpu", gpu, "--gpus", str(gpus), "--nodes", str(nodes), "--engine-tp", str(tp)),
         *("--train-batch-size", str(train), "--mini-batch-size", str(mini), "--micro-batch-size", str(micro)),
         *("--n-samples", str(n), "--prompt-length", str(prompt), "--generate-length", str(generate)),
         "--colocate" if colocate else "--disaggregate",
     ]
-    return config, args, topo, tree
+    return config, args, topo, tree, None if host_gib is None else host_gib * 2**30
 
 
 def offered_numbers(fix: str, code: str, topo: SkyRLTopology) -> list[list[str]]:
@@ -353,16 +360,20 @@ def offered_numbers(fix: str, code: str, topo: SkyRLTopology) -> list[list[str]]
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(case=fit_cases())
 def test_fit_returns_check_plans_codes_and_every_suggestion_passes_it(
-    case: tuple[dict[str, Any], list[str], SkyRLTopology, dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
+    case: tuple[dict[str, Any], list[str], SkyRLTopology, dict[str, Any], int | None],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    config, args, topo, tree = case
+    config, args, topo, tree, host = case
     path = tmp_path_factory.mktemp("model") / "config.json"
     path.write_text(json.dumps(config), encoding="utf-8")
     model = ModelFacts.from_hf_config(config)
     code, out = run("--model", str(path), *args)
-    found = check_plan(topo, tree, "fsdp", model=model)
+    found = check_plan(topo, tree, "fsdp", model=model, host_memory_bytes=host)
     assert codes(out) == [v.code for v in found], out
+    assert [str(v) for v in found] == [line[2:] for line in out.splitlines() if re.match(r"  \[[a-z_.]+\] ", line)]
     assert (code == 0) == ("fits: every row is ok and the preflight passes" in out) == (found == [] and code == 0)
+    needs = [float(x) for x in re.findall(r"the offload needs ([\d.]+) GiB of host memory a node", out)]
+    assert host is None or all(need <= 0.9 * host / 2**30 for need in needs), needs
     before = {v.code for v in found if not v.code.startswith("memory.")}
     for changes in suggestions(out):
         after = {v.code for v in check_plan(*applied(topo, tree, changes), "fsdp", model=model)}
