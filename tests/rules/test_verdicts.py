@@ -50,6 +50,9 @@ CASES: dict[str, Case] = {
     "engine.colocated_slice": colocated(
         num_inference_engines=1, inference_engine_tensor_parallel_size=3, inference_engine_pipeline_parallel_size=2
     ),
+    "engine.colocated_slice #2": colocated(  # no TP fills an 8-GPU node beside PP 3: the PP is the fix
+        num_inference_engines=1, inference_engine_pipeline_parallel_size=3
+    ),
     "engine.colocated_gpu_mismatch": colocated(
         num_inference_engines=2, inference_engine_tensor_parallel_size=2, inference_engine_data_parallel_size=3
     ),
