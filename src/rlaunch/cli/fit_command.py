@@ -108,10 +108,34 @@ class Model:
     default=None,
     help="generator.sampling_params.max_generate_length  [default: the recipe's, else 3072]",
 )
-@click.option("--train-batch-size", default=256, show_default=True, type=click.IntRange(min=1))
-@click.option("--mini-batch-size", default=64, show_default=True, type=click.IntRange(min=1))
-@click.option("--micro-batch-size", default=2, show_default=True, type=click.IntRange(min=1))
-@click.option("--n-samples", default=8, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--train-batch-size",
+    default=256,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Prompts per training step (role_plan.train_batch_size).",
+)
+@click.option(
+    "--mini-batch-size",
+    default=64,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Prompts per optimizer step (policy_mini_batch_size; a critic's too).",
+)
+@click.option(
+    "--micro-batch-size",
+    default=2,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Sequences per GPU per forward/backward (micro_train_batch_size_per_gpu).",
+)
+@click.option(
+    "--n-samples",
+    default=8,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Samples per prompt (n_samples_per_prompt).",
+)
 @click.option(
     "--reference/--no-reference",
     default=None,
