@@ -14,6 +14,7 @@ says so rather than being judged against a GPU its runtime cannot use.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 GIB = 1024**3
@@ -38,11 +39,10 @@ DEVICES: dict[str, Device] = {
         Device("H100-NVL", 95830 * MIB, "nvidia-smi total, H100 NVL 94GB", sm=90),
         Device("H800", int(79.22 * GIB), "as H100 (H800 80GB: the H100 die and memory, export NVLink)", sm=90),
         Device("H200", 143771 * MIB, "nvidia-smi total, H200 141GB", sm=90),
-        Device("H20", 97871 * MIB, "nvidia-smi total, H20 96GB", sm=90),
+        Device("H20-96GB", 97871 * MIB, "nvidia-smi total, H20 96GB", sm=90),
         Device("H20-141GB", 143771 * MIB, "nvidia-smi total, H20 141GB HBM3e (as H200)", sm=90),
         # llm-foundry #183: "79.21 GiB total capacity" in a CUDA OOM message on an A100-80GB.
         Device("A100-80GB", int(79.21 * GIB), "CUDA total capacity, A100 80GB (mosaicml/llm-foundry#183)", sm=80),
-        Device("A100", 40960 * MIB, "nvidia-smi total, A100 40GB (say A100-80GB for the larger one)", sm=80),
         Device("A100-40GB", 40960 * MIB, "nvidia-smi total, A100 40GB", sm=80),
         Device("L4", 23034 * MIB, "nvidia-smi total, L4 24GB", sm=89),
         Device("L40S", 46068 * MIB, "nvidia-smi total, L40S 48GB", sm=89),
@@ -82,7 +82,22 @@ DEVICES: dict[str, Device] = {
 
 def device(gpu_variant: str) -> Device | None:
     """The memory of one `gpu_variant` GPU; None for a name this table does not know (or `cpu`)."""
-    return DEVICES.get(gpu_variant.upper().replace("-", "").replace(" ", "").replace("_", ""))
+    return DEVICES.get(_key(gpu_variant))
+
+
+def variants(gpu_variant: str) -> tuple[str, ...]:
+    """The devices a name could mean when it names none exactly but a family sold with several memory
+    sizes (`A100`: A100-40GB, A100-80GB), sorted; () for a name that is exact, unknown or of one size.
+    Such a name is refused rather than sized as one of them: a plan sized for the wrong card is wrong."""
+    key = _key(gpu_variant)
+    if not key or key in DEVICES:
+        return ()
+    family = {d.name: d.bytes for d in DEVICES.values() if _key(re.sub(r"-\d+GB$", "", d.name)) == key}
+    return tuple(sorted(family)) if len(set(family.values())) > 1 else ()
+
+
+def _key(gpu_variant: str) -> str:
+    return gpu_variant.upper().replace("-", "").replace(" ", "").replace("_", "")
 
 
 def host_slot(node_memory_bytes: int | None, slots: int) -> Device | None:

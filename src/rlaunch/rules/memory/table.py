@@ -15,6 +15,7 @@ from rlaunch.rules.memory.rows import Keys, Row, gib, max_model_len
 from rlaunch.rules.memory.training import reference_row, training_rows
 from rlaunch.rules.model_shape import Architecture, Unsized
 from rlaunch.rules.subject import Subject, Violation, violation
+from rlaunch.rules.topology import wider_engines
 
 CODES = ("memory.model_states", "memory.engine_weights", "memory.kv_one_sequence")  # = rules.MEMORY_CODES
 
@@ -199,6 +200,13 @@ def violations(table: MemoryTable, s: Subject, geo: Geometry) -> list[Violation]
     weights = [r for r in refused if r.phase == "engine weights"]
     for r in weights:
         need_tp = math.ceil(r.certain * geo.tp / max(1, r.capacity))
+        wider = wider_engines(s, geo, need_tp)
+        tp_fix = (
+            f"set inference_engine_tensor_parallel_size={wider[0]} and num_inference_engines={wider[1]} (the "
+            f"smallest TP of at least {need_tp} that divides the model's heads and fills a node)"
+            if wider
+            else f"no engine TP of at least {need_tp} divides the model's heads and fills a node: use a larger GPU"
+        )
         out.append(
             violation(
                 "memory.engine_weights",
@@ -208,8 +216,7 @@ def violations(table: MemoryTable, s: Subject, geo: Geometry) -> list[Violation]
                 ],
                 f"a rollout engine's weights need {gib(r.certain)} GiB per device ({r.detail}) but its "
                 f"gpu_memory_utilization budget on one {where} is {gib(r.capacity)} GiB",
-                f"raise inference_engine_tensor_parallel_size to at least {need_tp}, or raise "
-                "generator.inference_engine.gpu_memory_utilization",
+                f"{tp_fix}, or raise generator.inference_engine.gpu_memory_utilization",
                 need_gib=gib(r.certain),
                 budget_gib=gib(r.capacity),
             )
