@@ -61,13 +61,20 @@ def test_the_evaluation_counts_correct_completions_against_each_rows_ground_trut
         {"prompt": [{"role": "user", "content": "2 + 2?"}], "reward_spec": {"ground_truth": "4"}},
         {"prompt": [{"role": "user", "content": "3 - 5?"}], "reward_spec": {"ground_truth": "-2"}},
     ]
-    result = summarise(rows, ["It is #### 4", "It is 2"])
+    result = summarise(rows, [["It is #### 4"], ["It is 2"]])
     assert (result["n"], result["correct"], result["accuracy"], result["samples"]) == (2, 1, 0.5, 1)
     assert result["example"] == {
         "prompt": "2 + 2?", "completion": "It is #### 4", "answer": "4", "ground_truth": "4", "score": 1.0,
     }  # fmt: skip
-    with pytest.raises(ValueError, match="1 completions for 2 rows"):
-        summarise(rows, ["#### 4"])
+    with pytest.raises(ValueError, match="completions for 1 rows, 2 rows"):
+        summarise(rows, [["#### 4"]])
+
+
+def test_sampled_completions_are_clustered_by_their_row() -> None:
+    rows = [{"prompt": [{"role": "user", "content": "2 + 2?"}], "reward_spec": {"ground_truth": "4"}}] * 2
+    result = summarise(rows, [["#### 4", "#### 4", "#### 4"], ["#### 5", "#### 4", "#### 5"]])
+    assert (result["n"], result["n_prompts"], result["samples"], result["correct"]) == (6, 2, 3, 4)
+    assert result["per_prompt"] == pytest.approx([1.0, 1 / 3])
 
 
 WRITE = """

@@ -8,9 +8,11 @@ generates M completions per prompt (greedy when T = 0, the default; sampled with
 otherwise), scores each with the reward registered for the row's env class (`--env-class` for
 rows without one) and prints one JSON line::
 
-    {"reward_mean", "reward_std", "accuracy" (share of rewards >= 1), "n" (completions scored),
-     "prompts", "model", "data", "env_class", "max_new_tokens", "seed", "temperature",
-     "samples", "weights_sha256", "seconds", "example": {"prompt", "completion", "reward"}}
+    {"reward_mean", "reward_std", "accuracy" (share of rewards >= 1), "accuracy_interval" (95%,
+     clustered by prompt), "stderr", "n" (completions scored), "n_prompts", "samples" (per prompt),
+     "per_prompt" (each prompt's accuracy), "prompts", "model", "data", "scorer" (the env class),
+     "sampling": {"temperature", "samples", "max_new_tokens", "seed"}, "weights_sha256", "seconds",
+     "example": {"prompt", "completion", "reward"}}
 """
 
 from __future__ import annotations
@@ -82,6 +84,34 @@ def summarise(scores: list[float]) -> dict:
     }
 
 
+Z95 = 1.959963984540054  # the standard normal's 97.5th percentile
+
+
+def clustered_accuracy(scores: list[list[float]], z: float = Z95) -> dict:
+    """Accuracy over `scores` (one list of 0/1 successes per prompt) with its 95% interval clustered
+    by prompt: a copy of `rlaunch.intervals.clustered_accuracy` (its docstring has the formula and
+    its source; the adapter cannot import rlaunch), as `Accuracy.to_json()` writes it."""
+    n = sum(len(prompt) for prompt in scores)
+    prompts = [prompt for prompt in scores if prompt]
+    if n == 0:
+        return {"accuracy": 0.0, "accuracy_interval": [0.0, 1.0], "stderr": 0.0, "n": 0, "n_prompts": 0,
+                "samples": None, "per_prompt": []}  # fmt: skip
+    p = sum(sum(prompt) for prompt in prompts) / n
+    stderr = math.sqrt(sum((sum(prompt) - len(prompt) * p) ** 2 for prompt in prompts)) / n
+    n_eff = min(float(n), max(float(len(prompts)), p * (1 - p) / stderr**2 if stderr > 0 else 0.0))
+    centre = (p + z * z / (2 * n_eff)) / (1 + z * z / n_eff)
+    half = z * math.sqrt(p * (1 - p) / n_eff + z * z / (4 * n_eff * n_eff)) / (1 + z * z / n_eff)
+    return {
+        "accuracy": p,
+        "accuracy_interval": [max(0.0, centre - half), min(1.0, centre + half)],
+        "stderr": stderr,
+        "n": n,
+        "n_prompts": len(prompts),
+        "samples": None if n % len(prompts) else n // len(prompts),
+        "per_prompt": [sum(prompt) / len(prompt) for prompt in prompts],
+    }
+
+
 def evaluate(
     model_dir: str,
     data_file: str,
@@ -125,16 +155,16 @@ def evaluate(
         samples=samples,
     )
     weights = weight_digests(model_dir)
+    per_row = samples if temperature > 0 else 1  # `score` draws this many completions per row, in row order
+    successes = [1.0 if s >= 1.0 else 0.0 for s in scores]
     return {
         **summarise(scores),
+        **clustered_accuracy([successes[i : i + per_row] for i in range(0, len(successes), per_row)]),
         "prompts": len(rows),
         "model": os.path.abspath(model_dir),
         "data": os.path.abspath(data_file),
-        "env_class": env_class,
-        "max_new_tokens": max_new_tokens,
-        "seed": seed,
-        "temperature": temperature,
-        "samples": samples,
+        "scorer": env_class,
+        "sampling": {"temperature": temperature, "samples": per_row, "max_new_tokens": max_new_tokens, "seed": seed},
         "weights_sha256": next(iter(weights.values())) if len(weights) == 1 else weights,
         "seconds": round(time.time() - started, 2),
         "example": example,
