@@ -29,6 +29,7 @@ from experiments import smoke
 from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, resolve_version
 from rlaunch.cli import rl_build_options
+from rlaunch.evaluation import EvalReport, Sampling
 from rlaunch.runtimes.environment import runtime_tool
 from rlaunch.skyrl import HfModel, PromptData, SkyRLRolePlan
 
@@ -38,7 +39,8 @@ MAX_OPERAND = 4
 SPLITS = {"train": 512, "validation": 200}
 WARM_START = {"steps": 150, "batch_size": 16, "lr": 3e-3}
 RL_STEPS = 40
-SAMPLING = (1.0, 8)  # the evaluations' temperature and completions per prompt
+# The evaluations sample as the policy samples in training: temperature 1, eight completions per prompt.
+SAMPLING = Sampling(max_new_tokens=8, temperature=1.0, samples=8)
 RECIPE = """
 trainer:
   algorithm: {advantage_estimator: grpo, use_kl_loss: false}
@@ -146,9 +148,7 @@ def judge(config: dict[str, Any]) -> LearningVerdict:
     return verdict
 
 
-def verdict_step(
-    before: ArtifactStep[smoke.EvalReport], after: ArtifactStep[smoke.EvalReport]
-) -> ArtifactStep[LearningVerdict]:
+def verdict_step(before: ArtifactStep[EvalReport], after: ArtifactStep[EvalReport]) -> ArtifactStep[LearningVerdict]:
     def build(ctx: StepContext) -> dict[str, Any]:
         config: dict[str, Any] = {"output_path": ctx.output_path}
         if not ctx.is_fingerprint:  # the reports' contents follow from the inputs' identities
@@ -182,9 +182,8 @@ def main(steps: int, seed: int) -> ArtifactStep[LearningVerdict]:
     data = smoke.dataset_step("learning/arithmetic", MAX_OPERAND, SPLITS, seed)
     warm = warm_start_step(smoke.model_step(smoke.tokenizer_step()), data, seed)
     rl = smoke.rl_step(warm, data, 1, steps, name="learning/rl", recipe=RECIPE, roles=ROLES, seed=seed)
-    evaluate = dict(max_new_tokens=8, sampling=SAMPLING)
-    before = smoke.evaluation_step(warm, data, name="learning/eval-before", **evaluate)
-    after = smoke.evaluation_step(rl, data, name="learning/eval-after", **evaluate)
+    before = smoke.evaluation_step(warm, data, name="learning/eval-before", sampling=SAMPLING)
+    after = smoke.evaluation_step(rl, data, name="learning/eval-after", sampling=SAMPLING)
     return verdict_step(before, after)
 
 

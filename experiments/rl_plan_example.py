@@ -27,25 +27,24 @@ without a smoke of its own; its two nodes are more than the default threshold, s
 The conversion of the data and the evaluation are step jobs (`StepExecution`) whose work runs in
 the fsdp runtime's environment (`runtime_tool`: rlaunch itself has neither pyarrow nor vLLM): the
 conversion (`rlaunch_skyrl.gsm8k`) on one large-memory CPU node, the evaluation
-(`rlaunch_skyrl.evaluate`: greedy vLLM generation over the node's 8 H100s, scored by the GSM8K
-answer rule) after the RL step, on the converted test split. Its report gives the accuracy with its
-95% Wilson interval, n, the samples per prompt, the weights' sha256 and the identities of the model
-and data it scored. The plan shows each step's placement and, per terminal stage, the GPU-hours it
+(`rlaunch.evaluation.evaluation_step`, which runs `rlaunch_skyrl.evaluate`: greedy vLLM generation
+over the node's 8 H100s, scored by the GSM8K answer rule) after the RL step, on the converted test
+split. Its report gives the accuracy with its 95% interval clustered by prompt, n, the samples per
+prompt, the weights' sha256 and the identities of the model and data it scored. The plan shows each step's placement and, per terminal stage, the GPU-hours it
 would allocate at most: `--stage rl` versus `--stage evaluation` is a visible choice.
 """
 
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
 from typing import Any
 
 import click
 
-from experiments.smoke import publish, scored_identities, scored_inputs, write_report
-from rlaunch import storage
-from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, resolve_version
+from experiments.smoke import publish
+from rlaunch.artifacts import ArtifactStep, resolve_version
 from rlaunch.cli import rl_build_options
+from rlaunch.evaluation import EvalReport, Sampling, evaluation_step
 from rlaunch.runtimes.environment import runtime_tool
 from rlaunch.skyrl import (
     ArtifactDataSource,
@@ -81,23 +80,6 @@ generator:
 environment:
   env_class: gsm8k
 """
-
-
-@dataclass(frozen=True)
-class EvalReport(Artifact):
-    """What a researcher reads of the evaluation: accuracy on GSM8K's test split and its 95% interval
-    over `n` greedy answers (`samples` per prompt), the first scored example, and exactly which model
-    (identity and weights digest) and data (identity) were scored."""
-
-    n: int = 0
-    correct: int = 0
-    accuracy: float = 0.0
-    accuracy_interval: tuple[float, float] = (0.0, 1.0)
-    samples: int = 1
-    example: dict[str, Any] | None = None
-    model: str = ""
-    model_sha256: str = ""
-    data: str = ""
 
 
 QWEN3_8B_COMMIT = "9c925d64d72725edaf899c6cb9c377fd0709d9c5"
@@ -303,52 +285,17 @@ def rl_step(broken: bool, variant: str = "64-gpu") -> SkyRLArtifactStep:
 
 
 def evaluation(rl: SkyRLArtifactStep) -> ArtifactStep[EvalReport]:
-    """Score the RL run's export on the converted test split, greedily, on the evaluation's GPUs."""
-    data = gsm8k()
-
-    def build(ctx: StepContext) -> dict[str, Any]:
-        config: dict[str, Any] = {
-            "output_path": ctx.output_path,
-            "policy": ctx.artifact_path(rl),
-            "data_uri": storage.join(ctx.artifact_path(data), "test.parquet"),
-            "max_new_tokens": 3072,  # the recipe's max_generate_length: the policy answers as it trained
-        }
-        if not ctx.is_fingerprint:  # placement, and what the report names: outside the fingerprint
-            config["tensor_parallel_size"] = EVALUATION.accelerators
-            config.update(scored_identities(ctx, config.pop("policy"), rl, data))
-        return config
-
-    return ArtifactStep(
+    """Score the RL run's export on the converted test split, greedily, on the evaluation's GPUs,
+    answering as it trained (the recipe's max_generate_length)."""
+    return evaluation_step(
+        rl,
+        gsm8k(),
         name="evals/gsm8k-grpo-qwen3-8b/gsm8k-test",
         version=resolve_version("evals/gsm8k-grpo-qwen3-8b", None),
-        artifact_type=EvalReport,
-        run=evaluate,
-        build_config=build,
-        deps=(rl, data),
+        split="test.parquet",
         execution=EVALUATION,
-    )
-
-
-def evaluate(config: dict[str, Any]) -> EvalReport:
-    """Generate and score in the fsdp runtime (vLLM), then report accuracy with its Wilson interval."""
-    with tempfile.TemporaryDirectory() as tmp:
-        model, data = scored_inputs(config, tmp, "test.parquet")
-        info = runtime_tool(
-            RUNTIME, "rlaunch_skyrl.evaluate", "--model", model, "--data", data,
-            "--tensor-parallel-size", str(config["tensor_parallel_size"]),
-            "--max-new-tokens", str(config["max_new_tokens"]),
-        )  # fmt: skip
-    interval, identities = write_report(config, info, info["correct"])
-    return EvalReport(
-        path=config["output_path"],
-        n=info["n"],
-        correct=info["correct"],
-        accuracy=info["accuracy"],
-        accuracy_interval=interval,
-        samples=info["samples"],
-        example=info["example"],
-        model_sha256=info["weights_sha256"] or "",
-        **identities,
+        sampling=Sampling(max_new_tokens=3072),
+        scorer="gsm8k",
     )
 
 

@@ -10,9 +10,11 @@
 Steps: a byte-level BPE tokenizer trained here, a tiny random-init Qwen3 (records its heads and
 context length), a synthetic arithmetic dataset with ground truth, the RL step (TRL GRPO through
 the `trl-cpu` runtime, colocated, 1 node, 1 or 2 device slots) and an evaluation of the export on
-the validation split. The evaluation is a step job (`StepExecution`): a child job of the
-coordinator on the same backend, which stages the export and the data by identity and reports
-accuracy with its 95% interval, the samples, and which model and data it scored. Tokenizer,
+the validation split. The evaluation is the library's (`rlaunch.evaluation.evaluation_step`, scored
+by the arithmetic verifier), a step job (`StepExecution`): a child job of the coordinator on the
+same backend, which stages the export and the data by identity and reports accuracy with its 95%
+interval clustered by prompt, the samples, and which model and data it scored
+(`rlaunch status smoke/eval@VERSION` shows it). Tokenizer,
 model and evaluation run inside the trl-cpu runtime environment (built once from its lock, then
 reused); rlaunch itself never imports torch.
 """
@@ -20,7 +22,6 @@ reused); rlaunch itself never imports torch.
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import tempfile
@@ -29,9 +30,10 @@ from typing import Any
 
 import click
 
-from rlaunch import storage
-from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, resolve_version
+from rlaunch import evaluation, storage
+from rlaunch.artifacts import Artifact, ArtifactStep, resolve_version
 from rlaunch.cli import rl_build_options
+from rlaunch.evaluation import EvalReport, Sampling
 from rlaunch.runtimes.environment import runtime_tool
 from rlaunch.skyrl import (
     ArtifactDataSource,
@@ -78,31 +80,6 @@ environment:
 class Tokenizer(Artifact):
     vocab_size: int = 0
     files: dict[str, str] | None = None
-
-
-@dataclass(frozen=True)
-class EvalReport(Artifact):
-    """What a researcher reads of an evaluation: accuracy and its 95% interval over `n` samples,
-    and exactly which model (identity and weights digest) and data (identity) were scored."""
-
-    reward_mean: float = 0.0
-    reward_std: float = 0.0
-    n: int = 0
-    accuracy: float = 0.0
-    accuracy_interval: tuple[float, float] = (0.0, 1.0)
-    model: str = ""
-    model_sha256: str = ""
-    data: str = ""
-
-
-def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The 95% Wilson score interval of a proportion (sound at 0 and 1, unlike the normal one)."""
-    if n <= 0:
-        return (0.0, 1.0)
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4))
 
 
 def publish(local_dir: str, output_path: str) -> None:
@@ -165,58 +142,6 @@ def build_dataset(config: dict[str, Any]) -> PromptData:
             }))  # fmt: skip
         storage.write_text_atomic(storage.join(config["output_path"], f"{split}.jsonl"), "\n".join(lines) + "\n")
     return PromptData(path=config["output_path"])  # records each split's rows and fields
-
-
-def evaluate(config: dict[str, Any]) -> EvalReport:
-    with tempfile.TemporaryDirectory() as tmp:
-        model, data = scored_inputs(config, tmp, "validation.jsonl")
-        info = runtime_tool(
-            RUNTIME, "rlaunch_trl_cpu.evaluate", "--model", model, "--data", data, "--env-class", "arithmetic",
-            "--max-new-tokens", str(config["max_new_tokens"]), "--seed", str(config["seed"]),
-            *_sampling_args(config),
-        )  # fmt: skip
-    interval, identities = write_report(config, info, info["accuracy"] * info["n"])
-    weights = info.get("weights_sha256")
-    return EvalReport(
-        path=config["output_path"],
-        reward_mean=info["reward_mean"],
-        reward_std=info.get("reward_std", 0.0),
-        n=info["n"],
-        accuracy=info["accuracy"],
-        accuracy_interval=interval,
-        model_sha256=weights if isinstance(weights, str) else json.dumps(weights, sort_keys=True),
-        **identities,
-    )
-
-
-def scored_inputs(config: dict[str, Any], tmp: str, data_name: str) -> tuple[str, str]:
-    """Local copies, under `tmp`, of the model (`model_uri`) and the data file (`data_uri`, as `data_name`)."""
-    model, data = os.path.join(tmp, "model"), os.path.join(tmp, data_name)
-    fs, root = storage.filesystem(config["model_uri"])
-    fs.get(root, model, recursive=True)
-    data_fs, data_path = storage.filesystem(config["data_uri"])
-    data_fs.get_file(data_path, data)
-    return model, data
-
-
-def write_report(
-    config: dict[str, Any], info: dict[str, Any], successes: float
-) -> tuple[tuple[float, float], dict[str, str]]:
-    """`report.json`: the runtime's result with the accuracy's 95% interval and the identities of
-    the model and data scored; returns the interval and the identities."""
-    interval = wilson_interval(successes, info["n"])
-    identities = {"model": config["model"], "data": config["data"]}
-    storage.write_json_atomic(
-        storage.join(config["output_path"], "report.json"), {**info, "accuracy_interval": interval, **identities}
-    )
-    return interval, identities
-
-
-def _sampling_args(config: dict[str, Any]) -> list[str]:
-    """Greedy unless the evaluation asks for `samples` completions per prompt at `temperature`."""
-    if "temperature" not in config:
-        return []
-    return ["--temperature", str(config["temperature"]), "--samples", str(config["samples"])]
 
 
 def tokenizer_step() -> ArtifactStep[Tokenizer]:
@@ -341,6 +266,7 @@ def rl_step(
 
 # The evaluation's step job: one CPU in the trl-cpu runtime, on the coordinator's backend.
 EVALUATION = StepExecution(runtime=RUNTIME, cpu=1.0, memory="4GB", disk="10GB", time_limit_seconds=1800)
+GREEDY = Sampling(max_new_tokens=16)
 
 
 def evaluation_step(
@@ -348,57 +274,13 @@ def evaluation_step(
     data: ArtifactStep[PromptData],
     *,
     name: str = "smoke/eval",
-    max_new_tokens: int = 16,
-    sampling: tuple[float, int] | None = None,
+    sampling: Sampling = GREEDY,
 ) -> ArtifactStep[EvalReport]:
-    """Score `model` (an RL run's export, or an HF model as it is) on the data's validation split,
-    greedily, or with `sampling` = (temperature, completions per prompt)."""
-
-    def build(ctx: StepContext) -> dict[str, Any]:
-        config: dict[str, Any] = {
-            "output_path": ctx.output_path,
-            "policy": ctx.artifact_path(model),
-            "data_uri": storage.join(ctx.artifact_path(data), "validation.jsonl"),
-            "max_new_tokens": max_new_tokens,
-            "seed": 0,
-        }
-        if sampling is not None:
-            config["temperature"], config["samples"] = sampling
-        if not ctx.is_fingerprint:  # what the report names: placement, so outside the fingerprint
-            config.update(scored_identities(ctx, config.pop("policy"), model, data))
-        return config
-
-    return ArtifactStep(
-        name=name,
-        version=resolve_version(name, None),
-        artifact_type=EvalReport,
-        run=evaluate,
-        build_config=build,
-        deps=(model, data),
-        execution=EVALUATION,
+    """Score `model` (an RL run's export, or an HF model as it is) on the data's validation split
+    with the arithmetic verifier, greedily unless `sampling` says otherwise."""
+    return evaluation.evaluation_step(
+        model, data, name=name, split="validation.jsonl", execution=EVALUATION, sampling=sampling, scorer="arithmetic"
     )
-
-
-def scored_identities(
-    ctx: StepContext, policy: str, model: ArtifactStep[SkyRLRun] | ArtifactStep[HfModel], data: ArtifactStep[PromptData]
-) -> dict[str, str]:
-    """What an evaluation loads and names, known once its inputs are built: the model's URI (an RL
-    run's export, or an HF model's path) and the recorded identities of the model (at `policy`, its
-    artifact path, which the run's config drops: a step job would stage all of it) and the data."""
-    resolved = ctx.resolved(model)
-    return {
-        "model_uri": resolved.hf_model_uri if isinstance(resolved, SkyRLRun) else resolved.path,
-        "model": _recorded_identity(policy),
-        "data": _recorded_identity(ctx.artifact_path(data)),
-    }
-
-
-def _recorded_identity(path: str) -> str:
-    """`name@version:fingerprint` as the artifact's record at `path` states it."""
-    from rlaunch.artifacts import records
-
-    record = records.read_record(path) or {}
-    return f"{record.get('name')}@{record.get('version')}:{record.get('fingerprint')}"
 
 
 @click.command()

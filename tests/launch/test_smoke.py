@@ -89,7 +89,7 @@ def test_smoke_trains_exports_evaluates_and_reruns_from_storage(launcher: Launch
     logs = launcher.run("-m", "rlaunch", "logs", f"smoke/eval@{VERSION}")  # the step job's own output
     assert logs.returncode == 0, logs.stderr[-2000:]
     assert f"[rank 0] [rlaunch.step] staged smoke/rl@{VERSION} -> " in logs.stdout, logs.stdout[-2000:]
-    assert f"running experiments.smoke:evaluate for smoke/eval@{VERSION}" in logs.stdout, logs.stdout[-2000:]
+    assert f"running rlaunch.evaluation.eval_step:evaluate for smoke/eval@{VERSION}" in logs.stdout, logs.stdout[-2000:]
     assert f"smoke/eval@{VERSION}: result written to" in logs.stdout, logs.stdout[-2000:]
     generate = (
         "import sys, transformers;"

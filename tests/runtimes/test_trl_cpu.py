@@ -125,7 +125,10 @@ def test_export_reloads_and_generates(full_run, trl_env, tiny_assets):
             "--samples", "2",
         ],
     )  # fmt: skip
-    assert out["n"] == 8 and out["prompts"] == 4
+    assert out["n"] == 8 and out["prompts"] == out["n_prompts"] == 4 and out["samples"] == 2
+    assert len(out["per_prompt"]) == 4 and out["scorer"] == "arithmetic" and out["sampling"]["temperature"] == 1.0
+    low, high = out["accuracy_interval"]
+    assert 0.0 <= low <= out["accuracy"] <= high <= 1.0
     assert 0.0 <= out["reward_mean"] <= 1.0 and out["reward_std"] >= 0.0
     assert out["weights_sha256"] == _sha(policy / "model.safetensors")
     assert isinstance(out["example"]["completion"], str)

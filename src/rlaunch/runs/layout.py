@@ -32,6 +32,9 @@ HANDED_DOCUMENT = "launch.yaml"  # the document the RL step hands the host, in t
 CANCELLATIONS = "cancellations"
 STEP_JOB_DOCUMENT = "step-job.json"  # what a step job runs: function, config, inputs (its attempt's directory)
 STEP_JOB_RESULT = "step-result.json"  # the artifact's value fields the step job's function returned
+EVALUATION_REPORT = (
+    "report.json"  # an evaluation step's accuracy, interval, sampling and identities (rlaunch.evaluation)
+)
 STEP_JOB_TTL_DAYS = 7  # how long a step job's attempt directories are kept
 _STEP_DIR = re.compile(r"^global_step_(\d+)$")
 

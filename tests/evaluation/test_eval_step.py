@@ -1,0 +1,97 @@
+"""The library's evaluation step: its scorer and runtime refusals, its sampling, the tool's arguments."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from experiments import rl_plan_example, smoke
+from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
+from rlaunch.evaluation import Sampling
+from rlaunch.evaluation.eval_step import TOOLS, evaluate, evaluation_tool
+from tests.runtimes.helpers import import_adapter
+
+VERSION = "2026.11.30"
+
+
+def test_the_trl_cpu_tool_scores_with_every_reward_the_runtime_registers() -> None:
+    assert list(TOOLS["trl_cpu"].scorers) == import_adapter().rewards.names()
+
+
+def test_a_runtimes_tool_is_found_by_its_adapter() -> None:
+    assert evaluation_tool("trl-cpu", "arithmetic") == "trl_cpu"
+    assert evaluation_tool("fsdp", "gsm8k") == "skyrl"
+
+
+def test_a_scorer_the_runtime_does_not_know_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"scorer='arithmetic' is not scored by runtime 'fsdp'.*\['gsm8k'\]"):
+        evaluation_tool("fsdp", "arithmetic")
+
+
+def test_an_evaluation_without_a_runtime_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"execution.runtime=None.*StepExecution\(runtime='trl-cpu'\)"):
+        evaluation_tool(None, "gsm8k")
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"samples": 8}, "samples=8 with temperature=0"),
+        ({"samples": 0}, "samples=0 must be at least 1"),
+        ({"temperature": -0.1}, "temperature=-0.1 cannot be negative"),
+        ({"max_new_tokens": 0}, "max_new_tokens=0 must be at least 1"),
+    ],
+)
+def test_sampling_refuses_what_no_tool_can_draw(fields: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Sampling(**{"max_new_tokens": 8, **fields})
+    Sampling(max_new_tokens=1, temperature=0.5, samples=2)  # the edge each guard lets through
+
+
+def config(tool: str, **extra: object) -> dict[str, object]:
+    sampling = dataclasses.asdict(Sampling(max_new_tokens=8, temperature=1.0, samples=4, seed=3))
+    return {"tool": tool, "scorer": "gsm8k", "sampling": sampling, "tensor_parallel_size": 8, **extra}
+
+
+def test_the_cpu_tool_is_told_the_scorer_and_the_gpu_tool_its_gpus() -> None:
+    common = ["--model", "M", "--data", "D", "--max-new-tokens", "8", "--seed", "3", "--temperature", "1.0"]
+    assert TOOLS["trl_cpu"].arguments(config("trl_cpu"), "M", "D") == [
+        *common,
+        "--samples",
+        "4",
+        "--env-class",
+        "gsm8k",
+    ]
+    assert TOOLS["skyrl"].arguments(config("skyrl"), "M", "D") == [
+        *common, "--samples", "4", "--tensor-parallel-size", "8",
+    ]  # fmt: skip
+
+
+def steps() -> dict[str, object]:
+    with build_context(BuildContext(VersionCodex(VERSION, {}))):
+        data = smoke.dataset_step()
+        rl = smoke.rl_step(smoke.model_step(smoke.tokenizer_step()), data, 1, 4)
+        return {
+            "smoke": smoke.evaluation_step(rl, data),
+            "sampled": smoke.evaluation_step(
+                rl, data, sampling=Sampling(max_new_tokens=16, temperature=1.0, samples=8)
+            ),
+            "gpu": rl_plan_example.evaluation(rl_plan_example.rl_step(False)),
+        }
+
+
+def test_the_examples_evaluations_are_the_librarys_step_with_their_scorer_and_split() -> None:
+    built = steps()
+    assert {s.run for s in built.values()} == {evaluate}
+    smoke_config = built["smoke"].fingerprint_config
+    assert smoke_config["scorer"] == "arithmetic" and smoke_config["tool"] == "trl_cpu"
+    assert smoke_config["data_uri"].endswith("/validation.jsonl")
+    gpu_config = built["gpu"].fingerprint_config
+    assert gpu_config["scorer"] == "gsm8k" and gpu_config["tool"] == "skyrl"
+    assert gpu_config["data_uri"].endswith("/test.parquet")
+
+
+def test_the_sampling_is_part_of_the_evaluations_identity() -> None:
+    built = steps()
+    assert built["smoke"].fingerprint != built["sampled"].fingerprint
