@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, str] = {
     "logs": "rlaunch.observe.cli:logs",
     "cancel": "rlaunch.control.cli:cancel",
     "plot": "rlaunch.observe.cli:plot",
+    "compare": "rlaunch.observe.cli:compare",
     "parity": "rlaunch.cli.parity_command:parity",
     "fit": "rlaunch.cli.fit_command:fit",
 }

@@ -1,4 +1,4 @@
-"""`rlaunch runs | verify-smoke | logs | plot`: read-only views of runs.
+"""`rlaunch runs | verify-smoke | logs | plot | compare`: read-only views of runs and evaluations.
 
 A RUN is `name@version` (under --prefix, else $RLAUNCH_PREFIX), the RL artifact's path, or a
 coordinator or child job id. Everything here reads; `rlaunch status`, which closes an attempt whose
@@ -7,6 +7,7 @@ jobs all ended, and `rlaunch cancel` live in `rlaunch.control`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
@@ -216,3 +217,32 @@ def plot(run: str, prefix: str | None, attempt_id: str | None, out_path: str) ->
         raise click.ClickException(f"cannot write the plot to {out_path}: {exc}") from None
     points = len(plotting.merged(series))
     click.echo(f"wrote {out_path}: {', '.join(panels)} over {points} optimizer steps")
+
+
+@click.command()
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@prefix_option
+@json_option
+def compare(a: str, b: str, prefix: str | None, as_json: bool) -> None:
+    """Two evaluations side by side, and whether B - A exceeds the noise.
+
+    Accuracy with its 95% interval clustered by prompt, n, the scorer, the sampling, and the model
+    and data each scored; then B - A with its 95% interval, paired by prompt when both scored the
+    same data with as many completions per prompt (else unpaired), and the verdict: within noise, or
+    exceeds the interval.
+
+    A and B are evaluation steps (name@version or their paths), or RL versions (or any model
+    artifact): each is replaced by the one evaluation step job under the prefix that scored it.
+    """
+    from rlaunch.observe.render import compare_text, dumps
+    from rlaunch.observe.scores import compared, evaluation_of
+
+    (name_a, score_a), (name_b, score_b) = (evaluation_of(resolve_run(r, prefix)) for r in (a, b))
+    found = compared(score_a, score_b)
+    if as_json:
+        sides = {"a": (name_a, score_a), "b": (name_b, score_b)}
+        data = {side: {"evaluation": name, **dataclasses.asdict(score)} for side, (name, score) in sides.items()}
+        click.echo(dumps({**data, "difference": dataclasses.asdict(found), "verdict": found.verdict()}))
+    else:
+        click.echo(compare_text((name_a, score_a), (name_b, score_b), found))

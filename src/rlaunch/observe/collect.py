@@ -22,6 +22,7 @@ from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.observe import run_jobs
 from rlaunch.observe.resolve import RunRef
 from rlaunch.observe.run_files import list_names, read_document, read_json, read_metrics, read_text
+from rlaunch.observe.scores import Score, read_score
 from rlaunch.runs.layout import (
     CHECKPOINT_META,
     JOINED,
@@ -199,6 +200,7 @@ class RunStatus:
     attempt_dir: str | None = None
     document_uri: str | None = None
     damage: str | None = None  # the run record is damaged: the attempt shown was rebuilt from other state
+    score: Score | None = None  # an evaluation's accuracy and interval (its report.json), when it wrote one
 
     @property
     def is_terminal(self) -> bool:
@@ -212,6 +214,8 @@ class RunStatus:
         data["tasks"]["missing_trainer_processes"] = self.tasks.missing_trainers
         data["export"]["present"] = self.export.present
         data["is_terminal"] = self.is_terminal
+        if self.score is not None:
+            data["score"]["headline"] = self.score.headline()
         return data
 
 
@@ -510,6 +514,7 @@ def collect(ref: RunRef, reference: str | None = None) -> RunStatus:
     )
     status.failure_class = _failure_class(status, attempt)
     status.wandb = _wandb(attempt, status.attempt_dir)
+    status.score = read_score(ref.output_path)
     if ref.damage and not attempt:  # never "pending": the history is unreadable and nothing else names an attempt
         status.state, status.state_reason = "damaged", "no other state of the run names an attempt"
     refusals = (ref.record or {}).get("replay_refusals") or []

@@ -10,8 +10,10 @@ import datetime
 import json
 from typing import Any
 
+from rlaunch.intervals import Difference
 from rlaunch.observe.collect import RunStatus
 from rlaunch.observe.run_jobs import JobView
+from rlaunch.observe.scores import Score
 from rlaunch.observe.verdict import Verdict
 from rlaunch.runs.layout import CHECKPOINT_META
 from rlaunch.runs.run_record import PHASES
@@ -220,8 +222,9 @@ def status_text(s: RunStatus) -> str:
     lines += _line("jobs", f"backend {s.backend or '-'}")
     lines += _job_lines(s.coordinator, "coordinator", s.is_terminal)
     lines += _job_lines(s.child, "child", s.is_terminal)
-    if s.kind == "step":  # a step job: no trainer, checkpoints or export to report
-        return "\n".join(lines + _step_job(s))
+    lines += _score(s)
+    if s.kind == "step" or (s.score and not s.attempt_id):  # a step job, or an evaluation run in its coordinator
+        return "\n".join(lines + (_step_job(s) if s.kind == "step" else []))
     lines += _joined(s)
     lines += _model(s)
     lines += _steps(s)
@@ -230,6 +233,21 @@ def status_text(s: RunStatus) -> str:
     lines += _wandb(s)
     lines += _terminal(s)
     return "\n".join(lines)
+
+
+def _score(s: RunStatus) -> list[str]:
+    """An evaluation's accuracy with its interval, what scored it, and the model and data it scored."""
+    c = s.score
+    if c is None:
+        return []
+    return _line(
+        "score",
+        c.headline(),
+        f"scorer {c.scorer or '-'}; {c.sampling_text()}",
+        f"model {c.model or '-'}",
+        f"data {c.data or '-'}",
+        c.report_uri,
+    )
 
 
 def _step_job(s: RunStatus) -> list[str]:
@@ -252,6 +270,33 @@ def _wandb(s: RunStatus) -> list[str]:
         f"run {w.get('run_id') or '-'}  project {w.get('project') or '-'}  entity {w.get('entity') or '-'}",
         where,
     )
+
+
+def compare_text(a: tuple[str, Score], b: tuple[str, Score], found: Difference) -> str:
+    """Two evaluations in columns, what differs between them besides the model, and the verdict."""
+
+    def column(score: Score) -> list[str]:
+        acc = score.accuracy
+        assert acc is not None  # compared() refused a report without one
+        return [
+            f"{acc.accuracy:.3f} [{acc.low:.3f}, {acc.high:.3f}]",
+            f"{acc.n} completions over {acc.n_prompts} prompts",
+            score.scorer or "-",
+            score.sampling_text(),
+            score.model or "-",
+            score.data or "-",
+        ]
+
+    labels = ["accuracy", "n", "scorer", "sampling", "model", "data"]
+    rows = [["", "A", "B"], ["evaluation", a[0], b[0]]]
+    rows += [[label, x, y] for label, x, y in zip(labels, column(a[1]), column(b[1]))]
+    lines = [table(rows), ""]
+    unlike = [label for label, x, y in rows if label in ("scorer", "sampling", "data") and x != y]
+    if unlike:
+        lines.append(f"note: A and B differ in {', '.join(unlike)}, not only in the model: the difference mixes them")
+    how = "paired by prompt" if found.paired else "unpaired: not the same prompts with as many completions each"
+    lines.append(f"{found.verdict()}  (95 %, clustered by prompt; {how})")
+    return "\n".join(lines)
 
 
 def verdict_text(s: RunStatus, verdict: Verdict) -> str:
