@@ -5,8 +5,8 @@
 
 Each seed runs the whole example in a fresh temporary prefix (tokenizer, tiny Qwen3, data, the
 supervised warm start, TRL GRPO through the trl-cpu runtime, two evaluation step jobs, the verdict)
-and prints the accuracy before and after RL with their 95% Wilson intervals, the lift, whether the
-intervals are apart (`learned`) and the wall time. Nothing is asserted: tests/launch/test_learning.py
+and prints the accuracy before and after RL with their 95% intervals clustered by prompt, the lift
+with its 95% interval (paired by prompt), whether it lies above 0 (`learned`) and the wall time. Nothing is asserted: tests/launch/test_learning.py
 checks the direction on seed 0.
 """
 
@@ -45,7 +45,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     args = parser.parse_args()
-    print("seed  before  95% interval      after   95% interval      lift    learned  wall")
+    print("seed  before  95% interval      after   95% interval      lift    95% interval        learned  wall")
     for seed in args.seeds:
         row = run_seed(seed)
         if "error" in row:
@@ -53,9 +53,10 @@ def main() -> int:
             continue
         lo, hi = row["before_interval"]
         alo, ahi = row["after_interval"]
+        llo, lhi = row["lift_interval"]
         print(
             f"{seed:<5} {row['before']:.3f}   [{lo:.3f}, {hi:.3f}]    {row['after']:.3f}   [{alo:.3f}, {ahi:.3f}]"
-            f"    {row['after'] - row['before']:+.3f}  {str(row['learned']):<8} {row['wall_s']:.0f}s"
+            f"    {row['lift']:+.3f}  [{llo:+.3f}, {lhi:+.3f}]  {str(row['learned']):<8} {row['wall_s']:.0f}s"
         )
     return 0
 

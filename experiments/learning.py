@@ -11,8 +11,10 @@ is right only part of the time. The RL step (TRL GRPO through the trl-cpu runtim
 the arithmetic verifier) starts from that model. Two evaluation step jobs score the warm model and
 the RL export on the same validation rows, sampling as the policy samples in training (temperature
 1, eight completions per prompt: the success rate RL maximises), and `learning/verdict` compares
-them: RL learned when the accuracy after is above the accuracy before by more than the 95%
-interval, i.e. the two Wilson intervals do not overlap. Numbers: benchmarks/README.md.
+them as `rlaunch compare learning/eval-before@V learning/eval-after@V` does: RL learned when the
+accuracy after is above the accuracy before by more than the 95% interval of the difference
+(paired by prompt, clustered by prompt: the eight completions of a prompt are not independent).
+Numbers: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, resolve_version
 from rlaunch.cli import rl_build_options
 from rlaunch.evaluation import EvalReport, Sampling
+from rlaunch.observe.scores import compared, score_of
+from rlaunch.runs.layout import EVALUATION_REPORT
 from rlaunch.runtimes.environment import runtime_tool
 from rlaunch.skyrl import HfModel, PromptData, SkyRLRolePlan
 
@@ -76,14 +80,18 @@ ROLES = SkyRLRolePlan(
 
 @dataclass(frozen=True)
 class LearningVerdict(Artifact):
-    """Accuracy before and after RL with their 95% intervals; `learned` when after's interval lies
-    wholly above before's."""
+    """Accuracy before and after RL with their 95% intervals clustered by prompt, and the lift
+    (after - before, paired by prompt: both score the same rows) with its interval; `learned` when
+    the lift's interval lies wholly above 0 (`rlaunch compare`'s "exceeds the interval", upwards)."""
 
     before: float = 0.0
     before_interval: tuple[float, float] = (0.0, 1.0)
     after: float = 0.0
     after_interval: tuple[float, float] = (0.0, 1.0)
     n: int = 0
+    lift: float = 0.0
+    lift_interval: tuple[float, float] = (-1.0, 1.0)
+    paired: bool = False
     learned: bool = False
 
 
@@ -130,20 +138,27 @@ def warm_start_step(model: ArtifactStep[HfModel], data: ArtifactStep[PromptData]
 
 
 def judge(config: dict[str, Any]) -> LearningVerdict:
-    before, after = config["before"], config["after"]
+    """`rlaunch compare`'s verdict on the two reports: RL learned when after - before exceeds its interval upwards."""
+    before, after = (score_of(config[key], f"{key} report") for key in ("before", "after"))
+    lift = compared(before, after)
+    assert before.accuracy is not None and after.accuracy is not None  # compared() refused an older report
     verdict = LearningVerdict(
         path=config["output_path"],
-        before=before["accuracy"],
-        before_interval=tuple(before["accuracy_interval"]),
-        after=after["accuracy"],
-        after_interval=tuple(after["accuracy_interval"]),
-        n=after["n"],
-        learned=after["accuracy_interval"][0] > before["accuracy_interval"][1],
+        before=before.accuracy.accuracy,
+        before_interval=(before.accuracy.low, before.accuracy.high),
+        after=after.accuracy.accuracy,
+        after_interval=(after.accuracy.low, after.accuracy.high),
+        n=after.accuracy.n,
+        lift=lift.difference,
+        lift_interval=(lift.low, lift.high),
+        paired=lift.paired,
+        learned=lift.exceeds_noise and lift.difference > 0,
     )
+    fields = ("before", "before_interval", "after", "after_interval", "n", "lift", "lift_interval", "paired", "learned")
     storage.write_json_atomic(
         storage.join(config["output_path"], "verdict.json"),
-        {**{k: getattr(verdict, k) for k in ("before", "before_interval", "after", "after_interval", "n", "learned")},
-         "before_model": before["model"], "after_model": after["model"]},
+        {**{k: getattr(verdict, k) for k in fields}, "verdict": lift.verdict(),
+         "before_model": before.model, "after_model": after.model},
     )  # fmt: skip
     return verdict
 
@@ -153,13 +168,7 @@ def verdict_step(before: ArtifactStep[EvalReport], after: ArtifactStep[EvalRepor
         config: dict[str, Any] = {"output_path": ctx.output_path}
         if not ctx.is_fingerprint:  # the reports' contents follow from the inputs' identities
             for key, step in (("before", before), ("after", after)):
-                report = ctx.resolved(step)
-                config[key] = {
-                    "accuracy": report.accuracy,
-                    "accuracy_interval": list(report.accuracy_interval),
-                    "n": report.n,
-                    "model": report.model,
-                }
+                config[key] = storage.read_json(storage.join(ctx.resolved(step).path, EVALUATION_REPORT))
         return config
 
     return ArtifactStep(

@@ -12,6 +12,7 @@ import json
 import pytest
 
 from experiments.learning import judge
+from rlaunch.intervals import clustered_accuracy
 from tests.launching import Launcher
 
 pytestmark = pytest.mark.launch
@@ -19,27 +20,36 @@ pytestmark = pytest.mark.launch
 VERSION = "2026.12.04"
 
 
-def report(accuracy: float, interval: tuple[float, float], model: str) -> dict[str, object]:
-    return {"accuracy": accuracy, "accuracy_interval": list(interval), "n": 1600, "model": model}
+def report(solved: list[int], model: str) -> dict[str, object]:
+    """An evaluation of 200 prompts x 8 completions: the prompts at the indices in `solved` always
+    right, the others never, as the evaluation step writes it."""
+    scores = [[1.0 if i in solved else 0.0] * 8 for i in range(200)]
+    return {**clustered_accuracy(scores).to_json(), "model": model, "data": "learning/arithmetic@v:d"}
 
 
 @pytest.mark.parametrize(
-    ("after_interval", "learned"),
-    [((0.66, 0.70), True), ((0.65, 0.70), False), ((0.60, 0.70), False)],
-    ids=["above", "touching", "overlapping"],
+    ("after", "learned"),
+    [
+        (list(range(110)), True),  # the 100 prompts before solved, and 10 more: paired, beyond the noise
+        (list(range(10, 110)), False),  # 10 lost, 10 gained: the same accuracy
+        (list(range(90)), False),  # fewer: beyond the noise, downwards
+        (list(range(102)), False),  # 2 more: within the noise
+    ],
+    ids=["gained", "swapped", "lost", "within-noise"],
 )
-def test_the_verdict_says_learned_only_when_after_lies_wholly_above_before(
-    tmp_path, after_interval: tuple[float, float], learned: bool
+def test_the_verdict_says_learned_only_when_the_paired_lift_exceeds_its_interval_upwards(
+    tmp_path, after: list[int], learned: bool
 ) -> None:
     config = {
         "output_path": str(tmp_path),
-        "before": report(0.62, (0.60, 0.65), "learning/sft@v:a"),
-        "after": report(0.68, after_interval, "learning/rl@v:b"),
+        "before": report(list(range(100)), "learning/sft@v:a"),
+        "after": report(after, "learning/rl@v:b"),
     }
     verdict = judge(config)
-    assert verdict.learned is learned
+    assert verdict.learned is learned and verdict.paired is True
     written = json.loads((tmp_path / "verdict.json").read_text())
     assert written["learned"] is learned and written["before_model"] == "learning/sft@v:a"
+    assert written["verdict"].startswith(f"B - A = {verdict.lift:+.3f} [")
 
 
 @pytest.mark.e2e
@@ -49,7 +59,7 @@ def test_rl_lifts_the_warm_started_models_accuracy_by_more_than_the_interval(lau
     prefix = launcher.prefix
     verdict = json.loads((prefix / "learning" / "verdict" / VERSION / "verdict.json").read_text())
     assert verdict["learned"] is True, verdict
-    assert verdict["after_interval"][0] > verdict["before_interval"][1], verdict
+    assert verdict["paired"] is True and verdict["lift_interval"][0] > 0, verdict
     # before scored the warm start, after the RL step's export, on the same rows
     before = json.loads((prefix / "learning" / "eval-before" / VERSION / "report.json").read_text())
     after = json.loads((prefix / "learning" / "eval-after" / VERSION / "report.json").read_text())
@@ -57,3 +67,11 @@ def test_rl_lifts_the_warm_started_models_accuracy_by_more_than_the_interval(lau
         f"learning/rl@{VERSION}:"
     )
     assert before["data"] == after["data"] and before["n"] == after["n"] == 1600
+    assert before["n_prompts"] == after["n_prompts"] == 200 and before["samples"] == 8
+    compare = launcher.run(
+        "-m", "rlaunch", "compare", f"learning/eval-before@{VERSION}", f"learning/eval-after@{VERSION}"
+    )
+    assert (
+        compare.returncode == 0
+        and ": exceeds the interval  (95 %, clustered by prompt; paired by prompt)" in compare.stdout
+    )

@@ -62,8 +62,11 @@ def read_score(output_path: str) -> Score | None:
     """The score of the evaluation at `output_path`; None when it wrote no report."""
     uri = storage.join(output_path, EVALUATION_REPORT)
     report = read_json(uri)
-    if not isinstance(report, dict):
-        return None
+    return score_of(report, uri) if isinstance(report, dict) else None
+
+
+def score_of(report: Mapping[str, Any], uri: str) -> Score:
+    """The score an evaluation's report (read from `uri`) says."""
     reported = report.get("accuracy")
     sampling = report.get("sampling")
     return Score(
