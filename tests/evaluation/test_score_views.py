@@ -149,3 +149,15 @@ def test_an_evaluation_is_found_only_by_the_whole_identity_of_its_model(tmp_path
     report.write_text(json.dumps({**json.loads(report.read_text()), "model": model}))
     done = CliRunner().invoke(main, ["compare", f"learning/sft@{V}", f"learning/rl@{V}", "--prefix", str(tmp_path)])
     assert done.exit_code != 0 and "0 evaluations under" in done.output
+
+
+def test_an_older_report_is_refused_by_compare_with_its_fix(tmp_path: pathlib.Path) -> None:
+    learning(tmp_path)
+    report = tmp_path / "learning" / "eval-before" / V / "report.json"
+    older = {k: v for k, v in json.loads(report.read_text()).items() if k != "n_prompts"}
+    report.write_text(json.dumps(older))
+    done = CliRunner().invoke(
+        main, ["compare", f"learning/eval-before@{V}", f"learning/eval-after@{V}", "--prefix", str(tmp_path)]
+    )
+    assert done.exit_code != 0
+    assert f"{report} has no interval clustered by prompt (an older report); run that evaluation again" in done.output
