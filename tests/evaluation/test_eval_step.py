@@ -8,8 +8,9 @@ import pytest
 
 from experiments import rl_plan_example, smoke
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
-from rlaunch.evaluation import Sampling
+from rlaunch.evaluation import Sampling, evaluation_step
 from rlaunch.evaluation.eval_step import TOOLS, evaluate, evaluation_tool
+from rlaunch.step_jobs import StepExecution
 from tests.runtimes.helpers import import_adapter
 
 VERSION = "2026.11.30"
@@ -47,6 +48,22 @@ def test_sampling_refuses_what_no_tool_can_draw(fields: dict[str, float], messag
     with pytest.raises(ValueError, match=message):
         Sampling(**{"max_new_tokens": 8, **fields})
     Sampling(max_new_tokens=1, temperature=0.5, samples=2)  # the edge each guard lets through
+
+
+def test_a_gpu_evaluation_without_gpus_is_refused() -> None:
+    with build_context(BuildContext(VersionCodex(VERSION, {}))):
+        data = smoke.dataset_step()
+        model = smoke.model_step(smoke.tokenizer_step())
+        gpu, sampling = (
+            StepExecution(runtime="fsdp", accelerators=1, accelerator_type="H100"),
+            Sampling(max_new_tokens=8),
+        )
+        evaluation_step(
+            model, data, name="e/gpu", split="test.parquet", execution=gpu, sampling=sampling
+        )  # one GPU is enough
+        with pytest.raises(ValueError, match=r"evaluation_step e/cpu: execution.accelerators=0, but rlaunch_skyrl"):
+            cpu = dataclasses.replace(gpu, accelerators=0, accelerator_type=None)
+            evaluation_step(model, data, name="e/cpu", split="test.parquet", execution=cpu, sampling=sampling)
 
 
 def config(tool: str, **extra: object) -> dict[str, object]:

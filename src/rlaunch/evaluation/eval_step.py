@@ -133,6 +133,11 @@ def evaluation_step(
     """Score `model` (an RL run's export, or an HF model as it is) on the file `split` of `data`
     with the reward named `scorer`, sampling as `sampling` says, as a step job placed by `execution`."""
     tool = evaluation_tool(execution.runtime, scorer)
+    if TOOLS[tool].tensor_parallel and execution.accelerators < 1:
+        raise ValueError(
+            f"evaluation_step {name}: execution.accelerators=0, but {TOOLS[tool].module} generates with vLLM over "
+            "the job's GPUs; give the StepExecution accelerators (e.g. accelerators=8, accelerator_type='H100')"
+        )
 
     def build(ctx: StepContext) -> dict[str, Any]:
         config: dict[str, Any] = {
