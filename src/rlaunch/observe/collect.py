@@ -425,8 +425,11 @@ def effective_state(
     cancelled: Cancellation | None,
     attempt_id: str | None,
 ) -> tuple[str, str | None]:
-    """The run's state: what the record says, corrected by the jobs when the record was never finalised."""
-    if terminal.exists and terminal.state == "succeeded" and terminal.attempt_id == attempt_id:
+    """The run's state: what the record says, corrected by the jobs when the record was never finalised.
+
+    A succeeded terminal manifest makes the attempt succeeded only when it names that attempt: one that
+    names none (the host always writes it) is no attempt's, even an attempt the record lost the id of."""
+    if terminal.exists and terminal.state == "succeeded" and attempt_id and terminal.attempt_id == attempt_id:
         return "succeeded", None
     top = next((j for j in (coordinator, child) if j is not None and j.error is None), None)
     if record_state == "failed" and (cancelled is not None or (top is not None and top.state == "cancelled")):
