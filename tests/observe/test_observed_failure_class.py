@@ -1,0 +1,68 @@
+"""A failed attempt the host never classified (the disk under the prefix was full, so its run record
+was never finalised) is classified by what the failure message and the exit codes say, and where they
+say nothing, by the failed jobs' last log lines: they still name the write that did not fit. Read
+through the Backend protocol, from a real local job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlaunch.cluster.local.backend import LocalBackend
+from rlaunch.cluster.protocol import JobSpec
+from rlaunch.control.finalise import finalise_snapshot
+from rlaunch.launch_config.failures import DISK_FULL, OPERATIONAL, UNCLASSIFIED
+from rlaunch.observe.collect import RunStatus, collect, observed_failure_class
+from rlaunch.observe.resolve import RunRef
+from rlaunch.observe.run_jobs import JobView, ReplicaView
+from rlaunch.runs import run_record
+from tests.polling import py
+
+NEVER_FINALISED = "jobs ended (coordinator failed) but the run record was never finalised (running)"
+STATUS = "/data/prefix/marker/rl/2026.12.04/.status.json"
+FULL = f"[rank 0]   FAILED marker/rl@2026.12.04: OSError: [Errno 28] No space left on device: '{STATUS}'"
+
+
+def _failed(exit_code: int, log: list[str]) -> RunStatus:
+    coordinator = JobView("coordinator", "c1", state="failed", replicas=[ReplicaView(0, "failed", exit_code=exit_code)])
+    return RunStatus(
+        "marker/rl@2026.12.04", "/out", state="failed", state_reason=NEVER_FINALISED, coordinator=coordinator,
+        failed_jobs_log=log,
+    )  # fmt: skip
+
+
+def test_a_failure_nothing_else_classifies_is_classified_by_the_failed_jobs_log() -> None:
+    found = observed_failure_class(_failed(1, ["[rank 0] building marker/rl@2026.12.04", FULL, "[rank 0] error: 1"]))
+    assert (found.kind, found.cause, found.where, found.evidence) == (OPERATIONAL, DISK_FULL, STATUS, FULL)
+    assert observed_failure_class(_failed(1, [])).kind == UNCLASSIFIED  # no log, no evidence
+
+
+def test_the_message_and_exit_codes_decide_before_the_log() -> None:
+    assert observed_failure_class(_failed(137, [FULL])).cause == "killed for memory"
+
+
+@pytest.fixture
+def backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 - a LocalBackend, stopped after
+    monkeypatch.setenv("RLAUNCH_LOCAL_ROOT", str(tmp_path / "jobs"))
+    found = LocalBackend(tmp_path / "jobs", cpus=2, kill_grace=1.0)
+    yield found
+    for job in found.list_jobs():
+        if not job.state.terminal:
+            found.cancel(job.job_id, reason="test teardown")
+
+
+def test_status_classifies_a_never_finalised_attempt_by_its_coordinators_log(
+    tmp_path: Path, backend: LocalBackend
+) -> None:
+    script = (
+        f"import sys\nprint('building marker/rl@2026.12.04')\nprint({FULL.removeprefix('[rank 0] ')!r})\nsys.exit(1)"
+    )
+    job_id = backend.submit(JobSpec(name="coordinator", argv=py(script)))
+    assert backend.wait(job_id, timeout=60).state.value == "failed"
+    out = str(tmp_path / "out")
+    run_record.update_attempt(out, "r1", "a1", {"state": "running", "coordinator_job_id": job_id, "backend": "local"})
+    snapshot = collect(RunRef(out, str(tmp_path), "marker/rl@2026.12.04", run_record.read(out)))
+    assert (snapshot.state, snapshot.failure_class and snapshot.failure_class.cause) == ("failed", DISK_FULL)
+    assert finalise_snapshot(snapshot) is True  # closed; the class still what the log says
+    assert snapshot.failure_class is not None and snapshot.failure_class.where == STATUS
