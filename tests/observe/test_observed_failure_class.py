@@ -66,3 +66,32 @@ def test_status_classifies_a_never_finalised_attempt_by_its_coordinators_log(
     assert (snapshot.state, snapshot.failure_class and snapshot.failure_class.cause) == ("failed", DISK_FULL)
     assert finalise_snapshot(snapshot) is True  # closed; the class still what the log says
     assert snapshot.failure_class is not None and snapshot.failure_class.where == STATUS
+
+
+DOWN_NODE = "NodeName=node-2 Arch=x86_64 State=DOWN+NOT_RESPONDING ThreadsPerCore=1 Reason=power lost [root@2026-12-05]"
+
+
+@pytest.mark.parametrize("slurm_state", ["NODE_FAIL", "COMPLETING"])
+def test_a_node_set_down_under_the_coordinator_is_its_nodes_failure_not_an_interrupted_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slurm_state: str
+) -> None:
+    """The host, killed with its node, recorded only that it was interrupted and cancelled its child;
+    the coordinator's driver asked Slurm why (`scheduler_failure`) and recorded the node failure."""
+    from rlaunch.cluster.slurm import commands
+    from rlaunch.cluster.slurm.backend import SlurmBackend
+
+    def slurm(argv: list[str], **_: object) -> str:
+        return f"{slurm_state}|NodeDown\n" if argv[0] == "squeue" else DOWN_NODE + "\n"
+
+    monkeypatch.setattr(commands, "run", slurm)
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "node-2")
+    why = SlurmBackend(root=tmp_path).scheduler_failure("1")
+    assert why is not None
+    status = RunStatus(
+        "marker/rl@2026.12.04", "/out", state="failed", record_state="failed",
+        failure="the launch host was interrupted; child job 2 was cancelled",
+        coordinator=JobView("coordinator", "1", state="failed", message=f"{why}; supervisor received SIGTERM"),
+        child=JobView("child", "2", state="cancelled", message="launch host interrupted"),
+    )  # fmt: skip
+    found = observed_failure_class(status)
+    assert (found.kind, found.cause, found.where) == (OPERATIONAL, "node failure", "node-2")

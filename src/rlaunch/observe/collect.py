@@ -575,12 +575,15 @@ def _failed_jobs_log(status: RunStatus, tried: list[Backend]) -> list[str]:
 
 
 def observed_failure_class(status: RunStatus) -> FailureClass:
-    """What the failure message and the failed jobs' exit codes (the child's, then the coordinator's:
-    a coordinator killed under its child) say of a failure the host never classified; where they
-    say nothing, what the failed jobs' last log lines say (a full disk under the prefix kept the host
-    from recording the failure it had classified; the jobs' logs still name the write that failed)."""
-    codes = [r.exit_code for job in _failed(status) for r in job.replicas]
-    found = classify(status.failure or status.state_reason, exit_codes=codes)
+    """What the failure message, the failed jobs' exit codes (the child's, then the coordinator's: a
+    coordinator killed under its child) and their backend's word on why they ended (Slurm's NODE_FAIL
+    on the coordinator's node, which the host it killed could not know) say of a failure the host
+    never classified; where they say nothing, what the failed jobs' last log lines say (a full disk
+    under the prefix kept the host from recording the failure; the logs still name the write)."""
+    failed = _failed(status)
+    codes = [r.exit_code for job in failed for r in job.replicas]
+    said = "\n".join([status.failure or status.state_reason or "", *(job.message for job in failed if job.message)])
+    found = classify(said, exit_codes=codes)
     if found.kind != UNCLASSIFIED or not status.failed_jobs_log:
         return found
-    return classify(status.failure or status.state_reason, status.failed_jobs_log, codes)
+    return classify(said, status.failed_jobs_log, codes)
