@@ -95,3 +95,9 @@ def test_a_node_set_down_under_the_coordinator_is_its_nodes_failure_not_an_inter
     )  # fmt: skip
     found = observed_failure_class(status)
     assert (found.kind, found.cause, found.where) == (OPERATIONAL, "node failure", "node-2")
+
+
+def test_the_log_read_as_evidence_is_not_part_of_the_status_json() -> None:
+    status = _failed(1, [FULL])
+    data = status.to_json()
+    assert "failed_jobs_log" not in data and FULL not in str(data)

@@ -196,7 +196,9 @@ class RunStatus:
     retry: Authorised | None = None  # this attempt relaunched a failed or cancelled one, by --retry
     waivers: dict[str, Authorised] = field(default_factory=dict)  # gates let go with a reason (judgement.judge)
     failure_class: FailureClass | None = None  # deterministic or operational (launch_config.failures)
-    failed_jobs_log: list[str] = field(default_factory=list)  # their last lines, when no class was recorded
+    # the failed jobs' last log lines, read when no class was recorded: evidence for `failure_class`
+    # (whose `evidence` is the line that decided), not shown
+    failed_jobs_log: list[str] = field(default_factory=list, repr=False)
     wandb: dict[str, Any] | None = None  # the W&B run the trainer logged to (its evidence, wandb.json)
     attempt_dir: str | None = None
     document_uri: str | None = None
@@ -208,6 +210,7 @@ class RunStatus:
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
+        del data["failed_jobs_log"]
         if self.failure_class is not None:
             data["failure_class"] = self.failure_class.to_json()
         data["tasks"]["missing_replicas"] = self.tasks.missing_replicas
