@@ -386,6 +386,8 @@ PROMISES = (
                 '(fingerprint and str(record.get("fingerprint"))[:12] != fingerprint[:12])',
                 "a staged input's fingerprint compared by the 12 characters its message prints",
                 f"{_STAGING}::test_a_fingerprint_differing_only_past_its_printed_part_is_refused",
+                "tests/task/test_step_entry.py::"
+                "test_an_input_whose_fingerprint_differs_in_its_last_character_is_refused_before_anything_is_staged",
             ),
             _one(
                 "src/rlaunch/sources/inputs.py::COMMIT",
