@@ -834,10 +834,11 @@ PROMISES = (
             ),
             _one(
                 "src/rlaunch/observe/collect.py::observed_failure_class",
-                "    if found.kind != UNCLASSIFIED or not status.failed_jobs_log:\n        return found\n",
-                "    return found\n",
+                "    logged = classify(said, status.failed_jobs_log, codes) if status.failed_jobs_log else None",
+                "    logged = None",
                 "a never-finalised attempt's failed jobs' logs never read: a full prefix left unclassified",
                 f"{_OBSERVED}::test_status_classifies_a_never_finalised_attempt_by_its_coordinators_log",
+                f"{_OBSERVED}::test_a_full_disk_the_log_names_explains_the_supervisor_it_left_lost",
             ),
         ),
     ),

@@ -38,8 +38,21 @@ def test_a_failure_nothing_else_classifies_is_classified_by_the_failed_jobs_log(
     assert observed_failure_class(_failed(1, [])).kind == UNCLASSIFIED  # no log, no evidence
 
 
-def test_the_message_and_exit_codes_decide_before_the_log() -> None:
-    assert observed_failure_class(_failed(137, [FULL])).cause == "killed for memory"
+def test_a_full_disk_the_log_names_explains_the_supervisor_it_left_lost() -> None:
+    """The child's supervisor could not record its outcome on the full disk: the backend says it was
+    lost, the log says why."""
+    status = _failed(1, [FULL])
+    status.child = JobView(
+        "child", "j2", state="failed", message="supervisor lost on vm: it exited without recording an outcome"
+    )
+    found = observed_failure_class(status)
+    assert (found.cause, found.where) == (DISK_FULL, STATUS)
+
+
+def test_the_message_and_exit_codes_decide_before_a_log_that_names_no_full_disk() -> None:
+    unreachable = "[rank 0] requests.exceptions.ConnectionError: Max retries exceeded"
+    assert observed_failure_class(_failed(137, [unreachable])).cause == "killed for memory"
+    assert observed_failure_class(_failed(1, [unreachable])).cause == "service unreachable"
 
 
 @pytest.fixture

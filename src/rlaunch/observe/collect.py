@@ -18,7 +18,7 @@ from rlaunch.artifacts import records as artifact_records
 from rlaunch.cluster.protocol import Backend
 from rlaunch.dotted import get_path
 from rlaunch.launch_config import schema
-from rlaunch.launch_config.failures import UNCLASSIFIED, FailureClass, classify
+from rlaunch.launch_config.failures import DISK_FULL, UNCLASSIFIED, FailureClass, classify
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.observe import run_jobs
 from rlaunch.observe.resolve import RunRef
@@ -582,11 +582,14 @@ def observed_failure_class(status: RunStatus) -> FailureClass:
     coordinator killed under its child) and their backend's word on why they ended (Slurm's NODE_FAIL
     on the coordinator's node, which the host it killed could not know) say of a failure the host
     never classified; where they say nothing, what the failed jobs' last log lines say (a full disk
-    under the prefix kept the host from recording the failure; the logs still name the write)."""
+    under the prefix kept the host from recording the failure; the logs still name the write). A
+    full disk the logs name decides: what followed it, a supervisor lost or an outcome unrecorded,
+    failed on it too."""
     failed = _failed(status)
     codes = [r.exit_code for job in failed for r in job.replicas]
     said = "\n".join([status.failure or status.state_reason or "", *(job.message for job in failed if job.message)])
+    logged = classify(said, status.failed_jobs_log, codes) if status.failed_jobs_log else None
+    if logged is not None and logged.cause == DISK_FULL:  # what followed it (a lost supervisor) failed on it too
+        return logged
     found = classify(said, exit_codes=codes)
-    if found.kind != UNCLASSIFIED or not status.failed_jobs_log:
-        return found
-    return classify(said, status.failed_jobs_log, codes)
+    return logged if logged is not None and found.kind == UNCLASSIFIED else found
