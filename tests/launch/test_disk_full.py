@@ -95,7 +95,12 @@ def test_a_full_disk_under_the_prefix_is_told_and_classified_although_nothing_ca
             shown = launcher.run("-m", "rlaunch", "status", RUN, timeout=60)
             assert shown.returncode == 0, shown.stderr
             assert "failed as    operational: disk full; free space" in shown.stdout, shown.stdout
-            assert "unclassified" not in shown.stdout and f"(ENOSPC) writing {prefix}/" in shown.stdout, shown.stdout
+            assert "unclassified" not in shown.stdout, shown.stdout
+            found = json.loads(launcher.run("-m", "rlaunch", "status", RUN, "--json", timeout=60).stdout)[
+                "failure_class"
+            ]
+            assert (found["kind"], found["cause"]) == ("operational", "disk full"), found
+            assert found["where"].startswith(f"{prefix}/") and "ENOSPC" in found["evidence"], found
         finally:
             backend = launcher.backend()
             for job in backend.list_jobs():
