@@ -15,9 +15,10 @@ from typing import Any
 
 from rlaunch import storage
 from rlaunch.artifacts import records as artifact_records
+from rlaunch.cluster.protocol import Backend
 from rlaunch.dotted import get_path
 from rlaunch.launch_config import schema
-from rlaunch.launch_config.failures import FailureClass, classify
+from rlaunch.launch_config.failures import DISK_FULL, UNCLASSIFIED, FailureClass, classify
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.observe import run_jobs
 from rlaunch.observe.resolve import RunRef
@@ -195,6 +196,9 @@ class RunStatus:
     retry: Authorised | None = None  # this attempt relaunched a failed or cancelled one, by --retry
     waivers: dict[str, Authorised] = field(default_factory=dict)  # gates let go with a reason (judgement.judge)
     failure_class: FailureClass | None = None  # deterministic or operational (launch_config.failures)
+    # the failed jobs' last log lines, read when no class was recorded: evidence for `failure_class`
+    # (whose `evidence` is the line that decided), not shown
+    failed_jobs_log: list[str] = field(default_factory=list, repr=False)
     wandb: dict[str, Any] | None = None  # the W&B run the trainer logged to (its evidence, wandb.json)
     attempt_dir: str | None = None
     document_uri: str | None = None
@@ -206,6 +210,7 @@ class RunStatus:
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
+        del data["failed_jobs_log"]
         if self.failure_class is not None:
             data["failure_class"] = self.failure_class.to_json()
         data["tasks"]["missing_replicas"] = self.tasks.missing_replicas
@@ -425,8 +430,11 @@ def effective_state(
     cancelled: Cancellation | None,
     attempt_id: str | None,
 ) -> tuple[str, str | None]:
-    """The run's state: what the record says, corrected by the jobs when the record was never finalised."""
-    if terminal.exists and terminal.state == "succeeded" and terminal.attempt_id == attempt_id:
+    """The run's state: what the record says, corrected by the jobs when the record was never finalised.
+
+    A succeeded terminal manifest makes the attempt succeeded only when it names that attempt: one that
+    names none (the host always writes it) is no attempt's, even an attempt the record lost the id of."""
+    if terminal.exists and terminal.state == "succeeded" and attempt_id and terminal.attempt_id == attempt_id:
         return "succeeded", None
     top = next((j for j in (coordinator, child) if j is not None and j.error is None), None)
     if record_state == "failed" and (cancelled is not None or (top is not None and top.state == "cancelled")):
@@ -484,8 +492,9 @@ def collect(ref: RunRef, reference: str | None = None) -> RunStatus:
         status.attempt_dir = attempt["attempt_dir"]
     if not status.topology and doc is not None:
         status.topology = dataclasses.asdict(doc.cluster.allocation)
+    tried: list[Backend] = []
     if attempt:
-        _, status.coordinator, status.child = run_jobs.run_jobs(attempt, ref.prefix)
+        tried, status.coordinator, status.child = run_jobs.run_jobs(attempt, ref.prefix)
     elif ref.job_id:
         status.coordinator = run_jobs.view("coordinator", ref.job_id, run_jobs.find_job(ref.job_id, ref.prefix))
     status.tasks = _tasks(doc, status.attempt_dir, status.runtime_profile or (doc.runtime.profile if doc else None))
@@ -508,6 +517,8 @@ def collect(ref: RunRef, reference: str | None = None) -> RunStatus:
     status.state, status.state_reason = effective_state(
         status.record_state, status.coordinator, status.child, status.terminal, status.cancelled, attempt_id
     )
+    if status.state == "failed" and FailureClass.from_json(attempt.get("failure_class")) is None:
+        status.failed_jobs_log = _failed_jobs_log(status, tried)
     status.failure_class = _failure_class(status, attempt)
     status.wandb = _wandb(attempt, status.attempt_dir)
     if ref.damage and not attempt:  # never "pending": the history is unreadable and nothing else names an attempt
@@ -553,10 +564,32 @@ def _failure_class(status: RunStatus, attempt: dict[str, Any]) -> FailureClass |
     return recorded if recorded is not None else observed_failure_class(status)
 
 
+FAILED_LOG_LINES = 200  # of each failed job: what a host classifying a failure reads of its child
+
+
+def _failed(status: RunStatus) -> list[run_jobs.JobView]:
+    """The failed jobs, the child's first: a job rlaunch stopped (cancelled: its parent had ended)
+    is no evidence, its SIGTERM was rlaunch's own."""
+    return [job for job in (status.child, status.coordinator) if job is not None and job.state == "failed"]
+
+
+def _failed_jobs_log(status: RunStatus, tried: list[Backend]) -> list[str]:
+    return [line for job in _failed(status) for line in run_jobs.log_tail(job.job_id, tried, FAILED_LOG_LINES)]
+
+
 def observed_failure_class(status: RunStatus) -> FailureClass:
-    """What the failure message and the failed jobs' exit codes (the child's, then the coordinator's:
-    a coordinator killed under its child) say of a failure the host never classified. A job rlaunch
-    stopped (cancelled: its parent had ended) is no evidence: its SIGTERM was rlaunch's own."""
-    failed = [job for job in (status.child, status.coordinator) if job is not None and job.state == "failed"]
+    """What the failure message, the failed jobs' exit codes (the child's, then the coordinator's: a
+    coordinator killed under its child) and their backend's word on why they ended (Slurm's NODE_FAIL
+    on the coordinator's node, which the host it killed could not know) say of a failure the host
+    never classified; where they say nothing, what the failed jobs' last log lines say (a full disk
+    under the prefix kept the host from recording the failure; the logs still name the write). A
+    full disk the logs name decides: what followed it, a supervisor lost or an outcome unrecorded,
+    failed on it too."""
+    failed = _failed(status)
     codes = [r.exit_code for job in failed for r in job.replicas]
-    return classify(status.failure or status.state_reason, exit_codes=codes)
+    said = "\n".join([status.failure or status.state_reason or "", *(job.message for job in failed if job.message)])
+    logged = classify(said, status.failed_jobs_log, codes) if status.failed_jobs_log else None
+    if logged is not None and logged.cause == DISK_FULL:  # what followed it (a lost supervisor) failed on it too
+        return logged
+    found = classify(said, exit_codes=codes)
+    return logged if logged is not None and found.kind == UNCLASSIFIED else found

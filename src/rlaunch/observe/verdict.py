@@ -222,6 +222,8 @@ def terminal_metadata(s: RunStatus) -> Criterion:
         problems.append(f"no terminal manifest at {t.uri}")
     elif t.state != "succeeded":
         problems.append(f"the terminal manifest says {t.state}")
+    elif not t.attempt_id:
+        problems.append(f"the terminal manifest names no attempt, so it is not attempt {s.attempt_id}'s")
     elif s.attempt_id and t.attempt_id != s.attempt_id:
         problems.append(f"the terminal manifest belongs to attempt {t.attempt_id}, not {s.attempt_id}")
     else:
