@@ -150,7 +150,7 @@ def pace_lines(p: Pace) -> list[str]:
     if p.waiting or p.seconds_per_step is None or p.steps_per_hour is None:
         return [f"rate       {p.waiting}"]
     rate = (
-        f"rate       {p.steps_per_hour:.4g} steps/h ({p.seconds_per_step:.3g} s/step) "
+        f"rate       {_figure(p.steps_per_hour)} steps/h ({_figure(p.seconds_per_step)} s/step) "
         f"over the last {p.over_steps} step{'s' if p.over_steps != 1 else ''}"
     )
     if p.remaining_steps is None or p.eta_seconds is None:
@@ -158,6 +158,11 @@ def pace_lines(p: Pace) -> list[str]:
     if p.remaining_steps == 0:
         return [rate, "ETA        the final step is logged"]
     return [rate, f"ETA        {duration(p.eta_seconds)}, at {p.eta_at} ({p.remaining_steps} steps to go)"]
+
+
+def _figure(value: float) -> str:
+    """Three significant figures, never an exponent above 100 (`7200`, not `7.2e+03`)."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def duration(seconds: float) -> str:
@@ -316,12 +321,20 @@ def _moment(value: str) -> datetime.datetime:
     return datetime.datetime.fromisoformat(value)
 
 
+def _parses(value: Any) -> bool:
+    try:
+        _moment(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def phase_table(phases: dict[str, str]) -> list[tuple[str, str, float, float]]:
     """(phase, time, seconds since the previous phase, seconds since the first), in launch order.
 
     Phases are ordered by the launch's sequence (then by time), so a clock skew between machines
     shows as a negative step instead of reordering the table."""
-    known = [(name, at) for name, at in phases.items() if at]
+    known = [(name, at) for name, at in phases.items() if _parses(at)]  # a damaged time has no place in the table
     known.sort(key=lambda item: (_order(item[0]), _moment(item[1])))
     rows: list[tuple[str, str, float, float]] = []
     for index, (name, at) in enumerate(known):
