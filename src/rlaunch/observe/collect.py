@@ -521,7 +521,7 @@ def collect(ref: RunRef, reference: str | None = None) -> RunStatus:
     )
     if status.state != "running":
         status.steps.pace = None  # a rate and an ETA describe a run that still trains
-    status.phases = _phases(status.phases, status.attempt_dir, status.steps, status.cancelled)
+    status.phases = _phases(status.phases, status.attempt_dir, status.steps.first_time, status.cancelled)
     status.failure_class = _failure_class(status, attempt)
     status.wandb = _wandb(attempt, status.attempt_dir)
     status.wandb_url = wandb_url(status.wandb)
@@ -532,7 +532,7 @@ def collect(ref: RunRef, reference: str | None = None) -> RunStatus:
 
 
 def _phases(
-    recorded: dict[str, str], directory: str | None, steps: Steps, cancelled: Cancellation | None
+    recorded: dict[str, str], directory: str | None, first_logged: float | None, cancelled: Cancellation | None
 ) -> dict[str, str]:
     """The recorded phases, with those the attempt directory and the cancel tell that the record does
     not hold yet: the host records the tasks' phases as the attempt ends, and a cancel may stop it first."""
@@ -540,7 +540,7 @@ def _phases(
     if directory:
         with contextlib.suppress(OSError):  # an unreadable directory leaves the recorded phases
             found = marker_phases(directory)
-    found.update(first_step_phase(steps.first_time))
+    found.update(first_step_phase(first_logged))
     if cancelled is not None and cancelled.at:
         found["cancelled"] = cancelled.at
     return {**found, **recorded}

@@ -2,10 +2,9 @@
 
 Read from the times its trainer logged with each step (`metrics.jsonl`), in training steps: the
 unit `trainer.max_training_steps` is configured in and both runtimes record on every line
-(`training_step`; a line without one is a training step of its own). A runtime that logs several
-optimizer steps per training step logs a training step's first optimizer step once per training
-step, so the time between two such first lines is exactly one training step, whatever the number
-of optimizer steps in it. The rate is measured over the most recent steps only (`RATE_WINDOW`), so
+(`training_step`; a line without one is a training step of its own). A runtime that takes several
+optimizer steps per training step logs a line for each, so the first lines of two training steps in
+a row are one training step apart, whatever the number of optimizer steps in it. The rate is measured over the most recent steps only (`RATE_WINDOW`), so
 it follows a run that slows down or speeds up; the ETA is the steps left at that rate, counted from
 the last step's time (no clock is read: the same log gives the same answer).
 """
