@@ -781,6 +781,32 @@ PROMISES = (
         ),
     ),
     Promise(
+        "A cancelled run's status keeps every phase it reached, with the cancel",
+        (
+            _one(
+                "src/rlaunch/observe/collect.py::_phases",
+                "found = marker_phases(directory)",
+                "found = {}",
+                "the phases the record lacks not read from the attempt directory",
+                "tests/observe/test_collect_files.py::test_phases_the_record_lacks_are_read_from_the_attempt_directory_and_the_cancel",
+            ),
+            _one(
+                "src/rlaunch/observe/collect.py::_phases",
+                'found["cancelled"] = cancelled.at',
+                "pass",
+                "the cancel not among the phases",
+                "tests/control/test_cancel.py::test_a_cancel_keeps_every_phase_recorded_before_it_and_status_shows_the_cancel_among_them",
+            ),
+            _one(
+                "src/rlaunch/task/bootstrap.py::_run_task",
+                "_record_stop(doc, code, signalled.signum, phases)",
+                "pass",
+                "a stopped trainer's start and exit not kept",
+                "tests/task/test_bootstrap.py::test_a_signal_while_the_trainer_runs_is_the_trainers_and_the_task_leaves_with_it_recording_no_outcome",
+            ),
+        ),
+    ),
+    Promise(
         "Read-only views tell the truth on a prefix they cannot write, and write nothing",
         (
             _one(

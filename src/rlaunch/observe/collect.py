@@ -7,6 +7,7 @@ export and the terminal manifest. Nothing here writes.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -21,6 +22,7 @@ from rlaunch.launch_config import schema
 from rlaunch.launch_config.failures import DISK_FULL, UNCLASSIFIED, FailureClass, classify
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.observe import run_jobs
+from rlaunch.observe.pace import Pace, pace
 from rlaunch.observe.resolve import RunRef
 from rlaunch.observe.run_files import list_names, read_document, read_json, read_metrics, read_text
 from rlaunch.runs.layout import (
@@ -39,12 +41,15 @@ from rlaunch.runs.layout import (
     export_root,
     terminal_manifest,
 )
+from rlaunch.runs.run_record import first_step_phase, marker_phases
 
 TERMINAL_STATES = ("succeeded", "failed", "cancelled", "prepared")
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
 MAX_MARKER_READS = 256  # bounded reads: a huge gang's markers beyond this are counted by name only
 _REPLICA_MARKER = re.compile(r"^replica-(\d+)\.json$")
 _TRAINER_MARKER = re.compile(r"^trainer-rank-(\d+)\.json$")
+WANDB_SITE = "https://wandb.ai"  # a run's page when its evidence names no URL (a self-hosted server records its own)
+OFFLINE_WANDB_MODES = ("offline", "dryrun")
 
 
 @dataclass
@@ -103,6 +108,7 @@ class Steps:
     url: str | None = None
     count: int = 0
     first_step: int | None = None
+    first_time: float | None = None  # when the first step was logged (epoch seconds)
     latest_step: int | None = None
     latest_training_step: int | None = None  # runtimes with several optimizer steps per training step
     final_step: int | None = None  # the document's trainer.max_training_steps
@@ -110,6 +116,7 @@ class Steps:
     steps_per_minute: float | None = None
     last: dict[str, Any] | None = None
     complete: bool = True  # False when a very long log was read as head and tail only
+    pace: Pace | None = None  # the recent rate and the ETA: only while the attempt runs
 
 
 @dataclass
@@ -200,6 +207,8 @@ class RunStatus:
     # (whose `evidence` is the line that decided), not shown
     failed_jobs_log: list[str] = field(default_factory=list, repr=False)
     wandb: dict[str, Any] | None = None  # the W&B run the trainer logged to (its evidence, wandb.json)
+    wandb_url: str | None = None  # that run's page: as recorded, else built from its entity, project and id
+    wandb_logger: bool = False  # the recipe's trainer.logger names wandb
     attempt_dir: str | None = None
     document_uri: str | None = None
     damage: str | None = None  # the run record is damaged: the attempt shown was rebuilt from other state
@@ -321,7 +330,8 @@ def _model(doc: SkyRLLaunchConfig | None, directory: str | None) -> ModelLoad:
 
 def _steps(doc: SkyRLLaunchConfig | None, directory: str | None) -> Steps:
     final = get_path(doc.skyrl, "trainer.max_training_steps", None) if doc else None
-    steps = Steps(final_step=int(final) if isinstance(final, (int, float)) else None)
+    final_step = int(final) if isinstance(final, (int, float)) else None
+    steps = Steps(final_step=final_step, pace=pace([], final_step))  # no step logged yet: the rate waits
     if not directory:
         return steps
     steps.url = storage.join(directory, METRICS)
@@ -338,9 +348,19 @@ def _steps(doc: SkyRLLaunchConfig | None, directory: str | None) -> Steps:
     training = records[-1].get("training_step")
     steps.latest_training_step = int(training) if isinstance(training, (int, float)) else numbers[-1]
     t0, t1 = records[0].get("time"), records[-1].get("time")
+    steps.first_time = float(t0) if isinstance(t0, (int, float)) else None
     if isinstance(t0, (int, float)) and isinstance(t1, (int, float)) and t1 > t0 and len(records) > 1:
         steps.steps_per_minute = (numbers[-1] - numbers[0]) / (t1 - t0) * 60.0
+    steps.pace = pace([point for record in records if (point := _timed_step(record))], steps.final_step)
     return steps
+
+
+def _timed_step(record: dict[str, Any]) -> tuple[int, float] | None:
+    """(training step, logged time) of a metrics line; None when it carries no time."""
+    at, training = record.get("time"), record.get("training_step")
+    if not isinstance(at, (int, float)):
+        return None
+    return (int(training) if isinstance(training, (int, float)) else record["step"]), float(at)
 
 
 def _checkpoints(doc: SkyRLLaunchConfig | None) -> Checkpoints:
@@ -519,8 +539,13 @@ def collect(ref: RunRef, reference: str | None = None) -> RunStatus:
     )
     if status.state == "failed" and FailureClass.from_json(attempt.get("failure_class")) is None:
         status.failed_jobs_log = _failed_jobs_log(status, tried)
+    if status.state != "running":
+        status.steps.pace = None  # a rate and an ETA describe a run that still trains
+    status.phases = _phases(status.phases, status.attempt_dir, status.steps.first_time, status.cancelled)
     status.failure_class = _failure_class(status, attempt)
     status.wandb = _wandb(attempt, status.attempt_dir)
+    status.wandb_url = wandb_url(status.wandb)
+    status.wandb_logger = _logs_to_wandb(doc)
     if ref.damage and not attempt:  # never "pending": the history is unreadable and nothing else names an attempt
         status.state, status.state_reason = "damaged", "no other state of the run names an attempt"
     refusals = (ref.record or {}).get("replay_refusals") or []
@@ -546,6 +571,21 @@ def replay_refusal(entry: Any) -> str:
     )
 
 
+def _phases(
+    recorded: dict[str, str], directory: str | None, first_logged: float | None, cancelled: Cancellation | None
+) -> dict[str, str]:
+    """The recorded phases, with those the attempt directory and the cancel tell that the record does
+    not hold yet: the host records the tasks' phases as the attempt ends, and a cancel may stop it first."""
+    found: dict[str, str] = {}
+    if directory:
+        with contextlib.suppress(OSError):  # an unreadable directory leaves the recorded phases
+            found = marker_phases(directory)
+    found.update(first_step_phase(first_logged))
+    if cancelled is not None and cancelled.at:
+        found["cancelled"] = cancelled.at
+    return {**found, **recorded}
+
+
 def _wandb(attempt: dict[str, Any], directory: str | None) -> dict[str, Any] | None:
     """The W&B run the host recorded, else (a running attempt) what the trainer wrote so far."""
     recorded = attempt.get("wandb")
@@ -553,6 +593,29 @@ def _wandb(attempt: dict[str, Any], directory: str | None) -> dict[str, Any] | N
         return recorded
     found = read_json(storage.join(directory, WANDB_RUN)) if directory else None
     return found if isinstance(found, dict) else None
+
+
+def wandb_url(run: dict[str, Any] | None) -> str | None:
+    """The page of the W&B run: the URL wandb reported, else `https://wandb.ai/<entity>/<project>/runs/<id>`
+    when all three are recorded. An offline run has no page until it is synced: None."""
+    if not run:
+        return None
+    recorded = run.get("url")
+    if isinstance(recorded, str) and recorded.startswith(("https://", "http://")):
+        return recorded
+    if run.get("mode") in OFFLINE_WANDB_MODES:
+        return None
+    parts = [run.get("entity"), run.get("project"), run.get("run_id") or run.get("id")]
+    if not all(isinstance(part, str) and part for part in parts):
+        return None
+    entity, project, run_id = parts
+    return f"{WANDB_SITE}/{entity}/{project}/runs/{run_id}"
+
+
+def _logs_to_wandb(doc: SkyRLLaunchConfig | None) -> bool:
+    """Whether the recipe's `trainer.logger` (one name or a list) names wandb."""
+    logger = get_path(doc.skyrl, "trainer.logger", None) if doc else None
+    return "wandb" in (logger if isinstance(logger, (list, tuple)) else [logger])
 
 
 def _failure_class(status: RunStatus, attempt: dict[str, Any]) -> FailureClass | None:
