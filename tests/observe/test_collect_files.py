@@ -15,21 +15,12 @@ import pytest
 
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.failures import DETERMINISTIC, OPERATIONAL, UNCLASSIFIED, FailureClass
-from rlaunch.observe.collect import (
-    Authorised,
-    Cancellation,
-    RunStatus,
-    Terminal,
-    collect,
-    effective_state,
-    iso_time,
-    observed_failure_class,
-    wandb_url,
-)
+from rlaunch.observe.collect import collect, effective_state, iso_time, observed_failure_class, wandb_url
 from rlaunch.observe.pace import WAITING, Pace
 from rlaunch.observe.render import status_text
 from rlaunch.observe.resolve import RunRef, at_path
 from rlaunch.observe.run_jobs import JobView, ReplicaView
+from rlaunch.observe.run_status import Authorised, Cancellation, RunStatus, Terminal
 
 ATTEMPT = "a1b2c3d4e5f6"
 OK = Terminal(exists=True, state="succeeded", attempt_id=ATTEMPT)

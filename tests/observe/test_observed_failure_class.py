@@ -13,9 +13,10 @@ from rlaunch.cluster.local.backend import LocalBackend
 from rlaunch.cluster.protocol import JobSpec
 from rlaunch.control.finalise import finalise_snapshot
 from rlaunch.launch_config.failures import DISK_FULL, OPERATIONAL, UNCLASSIFIED
-from rlaunch.observe.collect import RunStatus, collect, observed_failure_class
+from rlaunch.observe.collect import collect, observed_failure_class
 from rlaunch.observe.resolve import RunRef
 from rlaunch.observe.run_jobs import JobView, ReplicaView
+from rlaunch.observe.run_status import RunStatus
 from rlaunch.runs import run_record
 from tests.polling import py
 

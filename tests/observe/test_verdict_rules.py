@@ -9,7 +9,10 @@ import json
 
 import pytest
 
-from rlaunch.observe.collect import (
+from rlaunch.observe.collect import effective_state
+from rlaunch.observe.run_files import read_metrics
+from rlaunch.observe.run_jobs import JobView
+from rlaunch.observe.run_status import (
     Cancellation,
     Checkpoints,
     Export,
@@ -19,10 +22,7 @@ from rlaunch.observe.collect import (
     Steps,
     Tasks,
     Terminal,
-    effective_state,
 )
-from rlaunch.observe.run_files import read_metrics
-from rlaunch.observe.run_jobs import JobView
 from rlaunch.observe.verdict import smoke_verdict
 
 DIGEST = "d" * 64

@@ -10,9 +10,9 @@ import datetime
 import json
 from typing import Any
 
-from rlaunch.observe.collect import RunStatus
 from rlaunch.observe.pace import Pace
 from rlaunch.observe.run_jobs import JobView
+from rlaunch.observe.run_status import RunStatus
 from rlaunch.observe.verdict import Verdict
 from rlaunch.runs.layout import CHECKPOINT_META
 from rlaunch.runs.run_record import PHASES

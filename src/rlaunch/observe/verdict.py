@@ -16,7 +16,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rlaunch.observe.collect import RunStatus
+from rlaunch.observe.run_status import RunStatus
 
 RUN_SUCCEEDED = "run succeeded"
 TASKS_JOINED = "all expected tasks joined"
