@@ -92,7 +92,7 @@ class Evidence:
 
 def needed_credentials(planned: PlannedLaunch) -> tuple[str, ...]:
     """Every credential the launch needs where it is submitted: those its document declares and the
-    one its logger reads (`launch_config.gates.logger_credentials`)."""
+    one its logger reads (`judgement.gates.logger_credentials`)."""
     logger = logger_credentials(get_path(planned.composed, "trainer.logger"))
     return tuple(dict.fromkeys((*planned.document.run.credentials, *logger)))
 
