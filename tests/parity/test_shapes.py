@@ -167,3 +167,20 @@ def test_before_its_smoke_ran_the_plan_says_so_and_previews_the_smoke_as_declare
         "  [checkpoint] resume_mode: smoke 'latest', large 'none'",
     ]
     assert lines_for(h.spec(topo=h.topology())) == [not_run, "  as declared, it has this launch's shape"]
+
+
+def test_the_parity_table_is_one_table_naming_every_kind_compared() -> None:
+    """The module docstring's table is the concepts page's, row for row, and has a row per kind compared."""
+    from pathlib import Path
+
+    from rlaunch.judgement import parity
+
+    def rows(text: str) -> list[str]:
+        """The table's lines: from its header to the first line that is not a row."""
+        lines = text[text.index("| kind | fields compared |") :].splitlines()
+        return lines[: next(i for i, line in enumerate(lines) if not line.startswith("|"))]
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "concepts.md").read_text(encoding="utf-8")
+    assert parity.__doc__ is not None and rows(page) == rows(parity.__doc__)
+    kinds = {row.split("|")[1].strip().replace("-", "") for row in rows(parity.__doc__)[2:]}
+    assert kinds == {*parity.KINDS, "entrypoint"}

@@ -9,7 +9,7 @@ repeats it):
 | kind | fields compared | why a smoke must match |
 |---|---|---|
 | runtime | profile, source digest | the same code runs |
-| model | family (`model_type`), layers, hidden size, attention heads, KV heads, vocabulary, MLP width, routed experts, read from each model's recorded `config.json`; where either model records no architecture this module can read, the model artifact's name (`artifact`) | a 0.6B model does not rehearse an 8B one; the same architecture under another name or version does |
+| model | family (`model_type`), layers, hidden size, attention heads, KV heads, vocabulary, MLP width, routed experts, read from each model's recorded `config.json`; where either model records no architecture `rlaunch.rules.model_shape` reads, the model artifact's name (`artifact`) | a 0.6B model does not rehearse an 8B one; the same architecture under another name or version does |
 | accelerator | accelerator type (`cluster.allocation.gpu_variant`, by its device-table name) | an A100 smoke does not rehearse H100 kernels, memory or attention backend |
 | strategy | trainer strategy, the policy's model-parallel sharding | the same training code path |
 | entrypoint | standard or fully_async | the same trainer loop |
