@@ -111,9 +111,9 @@ def parity_lines(
     parity verdict against the run that smoke stored, difference by difference; before it has run,
     that it has not, and how the smoke as declared compares."""
     declared = planned.document.gates.smoke
-    if declared is None or smoke is None:
+    if declared is None:
         return [smoke_line(planned, facts)]
-    assert smoke_run is not None, "a declared smoke is shown with its stored run (observe.launch_evidence)"
+    assert smoke is not None and smoke_run is not None, "a declared smoke is shown with its plan and its stored run"
     verdict = smoke_parity(planned, declared.identity, smoke_run.attempts, smoke_run.document)
     head, run = f"smoke gate: {declared.identity}", f"  smoke run: {smoke_line(planned, facts)}"
     if not verdict.ran:
