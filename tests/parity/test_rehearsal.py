@@ -7,17 +7,21 @@ same architecture under another name or version, may differ."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rlaunch import storage
 from rlaunch.artifacts import ArtifactStep
 from rlaunch.cli.parity_command import parity
 from rlaunch.cli.plan_text import step_lines
-from rlaunch.judgement.parity import Difference, differences, shape_of_planned
+from rlaunch.judgement.parity import Difference, differences, shape_of_document, shape_of_planned
 from rlaunch.launch_config import schema
+from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.runs.run_record import update_attempt
 from rlaunch.skyrl import HfModel, skyrl_step
 from rlaunch.skyrl.plan import planning
@@ -251,3 +255,40 @@ def test_every_shipped_experiments_smoke_rehearses_its_launch(prefix: str) -> No
         assert large.smoke is not None
         smoke = shape_of_planned(h.launch_of(large.smoke, prefix))
         assert differences(smoke, shape_of_planned(h.launch_of(large, prefix))) == [], large.identity
+
+
+# config.json key -> the parity field that compares it
+FACTS = {
+    "num_hidden_layers": "layers",
+    "hidden_size": "hidden size",
+    "num_attention_heads": "attention heads",
+    "num_key_value_heads": "KV heads",
+    "vocab_size": "vocabulary",
+    "intermediate_size": "MLP width",
+}
+_architecture = st.fixed_dictionaries({key: st.sampled_from((8, 16, 32, 4096)) for key in FACTS})
+
+
+@functools.cache
+def _planned() -> SkyRLLaunchConfig:
+    return h.launch_of(large_step(None), "/nonexistent-prefix").document
+
+
+def _with_model(config: dict[str, Any], name: str) -> SkyRLLaunchConfig:
+    """The large launch's document with another model: `config` over Qwen3-8B's, named `name`."""
+    planned = _planned()
+    model = dataclasses.replace(planned.inputs.model, hf_config=QWEN3_8B | config, identity=f"{name}@{h.DAY}:f")
+    return dataclasses.replace(planned, inputs=dataclasses.replace(planned.inputs, model=model))
+
+
+@settings(max_examples=60, deadline=None)
+@given(smoke=_architecture, large=_architecture)
+def test_the_model_fields_named_are_exactly_the_architecture_facts_that_differ(
+    smoke: dict[str, int], large: dict[str, int]
+) -> None:
+    """Whatever the two architectures (and their names), the model differences are the facts that differ."""
+    found = differences(
+        shape_of_document(_with_model(smoke, "models/smoke")), shape_of_document(_with_model(large, "models/large"))
+    )
+    assert {d.field for d in found} == {FACTS[key] for key in FACTS if smoke[key] != large[key]}
+    assert {d.kind for d in found} <= {"model"}
