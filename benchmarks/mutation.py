@@ -15,7 +15,9 @@ memory model (its verdicts, its sizing arithmetic, the architecture read from co
 devices and what would fit); and the other guards' holders in tests/promises.py: a job's environment,
 finalising an attempt whose jobs are gone, the host's last step (a full disk), readiness's
 defaults, a dead supervisor's take-over, a supervisor's scrubber, a step job's path and `--run`'s
-submission of the coordinator. For every area the script copies the checkout's `src/`, `tests/`, `experiments/`,
+submission of the coordinator; and what issue 43 found no unit test deciding: cancel (`control`), a
+step job's entrypoint (in `task`), the queue check and a held job's submission (in `slurm_queue`).
+For every area the script copies the checkout's `src/`, `tests/`, `experiments/`,
 `benchmarks/` and `pyproject.toml` to a scratch directory, adds a `[tool.mutmut]` section for that area, runs
 `mutmut run` there (mutmut 3 writes its mutants under the scratch copy, never here) and prints
 killed / survived / no-test counts and the score = killed / (killed + survived + no tests), with
@@ -132,7 +134,11 @@ AREAS = (
         # Not test_host_cli.py or test_failed_launch_trace.py: those run whole marker launches.
         tuple(f"tests/host/{m}.py" for m in ("test_host_rules", "test_host_input_errors", "test_host_units")),
     ),
-    Area("task", ("src/rlaunch/task/staging.py", "src/rlaunch/task/bootstrap.py"), ("tests/task",)),
+    Area(
+        "task",
+        ("src/rlaunch/task/staging.py", "src/rlaunch/task/bootstrap.py", "src/rlaunch/task/step_entry.py"),
+        ("tests/task",),
+    ),
     Area(
         "artifacts",
         tuple(f"src/rlaunch/artifacts/{m}.py" for m in ("fingerprint", "identity", "versions", "runner", "lock")),
@@ -225,8 +231,17 @@ AREAS = (
     # sources and the memory model.
     Area(
         "slurm_queue",
-        ("src/rlaunch/cluster/slurm/commands.py", "src/rlaunch/cluster/slurm/backend.py"),
-        ("tests/cluster/test_slurm_units.py", "tests/cluster/test_slurm_queue.py"),
+        (
+            "src/rlaunch/cluster/slurm/commands.py",
+            "src/rlaunch/cluster/slurm/backend.py",
+            "src/rlaunch/cluster/slurm/queue_check.py",
+        ),
+        (
+            "tests/cluster/test_slurm_units.py",
+            "tests/cluster/test_slurm_queue.py",
+            "tests/slurm/test_queue_check.py",
+            "tests/slurm/test_held_submit.py",
+        ),
         only=(
             *(
                 f"rlaunch.cluster.slurm.commands.x_{f}__mutmut_*"
@@ -235,8 +250,9 @@ AREAS = (
             "rlaunch.cluster.slurm.commands.xǁQueueEntryǁ*",
             *(
                 f"rlaunch.cluster.slurm.backend.xǁSlurmBackendǁ{f}__mutmut_*"
-                for f in ("status", "_entry", "_supervisor_gone", "_lost_message", "_await_ended", "_stop")
+                for f in ("submit", "status", "_entry", "_supervisor_gone", "_lost_message", "_await_ended", "_stop")
             ),
+            "rlaunch.cluster.slurm.queue_check.*",  # the partition as Slurm reports it and every check on it
         ),
     ),
     Area("output_roots", ("src/rlaunch/host/outputs.py",), ("tests/host/test_output_roots.py",)),
@@ -276,7 +292,12 @@ AREAS = (
             *(f"rlaunch.host.step_job.x_{f}__mutmut_*" for f in ("retry_refusal", "_follow", "job_document")),
         ),
     ),
-    Area("finalise", ("src/rlaunch/control/finalise.py",), ("tests/observe/test_finalise_snapshot.py",)),
+    Area(
+        "control",
+        # an attempt whose jobs are gone closed; a cancel's jobs, its record and who cancelled first
+        ("src/rlaunch/control/finalise.py", "src/rlaunch/control/cancel.py"),
+        ("tests/observe/test_finalise_snapshot.py", "tests/control"),
+    ),
     Area(
         "submit_coordinator",
         ("src/rlaunch/cli/rl_options.py",),
@@ -577,7 +598,7 @@ EQUIVALENT: dict[str, str] = {
         "file at once): the same digest"
         for n in (17, 19, 20)
     },
-    # finalise
+    # control
     "rlaunch.control.finalise.x_finalise_open_attempts__mutmut_30": "attempt id None for effective_state: it is "
     "compared only with a terminal manifest's, and the Terminal() passed here does not exist",
     # statefiles

@@ -188,7 +188,6 @@ DOCUMENT_VIEWS = (
     "rlaunch.judgement.judge",
     "rlaunch.skyrl.views.resume_check",
     "rlaunch.skyrl.views.gate_checks",
-    "rlaunch.skyrl.views.submission",
 )
 SPEC = "rlaunch.skyrl.values.spec"
 

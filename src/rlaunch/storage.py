@@ -419,10 +419,21 @@ def fullest(urls: list[str]) -> str | None:
 
 
 def writable_problem(url: str) -> str | None:
-    """Why nothing can be written under `url` (None: a probe file was written there and removed).
+    """Why nothing can be written under `url` (None: it can).
 
-    Checked before anything is submitted, so a read-only prefix fails in seconds, not after a
-    coordinator was queued."""
+    Checked by the judgement before anything is submitted, so a read-only prefix fails in seconds,
+    not after a coordinator was queued. A local path writes nothing to find out (a dry run and a
+    refused `--run` leave no trace): its nearest existing ancestor must be a directory this process
+    may write (a read-only mount says no even to root). Elsewhere a probe file is written and removed."""
+    if is_local(url):
+        path = os.path.abspath(local_path(url))
+        while not os.path.lexists(path):
+            path = os.path.dirname(path)
+        if not os.path.isdir(path):
+            return f"{url} is not writable ({path} is not a directory); choose a writable {PREFIX_ENV}"
+        if not os.access(path, os.W_OK | os.X_OK):
+            return f"{url} is not writable ({path} may not be written); choose a writable {PREFIX_ENV} or fix its permissions"
+        return None
     probe = join(url, f".rlaunch-write-probe-{uuid.uuid4().hex[:12]}")
     try:
         write_bytes_atomic(probe, b"")

@@ -159,5 +159,10 @@ def test_a_prefix_under_a_file_is_not_writable(tmp_path) -> None:
     (tmp_path / "file").write_text("x")
     problem = storage.writable_problem(str(tmp_path / "file" / "prefix"))
     assert problem is not None and "is not writable" in problem and "RLAUNCH_PREFIX" in problem
-    assert storage.writable_problem(str(tmp_path / "fresh")) is None
-    assert [p.name for p in (tmp_path / "fresh").iterdir()] == []  # the probe is removed
+    assert storage.writable_problem(str(tmp_path / "fresh" / "deeper")) is None
+    assert not (tmp_path / "fresh").exists()  # a local prefix is judged without writing anything
+
+
+def test_a_memory_prefix_is_probed_and_the_probe_removed() -> None:
+    assert storage.writable_problem("memory://probed/prefix") is None
+    assert storage.list_names("memory://probed/prefix") == []

@@ -6,7 +6,6 @@ slurmctld, and what a pending, running, ended or forgotten job becomes. The Slur
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,66 +13,18 @@ import pytest
 
 from rlaunch.cluster import base
 from rlaunch.cluster.gang.state import JobDir
-from rlaunch.cluster.protocol import JobSpec, JobState
+from rlaunch.cluster.protocol import JobState
 from rlaunch.cluster.slurm import backend as slurm_backend
 from rlaunch.cluster.slurm import commands
 from rlaunch.cluster.slurm.backend import SlurmBackend
 from rlaunch.cluster.slurm.commands import ENDED, QueueEntry, SlurmError
 from rlaunch.launch_config.failures import LOST_BY_SCHEDULER, OPERATIONAL, classify
-
-INVALID = "squeue -h failed (exit 1): slurm_load_jobs error: Invalid job id specified"
-
-
-class FakeSlurm:
-    """squeue, sacct and scancel as a cluster answers them: `queue` is what slurmctld still lists,
-    `accounting` what slurmdbd recorded (None: no accounting storage), `nodes` each job's node list."""
-
-    def __init__(self) -> None:
-        self.queue: dict[str, tuple[str, str]] = {}
-        self.accounting: dict[str, tuple[str, str]] | None = {}
-        self.nodes: dict[str, str] = {}
-        self.squeue_nodes: dict[str, str] = {}
-        self.calls: list[list[str]] = []
-        self.shielded: list[str] = []  # the commands asked to ignore SIGTERM
-        self.timeouts: list[tuple[str, float | None]] = []  # each command and its time limit
-        self.down = False  # slurmctld does not answer
-        self.node_lines: list[str] = []  # `scontrol show node -o` of a job's nodes
-
-    def run(self, argv: list[str], *, shielded: bool = False, timeout: float | None = None, **_: object) -> str:
-        self.calls.append(list(argv))
-        self.timeouts.append((argv[0], timeout))
-        if shielded:
-            self.shielded.append(argv[0])
-        if self.down:
-            raise SlurmError(f"{argv[0]} did not answer within 30s")
-        command, job_id = argv[0], argv[argv.index("-j") + 1] if "-j" in argv else None
-        if command == "scontrol":
-            return "".join(f"{line}\n" for line in self.node_lines)
-        if command == "scancel":
-            for cancelled in argv[1:]:
-                self.queue[cancelled] = ("CANCELLED", "None")
-            return ""
-        if command == "squeue" and argv[-1] == "%i":
-            return "".join(f"{j}\n" for j in self.queue)
-        if command == "squeue" and argv[-1] == "%N":
-            return self.squeue_nodes.get(job_id or "", "") + "\n"
-        if command == "squeue":
-            if job_id not in self.queue:
-                raise SlurmError(INVALID)
-            return "{}|{}\n".format(*self.queue[job_id])
-        if self.accounting is None:
-            raise SlurmError("sacct failed (exit 1): Slurm accounting storage is disabled")
-        if argv[-1] == "NodeList":
-            return self.nodes.get(job_id or "", "") + "\n"
-        entry = self.accounting.get(job_id or "")
-        return "{} by 0|{}\n".format(*entry) if entry else ""
+from tests.slurm.scripted_slurm import FakeSlurm, fresh_answers, pending_job, scripted
 
 
 @pytest.fixture
 def slurm(monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
-    fake = FakeSlurm()
-    monkeypatch.setattr(commands, "run", fake.run)
-    return fake
+    return scripted(monkeypatch)
 
 
 @pytest.fixture
@@ -82,16 +33,6 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     now = [100.0]
     monkeypatch.setattr(slurm_backend, "time", SimpleNamespace(monotonic=lambda: now[0]))
     return now
-
-
-def pending_job(backend: SlurmBackend, job_id: str) -> JobDir:
-    """A job as `submit` leaves it once sbatch took it: pending, its driver not yet started."""
-    job = JobDir(backend.root, job_id)
-    job.path.mkdir(parents=True)
-    job.logs_dir.mkdir()
-    spec = JobSpec(name=f"job-{job_id}", argv=["true"])
-    backend._write_records(job, spec, None, str(backend.root))
-    return job
 
 
 # -- commands: what is asked and how the answers are read ------------------------------------
@@ -353,8 +294,7 @@ def test_a_job_slurmctld_forgot_fails_saying_so(tmp_path: Path, slurm: FakeSlurm
 def test_cancelling_a_queued_job_scancels_it_and_records_the_cancel(
     tmp_path: Path, slurm: FakeSlurm, clock: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ticks = itertools.count(100, 5)  # every look at the queue is a fresh one
-    monkeypatch.setattr(slurm_backend, "time", SimpleNamespace(monotonic=lambda: float(next(ticks))))
+    fresh_answers(monkeypatch)
     backend = SlurmBackend(root=tmp_path, kill_grace=0)
     pending_job(backend, "77")
     pending_job(backend, "78")
@@ -380,8 +320,7 @@ def test_stop_scancels_only_the_jobs_still_waiting_in_the_queue(
 def test_a_running_job_whose_driver_ignores_the_cancel_is_ended_by_slurm(
     tmp_path: Path, slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ticks = itertools.count(100, 5)
-    monkeypatch.setattr(slurm_backend, "time", SimpleNamespace(monotonic=lambda: float(next(ticks))))
+    fresh_answers(monkeypatch)
     monkeypatch.setattr(base, "CANCEL_EXTRA_SECONDS", 0.0)
     backend = SlurmBackend(root=tmp_path, kill_grace=0)
     for job_id in ("77", "78"):

@@ -11,5 +11,6 @@ from rlaunch.observe.launch_evidence import launch_evidence
 def run_refusals(document: SkyRLLaunchConfig, *gates: str) -> list[str]:
     """The refusal lines of `judge` for launching `document` now (as --run and the host say them),
     of the named gates only (every gate when none is named)."""
-    findings = judge(PlannedLaunch.of(document), launch_evidence(document), Authorisations())
+    planned = PlannedLaunch.of(document)
+    findings = judge(planned, launch_evidence(planned), Authorisations())
     return [f.line() for f in findings if f.refuses and (not gates or f.gate in gates)]

@@ -62,7 +62,9 @@ def test_a_version_is_refused_under_a_digest_differing_past_its_shown_part() -> 
         (None, ""),
         ("", ""),
         ("node lost\nTraceback ...", " (node lost)"),
-        ("x" * 170, f" ({'x' * 160})"),
+        ("x" * 200, f" ({'x' * 200})"),  # whole up to 200 characters
+        ("x" * 201, f" ({'x' * 200} ...)"),  # one past: cut, and said so
+        ("node lost " * 25, f" ({('node lost ' * 20).strip()} ...)"),  # cut at a word, never inside one
     ],
 )
 def test_a_retry_names_the_latest_attempt_and_the_first_line_of_its_failure(failure: str | None, why: str) -> None:
@@ -208,7 +210,9 @@ def test_a_small_launch_under_a_mutable_version_is_a_note(planned: Any, document
     data = copy.deepcopy(document)
     data["run"]["artifact"] = "checkpoints/gsm8k-grpo@dev"
     data["gates"]["smoke_gate_nodes"], data["gates"]["smoke_gate_gpus"] = 100, 1000
-    (note,) = judge(PlannedLaunch.of(schema.from_dict(data)), Evidence(), Authorisations())
+    found = judge(PlannedLaunch.of(schema.from_dict(data)), Evidence(), Authorisations(waivers={"large": "a test"}))
+    assert [(f.gate, f.status) for f in found] == [("large", "waived"), ("calendar version", NOTE)]
+    note = found[1]
     assert (note.gate, note.status, note.message) == (
         "calendar version",
         NOTE,

@@ -91,7 +91,15 @@ def test_large_is_more_nodes_or_gpus_than_the_thresholds_and_never_a_declared_sm
     assert code == 2 and "(it allocates 64 GPUs (more than the smoke gate's threshold of 63))" in result["failure"]
     code, result, _ = _launch(prefix, thresholds(7, 64))  # one node over
     assert code == 2 and "(it allocates 8 nodes (more than the smoke gate's threshold of 7))" in result["failure"]
-    code, result, _ = _launch(prefix, thresholds(8, 64))  # at both thresholds: small
+    code, result, _ = _launch(prefix, thresholds(8, 64))  # at both thresholds: small, by a declaration
+    assert code == 2 and result["failure"].startswith(
+        "large: its execution raises the smoke gate's thresholds (smoke_gate_nodes=8, smoke_gate_gpus=64), yet it "
+        "allocates 8 nodes (more than the default threshold of 1)"
+    ), result
+    waived = {"waivers": {"large": {"reason": "a throughput test of the whole pod"}}}
+    code, result, _ = _launch(prefix, thresholds(8, 64, **waived))  # the declaration says why
     assert code == 0 and result["state"] == "prepared", result
-    code, result, _ = _launch(prefix, thresholds(1, 8, is_smoke=True))  # a smoke rehearses; it is never large
+    code, result, _ = _launch(prefix, thresholds(1, 8, is_smoke=True))  # a smoke rehearses; it is never large...
+    assert code == 2 and result["failure"].startswith("large: it is declared a smoke (is_smoke=True), yet it allocates")
+    code, result, _ = _launch(prefix, thresholds(1, 8, is_smoke=True, **waived))  # ...once it says why it is one
     assert code == 0 and result["state"] == "prepared", result

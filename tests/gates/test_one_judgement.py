@@ -16,21 +16,25 @@ import pytest
 from click.testing import CliRunner
 
 from rlaunch import storage
+from rlaunch.artifacts import resolve_version
+from rlaunch.artifacts.versions import current_build_context
 from rlaunch.cli import rl_build_options
-from rlaunch.cli.rl_options import judgement
 from rlaunch.host.cli import launch
 from rlaunch.judgement.judge import Authorisations, refusals
 from rlaunch.launch_config import schema
+from rlaunch.runs import layout
 from rlaunch.runs.run_record import update_attempt
-from rlaunch.skyrl import skyrl_step
+from rlaunch.skyrl import ResumeFrom, skyrl_step
 from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
-from tests.skyrl.helpers import DAY, iris, launch_of, spec, topology
+from rlaunch.submission.submission import judged_launch as judgement
+from tests.skyrl.helpers import DAY, WANDB_RECIPE, iris, launch_of, spec, topology
 
 pytestmark = pytest.mark.usefixtures("signal_handlers")
 
-GATES = ("version: ", "retry: ", "smoke: ", "calendar version: ", "credentials: ")
+GATES = ("version: ", "retry: ", "smoke: ", "calendar version: ", "credentials: ", "resume: ", "large: ")
 SMOKE = "checkpoints/gsm8k-grpo-smoke"
 UNSET = "RLAUNCH_TEST_NEVER_SET_TOKEN"  # a declared credential no environment of the suite sets
+WRITTEN, OTHER = "a" * 64, "b" * 64  # the runtime digest a pinned checkpoint records, and another
 
 
 def smoke_step(*, one_node: bool = False) -> SkyRLArtifactStep:
@@ -39,19 +43,35 @@ def smoke_step(*, one_node: bool = False) -> SkyRLArtifactStep:
     return skyrl_step(spec(name=SMOKE, **shape), iris(), export_hf=True, is_smoke=True)
 
 
+def pin_root() -> str:
+    """Another version's checkpoint root, which `--pin DIGEST` pins step 2 of."""
+    return storage.join(storage.default_prefix(), "old-version", "checkpoints")
+
+
 def large_step(
     *,
     smoke: bool,
-    version: str = DAY,
+    version: str | None = None,
     one_node_smoke: bool = False,
     high_thresholds: bool = False,
     credential: str = "",
+    wandb: bool = False,
+    pin: str = "",
+    declared_smoke: bool = False,
 ) -> SkyRLArtifactStep:
-    """The seed's 64-GPU run (8 nodes x 8 H100); with high thresholds it is large only by its smoke."""
+    """The seed's 64-GPU run (8 nodes x 8 H100); with high thresholds it is large only by its smoke;
+    `wandb` logs to W&B; `pin` starts from step 2 of another root, pinned to that digest;
+    `declared_smoke` declares it a smoke though it has the large run's size."""
     execution = iris(smoke_gate_nodes=8, smoke_gate_gpus=64) if high_thresholds else iris()
     declared = smoke_step(one_node=one_node_smoke) if smoke or one_node_smoke else None
-    credentials = (credential,) if credential else ()
-    return skyrl_step(spec(version=version, credentials=credentials), execution, export_hf=True, smoke=declared)
+    values: dict[str, Any] = {"credentials": (credential,) if credential else ()}
+    values |= {"tree": WANDB_RECIPE} if wandb else {}
+    values |= {"resume_from": ResumeFrom(pin_root(), 2, pin)} if pin else {}
+    if version is None:  # the run-wide --version inside a main, else the day of the earlier attempts
+        version = resolve_version("checkpoints/gsm8k-grpo", None) if current_build_context() else DAY
+    return skyrl_step(
+        spec(version=version, **values), execution, export_hf=True, smoke=declared, is_smoke=declared_smoke
+    )
 
 
 @click.command()
@@ -59,15 +79,30 @@ def large_step(
 @click.option("--one-node-smoke", is_flag=True)
 @click.option("--high-thresholds", is_flag=True)
 @click.option("--credential", default="")
-@click.option("--rl-version", default=DAY)
+@click.option("--rl-version", default=None)
+@click.option("--wandb", is_flag=True)
+@click.option("--pin", default="")
+@click.option("--declared-smoke", is_flag=True)
 @rl_build_options
-def experiment(smoke: bool, one_node_smoke: bool, high_thresholds: bool, credential: str, rl_version: str) -> Any:
+def experiment(
+    smoke: bool,
+    one_node_smoke: bool,
+    high_thresholds: bool,
+    credential: str,
+    rl_version: str | None,
+    wandb: bool,
+    pin: str,
+    declared_smoke: bool,
+) -> Any:
     return large_step(
         smoke=smoke,
         version=rl_version,
         one_node_smoke=one_node_smoke,
         high_thresholds=high_thresholds,
         credential=credential,
+        wandb=wandb,
+        pin=pin,
+        declared_smoke=declared_smoke,
     )
 
 
@@ -76,11 +111,20 @@ def step_of(args: tuple[str, ...]) -> SkyRLArtifactStep:
     value = dict(zip(args, args[1:]))
     return large_step(
         smoke="--smoke" in args,
-        version=value.get("--rl-version", DAY),
+        version=value.get("--rl-version") or value.get("--version") or DAY,
         one_node_smoke="--one-node-smoke" in args,
         high_thresholds="--high-thresholds" in args,
         credential=value.get("--credential", ""),
+        wandb="--wandb" in args,
+        pin=value.get("--pin", ""),
+        declared_smoke="--declared-smoke" in args,
     )
+
+
+def _pinned_checkpoint(prefix: str) -> None:
+    """Step 2 of another version's root, written under runtime digest WRITTEN."""
+    meta = {"global_step": 2, "runtime_digest": WRITTEN, "run_fingerprint": "f" * 64}
+    storage.write_json_atomic(storage.join(layout.checkpoint_dir(pin_root(), 2), layout.CHECKPOINT_META), meta)
 
 
 def _earlier(step: SkyRLArtifactStep, prefix: str, **fields: Any) -> None:
@@ -165,6 +209,33 @@ CASES = (
         lambda p: None,
         (f"credentials: the run declares credential(s) it needs that this environment lacks: {UNSET} (not set)",),
     ),
+    Case(
+        "logger-credential",
+        ("--wandb",),
+        lambda p: None,
+        (
+            "credentials: trainer.logger is 'wandb', which needs WANDB_API_KEY (not set) here. Set it in the environment",
+        ),
+    ),
+    Case(
+        "resume-pin",
+        ("--pin", OTHER),
+        _pinned_checkpoint,
+        (
+            f"resume: resume_from pins {{root}}/global_step_2 as written by runtime digest {OTHER}, but it was written by "
+            f"{WRITTEN}; pin the digest",
+        ),
+    ),
+    Case(
+        "declared-small",
+        ("--declared-smoke",),
+        lambda p: None,
+        (
+            "large: it is declared a smoke (is_smoke=True), yet it allocates 8 nodes (more than the default threshold "
+            'of 1): a launch declared small must say why: pass --waive large="<reason>"',
+        ),
+        ("smoke: ",),  # declared small, it needs no smoke of its own
+    ),
 )
 
 
@@ -218,13 +289,62 @@ def test_the_dry_run_run_and_the_host_find_the_same_words(case: Case, prefix: st
     step = step_of(case.args)
     planned = _dry_run(case.args)
     assert all(line.startswith(GATES) for line in planned), planned
-    assert all(any(f in line for line in planned) for f in case.expected), planned
+    expected = [f.replace("{root}", pin_root()) for f in case.expected]
+    assert all(any(f in line for line in planned) for f in expected), planned
     assert not any(f in line for f in case.absent for line in planned), planned
     assert _json_dry_run(case.args, step.identity) == planned
     assert _run(case.args, step.identity) == planned
     host, result = _host(step, prefix)
     assert host == planned
     assert result["state"] == "failed"
+
+
+@dataclasses.dataclass(frozen=True)
+class Remedy:
+    """What a refusal of `case` advises, followed verbatim: the words it says, and the arguments or
+    environment that do what they say."""
+
+    case: str
+    gate: str
+    said: str  # in the refusal: the advice
+    args: tuple[str, ...] = ()  # added to the case's arguments
+    env: tuple[tuple[str, str], ...] = ()
+
+
+REMEDIES = (
+    Remedy("version", "version", "Launch a new version (--version", ("--version", "2026.12.02")),
+    Remedy("retry", "retry", 'pass --retry "<reason>"', ("--retry", "the node was replaced")),
+    Remedy("no-smoke", "smoke", 'or pass --skip-smoke-gate "<reason>"', ("--skip-smoke-gate", "rehearsed by hand")),
+    Remedy("mutable-version", "calendar version", "(--version YYYY.MM.DD)", ("--rl-version", "2026.12.03")),
+    Remedy("undeclared-credential", "credentials", "Set each in the environment you launch from", env=((UNSET, "x"),)),
+    Remedy(
+        "logger-credential", "credentials", "Set it in the environment you launch from", env=(("WANDB_API_KEY", "x"),)
+    ),
+    Remedy("resume-pin", "resume", "pin the digest its rlaunch_checkpoint.json records", ("--pin", WRITTEN)),
+    Remedy("declared-small", "large", 'pass --waive large="<reason>"', ("--waive", "large=a throughput test")),
+)
+
+
+def _refusing(args: tuple[str, ...]) -> list[str]:
+    """The refusing findings of the JSON dry run, every gated step's."""
+    done = CliRunner().invoke(experiment, ["--version", DAY, *args, "--plan-format", "json"])
+    assert done.exit_code == 0, done.output
+    judged = json.loads(done.stdout)["judgement"].values()
+    return [f"{f['gate']}: {f['message']}" for j in judged for f in j["findings"] if f["status"] == "refused"]
+
+
+@pytest.mark.parametrize("remedy", REMEDIES, ids=[r.case for r in REMEDIES])
+def test_each_refusals_advice_followed_verbatim_lets_that_gate_go(
+    remedy: Remedy, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (case,) = [c for c in CASES if c.name == remedy.case]
+    case.setup(prefix)
+    refused = [line for line in _refusing(case.args) if line.startswith(f"{remedy.gate}: ")]
+    assert refused and all(remedy.said in line for line in refused), refused
+    for name, value in remedy.env:
+        monkeypatch.setenv(name, value)
+    after = _refusing((*case.args, *remedy.args))
+    assert not [line for line in after if line.startswith(f"{remedy.gate}: ")], after
 
 
 def test_a_skipped_smoke_gate_waives_the_smoke_findings_alone(prefix: str) -> None:
@@ -239,7 +359,7 @@ def test_a_skipped_smoke_gate_waives_the_smoke_findings_alone(prefix: str) -> No
 
 
 def test_a_mutable_version_is_a_note_for_a_smoke_and_refuses_nothing(prefix: str) -> None:
-    smoke = skyrl_step(spec(name=SMOKE, version="dev"), iris(), export_hf=True, is_smoke=True)
+    smoke = skyrl_step(spec(name=SMOKE, version="dev", topo=topology()), iris(), export_hf=True, is_smoke=True)
     findings = judgement(launch_of(smoke, prefix), Authorisations())
     assert [f.status for f in findings] == ["note"] and refusals(findings) == []
     assert findings[0].line().startswith("calendar version: the mutable version 'dev' is rebuilt on every run")

@@ -12,12 +12,13 @@ import pytest
 
 from rlaunch import storage
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
-from rlaunch.cli.experiment import Invocation
 from rlaunch.cli.plan_text import step_lines
-from rlaunch.cli.rl_options import _overrides, _record_overrides, judgement
 from rlaunch.judgement.judge import Authorisations, large, refusals
 from rlaunch.skyrl import skyrl_step
 from rlaunch.skyrl.plan import planning
+from rlaunch.submission import Given, Invocation, prepare
+from rlaunch.submission.smoke_override import record_override
+from rlaunch.submission.submission import judged_launch as judgement
 from tests.launching import Launcher
 from tests.skyrl import helpers as h
 
@@ -66,6 +67,7 @@ def test_the_64_gpu_example_waits_for_its_gpu_smoke_and_goes_only_with_a_recorde
 
     prefix = str(tmp_path / "prefix")
     monkeypatch.setenv("RLAUNCH_PREFIX", prefix)
+    monkeypatch.setenv("WANDB_API_KEY", "set-for-its-logger")  # the example logs to W&B
     with build_context(BuildContext(VersionCodex(DAY))):
         step = rl_plan_example.rl_step(broken=False)
     assert step.smoke is not None and step.smoke.spec.runtime.profile == "fsdp"
@@ -73,17 +75,19 @@ def test_the_64_gpu_example_waits_for_its_gpu_smoke_and_goes_only_with_a_recorde
     assert f"smoke gate: {step.smoke.identity}; the declared smoke {step.smoke.identity} has not run" in text
     assert "  as declared, it has this launch's shape" in text and "parity holds" not in text
 
-    def invocation(**options: str) -> Invocation:
-        return Invocation(module=None, argv=(), version=DAY, max_concurrent=1, prefix=prefix, options=options)
-
     refused = refusals(judgement(h.launch_of(step, prefix), Authorisations()))
     assert refused == [
         f"smoke: the declared smoke {step.smoke.identity} has not run; launch it and check it with rlaunch verify-smoke"
     ]
     waived = judgement(h.launch_of(step, prefix), Authorisations(skip_smoke_gate=True))
     assert refusals(waived) == []
-    reason = invocation(skip_smoke_gate="smoke ran on the staging cluster")
-    _record_overrides(_overrides([(step, waived)]), reason, planning.plan([step], prefix))
+    invocation = Invocation(module="experiments.rl_plan_example", argv=(), version=DAY, max_concurrent=1, prefix=prefix)
+    submission = prepare([step], invocation, Given(skip_smoke_gate="smoke ran on the staging cluster"))
+    assert submission.smoke_overrides() == [(step, [f.message for f in waived if f.status == "waived"])]
+    for overridden, found in submission.smoke_overrides():
+        record_override(
+            submission.planning.launch(overridden).document, overridden, "smoke ran on the staging cluster", found
+        )
     record = json.loads((Path(prefix) / step.name / DAY / "run_record.json").read_text())
     (override,) = record["smoke_gate_overrides"]
     assert override["smoke"] == step.smoke.identity and override["reason"] == "smoke ran on the staging cluster"

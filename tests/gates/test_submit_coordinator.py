@@ -15,17 +15,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 from click.testing import CliRunner, Result
 
 from rlaunch.artifacts import records
 from rlaunch.cli import rl_options
-from rlaunch.cli.experiment import Invocation
 from rlaunch.cluster.protocol import CapacityError, JobSpec, JobState, JobStatus, Resources, get_backend
+from rlaunch.errors import UserError
 from rlaunch.launch_config.gates import AUTHORISED_ENV
 from rlaunch.processes import Terminated
 from rlaunch.runs import run_record
+from rlaunch.submission import Invocation
+from rlaunch.submission import submission as submission_prepare
+from rlaunch.submission.invocation import without_max_concurrent
 from tests.observe.lab import isolated_runtime_registry
 
 VERSION = "2026.12.07"
@@ -90,7 +92,7 @@ def submit(prefix: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         def run(backend: Scripted, *args: str, before: tuple[str, ...] = (), version: str = VERSION) -> Result:
             argv = [*before, "--version", version, "--run", *args]
             monkeypatch.setattr(sys, "argv", ["marker", *argv])
-            monkeypatch.setattr(rl_options, "get_backend", lambda name, **options: backend.named(name, options))
+            monkeypatch.setattr(submission_prepare, "get_backend", lambda name, **options: backend.named(name, options))
             return CliRunner().invoke(marker.main, argv)
 
         yield run
@@ -154,7 +156,7 @@ def test_the_coordinator_job_replays_the_module_with_the_runs_settings(submit: A
 def test_the_replayed_argv_drops_every_max_concurrent_and_keeps_the_rest(
     argv: tuple[str, ...], expected: list[str]
 ) -> None:
-    assert rl_options._without_max_concurrent(argv) == expected
+    assert without_max_concurrent(argv) == expected
 
 
 def test_a_person_reaches_a_job_with_the_backends_jobs_command() -> None:
@@ -164,9 +166,9 @@ def test_a_person_reaches_a_job_with_the_backends_jobs_command() -> None:
 
 def test_a_main_run_as_a_script_cannot_be_replayed(prefix: str) -> None:
     invocation = Invocation(module=None, argv=(), version=VERSION, max_concurrent=1, prefix=prefix)
-    with pytest.raises(click.UsageError) as refused:
-        rl_options.submit_coordinator([], invocation, None)  # type: ignore[arg-type]
-    assert refused.value.message == (
+    with pytest.raises(UserError) as refused:
+        rl_options.submit_coordinator([], invocation, None)
+    assert str(refused.value) == (
         "--run replays the experiment on the cluster, so run it as `python -m <package>.<module>` from the "
         "repository root"
     )
@@ -252,19 +254,17 @@ def test_a_capacity_refusal_submits_nothing(submit: Any) -> None:
     backend = Scripted(refuse=CapacityError("no node has 1 CPU free"))
     done = submit(backend)
     assert done.exit_code == 2, done.output
-    assert done.stderr.splitlines() == ["error: no node has 1 CPU free", "Nothing was submitted."]
+    assert done.stderr.splitlines() == [f"error: {RUN}: capacity: no node has 1 CPU free", "Nothing was submitted."]
     assert backend.spec is None and done.stdout == ""
 
 
-def test_an_empty_reason_is_refused_before_anything_is_submitted(submit: Any) -> None:
+@pytest.mark.parametrize("option", ["--retry", "--skip-smoke-gate"])
+def test_an_empty_reason_is_refused_where_it_is_parsed(submit: Any, option: str) -> None:
     backend = Scripted()
-    done = submit(backend, "--retry", " ")
+    done = submit(backend, option, " ")
     assert done.exit_code == 2, done.output
-    assert done.stderr.splitlines() == [
-        "error: --retry needs a reason (it is kept in the run record)",
-        "Nothing was submitted.",
-    ]
-    assert backend.spec is None and backend.checked == [] and done.stdout == ""
+    assert f"Invalid value for '{option}': needs a reason (it is kept in the run record)" in done.stderr
+    assert backend.spec is None and backend.checked == [] and backend.constructed == [] and done.stdout == ""
 
 
 def test_a_failed_latest_attempt_is_refused_without_retry_and_submitted_with_it(submit: Any, prefix: str) -> None:
@@ -304,8 +304,8 @@ def test_a_failed_step_job_needs_retry_and_is_checked_beside_the_coordinator(sub
     refused = submit(Scripted(), "--step-job")
     assert refused.exit_code == 2, refused.output
     assert refused.stderr.splitlines() == [
-        "error: marker/count@2026.12.07: the latest step job attempt s1 failed (KeyError: 'prompt'); relaunching it "
-        'is a retry: pass --retry "<reason>" (kept in the run record), or launch a new version',
+        "error: marker/count@2026.12.07: retry: the latest attempt s1 failed (KeyError: 'prompt'); relaunching it "
+        'is a retry: pass --retry "<reason>" (who, when and why are kept in the run record), or launch a new version',
         "Nothing was submitted.",
     ]
     backend = Scripted()
@@ -358,17 +358,19 @@ def test_a_served_rl_step_is_not_judged_while_its_downstream_step_job_launches(s
     backend = Scripted()
     done = submit(backend, "--step-job")
     assert done.exit_code == 0, done.output
-    assert [spec.name for spec, _ in backend.checked] == ["marker-rl-gang", "marker-count-step"]
+    assert [spec.name for spec, _ in backend.checked] == ["marker-count-step"]  # a served step allocates no gang
     assert backend.spec is not None and backend.spec.labels["rlaunch.artifact"] == "marker/count@2026.12.07"
 
 
 def test_every_refusal_is_told_at_once(submit: Any, prefix: str) -> None:
     _attempt(prefix, {"attempt_id": "a1", "state": "failed", "failure": "exit 3"})
-    done = submit(Scripted(), "--skip-smoke-gate", " ")
+    backend = Scripted(refuse=CapacityError("no node has 1 CPU free"))
+    done = submit(backend)
     assert done.exit_code == 2, done.output
     errors = done.stderr.splitlines()
-    assert "error: --skip-smoke-gate needs a reason (it is kept in the run record)" in errors
-    assert any(line.startswith(f"error: {RUN}: ") and "--retry" in line for line in errors), errors
+    assert errors[-1] == "Nothing was submitted."
+    assert any(line.startswith(f"error: {RUN}: retry: ") for line in errors), errors
+    assert f"error: {RUN}: capacity: no node has 1 CPU free" in errors
 
 
 def test_a_succeeded_coordinator_names_no_failed_attempt(submit: Any, prefix: str) -> None:

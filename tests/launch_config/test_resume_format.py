@@ -55,7 +55,7 @@ def test_the_refusal_names_what_differs_and_what_to_declare() -> None:
         f"resume_mode=latest would resume /c/global_step_3 (step 3), written under run fingerprint {'a' * 64} "
         f"(this run: {F}) and runtime digest {'e' * 16} (this runtime: {'d' * 16}). Use a fresh RL artifact version "
         "(the checkpoint root follows name and version), or, once compatibility is established, declare it with "
-        f"SkyRLSpec(compatible_checkpoint_digests=({'a' * 64!r},))"
+        f"SkyRLSpec(compatible_checkpoint_digests=({'a' * 64!r}, {'e' * 64!r}))"
     )
     digest_only = refusal(CheckpointInfo(3, "/c/x", "e" * 64, F), D, F)
     assert f"written under runtime digest {'e' * 16} (this runtime: {'d' * 16}). Use" in digest_only
@@ -63,7 +63,12 @@ def test_the_refusal_names_what_differs_and_what_to_declare() -> None:
     unknown = refusal(CheckpointInfo(3, "/c/x", None, None), D, F)
     assert "run fingerprint unknown (written before fingerprints were recorded) (this run: " in unknown
     assert f"and runtime digest unknown (this runtime: {'d' * 16})" in unknown
-    assert unknown.endswith("compatible_checkpoint_digests=(None,))")
+    assert unknown.endswith(
+        "Use a fresh RL artifact version (the checkpoint root follows name and version); it records no digest "
+        "that could be declared compatible"
+    )
+    half = refusal(CheckpointInfo(3, "/c/x", None, "a" * 64), D, F)  # its fingerprint alone is known
+    assert half.endswith("it records no digest that could be declared compatible")
 
 
 def test_a_recipe_with_nan_gets_no_fingerprint() -> None:

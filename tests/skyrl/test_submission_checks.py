@@ -8,13 +8,13 @@ from typing import Any
 import click
 import pytest
 from click.testing import CliRunner
+from rlaunch.skyrl.views.submission import submission_problems
 
 from rlaunch import storage
 from rlaunch.cli import rl_build_options
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.skyrl import LocalSkyRLExecution, skyrl_step
 from rlaunch.skyrl.plan.stored_facts import StoredFacts
-from rlaunch.skyrl.views.submission import submission_problems
 
 from .helpers import DAY, planned_view, spec
 

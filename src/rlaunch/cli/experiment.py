@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 import click
@@ -26,22 +26,11 @@ from rlaunch.cli import plan_text
 from rlaunch.cli.step_checks import preflight_step_jobs
 from rlaunch.errors import UserError
 from rlaunch.secrets import SecretArgumentError, refuse_secret_arguments
+from rlaunch.submission.invocation import Invocation
 
 if TYPE_CHECKING:
     from rlaunch.judgement.judge import Finding
     from rlaunch.skyrl.plan.planning import Planning
-
-
-@dataclass(frozen=True)
-class Invocation:
-    """Everything an executor needs to know about how the experiment was called."""
-
-    module: str | None
-    argv: tuple[str, ...]
-    version: str
-    max_concurrent: int
-    prefix: str
-    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Executor(Protocol):

@@ -1,70 +1,64 @@
 """`rl_build_options`: `build_options` for RL mains, where `--run` submits a coordinator job.
 
-Outside a cluster job, `--run` builds and validates the graph here (the dry run's code path),
-then submits a small coordinator job that replays the same module and argv on the cluster.
-Inside that coordinator (`$RLAUNCH_JOB_ID` is set) the same main rebuilds and revalidates the
-graph and executes it with the runner; each SkyRL step hands its launch document to the host.
+Outside a cluster job, `--run` prepares the submission (`rlaunch.submission.submission`: the graph
+planned and judged, the dry run's code path, capacity asked of the backend) and submits a small
+coordinator job that replays the same module and argv on the cluster. Inside that coordinator
+(`$RLAUNCH_JOB_ID` is set) the same main rebuilds and revalidates the graph and executes it with the
+runner; each SkyRL step hands its launch document to the host. This module parses and prints.
 """
 
 from __future__ import annotations
 
 import os
-import sys
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from rlaunch.artifacts.step import ArtifactStep, graph_handles
-from rlaunch.cli.experiment import Invocation, LocalRunExecutor, make_build_options
-from rlaunch.cluster.protocol import (
-    JOB_ID_ENV,
-    BackendUnavailableError,
-    CapacityError,
-    JobSpec,
-    Resources,
-    get_backend,
-    single_replica_lines,
-)
-from rlaunch.names import sanitize_job_name
+from rlaunch.cli.experiment import LocalRunExecutor, make_build_options
+from rlaunch.cluster.protocol import JOB_ID_ENV, single_replica_lines
+from rlaunch.launch_config.schema import WAIVABLE
 from rlaunch.processes import interrupt_exit, interruptible
-from rlaunch.units import parse_size
+from rlaunch.submission.authorised import Given
+from rlaunch.submission.invocation import Invocation
+from rlaunch.submission.submission import skyrl_steps, step_job_steps
 
 if TYPE_CHECKING:
     from rlaunch.artifacts.plan import PlannedStep
-    from rlaunch.judgement.judge import Authorisations, Finding
-    from rlaunch.judgement.planned import PlannedLaunch
+    from rlaunch.judgement.judge import Finding
     from rlaunch.skyrl.plan.planning import Planning
     from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
+    from rlaunch.submission.submission import Submission, Submitted
 
 SUBMITTER = "@rl_build_options"
 
 
-def skyrl_steps(handles: list[ArtifactStep[Any]]) -> list[SkyRLArtifactStep]:
-    from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
-
-    return [s for s in graph_handles(handles) if isinstance(s, SkyRLArtifactStep)]
-
-
-def step_job_steps(steps: list[ArtifactStep[Any]]) -> list[ArtifactStep[Any]]:
-    """The steps that run as step jobs (a `StepExecution`)."""
-    from rlaunch.step_jobs import StepExecution
-
-    return [s for s in steps if isinstance(s.execution, StepExecution)]
+def _reason(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A gate authorisation's reason: given, it must say something (it is kept in the run record)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("needs a reason (it is kept in the run record)")
+    return value
 
 
-def passthrough_patterns(steps: list[SkyRLArtifactStep]) -> tuple[str, ...]:
-    """`env_passthrough` of every SkyRL step's runtime profile and execution: the coordinator gets
-    those variables from the submitting environment and renders them into each launch document."""
-    patterns: list[str] = []
-    for step in steps:
-        patterns += [*step.spec.runtime.runtime_profile.env_passthrough, *step.execution.env_passthrough]
-    return tuple(dict.fromkeys(patterns))
+def _waivers(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    """`--waive GATE=REASON`, repeatable: the waivable gates let go, each with its reason."""
+    found: dict[str, str] = {}
+    for raw in values:
+        gate, sep, reason = raw.partition("=")
+        gate = gate.strip()
+        if not sep or gate not in WAIVABLE:
+            raise click.BadParameter(f"{gate!r} is not GATE=REASON with GATE one of {', '.join(WAIVABLE)}")
+        if not reason.strip():
+            raise click.BadParameter(f"{gate} needs a reason (it is kept in the run record)")
+        if gate in found:
+            raise click.BadParameter(f"{gate} is waived twice; keep one --waive {gate}=...")
+        found[gate] = reason.strip()
+    return found
 
 
 class CoordinatorExecutor:
-    option_names: tuple[str, ...] = ("detach", "skip_smoke_gate", "retry")
+    option_names: tuple[str, ...] = ("detach", "skip_smoke_gate", "retry", "waive")
 
     def options(self) -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
         return [
@@ -73,13 +67,23 @@ class CoordinatorExecutor:
                 "--skip-smoke-gate",
                 metavar="REASON",
                 default=None,
+                callback=_reason,
                 help="Submit although the declared smoke has not passed, parity fails, or a large launch declares no smoke; REASON is kept in the run record.",
             ),
             click.option(
                 "--retry",
                 metavar="REASON",
                 default=None,
+                callback=_reason,
                 help="Relaunch a version whose latest attempt failed or was cancelled; REASON, who and when are kept in the run record.",
+            ),
+            click.option(
+                "--waive",
+                metavar="GATE=REASON",
+                multiple=True,
+                callback=_waivers,
+                help=f"Let a gate go with a reason kept in the run record: {', '.join(WAIVABLE)} (a launch declared "
+                "small though the default thresholds call it large; a large launch's memory estimated over its device).",
             ),
         ]
 
@@ -100,15 +104,10 @@ class CoordinatorExecutor:
     def judgement(
         self, planned: list[PlannedStep], invocation: Invocation, planning: Planning | None
     ) -> dict[str, tuple[Finding, ...] | None]:
-        """Each RL step's judgement, as `--run` and the launch host would apply it now (None: served)."""
-        if planning is None:
-            return {}
-        pending = {id(p.step) for p in planned if p.action in ("run", "rebuild")}
-        authorised = _authorisations(invocation)
-        return {
-            step.identity: judgement(planning.launch(step), authorised) if id(step) in pending else None
-            for step in skyrl_steps([p.step for p in planned])
-        }
+        """Each step's judgement, as `--run` and the launch host would apply it now (None: served)."""
+        from rlaunch.submission.submission import judgement
+
+        return judgement(planned, planning, given(invocation), invocation.prefix)
 
     def run(self, handles: list[ArtifactStep[Any]], invocation: Invocation, planning: Planning | None) -> int:
         if os.environ.get(JOB_ID_ENV):
@@ -123,101 +122,65 @@ class CoordinatorExecutor:
         return submit_coordinator(handles, invocation, planning)
 
 
-def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation, planning: Planning) -> int:
-    from rlaunch.cluster.job_environment import job_environment
-    from rlaunch.host.step_job import gang_for_check, retry_refusal
-    from rlaunch.judgement.judge import refusals
-    from rlaunch.launch_config.task_env import passed_through
-    from rlaunch.skyrl.plan.planning import plan
-    from rlaunch.skyrl.views.gate_checks import old_runtime_note
-    from rlaunch.skyrl.views.submission import submission_problems
+def given(invocation: Invocation) -> Given:
+    """The gate authorisations on the command line, with the terminal stage when it was defaulted."""
+    from rlaunch.cli.experiment import default_stage
 
-    if invocation.module is None:
-        raise click.UsageError(
-            "--run replays the experiment on the cluster, so run it as `python -m <package>.<module>` from the repository root"
-        )
-    from rlaunch.artifacts.plan import plan_graph
+    stage = default_stage()
+    options = invocation.options
+    return Given(
+        retry=options.get("retry"),
+        skip_smoke_gate=options.get("skip_smoke_gate"),
+        waivers=dict(options.get("waive") or {}),
+        default_stage=None if stage is None else f"{stage[0]} (choose it with --stage {stage[1]})",
+    )
 
-    steps = skyrl_steps(handles)
-    prefix = invocation.prefix
-    if _finalise_dead_attempts([*steps, *step_job_steps(graph_handles(handles))], prefix):
-        planning = plan(steps, prefix)  # storage changed since it was planned: the gates read it as it is now
-    pending = [p for p in plan_graph(handles, prefix) if p.action in ("run", "rebuild")]
-    launched = [s for s in steps if any(p.step is s for p in pending)]
-    problems = [  # only what launches is judged: a served step trains nothing and gates nothing
-        p for s in launched for p in submission_problems(planning.launch(s), planning.facts(s), prefix)
-    ]
-    problems += _authorisation_problems(invocation)
-    judged = [(s, judgement(planning.launch(s), _authorisations(invocation))) for s in launched]
-    problems += [f"{s.identity}: {line}" for s, findings in judged for line in refusals(findings)]
-    overrides = _overrides(judged) if _authorisations(invocation).skip_smoke_gate else []
-    jobs = step_job_steps([p.step for p in pending])
-    if not _authorisations(invocation).retry:
-        problems += [p for s in jobs if (p := retry_refusal(s.identity, s.path(prefix)))]
-    if problems:
-        for problem in problems:
+
+def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation, planning: Planning | None) -> int:
+    """`--run` outside a cluster: prepare, print every refusal or submit, then follow the coordinator."""
+    from rlaunch.submission.submission import prepare, submit
+
+    if _finalise_dead_attempts([*skyrl_steps(handles), *step_job_steps(graph_handles(handles))], invocation.prefix):
+        planning = None  # storage changed since it was planned: the gates read it as it is now
+    submission = prepare(handles, invocation, given(invocation), planning)
+    if submission.refusals:
+        for problem in submission.refusals:
             click.echo(f"error: {problem}", err=True)
         click.echo("Nothing was submitted.", err=True)
         return 2
-    if not pending:
-        for handle in handles:
-            click.echo(f"  served from storage {handle.identity} -> {handle.path(invocation.prefix)}")
-        for step in steps:
-            note = old_runtime_note(planning.launch(step).document, planning.facts(step))
-            if note:
-                click.echo(f"  {step.identity}: {note}")
-        click.echo("Every step is served from storage; nothing to submit.")
+    if submission.coordinator is None:
+        for line in _served_lines(submission, handles):
+            click.echo(line)
         return 0
-    executions = [s.execution for s in steps]
-    execution = executions[0]
-    terminal = graph_handles(handles)[-1]
-    name = sanitize_job_name(f"{terminal.name}-{terminal.version}-coordinator-{uuid.uuid4().hex[:8]}")
-    argv = [
-        sys.executable,
-        "-m",
-        invocation.module,
-        *_without_max_concurrent(invocation.argv),
-        "--max-concurrent",
-        str(invocation.max_concurrent),
-    ]
-    spec = JobSpec(
-        name=name,
-        argv=tuple(argv),
-        env=job_environment(tuple(dict.fromkeys(n for s in steps for n in planning.launch(s).document.run.credentials)))
-        | passed_through(passthrough_patterns(steps))
-        | {"RLAUNCH_PREFIX": invocation.prefix, **_authorised_env(invocation)},
-        working_dir=os.getcwd(),
-        resources=Resources(
-            cpu=float(execution.coordinator_cpu),
-            memory_bytes=parse_size(execution.coordinator_memory),
-            disk_bytes=parse_size(execution.coordinator_disk),
-        ),
-        timeout_seconds=max(e.coordinator_timeout_hours for e in executions) * 3600,
-        labels={
-            "rlaunch.kind": "coordinator",
-            "rlaunch.artifact": terminal.identity,
-            "rlaunch.module": invocation.module,
-        },
-    )
-    try:
-        backend = get_backend(execution.backend, **execution.placement())
-        for step in steps:
-            backend.check(child_gang(step), beside=spec.resources)
-        for job in jobs:
-            backend.check(gang_for_check(job.execution, job.name), beside=spec.resources)
-        _record_overrides(overrides, invocation, planning)
-        job_id = backend.submit(spec)
-    except (CapacityError, BackendUnavailableError, ImportError, ConnectionError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        click.echo("Nothing was submitted.", err=True)
-        return 2
-    click.echo(f"submitted RL coordinator {job_id} ({spec.name}) via {backend.name}")
+    submitted = submit(submission)
+    for step, _ in submission.smoke_overrides():
+        reason = submission.given.skip_smoke_gate
+        click.echo(f"smoke gate skipped for {step.identity}: {reason} (kept in the run record)", err=True)
+    click.echo(f"submitted RL coordinator {submitted.job_id} ({submitted.spec.name}) via {submitted.backend.name}")
     if invocation.options.get("detach"):
-        click.echo(f"detached; follow with: {jobs_command(backend.name)} logs {job_id} --follow")
+        click.echo(f"detached; follow with: {jobs_command(submitted.backend.name)} logs {submitted.job_id} --follow")
         return 0
+    return _follow(submitted, submission)
+
+
+def _served_lines(submission: Submission, handles: list[ArtifactStep[Any]]) -> list[str]:
+    """What `--run` says when every step is served from storage: where each is, and a runtime changed since."""
+    from rlaunch.skyrl.views.gate_checks import old_runtime_note
+
+    prefix, planning = submission.invocation.prefix, submission.planning
+    lines = [f"  served from storage {h.identity} -> {h.path(prefix)}" for h in handles]
+    for step in skyrl_steps(handles):
+        note = old_runtime_note(planning.launch(step).document, planning.facts(step))
+        lines += [f"  {step.identity}: {note}"] if note else []
+    return [*lines, "Every step is served from storage; nothing to submit."]
+
+
+def _follow(submitted: Submitted, submission: Submission) -> int:
+    """Stream the coordinator's log to its end; Ctrl-C stops following, never the run."""
+    backend, job_id = submitted.backend, submitted.job_id
     try:
         with interruptible():
-            for line in single_replica_lines(backend.logs(job_id, follow=True), spec.replicas):
+            for line in single_replica_lines(backend.logs(job_id, follow=True), submitted.spec.replicas):
                 click.echo(line)
             status = backend.wait(job_id)
     except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM: this process stops, the run does not
@@ -230,7 +193,12 @@ def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation,
         return interrupt_exit(interrupt)
     click.echo(f"RL coordinator {job_id} {status.state.value}" + (f": {status.message}" if status.message else ""))
     if status.state.value != "succeeded":
-        for line in _failed_attempts(launched, prefix, job_id):
+        launched = [
+            s
+            for s in skyrl_steps([p.step for p in submission.planned])
+            if submission.judged.get(s.identity) is not None
+        ]
+        for line in _failed_attempts(launched, submission.invocation.prefix, job_id):
             click.echo(line, err=True)
     return 0 if status.state.value == "succeeded" else 1
 
@@ -254,46 +222,6 @@ def _failed_attempts(steps: list[SkyRLArtifactStep], prefix: str, coordinator_jo
     return lines
 
 
-def _given(invocation: Invocation) -> dict[str, str]:
-    """The gate authorisations on the command line (`retry`, `skip_smoke_gate`) -> their reasons."""
-    from rlaunch.launch_config.gates import GATE_OPTIONS
-
-    return {name: invocation.options[name] for name in GATE_OPTIONS if invocation.options.get(name) is not None}
-
-
-def _authorisation_problems(invocation: Invocation) -> list[str]:
-    from rlaunch.launch_config.gates import GATE_OPTIONS
-
-    return [
-        f"{GATE_OPTIONS[name]} needs a reason (it is kept in the run record)"
-        for name, reason in _given(invocation).items()
-        if not reason.strip()
-    ]
-
-
-def _authorisations(invocation: Invocation) -> Authorisations:
-    """The gate authorisations given on the command line (an empty reason is refused apart)."""
-    from rlaunch.cli.experiment import default_stage
-    from rlaunch.judgement.judge import Authorisations
-
-    given = {name for name, reason in _given(invocation).items() if reason.strip()}
-    stage = default_stage()
-    return Authorisations(
-        retry="retry" in given,
-        skip_smoke_gate="skip_smoke_gate" in given,
-        default_stage=None if stage is None else f"{stage[0]} (choose it with --stage {stage[1]})",
-    )
-
-
-def judgement(planned: PlannedLaunch, authorisations: Authorisations) -> tuple[Finding, ...]:
-    """The judgement of launching `planned` now, over the evidence storage holds, read as the launch
-    host reads it (`rlaunch.observe.launch_evidence`)."""
-    from rlaunch.judgement.judge import judge
-    from rlaunch.observe.launch_evidence import launch_evidence
-
-    return judge(planned, launch_evidence(planned.document), authorisations)
-
-
 def _authorised_retry() -> dict[str, Any] | None:
     """Inside the coordinator: the `--retry` authorisation stamped at submission (step jobs read it)."""
     import json
@@ -302,44 +230,6 @@ def _authorised_retry() -> dict[str, Any] | None:
 
     retry = json.loads(os.environ.get(AUTHORISED_ENV) or "{}").get("retry")
     return retry if isinstance(retry, dict) else None
-
-
-def _authorised_env(invocation: Invocation) -> dict[str, str]:
-    """The authorisations for the coordinator (reason, who, when), stamped once, at submission."""
-    import json
-
-    from rlaunch import storage
-    from rlaunch.launch_config.gates import AUTHORISED_ENV
-    from rlaunch.processes import actor
-    from rlaunch.secrets import scrub
-
-    given = {
-        name: {"reason": scrub(reason), "by": actor(), "at": storage.utc_now()}
-        for name, reason in _given(invocation).items()
-    }
-    return {AUTHORISED_ENV: json.dumps(given)} if given else {}
-
-
-def _overrides(
-    judged: list[tuple[SkyRLArtifactStep, tuple[Finding, ...]]],
-) -> list[tuple[SkyRLArtifactStep, list[str]]]:
-    """The smoke gate overrides to record once the launch is submitted: every step that declares a
-    smoke or whose smoke findings --skip-smoke-gate waived, with those findings."""
-    from rlaunch.judgement.judge import WAIVED
-
-    waived = [(s, [f.message for f in findings if f.status == WAIVED]) for s, findings in judged]
-    return [(s, found) for s, found in waived if s.smoke is not None or found]
-
-
-def _record_overrides(
-    overrides: list[tuple[SkyRLArtifactStep, list[str]]], invocation: Invocation, planning: Planning
-) -> None:
-    from rlaunch.cli.smoke_gate import record_override
-
-    reason = invocation.options.get("skip_smoke_gate") or ""
-    for step, problems in overrides:
-        record_override(planning.launch(step).document, step, reason, problems)
-        click.echo(f"smoke gate skipped for {step.identity}: {reason} (kept in the run record)", err=True)
 
 
 def _finalise_dead_attempts(steps: list[ArtifactStep[Any]], prefix: str) -> bool:
@@ -359,33 +249,6 @@ def _finalise_dead_attempts(steps: list[ArtifactStep[Any]], prefix: str) -> bool
 def jobs_command(backend: str) -> str:
     """How a person reaches a job of `backend` from a shell."""
     return "rlaunch jobs" if backend == "local" else f"rlaunch jobs --backend {backend}"
-
-
-def child_gang(step: SkyRLArtifactStep) -> JobSpec:
-    """The child gang an RL step will ask for, for the capacity check before anything is submitted."""
-    from rlaunch.host.allocate import child_resources
-    from rlaunch.skyrl.plan.launch_document import allocation
-
-    alloc = allocation(step.spec, step.execution)
-    return JobSpec(
-        name=f"{step.name}-gang", argv=(sys.executable,), resources=child_resources(alloc), replicas=alloc.num_nodes
-    )
-
-
-def _without_max_concurrent(argv: tuple[str, ...]) -> list[str]:
-    out: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-            continue
-        if arg == "--max-concurrent":
-            skip = True
-            continue
-        if arg.startswith("--max-concurrent="):
-            continue
-        out.append(arg)
-    return out
 
 
 rl_build_options = make_build_options(CoordinatorExecutor())

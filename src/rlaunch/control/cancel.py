@@ -5,11 +5,14 @@ registered child (a host started outside a job) is cancelled explicitly. The rec
 twice over: `{output_path}/cancellations/{attempt_id}.json`, created exclusively (the first
 cancel wins, as on the backend), and a `cancelled` entry plus state `cancelled` in the run
 record, written once the jobs have stopped (so after the interrupted host recorded its own
-"failed"), unless the attempt had already succeeded.
+"failed"), unless the attempt had already succeeded. That entry is decided under the record's lock
+over the entry as it then stands: an attempt that succeeded meanwhile stays succeeded, and a
+second cancel (of jobs the first did not stop) keeps the earliest request's who, when and why.
 
 A cancel works at every moment of an attempt: before the host named the attempt's jobs (nothing
 recorded yet, or only the coordinator's first entry), it stops the coordinator the reference named
-or the running one labelled with the run, and records the attempt that coordinator recorded. A
+or the running one labelled with the run (found, and stopped, on the backends a job without a
+record is looked for on: local and Slurm), and records the attempt that coordinator recorded. A
 cancel that cannot find or reach the jobs of an open attempt says so (`RunJobs.cannot_act`) and
 the command exits 1, never "nothing to cancel".
 """
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlaunch import storage
+from rlaunch.cluster.protocol import Backend
 from rlaunch.observe import run_jobs
 from rlaunch.observe.resolve import RunRef, pending_coordinator
 from rlaunch.processes import actor
@@ -44,6 +48,7 @@ class RunJobs:
     attempt: dict[str, Any]
     live: list[run_jobs.JobView]  # not ended (coordinator first)
     unreachable: list[run_jobs.JobView]  # named by the record but not found or not readable
+    backends: list[Backend]  # where the jobs were looked for: where a cancel reaches them
 
     def cannot_act(self) -> str | None:
         """Why nothing can be cancelled although the attempt may still run (None: it can, or it ended)."""
@@ -62,7 +67,7 @@ def run_jobs_of(ref: RunRef) -> RunJobs:
     running one labelled with the run."""
     attempt = ref.attempt() or {}
     if attempt.get("coordinator_job_id") or attempt.get("child_job_id"):
-        _, coordinator, child = run_jobs.run_jobs(attempt, ref.prefix)
+        backends, coordinator, child = run_jobs.run_jobs(attempt, ref.prefix)
         views = [j for j in (coordinator, child) if j is not None]
     else:
         labelled = ref.job_id is None and ref.artifact and ref.prefix
@@ -73,11 +78,29 @@ def run_jobs_of(ref: RunRef) -> RunJobs:
         )
         job_id = ref.job_id or (pending.job_id if pending else None)
         views = [run_jobs.view("coordinator", job_id, run_jobs.find_job(job_id, ref.prefix))] if job_id else []
+        backends = run_jobs.unrecorded_backends(ref.prefix) if job_id else []
     return RunJobs(
         attempt,
         [j for j in views if j.error is None and not j.terminal],
         [j for j in views if j.error is not None],
+        backends,
     )
+
+
+def _cancelled(entry: dict[str, Any], request: dict[str, Any], states_after: dict[str, str]) -> dict[str, Any]:
+    """What a cancel merges into its attempt's entry as it stands under the record's lock: the earliest
+    request's who, when and why (a later cancel adds what the jobs became), state `cancelled` unless
+    the attempt succeeded (a host the cancel interrupted records "failed"), and its end unless recorded."""
+    first = entry.get("cancelled") or {}
+    earliest = first if first.get("at") and first["at"] <= request["at"] else request
+    fields: dict[str, Any] = {
+        "cancelled": {**{key: earliest.get(key) for key in ("by", "at", "reason")}, "states_after": states_after}
+    }
+    if entry.get("state") != "succeeded":
+        fields["state"] = "cancelled"
+    if not entry.get("finished_at"):
+        fields["finished_at"] = utc_now()
+    return fields
 
 
 def cancel_run(ref: RunRef, reason: str | None = None) -> CancelOutcome:
@@ -87,25 +110,18 @@ def cancel_run(ref: RunRef, reason: str | None = None) -> CancelOutcome:
     if not live:
         outcome.already_ended = True
         return outcome
-    requested_at = utc_now()
     who = actor()
+    request = {"by": who, "at": utc_now(), "reason": reason}
     # The request is recorded before any job is told to stop: a reader that sees the interrupted
     # host's "failed" already finds who cancelled. The first request wins, as on the backend.
     url = cancel_record(ref.output_path, outcome.attempt_id or f"before-attempt-{live[0].job_id}")
-    request = {
-        "attempt_id": outcome.attempt_id,
-        "artifact": attempt.get("artifact") or ref.artifact,
-        "by": who,
-        "at": requested_at,
-        "reason": reason,
-        "jobs": [j.job_id for j in live],
-    }
-    if storage.create_exclusive(url, storage.dumps(request)):
+    artifact = attempt.get("artifact") or ref.artifact
+    recorded = {"attempt_id": outcome.attempt_id, "artifact": artifact, **request, "jobs": [j.job_id for j in live]}
+    if storage.create_exclusive(url, storage.dumps(recorded)):
         outcome.record_url = url
-    candidates = run_jobs.backends(attempt.get("backend") or "local", attempt.get("placement"), ref.prefix)
     because = f"rlaunch cancel by {who['user']}@{who['host']}" + (f": {reason}" if reason else "")
     for job in live:  # coordinator first: its cancel cascades to the child
-        looked_up = run_jobs.lookup(job.job_id, candidates)
+        looked_up = run_jobs.lookup(job.job_id, found.backends)
         if looked_up is None:
             continue
         backend, status = looked_up
@@ -114,19 +130,16 @@ def cancel_run(ref: RunRef, reason: str | None = None) -> CancelOutcome:
             outcome.states[job.job_id] = backend.cancel(job.job_id, reason=because).state.value
         else:
             outcome.states[job.job_id] = status.state.value
-    current = (run_record.read(ref.output_path) or {}).get("attempts") or []
     if not outcome.attempt_id:  # cancelled before its attempt was recorded: the coordinator may have recorded it since
+        current = (run_record.read(ref.output_path) or {}).get("attempts") or []
         outcome.attempt_id = next(
             (a.get("attempt_id") for a in current if a.get("coordinator_job_id") in outcome.requested), None
         )
     if outcome.attempt_id:
-        entry: dict[str, Any] = next((a for a in current if a.get("attempt_id") == outcome.attempt_id), {})
-        fields: dict[str, Any] = {
-            "cancelled": {"by": who, "at": requested_at, "reason": reason, "states_after": outcome.states}
-        }
-        if entry.get("state") != "succeeded":  # a host interrupted by the cancel records "failed"
-            fields["state"] = "cancelled"
-        if not entry.get("finished_at"):
-            fields["finished_at"] = utc_now()
-        run_record.update_attempt(ref.output_path, (ref.record or {}).get("run_id", ""), outcome.attempt_id, fields)
+        run_record.amend_attempt(
+            ref.output_path,
+            (ref.record or {}).get("run_id", ""),
+            outcome.attempt_id,
+            lambda entry: _cancelled(entry, request, outcome.states),
+        )
     return outcome

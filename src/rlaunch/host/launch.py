@@ -2,7 +2,7 @@
 
 load -> refuse if the terminal manifest exists -> plan it once (`PlannedLaunch`: profile, composed
 recipe, geometry, memory table; validation, composition, the judgement and the run record's memory
-table all read it) -> validate (every rule the preflight applies) -> compose -> refuse output roots holding files rlaunch did not write -> refuse a foreign resume -> write the resolved document -> submit the child gang
+table all read it) -> validate (every rule the preflight applies) -> compose -> refuse output roots holding files rlaunch did not write -> the judgement (every gate, a foreign resume among them) -> write the resolved document -> submit the child gang
 (prepare: build it only; detach: submit and return; wait: supervise, streaming its logs) ->
 export -> manifests and run record.
 """
@@ -35,9 +35,9 @@ from rlaunch.launch_config.gates import authorisations
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.rules.document_subject import memory_table
 from rlaunch.rules.memory import MemoryTable
-from rlaunch.runs.layout import GANG_OUTCOME, RESOLVED_DOCUMENT, WANDB_RUN, attempt_dir, latest_checkpoint
+from rlaunch.runs.layout import GANG_OUTCOME, RESOLVED_DOCUMENT, WANDB_RUN, attempt_dir
 from rlaunch.runs.rehearsal_report import REHEARSED, read_report, render
-from rlaunch.runs.resume import fall_back, foreign_checkpoint, pinned_problem, refusal, verified_resume
+from rlaunch.runs.resume import fall_back, verified_resume
 from rlaunch.runs.run_record import task_phases, update_attempt
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.secrets import refuse_secrets_in
@@ -84,7 +84,6 @@ def execute_launch(url: str, log: TextIO = sys.stderr) -> LaunchResult:
         resolved_doc = compose_document(doc, planned.composed)
         refuse_foreign_outputs(resolved_doc)  # before anything is written: no manifest into a foreign root
         refuse_secrets_in(resolved_doc.to_dict(), f"launch document {url}")  # stored and recorded: no credentials
-        _check_resume(resolved_doc)
         _check_gates(planned)
         _verify_resume(resolved_doc, result, log)
         return _submit(resolved_doc, result, log, planned.memory)
@@ -129,27 +128,6 @@ class HostInterrupted(BaseException):
     """SIGTERM reached the host (its coordinator was cancelled): stop the child, record, exit."""
 
 
-def _check_resume(doc: schema.SkyRLLaunchConfig) -> None:
-    runtime, fingerprint = doc.runtime, doc.run.fingerprint
-    if get_path(doc.skyrl, "trainer.resume_mode") != "latest":
-        if runtime.resume_from is not None:  # the pin would be ignored while the version gate trusted it
-            raise ResumeRefusedError(
-                "runtime.resume_from pins a checkpoint to start from, but trainer.resume_mode is not latest: "
-                "set resume_mode: latest, or drop resume_from"
-            )
-        return
-    info = foreign_checkpoint(
-        doc.artifacts.checkpoint_root, runtime.source_digest, fingerprint, runtime.compatible_checkpoint_digests
-    )
-    if info is not None:
-        raise ResumeRefusedError(refusal(info, runtime.source_digest, fingerprint))
-    pin = runtime.resume_from
-    if pin is not None and latest_checkpoint(doc.artifacts.checkpoint_root) is None:
-        problem = pinned_problem(pin.checkpoint_root, pin.step, pin.runtime_digest)
-        if problem:
-            raise ResumeRefusedError(problem)
-
-
 def _verify_resume(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) -> None:
     """Resume only a checkpoint whose files match its manifest: a damaged latest one is moved aside
     and the newest that verifies is resumed, saying so; with none good the launch is refused."""
@@ -177,7 +155,7 @@ def _verify_resume(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: Tex
 
 class GateRefusedError(UserError):
     """The judgement (`rlaunch.judgement.judge`) refuses the document: version, retry, smoke, large,
-    calendar version or a declared credential unset."""
+    calendar version, a needed credential unset, a checkpoint it may not resume, or memory."""
 
 
 def _check_gates(planned: PlannedLaunch) -> None:
@@ -187,7 +165,7 @@ def _check_gates(planned: PlannedLaunch) -> None:
     from rlaunch.observe.launch_evidence import launch_evidence
 
     doc = planned.document
-    found = refusals(judge(planned, launch_evidence(doc), Authorisations.of(doc.gates)))
+    found = refusals(judge(planned, launch_evidence(planned), Authorisations.of(doc.gates)))
     if found:
         raise GateRefusedError("\n".join(found))
 

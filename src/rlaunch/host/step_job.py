@@ -37,8 +37,9 @@ from rlaunch.cluster.protocol import (
     single_replica_lines,
 )
 from rlaunch.errors import UserError
+from rlaunch.judgement.judge import Authorisations, judge_step_job
 from rlaunch.launch_config.failures import classify
-from rlaunch.launch_config.gates import recorded_attempts, retry_needed
+from rlaunch.launch_config.gates import recorded_attempts
 from rlaunch.runs.layout import STEP_JOB_DOCUMENT, STEP_JOB_RESULT, attempt_dir, step_job_attempts_root
 from rlaunch.runs.run_record import update_attempt
 from rlaunch.secrets import refuse_secrets_in
@@ -113,16 +114,10 @@ def job_document(request: StepJobRequest, attempt_id: str, result_url: str) -> d
 
 
 def retry_refusal(identity: str, output_path: str) -> str | None:
-    """Why relaunching this step needs `--retry` (None: its latest attempt did not fail)."""
-    latest = retry_needed(recorded_attempts(output_path))
-    if latest is None:
-        return None
-    failure = (latest.get("failure") or "").splitlines()
-    why = f" ({failure[0][:160]})" if failure else ""
-    return (
-        f"{identity}: the latest step job attempt {latest.get('attempt_id')} {latest.get('state')}{why}; "
-        'relaunching it is a retry: pass --retry "<reason>" (kept in the run record), or launch a new version'
-    )
+    """Why relaunching this step needs `--retry` (None: its latest attempt did not fail), in the words
+    of the judgement `--run` and the dry run print (`rlaunch.judgement.judge.judge_step_job`)."""
+    found = judge_step_job(identity, recorded_attempts(output_path), Authorisations())
+    return "\n".join(f"{identity}: {f.line()}" for f in found) or None
 
 
 @dataclass

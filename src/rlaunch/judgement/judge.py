@@ -20,25 +20,40 @@ The gates (`rlaunch.launch_config.gates` holds the version, retry and smoke rule
     calendar   a large launch uses a calendar version; elsewhere a mutable one (`dev`) is a note
     stage      a large launch names its terminal stage (`--stage` left to the experiment's default
                refuses it; the note on a small one is the CLI's)
-    credentials every credential the document declares (`run.credentials`) is set, and not empty,
-               where the launch is submitted from
+    credentials every credential the document declares (`run.credentials`), and the one its logger
+               needs (`trainer.logger: wandb` needs WANDB_API_KEY), is set, and not empty, where the
+               launch is submitted from
+    resume     the checkpoint a relaunch would resume was written by this run and runtime (or declared
+               compatible), and a pinned one (`runtime.resume_from`) is the one pinned (`rlaunch.runs.resume`)
+    large      a launch declared small (`is_smoke`, or thresholds raised on its execution) that the
+               default thresholds call large says why: `--waive large=REASON` (recorded, never silent)
+    storage    its outputs and temporary files can be written where they go
+    memory     on a large launch, a memory row estimated over its device refuses unless waived
+               (`--waive memory=REASON`); on a small one it is a note
 
 Only what launches is judged: a served version launches nothing, so it has no findings. Large is
 the seed's sense: more nodes or GPUs than the stated thresholds, whatever the accelerator, or than
 the declared smoke that rehearses it; a run declared as a smoke (or a rehearsal runtime's) is
-never large.
+never large, but a declaration that makes a launch small which the default thresholds call large
+is a waiver, and a waiver names its reason.
+
+Step jobs are judged too (`judge_step_job`): a failed or cancelled one is relaunched only with an
+authorised retry, in the RL step's words.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rlaunch.judgement.parity import smoke_parity
 from rlaunch.judgement.planned import PlannedLaunch
+from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.gates import (
     credentials_problem,
+    logger_credentials,
     retry_problem,
     smoke_not_run,
     smoke_problem,
@@ -47,8 +62,10 @@ from rlaunch.launch_config.gates import (
 )
 from rlaunch.launch_config.schema import GatesSection, SkyRLLaunchConfig
 from rlaunch.names import is_mutable
+from rlaunch.rules.memory import gib
 
 REFUSED, WAIVED, NOTE = "refused", "waived", "note"
+DEFAULT_GATES = GatesSection()  # the thresholds a launch is measured by when it declares itself small
 
 
 @dataclass(frozen=True)
@@ -66,9 +83,18 @@ class Evidence:
     attempts: tuple[Mapping[str, Any], ...] = ()  # this version's attempts, without the one being launched
     served: bool = False  # the terminal manifest exists: nothing launches
     smoke: SmokeEvidence | None = None  # None: no smoke declared
-    # The declared credentials as the submitting environment holds them: "set" or "" (empty); an
-    # unset name is absent. Never their values (`credentials_present`).
+    # The credentials the launch needs (`needed_credentials`) as the submitting environment holds
+    # them: "set" or "" (empty); an unset name is absent. Never their values (`credentials_present`).
     credentials: Mapping[str, str] = field(default_factory=dict)
+    resume: str | None = None  # why the checkpoint it would resume (or its pin) may not be (`runs.resume`)
+    storage: tuple[str, ...] = ()  # why its outputs or temporary files cannot be written (`storage.writable_problem`)
+
+
+def needed_credentials(planned: PlannedLaunch) -> tuple[str, ...]:
+    """Every credential the launch needs where it is submitted: those its document declares and the
+    one its logger reads (`launch_config.gates.logger_credentials`)."""
+    logger = logger_credentials(get_path(planned.composed, "trainer.logger"))
+    return tuple(dict.fromkeys((*planned.document.run.credentials, *logger)))
 
 
 def credentials_present(declared: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:
@@ -85,11 +111,23 @@ class Authorisations:
     # The terminal stage when it came from the experiment's default, with how to choose it (None:
     # chosen on the command line; a document handed to the host has no stage of its own).
     default_stage: str | None = None
+    waivers: Mapping[str, str] = field(default_factory=dict)  # gate (`WAIVABLE`) -> the reason given
 
     @classmethod
     def of(cls, gates: GatesSection) -> Authorisations:
         """The authorisations a launch document carries (the host's, and the coordinator's)."""
-        return cls(retry=gates.retry is not None, skip_smoke_gate=gates.skip_smoke_gate is not None)
+        return cls(
+            retry=gates.retry is not None,
+            skip_smoke_gate=gates.skip_smoke_gate is not None,
+            waivers={gate: waiver.reason for gate, waiver in gates.waivers.items()},
+        )
+
+    def waivable(self, gate: str, message: str) -> Finding:
+        """A finding of a waivable gate: waived, naming the reason, when `--waive GATE=REASON` was given."""
+        reason = self.waivers.get(gate)
+        if reason is None:
+            return Finding(gate, message)
+        return Finding(gate, f"{message} (waived: {reason})", WAIVED)
 
 
 @dataclass(frozen=True)
@@ -115,15 +153,20 @@ def large(planned: PlannedLaunch) -> str | None:
     """Why the launch counts as large (None: small): more nodes or GPUs than the gates' thresholds,
     or than the declared smoke that rehearses it. A declared smoke rehearses a large launch and a
     rehearsal runtime never trains: neither is large."""
-    gates, alloc = planned.document.gates, planned.document.cluster.allocation
-    if gates.is_smoke or planned.profile.rehearsal:
+    if planned.document.gates.is_smoke or planned.profile.rehearsal:
         return None
+    return _larger_than(planned.document.gates, planned)
+
+
+def _larger_than(
+    gates: GatesSection, planned: PlannedLaunch, threshold: str = "the smoke gate's threshold"
+) -> str | None:
+    """Why `planned` is larger than `gates`' thresholds or its declared smoke (None: it is not)."""
+    alloc = planned.document.cluster.allocation
     if alloc.num_nodes > gates.smoke_gate_nodes:
-        return (
-            f"it allocates {alloc.num_nodes} nodes (more than the smoke gate's threshold of {gates.smoke_gate_nodes})"
-        )
+        return f"it allocates {alloc.num_nodes} nodes (more than {threshold} of {gates.smoke_gate_nodes})"
     if planned.gpus > gates.smoke_gate_gpus:
-        return f"it allocates {planned.gpus} GPUs (more than the smoke gate's threshold of {gates.smoke_gate_gpus})"
+        return f"it allocates {planned.gpus} GPUs (more than {threshold} of {gates.smoke_gate_gpus})"
     smoke = gates.smoke
     if smoke is not None and smoke.num_nodes and alloc.num_nodes > smoke.num_nodes:
         return f"it allocates {alloc.num_nodes} nodes (more than its smoke {smoke.identity}: {smoke.num_nodes})"
@@ -131,6 +174,30 @@ def large(planned: PlannedLaunch) -> str | None:
     if smoke is not None and smoke.gpus and allocated > smoke.gpus:
         return f"it allocates {allocated} GPUs (more than its smoke {smoke.identity}: {smoke.gpus})"
     return None
+
+
+def declared_small(planned: PlannedLaunch) -> str | None:
+    """Why the default thresholds would call a launch large that its declaration (`is_smoke`, or
+    thresholds raised on its execution) makes small (None: it is small by default, large anyway, or
+    a rehearsal runtime's, which never trains)."""
+    gates = planned.document.gates
+    if planned.profile.rehearsal or large(planned) is not None:
+        return None
+    defaults = dataclasses.replace(
+        gates, smoke_gate_nodes=DEFAULT_GATES.smoke_gate_nodes, smoke_gate_gpus=DEFAULT_GATES.smoke_gate_gpus
+    )
+    why = _larger_than(defaults, planned, "the default threshold")
+    if why is None:
+        return None
+    declared = ["it is declared a smoke (is_smoke=True)"] if gates.is_smoke else []
+    raised = [
+        f"{name}={getattr(gates, name)}"
+        for name in ("smoke_gate_nodes", "smoke_gate_gpus")
+        if getattr(gates, name) > getattr(DEFAULT_GATES, name)
+    ]
+    if raised:
+        declared.append(f"its execution raises the smoke gate's thresholds ({', '.join(raised)})")
+    return f"{' and '.join(declared)}, yet {why}"
 
 
 def version_name(document: SkyRLLaunchConfig) -> str:
@@ -174,6 +241,21 @@ def judge(planned: PlannedLaunch, evidence: Evidence, authorisations: Authorisat
         )
     missing = credentials_problem(document.run.credentials, evidence.credentials)
     found += [Finding("credentials", missing)] if missing else []
+    logger = get_path(planned.composed, "trainer.logger")
+    missing = credentials_problem(logger_credentials(logger), evidence.credentials, logger=logger)
+    found += [Finding("credentials", missing)] if missing else []
+    found += [Finding("resume", evidence.resume)] if evidence.resume else []
+    found += [Finding("storage", problem) for problem in evidence.storage]
+    small = declared_small(planned)
+    if small:
+        found.append(
+            authorisations.waivable(
+                "large",
+                f'{small}: a launch declared small must say why: pass --waive large="<reason>" (kept in the run '
+                "record), or shrink it to the default thresholds",
+            )
+        )
+    found += memory_findings(planned, why_large, authorisations)
     if why_large and is_mutable(version_name(document)):
         found.append(
             Finding(
@@ -192,6 +274,38 @@ def judge(planned: PlannedLaunch, evidence: Evidence, authorisations: Authorisat
             )
         )
     return tuple(found)
+
+
+def memory_findings(planned: PlannedLaunch, why_large: str | None, authorisations: Authorisations) -> list[Finding]:
+    """A row estimated over its device: on a large launch it refuses unless waived (an estimate, but
+    a large launch is where an OOM after allocation costs most); on a small one it is a note."""
+    found = []
+    for row in planned.memory.rows:
+        if row.status != "over (estimate)":
+            continue
+        over = (
+            f"{row.role} {row.phase} is estimated at {gib(row.estimate)} GiB per device, over the device's "
+            f"{gib(row.capacity)} GiB ({row.detail})"
+        )
+        if why_large is None:
+            found.append(Finding("memory", f"{over}; an estimate on a small launch: watch it for OOM", NOTE))
+            continue
+        found.append(
+            authorisations.waivable(
+                "memory",
+                f"this is a large launch ({why_large}) and {over}: shrink what that row holds (rlaunch fit shows "
+                'plans that fit), or pass --waive memory="<reason>" (kept in the run record)',
+            )
+        )
+    return found
+
+
+def judge_step_job(
+    identity: str, attempts: Sequence[Mapping[str, Any]], authorisations: Authorisations
+) -> tuple[Finding, ...]:
+    """A step job's findings for launching it now: a failed or cancelled one is a retry (empty: it may go)."""
+    problem = retry_problem(attempts, authorisations.retry)
+    return (Finding("retry", problem),) if problem else ()
 
 
 def smoke_problems(planned: PlannedLaunch, smoke: SmokeEvidence | None) -> list[str]:

@@ -8,6 +8,12 @@
     operational    the machinery failed: a node lost, a kill for memory, a preemption, a timeout,
                    an unreachable service, a collective-communication failure. Resubmit with
                    `--retry "<reason>"`.
+    environment    where it was launched from lacks something, found before allocation: a needed
+                   credential unset, storage that cannot be written, the scheduler unreachable.
+                   Fix that environment and launch again; the inputs are fine.
+    numerical      training diverged: the loss became NaN or inf, at the step the log names.
+    gate           a launch gate refused it before allocation (retry, version, smoke, large,
+                   calendar version, stage, resume, memory): its remedy is the gate's own.
 
 Each class carries the cause, the evidence, where it happened (a path or a node, when known) and
 the next step (`advice`: the kind's, or the cause's own where it says more, as a full disk does).
@@ -28,10 +34,16 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 DETERMINISTIC, OPERATIONAL, UNCLASSIFIED = "deterministic", "operational", "unclassified"
+ENVIRONMENT, NUMERICAL, GATE = "environment", "numerical", "gate"
 ADVICE = {
     DETERMINISTIC: "fix the inputs (recipe, role plan, data, runtime); a relaunch of the same inputs fails again",
     OPERATIONAL: 'resubmit with --retry "<reason>"',
     UNCLASSIFIED: "read the logs (rlaunch logs) to tell a broken input from a broken machine",
+    ENVIRONMENT: "fix the environment the launch is submitted from (what the evidence names), then launch again; "
+    "the inputs are fine",
+    NUMERICAL: "training diverged: lower the learning rate or clip gradients, check the data and rewards near that "
+    'step, and relaunch (--retry "<reason>" to resume the last good checkpoint)',
+    GATE: "do what the refusal says (each gate names its remedy)",
 }
 
 
@@ -77,6 +89,23 @@ NEXT_STEPS = {
     'it recorded (`sacct -j <job>`), then resubmit with --retry "job lost by the scheduler"',
     "lost supervisor": "the process that supervised the job died with its machine or was killed (see its "
     'supervisor.log); resubmit with --retry "lost supervisor"',
+    # A gate's remedy, followed verbatim, lets the gate go (`rlaunch.judgement.judge`).
+    "retry": 'relaunch with --retry "<reason>" (kept in the run record), or launch a new version',
+    "version": "launch a new version (--version), or declare the old runtime's checkpoints compatible",
+    "smoke": 'run the declared smoke until verify-smoke passes with parity, or pass --skip-smoke-gate "<reason>"',
+    "large": 'pass --waive large="<reason>", or shrink the launch to the default thresholds',
+    "memory": 'shrink what the row holds (rlaunch fit), or pass --waive memory="<reason>"',
+    "calendar version": "give it a calendar version (--version YYYY.MM.DD)",
+    "stage": "choose the terminal stage on the command line (--stage)",
+    "resume": "use a fresh RL artifact version, or declare the checkpoint's digests compatible",
+}
+# A refusal before allocation names its gate first (`Finding.line`): gate -> the kind it is.
+REFUSING_GATES = {
+    "credentials": ENVIRONMENT,
+    "storage": ENVIRONMENT,
+    "backend": ENVIRONMENT,
+    "capacity": ENVIRONMENT,
+    **{gate: GATE for gate in ("retry", "version", "smoke", "large", "memory", "calendar version", "stage", "resume")},
 }
 _NODES = r"on node\(s\) (\S+)"  # how the Slurm backend names the nodes of a job it ended (`_lost_message`)
 _PATH = r"(?:writing |')(/[^\s':]+)"  # the file an OSError (or `storage.disk_full_message`) names
@@ -135,6 +164,13 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Connection refused|ConnectionError|Max retries exceeded|Temporary failure in name resolution|(service|host|controller) unreachable|\b50[23]\b.*(Bad Gateway|Service Unavailable)",
     ),
     _sig(OPERATIONAL, "timed out", r"timed out|deadline exceeded|TimeoutError"),
+    _sig(
+        NUMERICAL,
+        "non-finite loss",
+        r"\b(loss|grad[_ ]norm)\b\W{0,4}(is|became|=|:)?\W{0,4}[-+]?(nan|inf)\b|non-finite (loss|gradient)|"
+        r"\bloss is not finite\b",
+        where=r"\b(?:global_)?(step[ =:_]+\d+)",
+    ),
     _sig(DETERMINISTIC, "runtime import error", r"(ModuleNotFoundError|ImportError): "),
     _sig(
         DETERMINISTIC,
@@ -226,6 +262,10 @@ def classify(
     machinery's (read-only storage)."""
     if refused:
         evidence = (failure or "").splitlines()[0][:300] if failure else ""
+        gate = evidence.partition(": ")[0]
+        if not rule_codes and gate in REFUSING_GATES:  # a gate's finding (`Finding.line`): its own remedy
+            cause = gate if REFUSING_GATES[gate] == GATE else f"refused before allocation: {gate}"
+            return FailureClass(REFUSING_GATES[gate], cause, evidence)
         return FailureClass(DETERMINISTIC, "refused before allocation", evidence, rule_codes[0] if rule_codes else None)
     roots = tuple(r.rstrip("/") for r in storage_roots if r.strip("/"))
     lines = [ln.rstrip() for ln in log_lines if ln.strip()]

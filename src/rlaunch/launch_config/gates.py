@@ -30,6 +30,8 @@ from rlaunch.statefiles import CorruptStateError
 RETRY_STATES = ("failed", "cancelled")
 AUTHORISED_ENV = "RLAUNCH_AUTHORISED"  # the operator's authorisations, from the submitting process to its coordinator
 GATE_OPTIONS = {"retry": "--retry", "skip_smoke_gate": "--skip-smoke-gate"}  # authorisation -> the option giving it
+LOGGER_CREDENTIALS = {"wandb": "WANDB_API_KEY"}  # trainer.logger -> the credential that logger reads
+QUOTED_FAILURE = 200  # at most this much of a failure's first line is quoted in a refusal
 Attempt = Mapping[str, Any]
 
 
@@ -95,11 +97,21 @@ def retry_problem(attempts: Sequence[Attempt], authorised: bool) -> str | None:
     if latest is None or authorised:
         return None
     failure = latest.get("failure") or ""
-    why = f" ({failure.splitlines()[0][:160]})" if failure else ""
+    why = f" ({quoted(str(failure))})" if failure.strip() else ""
     return (
         f"the latest attempt {latest.get('attempt_id')} {latest.get('state')}{why}; relaunching it is a retry: "
         'pass --retry "<reason>" (who, when and why are kept in the run record), or launch a new version'
     )
+
+
+def quoted(failure: str) -> str:
+    """A failure's first line as a refusal quotes it: whole, or cut at a word with an ellipsis, so a
+    phrase is never cut in its middle unmarked."""
+    line = failure.strip().splitlines()[0] if failure.strip() else ""
+    if len(line) <= QUOTED_FAILURE:
+        return line
+    cut = line[: QUOTED_FAILURE + 1].rsplit(" ", 1)[0] if " " in line[:QUOTED_FAILURE] else line[:QUOTED_FAILURE]
+    return f"{cut.rstrip(' ,;:')} ..."
 
 
 def smoke_problem(large: str | None) -> str | None:
@@ -137,18 +149,33 @@ def smoke_record_problem(smoke_attempts: Sequence[Attempt], identity: str, diges
     return smoke_runtime_problem(latest, identity, digest)
 
 
-def credentials_problem(declared: Sequence[str], env: Mapping[str, str]) -> str | None:
-    """A declared credential unset or empty in `env` (the submitting environment) refuses the launch."""
+def logger_credentials(logger: Any) -> tuple[str, ...]:
+    """The credentials `trainer.logger` (one name or a list) reads where the run is launched."""
+    loggers = logger if isinstance(logger, (list, tuple)) else [logger]
+    return tuple(LOGGER_CREDENTIALS[name] for name in loggers if isinstance(name, str) and name in LOGGER_CREDENTIALS)
+
+
+def credentials_problem(declared: Sequence[str], env: Mapping[str, str], *, logger: Any = None) -> str | None:
+    """A needed credential unset or empty in `env` (the submitting environment) refuses the launch:
+    one the run declares, or (`logger` given) the one its logger reads."""
     missing = [f"{name} ({'set but empty' if name in env else 'not set'})" for name in declared if not env.get(name)]
     if not missing:
         return None
+    where = "in the environment you launch from (it is forwarded into the jobs by name and never recorded)"
+    if logger is not None:
+        return (
+            f"trainer.logger is {logger!r}, which needs {', '.join(missing)} here. Set it {where}, or log "
+            "elsewhere (trainer.logger in the recipe)"
+        )
     return (
         f"the run declares credential(s) it needs that this environment lacks: {', '.join(missing)}. Set each "
-        "in the environment you launch from (it is forwarded into the jobs by name and never recorded), "
-        "or drop it from SkyRLSpec(credentials=...)"
+        f"{where}, or drop it from SkyRLSpec(credentials=...)"
     )
 
 
 def authorisations(gates: GatesSection) -> dict[str, Any]:
     """The authorisations a launch carries, as the run record keeps them in its attempt entry."""
-    return {name: encode(value) for name in ("retry", "skip_smoke_gate") if (value := getattr(gates, name))}
+    found = {name: encode(value) for name in ("retry", "skip_smoke_gate") if (value := getattr(gates, name))}
+    if gates.waivers:
+        found["waivers"] = {gate: encode(value) for gate, value in gates.waivers.items()}
+    return found

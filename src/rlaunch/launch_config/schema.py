@@ -258,6 +258,9 @@ class DeclaredSmoke:
                 raise ValueError(f"gates.smoke.{name}={getattr(self, name)} cannot be negative (0: not stated)")
 
 
+WAIVABLE = ("large", "memory")  # the gates `--waive GATE=REASON` lets go (`rlaunch.judgement.judge`)
+
+
 @dataclass(frozen=True)
 class GatesSection:
     """What the launch gates read besides the run record (`rlaunch.launch_config.gates`).
@@ -271,11 +274,16 @@ class GatesSection:
     skip_smoke_gate: Authorisation | None = None
     smoke_gate_gpus: int = 8  # more GPUs than this (whatever the accelerator) is a large launch
     is_smoke: bool = False  # declared a smoke (skyrl_step(..., is_smoke=True)): a rehearsal is never large
+    # Gates let go with a reason (`--waive GATE=REASON`): gate -> the authorisation (who, when, why).
+    waivers: Mapping[str, Authorisation] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("smoke_gate_nodes", "smoke_gate_gpus"):
             if getattr(self, name) < 0:
                 raise ValueError(f"gates.{name}={getattr(self, name)} cannot be negative")
+        unknown = sorted(set(self.waivers) - set(WAIVABLE))
+        if unknown:
+            raise ValueError(f"gates.waivers names {unknown}, which no gate lets go; waivable: {', '.join(WAIVABLE)}")
 
 
 @dataclass(frozen=True)

@@ -92,13 +92,45 @@ def refusal(info: CheckpointInfo, digest: str, fingerprint: str) -> str:
         )
     if info.runtime_digest != digest:
         differs.append(f"runtime digest {(info.runtime_digest or 'unknown')[:16]} (this runtime: {digest[:16]})")
-    declare = info.fingerprint if info.fingerprint and info.fingerprint != fingerprint else info.runtime_digest
-    return (
-        f"resume_mode=latest would resume {info.path} (step {info.step}), written under "
-        f"{' and '.join(differs)}. Use a fresh RL artifact version (the checkpoint root follows name and "
-        "version), or, once compatibility is established, declare it with "
-        f"SkyRLSpec(compatible_checkpoint_digests=({declare!r},))"
+    # `accepts` needs both of the checkpoint's digests among this run's or the declared ones: declare
+    # every one that differs, or following the advice is refused again.
+    declare = tuple(
+        d for d, ours in ((info.fingerprint, fingerprint), (info.runtime_digest, digest)) if d and d != ours
     )
+    fresh = (
+        f"resume_mode=latest would resume {info.path} (step {info.step}), written under "
+        f"{' and '.join(differs)}. Use a fresh RL artifact version (the checkpoint root follows name and version)"
+    )
+    if not declare or len(declare) < len(differs):  # an unknown digest cannot be declared
+        return f"{fresh}; it records no digest that could be declared compatible"
+    return (
+        f"{fresh}, or, once compatibility is established, declare it with "
+        f"SkyRLSpec(compatible_checkpoint_digests={declare!r})"
+    )
+
+
+def resume_problem(
+    info: CheckpointInfo | None,
+    *,
+    digest: str,
+    fingerprint: str,
+    compatible: Iterable[str],
+    pin: tuple[str, int, str] | None,
+    resume_mode: Any,
+) -> str | None:
+    """Why a launch must not start over the checkpoints it would resume (None: it may). `info` is the
+    latest checkpoint of its own root; `pin` the checkpoint `runtime.resume_from` pins (root, step,
+    runtime digest). One rule for the plan, `--run` and the host (`rlaunch.judgement.judge`'s resume gate)."""
+    if resume_mode != "latest":
+        if pin is not None:  # the pin would be ignored while the version gate trusted it
+            return (
+                "runtime.resume_from pins a checkpoint to start from, but trainer.resume_mode is not latest: "
+                "set resume_mode: latest, or drop resume_from"
+            )
+        return None
+    if info is not None:
+        return None if accepts(info, digest, fingerprint, compatible) else refusal(info, digest, fingerprint)
+    return None if pin is None else pinned_problem(*pin)
 
 
 def pinned_checkpoint_root(checkpoint_root: str, digest: str) -> str:

@@ -33,7 +33,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rlaunch import storage
@@ -44,6 +44,8 @@ from rlaunch.waiting import WaitTimeout, wait_until
 FINAL_STATES = ("succeeded", "failed", "cancelled", "prepared")
 LOCK_TIMEOUT_SECONDS = 60.0
 STALE_LOCK_SECONDS = 30.0  # a lock file this old on an object store belongs to a dead writer
+
+Change = Callable[[dict[str, Any]], dict[str, Any]]  # an attempt's entry -> the fields to merge into it
 
 PHASES = (
     "launch_process_started",  # the benchmark's: when `--run` was started
@@ -130,7 +132,14 @@ def _tolerant_json(url: str) -> Any | None:
 
 def update_attempt(output_path: str, run_id: str, attempt_id: str, fields: dict[str, Any]) -> None:
     """Merge `fields` into the attempt's entry, appending it when new (`phases` merge key by key)."""
-    _update(output_path, run_id, attempt_id, fields, only_open=False)
+    _update(output_path, run_id, attempt_id, lambda _: fields, only_open=False)
+
+
+def amend_attempt(output_path: str, run_id: str, attempt_id: str, change: Change) -> None:
+    """Merge the fields `change` makes of the attempt's entry as it stands ({} when new), read and
+    written under the record's lock: a decision over the entry (a cancel leaves an attempt that
+    succeeded meanwhile succeeded) sees every write before it and is overwritten by none after."""
+    _update(output_path, run_id, attempt_id, change, only_open=False)
 
 
 def close_attempt(output_path: str, attempt_id: str, fields: dict[str, Any]) -> bool:
@@ -138,7 +147,7 @@ def close_attempt(output_path: str, attempt_id: str, fields: dict[str, Any]) -> 
 
     An observer's finalisation never overrides the host's own verdict; False when it was final.
     """
-    return _update(output_path, None, attempt_id, fields, only_open=True)
+    return _update(output_path, None, attempt_id, lambda _: fields, only_open=True)
 
 
 def add_gate_override(output_path: str, run_id: str, entry: dict[str, Any]) -> None:
@@ -160,7 +169,7 @@ def read(output_path: str) -> dict[str, Any] | None:
     return record
 
 
-def _update(output_path: str, run_id: str | None, attempt_id: str, fields: dict[str, Any], only_open: bool) -> bool:
+def _update(output_path: str, run_id: str | None, attempt_id: str, change: Change, only_open: bool) -> bool:
     from rlaunch.secrets import scrub_tree
 
     url = run_record(output_path)
@@ -171,6 +180,7 @@ def _update(output_path: str, run_id: str | None, attempt_id: str, fields: dict[
             if entry.get("attempt_id") == attempt_id:
                 if only_open and entry.get("state") in FINAL_STATES:
                     return False
+                fields = change(dict(entry))
                 phases = {**(entry.get("phases") or {}), **(fields.get("phases") or {})}
                 entry.update(fields)
                 if phases:
@@ -179,7 +189,7 @@ def _update(output_path: str, run_id: str | None, attempt_id: str, fields: dict[
         else:
             if only_open:
                 return False
-            attempts.append({"attempt_id": attempt_id, **fields})
+            attempts.append({"attempt_id": attempt_id, **change({})})
         storage.write_json_atomic(url, scrub_tree(record))
     return True
 

@@ -72,10 +72,13 @@ def run_paths(spec: SkyRLSpec, ctx: StepContext) -> RunPaths:
     return live_run_paths(spec, ctx.prefix)
 
 
-def authorised() -> dict[str, Authorisation]:
-    """The authorisations this coordinator was submitted with (none outside a coordinator)."""
+def authorised() -> tuple[dict[str, Authorisation], dict[str, Authorisation]]:
+    """The authorisations this coordinator was submitted with (none outside a coordinator): the
+    gate options (`--retry`, `--skip-smoke-gate`) and the waivers (`--waive GATE=REASON`)."""
     raw = json.loads(os.environ.get(AUTHORISED_ENV) or "{}")
-    return {name: decode(Authorisation, value, what=GATE_OPTIONS[name]) for name, value in raw.items()}
+    waivers = raw.pop("waivers", {})
+    given = {name: decode(Authorisation, value, what=GATE_OPTIONS[name]) for name, value in raw.items()}
+    return given, {gate: decode(Authorisation, value, what=f"--waive {gate}") for gate, value in waivers.items()}
 
 
 def gates_section(
@@ -92,7 +95,7 @@ def gates_section(
             num_nodes=shape.num_nodes,
             gpus=shape.num_nodes * shape.gpus_per_node,
         )
-    given = authorised()
+    given, waivers = authorised()
     return GatesSection(
         smoke=declared,
         smoke_gate_nodes=execution.smoke_gate_nodes,
@@ -100,6 +103,7 @@ def gates_section(
         is_smoke=is_smoke,
         retry=given.get("retry"),
         skip_smoke_gate=given.get("skip_smoke_gate"),
+        waivers=waivers,
     )
 
 

@@ -1,4 +1,4 @@
-"""A skipped smoke gate, kept in the run record.
+"""A skipped smoke gate, kept in the run record (`submit` records it once the coordinator is submitted).
 
 An RL step built with `skyrl_step(..., smoke=<smoke step>)` is submitted only when that smoke's
 stored run passes `verify-smoke` and parity holds between the two (`rlaunch.judgement.judge`).
