@@ -102,3 +102,56 @@ def release_copied_marker(root: Path) -> None:
     """A new release of the copied marker runtime: one more line in its adapter."""
     entry = root / "plugins" / "copied_marker" / "adapter" / "rlaunch_test_marker" / "entry.py"
     entry.write_text(entry.read_text() + "\n# a new runtime release\n")
+
+
+def replay_refused_through(launcher: Launcher, backend: str) -> dict[str, object]:
+    """Submit `tests.experiments.env_read` with $MARKER_TRAINING_STEPS=6, which its coordinator on
+    `backend` is not given, and check what every backend shows: the coordinator refuses before
+    anything is built, naming the step, the fingerprint the plan showed with the variable and the one
+    it shows without it, the field and the variable, and the RL step's run record keeps both with no
+    attempt. Returns the record's refusal."""
+    from tests.experiments.env_read import STEPS_ENV
+
+    args = ("-m", "tests.experiments.env_read", "--version", SMOKE_VERSION, "--backend", backend)
+    judged, replayed = (
+        _rl_fingerprint(launcher.run(*args, "--plan-format", "json", env=env)) for env in ({STEPS_ENV: "6"}, {})
+    )
+    done = launcher.run(*args, "--run", env={STEPS_ENV: "6"}, timeout=600)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    run = f"marker/rl@{SMOKE_VERSION}"
+    assert (
+        f"{run}: judged with fingerprint {judged}, but the coordinator's replay built fingerprint {replayed}; the "
+        "first field that differs is config.launch_document.skyrl.trainer.max_training_steps (6 judged, 4 replayed)"
+    ) in output
+    assert f"the graph read ${STEPS_ENV} while it was built, and it is unset in the coordinator" in output
+    assert "Nothing was built." in output
+    rl = launcher.prefix / "marker" / "rl" / SMOKE_VERSION
+    record = json.loads((rl / "run_record.json").read_text())
+    assert record["attempts"] == [] and [p.name for p in rl.iterdir() if not p.name.startswith(".")] == [
+        "run_record.json"
+    ]  # and its lock
+    assert not (launcher.prefix / "marker" / "model").exists()  # its inputs were not built either
+    (refusal,) = record["replay_refusals"]
+    assert refusal["steps"] == [
+        {
+            "identity": run,
+            "judged": judged,
+            "replayed": replayed,
+            "field": "config.launch_document.skyrl.trainer.max_training_steps",
+        }
+    ]
+    assert refusal["environment"] == {STEPS_ENV: "unset in the coordinator"}
+    assert f"submitted RL coordinator {refusal['coordinator_job_id']} " in done.stdout
+    status = launcher.run("-m", "rlaunch", "status", run)
+    (state,) = [line for line in status.stdout.splitlines() if line.startswith("state ")]
+    assert state.split()[1] == "refused" and judged in state and replayed in state, status.stdout + status.stderr
+    return dict(refusal)
+
+
+def _rl_fingerprint(plan: subprocess.CompletedProcess[str]) -> str:
+    """The RL step's fingerprint in a `--plan-format json` dry run."""
+    assert plan.returncode == 0, plan.stderr
+    (step,) = [s for s in json.loads(plan.stdout)["steps"] if s["identity"] == f"marker/rl@{SMOKE_VERSION}"]
+    fingerprint: str = step["fingerprint"]
+    return fingerprint

@@ -520,14 +520,14 @@ PROMISES = (
         "rehearses it; a declared smoke is never large",
         (
             _one(
-                f"{_JUDGE}::large",
+                f"{_JUDGE}::_larger_than",
                 "    if smoke is not None and smoke.gpus and allocated > smoke.gpus:",
                 "    if False:",
                 "a launch on more GPUs than its smoke judged small",
                 "tests/gates/test_gate_words.py::test_a_launch_bigger_than_its_smoke_is_large_and_one_its_size_is_not",
             ),
             _one(
-                f"{_JUDGE}::large",
+                f"{_JUDGE}::_larger_than",
                 "    if smoke is not None and smoke.num_nodes and alloc.num_nodes > smoke.num_nodes:",
                 "    if False:",
                 "a launch on more nodes than its smoke judged small",
@@ -535,7 +535,7 @@ PROMISES = (
                 "tests/gates/test_gate_words.py::test_a_launch_bigger_than_its_smoke_is_large_and_one_its_size_is_not",
             ),
             _one(
-                f"{_JUDGE}::large",
+                f"{_JUDGE}::_larger_than",
                 "    if planned.gpus > gates.smoke_gate_gpus:",
                 "    if False:",
                 "the GPU threshold ignored",
@@ -544,7 +544,7 @@ PROMISES = (
             ),
             _one(
                 f"{_JUDGE}::large",
-                "    if gates.is_smoke or planned.profile.rehearsal:",
+                "    if planned.document.gates.is_smoke or planned.profile.rehearsal:",
                 "    if planned.profile.rehearsal:",
                 "a declared smoke judged large",
                 f"{_HOST_GATES}::test_large_is_more_nodes_or_gpus_than_the_thresholds_and_never_a_declared_smoke",
@@ -580,11 +580,44 @@ PROMISES = (
         "Only what launches is judged: a served RL step gates nothing downstream",
         (
             _one(
-                "src/rlaunch/cli/rl_options.py::submit_coordinator",
-                "        p for s in launched for p in submission_problems(",
-                "        p for s in steps for p in submission_problems(",
+                "src/rlaunch/submission/submission.py::judgement",
+                "        if any(step is p for p in pending):",
+                "        if True:",
                 "a served step's resume check refuses the graph",
                 "tests/gates/test_served_step.py::test_a_served_rl_step_is_not_resumed_and_gates_nothing_downstream",
+            ),
+        ),
+    ),
+    Promise(
+        "A launch declared small (a smoke, or thresholds raised) that the default thresholds call large says why",
+        (
+            _one(
+                f"{_JUDGE}::judge",
+                "    if small:",
+                "    if False:",
+                "a launch declared small let through without a reason",
+                f"{_JUDGE_TABLE}[declared-small]",
+                f"{_HOST_GATES}::test_large_is_more_nodes_or_gpus_than_the_thresholds_and_never_a_declared_smoke",
+            ),
+        ),
+    ),
+    Promise(
+        "Every refusal of --run is a finding of the one judgement: the logger's credential and the resume pin too",
+        (
+            _one(
+                f"{_JUDGE}::judge",
+                "    missing = credentials_problem(logger_credentials(logger), evidence.credentials, logger=logger)",
+                "    missing = None",
+                "a logger's credential left to fail inside the job",
+                f"{_JUDGE_TABLE}[logger-credential]",
+            ),
+            _one(
+                f"{_JUDGE}::judge",
+                '    found += [Finding("resume", evidence.resume)] if evidence.resume else []',
+                "    found += []",
+                "a checkpoint another run wrote, or a wrong pin, left to the host",
+                f"{_JUDGE_TABLE}[resume-pin]",
+                "tests/runs/test_resume_identity.py::test_the_host_refuses_a_foreign_checkpoint_before_submitting",
             ),
         ),
     ),
@@ -737,6 +770,29 @@ PROMISES = (
                 "the attempt left unrecorded when its manifests do not fit",
                 "tests/launch/test_disk_full.py::"
                 "test_a_full_scratch_disk_is_named_in_the_record_status_and_the_submitters_last_line",
+            ),
+        ),
+    ),
+    Promise(
+        "The coordinator trains exactly the graph that was judged: a replay that builds another is refused "
+        "before anything is built",
+        (
+            _one(
+                "src/rlaunch/cli/rl_options.py::CoordinatorExecutor.run",
+                "            if _replay_refused(handles, invocation, planning):",
+                "            if False:",
+                "the coordinator's replay check deleted",
+                "tests/gates/test_replay.py::"
+                "test_a_coordinator_whose_replay_built_another_graph_refuses_before_building_anything",
+                "tests/launch/test_replay_refused.py::"
+                "test_a_graph_built_from_an_unforwarded_variable_is_refused_by_its_coordinator",
+            ),
+            _one(
+                "src/rlaunch/artifacts/judged.py::_difference",
+                "    if replayed is None:\n        return StepDifference(judged_step.identity, judged_step.fingerprint, None)",
+                "    if replayed is None:\n        return None",
+                "a judged step the replay did not build read as the same",
+                "tests/artifacts/test_judged.py::test_a_step_only_one_side_built_is_named_with_the_fingerprint_it_has",
             ),
         ),
     ),

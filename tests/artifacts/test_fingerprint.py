@@ -24,7 +24,15 @@ from rlaunch.artifacts import (
     canonical_json,
     plan_graph,
 )
-from rlaunch.artifacts.fingerprint import canonical_value, diff_paths, fingerprint_hash, qualified_name, short
+from rlaunch.artifacts.fingerprint import (
+    ABSENT,
+    canonical_value,
+    diff_paths,
+    differences,
+    fingerprint_hash,
+    qualified_name,
+    short,
+)
 
 from .helpers import Count, Label, make_step
 
@@ -296,6 +304,12 @@ def test_a_value_refused_at_a_named_root_names_that_root():
 def test_diff_paths_names_each_differing_leaf(old, new, paths):
     assert diff_paths(old, new) == paths
     assert diff_paths(new, old) == paths
+
+
+def test_differences_give_both_values_and_absent_for_a_missing_key():
+    old, new = {"a": 1, "b": [1, 2], "c": {"d": "x"}}, {"b": [1, 3], "c": {"d": "x"}, "e": None}
+    assert list(differences(old, new)) == [("a", 1, ABSENT), ("b[1]", 2, 3), ("e", ABSENT, None)]
+    assert list(differences(old, old)) == []
 
 
 def test_a_class_run_as_main_without_a_module_name_keeps_main(monkeypatch):

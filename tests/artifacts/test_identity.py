@@ -9,6 +9,8 @@ from rlaunch.artifacts.identity import VERSION_GRAMMAR
 
 from .helpers import make_step
 
+RULE_FIX = "remove it (names take no whitespace, control characters or path separators)"
+
 IMMUTABLE = ["2026.06.28", "2026.11.30", "2026.11.30.1", "2026.11.30.12", "2024.02.29"]
 MUTABLE = ["dev", "alice-dev", "exp.3-dev", "2026.11.30-dev", "a_b-dev"]
 BAD_VERSIONS = [
@@ -57,7 +59,8 @@ def test_other_versions_are_rejected_with_the_grammar(version):
     with pytest.raises(InvalidIdentityError) as err:
         validate_version(version)
     message = str(err.value)
-    if "://" not in version and ".." not in version and not version.startswith("/") and not version.endswith("/"):
+    # a version that is no name at all (whitespace, a '/', '..') is refused in the name rule's words
+    if not any(char.isspace() or char == "/" for char in version) and ".." not in version:
         assert VERSION_GRAMMAR in message
         assert "YYYY.MM.DD" in message and "-dev" in message
 
@@ -95,8 +98,10 @@ def test_valid_names(name):
         ("models/", "start or end"),
         ("a//b", "empty path segment"),
         ("a/./b", "'.' path segment"),
-        ("has space", "only letters"),
-        ("name\n", "only letters"),
+        ("has space", "contains whitespace ' '"),
+        ("name\n", "contains whitespace '\\n'"),
+        ("tab\tbed", "contains whitespace '\\t'"),
+        ("a\\b", "contains a path separator '\\\\'"),
         ("name@2026", "only letters"),
     ],
 )
@@ -159,14 +164,15 @@ def _refusal(validate, value, **field) -> str:
         (None, f"version must be a non-empty string; got None. Use {VERSION_GRAMMAR}."),
         ("", f"version must be a non-empty string; got ''. Use {VERSION_GRAMMAR}."),
         ("v1", f"version='v1' is not a valid version. Use {VERSION_GRAMMAR}."),
-        ("a" * 61 + "-dev", "version='aaaaaaaaaaaaaaaaaaaa'... is 65 characters; at most 64"),
+        ("a" * 61 + "-dev", f"version={'a' * 40!r}... is 65 characters; at most 64"),
         (
             "x:1",
             "version='x:1' contains a URL scheme; names and versions are relative to the storage prefix "
             "(set RLAUNCH_PREFIX for the location)",
         ),
         ("a..b-dev", "version='a..b-dev' contains '..'; artifacts cannot escape their prefix"),
-        ("dev/", "version='dev/' must not start or end with '/'; strip the slashes"),
+        ("dev/", f"version='dev/' contains a path separator '/' (U+002F) at position 3; {RULE_FIX}"),
+        ("2026.11.30\t", f"version='2026.11.30\\t' contains whitespace '\\t' (U+0009) at position 10; {RULE_FIX}"),
     ],
 )
 def test_a_refused_version_says_which_field_what_is_wrong_and_the_fix(version, message):
@@ -203,7 +209,8 @@ def test_only_strings_can_be_mutable_versions(value):
         ),
         ("a/../b", "name='a/../b' contains '..'; artifacts cannot escape their prefix"),
         ("/abs", "name='/abs' must not start or end with '/'; strip the slashes"),
-        ("a b", "name='a b' may contain only letters, digits, '_', '.', '-' and '/'; rename it"),
+        ("a b", f"name='a b' contains whitespace ' ' (U+0020) at position 1; {RULE_FIX}"),
+        ("a@b", "name='a@b' may contain only letters, digits, '_', '.', '-' and '/'; rename it"),
         ("a//b", "name='a//b' has an empty path segment ('//'); remove it"),
         ("a/./b", "name='a/./b' has a '.' path segment (an alias of its parent); remove it"),
         (".", "name='.' has a '.' path segment (an alias of its parent); remove it"),

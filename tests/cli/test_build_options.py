@@ -127,6 +127,10 @@ def broken(problem: str):
         return [after, bad_b, fine]
     if problem == "wrong-type":
         return _exp_model(Score, lambda ctx: {"output_path": ctx.output_path})
+    if problem == "step-name-tab":
+        return _step("exp/da\tta")
+    if problem == "step-name-newline":
+        return _step("exp/data\n")
     raise AssertionError(problem)
 
 
@@ -186,6 +190,22 @@ def test_a_bad_version_is_rejected_at_parse_time_with_the_grammar(prefix, versio
     result = invoke(experiment, "--version", version, "--run")
     assert result.exit_code == 2
     assert "YYYY.MM.DD" in result.output and "-dev" in result.output
+    assert CALLS == [] and not os.path.exists(prefix)
+
+
+@pytest.mark.parametrize(
+    ("version", "problem"),
+    [
+        ("2026.11.30\t", "contains whitespace '\\t' (U+0009) at position 10"),
+        ("2026.11.30\n", "contains whitespace '\\n' (U+000A) at position 10"),
+        ("alice/x-dev", "contains a path separator '/' (U+002F) at position 5"),
+    ],
+    ids=["tab", "trailing-newline", "slash"],
+)
+def test_a_version_that_is_no_name_is_refused_naming_the_option(prefix, version, problem):
+    result = invoke(experiment, "--version", version, "--run")
+    assert result.exit_code == 2
+    assert f"--version={version!r} {problem}; remove it" in result.output
     assert CALLS == [] and not os.path.exists(prefix)
 
 
@@ -335,6 +355,8 @@ def test_a_malformed_override_is_rejected(prefix, raw):
         ("callable", "callback"),
         ("runtime-arg", "gpus"),
         ("resolved-at-fingerprint", "ctx.resolved(exp/data@2026.11.30)"),
+        ("step-name-tab", "name='exp/da\\tta' contains whitespace '\\t' (U+0009) at position 6; remove it"),
+        ("step-name-newline", "name='exp/data\\n' contains whitespace '\\n' (U+000A) at position 8; remove it"),
     ],
 )
 def test_recipe_errors_are_reported_before_anything_runs(prefix, problem, fragment):

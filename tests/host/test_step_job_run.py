@@ -10,6 +10,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -280,8 +281,9 @@ def test_a_failed_latest_attempt_is_relaunched_only_with_the_retry_authorisation
         StepJobLauncher(backend=backend).run(request, lambda _: None)
     first = _attempts(request)[0]["attempt_id"]
     assert str(refused.value) == (
-        f"data/tok@1:abc: the latest step job attempt {first} failed (step job job-1 reached failed: boom); "
-        'relaunching it is a retry: pass --retry "<reason>" (kept in the run record), or launch a new version'
+        f"data/tok@1:abc: retry: the latest attempt {first} failed (step job job-1 reached failed: boom); "
+        'relaunching it is a retry: pass --retry "<reason>" (who, when and why are kept in the run record), or '
+        "launch a new version"
     )
     assert backend.calls == [] and len(_attempts(request)) == 1  # nothing written, nothing asked
     assert StepJobLauncher(retry=RETRY, backend=backend).run(request, lambda _: None) == {"rows": 3}
@@ -355,9 +357,9 @@ def test_a_coordinator_interrupted_while_the_backend_is_gone_still_stops(tmp_pat
 
 @pytest.mark.parametrize(
     ("failure", "why"),
-    [(None, ""), ("", ""), ("x" * 200 + "\nsecond line", " (" + "x" * 160 + ")")],
+    [(None, ""), ("", ""), ("x" * 201 + "\nsecond line", " (" + "x" * 200 + " ...)")],
 )
-def test_the_retry_refusal_quotes_the_first_line_of_the_failure_cut_at_160(
+def test_the_retry_refusal_quotes_the_first_line_of_the_failure_cut_at_200_and_says_so(
     tmp_path: Path, failure: str | None, why: str
 ) -> None:
     request = _request(tmp_path)
@@ -365,6 +367,15 @@ def test_the_retry_refusal_quotes_the_first_line_of_the_failure_cut_at_160(
     with pytest.raises(StepJobRefusedError) as refused:
         StepJobLauncher(backend=Scripted()).run(request, lambda _: None)
     assert str(refused.value) == (
-        f"data/tok@1:abc: the latest step job attempt a0 cancelled{why}; "
-        'relaunching it is a retry: pass --retry "<reason>" (kept in the run record), or launch a new version'
+        f"data/tok@1:abc: retry: the latest attempt a0 cancelled{why}; relaunching it is a retry: pass --retry "
+        '"<reason>" (who, when and why are kept in the run record), or launch a new version'
     )
+
+
+def test_a_step_job_of_a_long_artifact_name_is_named_within_the_job_name_limit(tmp_path: Path) -> None:
+    """A step's artifact name (up to 200 characters, with `/`) makes its job's name: cut to the 63 a
+    job name may have and its `/` folded, never refused by the JobSpec's name rule."""
+    request = replace(_request(tmp_path), name="data/" + "t" * 95 + "/" + "u" * 99)
+    expected = "data-" + "t" * 58
+    assert step_job.step_job_spec(request, "a" * 12, "/doc.json", None).name == expected
+    assert step_job.gang_for_check(request.execution, request.name).name == expected

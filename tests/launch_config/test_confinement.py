@@ -66,7 +66,19 @@ def edited(document: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
         ("run.attempt_id", "../../x", "run.attempt_id='../../x' must be 1-64 letters"),
         ("run.attempt_id", "a/b", "must be 1-64 letters"),
         ("run.attempt_id", "x" * 65, "must be 1-64 letters"),
-        ("cluster.job_name", "/../", "has no usable characters"),
+        ("cluster.job_name", "-.-", "cluster.job_name='-.-' has no usable characters"),
+        ("cluster.job_name", "a/b", "cluster.job_name='a/b' contains a path separator '/'"),
+        ("cluster.job_name", "/../", "contains a path separator '/' (U+002F) at position 0"),
+        ("cluster.job_name", "rl\trun", "cluster.job_name='rl\\trun' contains whitespace '\\t' (U+0009) at position 2"),
+        (
+            "cluster.job_name",
+            "rl-run\n",
+            "cluster.job_name='rl-run\\n' contains whitespace '\\n' (U+000A) at position 6",
+        ),
+        ("cluster.job_name", "r" * 64, "is 64 characters; at most 63"),
+        ("run.id", "rl/x-dev\t", "run.id='rl/x-dev\\t' contains whitespace '\\t' (U+0009) at position 8"),
+        ("run.id", "rl\\x-dev", "run.id='rl\\\\x-dev' contains a path separator '\\\\'"),
+        ("run.artifact", "rl/x@dev\n", "run.artifact='rl/x@dev\\n' contains whitespace '\\n'"),
     ],
 )
 def test_a_path_that_leaves_its_root_is_refused_naming_the_field(

@@ -169,6 +169,8 @@ def test_any_document_is_accepted_or_refused_with_a_user_error(
     for location in (config.artifacts.output_path, config.artifacts.export_root, config.artifacts.checkpoint_root):
         assert location.startswith("/") or "://" in location
     assert ".." not in config.run.attempt_id and "/" not in config.run.attempt_id
+    assert len(config.cluster.job_name) <= 63 and not any(map(_hostile, config.cluster.job_name))
+    assert not any(_hostile(c) and c != "/" for c in config.run.id)
     assert all(not isinstance(v, float) or math.isfinite(v) for _, v in leaves(config.skyrl))
     assert not os.path.exists(PREFIX)
 
@@ -180,3 +182,30 @@ def _root(factory: Any) -> Path:
     if not _ROOT:
         _ROOT.append(factory.mktemp("staging"))
     return _ROOT[0]
+
+
+def _hostile(char: str) -> bool:
+    """Whitespace, a control or invisible character, or a path separator: what no name may hold."""
+    return char.isspace() or not char.isprintable() or char in "/\\"
+
+
+@settings(max_examples=200, deadline=None, database=None, derandomize=True)
+@given(
+    before=st.text(alphabet="abc-.", max_size=10),
+    hostile=st.one_of(
+        st.sampled_from(["\t", "\n", " ", "/", "\\", "\x00", "\u200b"]), st.characters().filter(_hostile)
+    ),
+    after=st.text(max_size=10),
+)
+def test_a_job_name_holding_a_hostile_character_is_refused_naming_it(before: str, hostile: str, after: str) -> None:
+    """Whatever the rest of the document, a hostile character anywhere in the job name is refused,
+    naming the field, the character and where it is."""
+    doc = copy.deepcopy(_base())
+    doc["cluster"]["job_name"] = before + hostile + after
+    try:
+        schema.from_dict(doc)
+    except UserError as exc:
+        assert f"cluster.job_name={before + hostile + after!r} contains " in str(exc)
+        assert f"{hostile!r} (U+{ord(hostile):04X}) at position {len(before)}" in str(exc)
+    else:
+        raise AssertionError(f"job name {before + hostile + after!r} was accepted")

@@ -349,6 +349,28 @@ def test_a_damaged_record_with_nothing_else_is_damaged(tmp_path: Path) -> None:
     assert collect(RunRef(output_path=str(tmp_path / "x"), prefix=None, artifact=None, record=None)).state == "pending"
 
 
+REFUSAL = {
+    "at": "2026-12-07T10:00:00.000+00:00",
+    "coordinator_job_id": "c9",
+    "steps": [{"identity": "x@1", "judged": "a" * 64, "replayed": "b" * 64, "field": "config.steps"}],
+    "environment": {"STEPS": "unset in the coordinator"},
+}
+
+
+def test_a_run_whose_coordinator_refused_its_replay_is_refused_not_pending(tmp_path: Path) -> None:
+    record = {"run_id": "r", "attempts": [], "replay_refusals": [{**REFUSAL, "coordinator_job_id": "c1"}, REFUSAL]}
+    s = collect(RunRef(output_path=str(tmp_path / "x"), prefix=None, artifact=None, record=record), "x@1")
+    assert (s.state, s.state_reason) == (
+        "refused",
+        f"coordinator c9 refused at 2026-12-07T10:00:00.000+00:00: its replay of the main is not the graph that was "
+        f"judged: x@1 judged {'a' * 64}, replayed {'b' * 64} (first differs at config.steps); the graph read $STEPS "
+        "(unset in the coordinator)",
+    )
+    attempted = {**record, "attempts": [{"attempt_id": ATTEMPT, "state": "failed"}]}
+    s = collect(RunRef(output_path=str(tmp_path / "x"), prefix=None, artifact=None, record=attempted), "x@1")
+    assert s.state == "failed"  # an attempt's own state is what status shows of it
+
+
 def rewrite_attempt(run: dict[str, Any], **changes: Any) -> None:
     """Change the shown attempt's entry in the run record (a key set to None is removed)."""
     record = json.loads((run["out"] / "run_record.json").read_text())

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from ray_clusters import RayCluster
 
-from tests.launching import MULTINODE_SKIP
+from tests.launching import MULTINODE_SKIP, checkout_launcher, replay_refused_through
 from tests.polling import run_python
 
 pytestmark = pytest.mark.ray
@@ -165,6 +165,19 @@ def test_the_marker_experiment_on_ray_leaves_what_it_leaves_on_the_local_backend
     joined = json.loads((attempt_dir(ray_out) / "joined" / "replica-1.json").read_text())
     assert joined["job_id"] == record["child_job_id"]
     assert f"submitted RL coordinator {record['coordinator_job_id']}" in done.stdout
+
+
+def test_a_graph_built_from_an_unforwarded_variable_is_refused_by_its_coordinator_on_ray(
+    ray_env: RayCluster, tmp_path: Path
+) -> None:
+    """The Ray job of the coordinator starts from an allow-list, so the variable the graph read stays
+    behind; the refusal names the Ray submission id of the coordinator that refused."""
+    launcher = checkout_launcher(tmp_path / "prefix", {"RAY_ADDRESS": ray_env.dashboard})
+    refusal = replay_refused_through(launcher, "ray")
+    from rlaunch.cluster.ray.backend import RayBackend
+
+    coordinator = RayBackend().status(str(refusal["coordinator_job_id"]))
+    assert coordinator.state.value == "failed" and coordinator.children == ()
 
 
 def test_a_step_job_on_ray_joins_like_a_gang_of_one_as_the_coordinators_child(

@@ -21,6 +21,7 @@ from ray_helpers import pid_alive, read_pids, wait_for
 from rlaunch.cluster.protocol import CapacityError, JobSpec, JobState, Resources
 from rlaunch.cluster.ray.capacity import Node, auto_strategy, bundle_for, check_fits, check_fits_beside
 from rlaunch.cluster.ray.replica import replica_environment, run_attempt
+from rlaunch.names import MAX_JOB_NAME
 from rlaunch.skyrl import RaySkyRLExecution
 
 needs_ray = pytest.mark.skipif(not ray_importable(), reason=RAY_MISSING)
@@ -103,6 +104,14 @@ def test_a_child_must_fit_beside_the_coordinator_that_waits_for_it() -> None:
     assert check_fits_beside(spec(2, cpu=2), Resources(cpu=2), nodes(4, 4)).strategy == "STRICT_SPREAD"
     with pytest.raises(CapacityError, match="job-coordinator"):
         check_fits_beside(spec(1), Resources(cpu=8), nodes(4))
+
+
+def test_a_coordinator_beside_a_child_of_the_longest_name_is_refused_for_capacity_not_its_name() -> None:
+    """The coordinator's spec is named after its child's: a child of the longest job name (63) still
+    gets the capacity refusal, not a name one (the coordinator's name is cut to the limit)."""
+    child = JobSpec(name="c" * MAX_JOB_NAME, argv=("-",))
+    with pytest.raises(CapacityError, match=f"{'c' * MAX_JOB_NAME}\\b"):
+        check_fits_beside(child, Resources(cpu=8), nodes(4))
 
 
 # -- the extra ----------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ wrote it (or ones declared compatible); the plan side and the host compute the s
 from __future__ import annotations
 
 import copy
-import dataclasses
 from typing import Any
 
 import pytest
@@ -95,13 +94,14 @@ def test_both_digests_must_match(prefix: str) -> None:
 
 
 def test_the_host_refuses_a_foreign_checkpoint_before_submitting(prefix: str) -> None:
-    from rlaunch.host.launch import ResumeRefusedError, _check_resume
+    """The host judges the document it is handed with `judge`, whose resume gate reads the latest
+    checkpoint of the run's own root (`launch_evidence.resume_evidence`)."""
+    from tests.gates.judged import run_refusals
 
-    resolved = resolve(schema.from_dict(rendered_document(prefix)))
-    checkpoint(
-        resolved.artifacts.checkpoint_root, 3, runtime_digest=resolved.runtime.source_digest, run_fingerprint="a" * 64
-    )
-    with pytest.raises(ResumeRefusedError, match="run fingerprint a{64}"):
-        _check_resume(resolved)
-    same = dataclasses.replace(resolved, run=dataclasses.replace(resolved.run, fingerprint="a" * 64))
-    _check_resume(same)
+    document = schema.from_dict(rendered_document(prefix))
+    root, digest = document.artifacts.checkpoint_root, document.runtime.source_digest
+    checkpoint(root, 3, runtime_digest=digest, run_fingerprint="a" * 64)
+    (refused,) = run_refusals(document, "resume")
+    assert refused.startswith("resume: resume_mode=latest would resume") and f"run fingerprint {'a' * 64}" in refused
+    checkpoint(root, 4, runtime_digest=digest, run_fingerprint=run_fingerprint(document.to_dict()))
+    assert run_refusals(document, "resume") == []  # its own run wrote the latest one

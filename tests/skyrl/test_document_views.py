@@ -162,6 +162,7 @@ def test_run_reads_the_record_again_after_closing_a_dead_attempt(prefix: str, mo
     from rlaunch.judgement.judge import Authorisations, refusals
     from rlaunch.runs.run_record import close_attempt, update_attempt
     from rlaunch.skyrl.plan.launch_document import live_run_paths
+    from rlaunch.submission.submission import judged_launch
 
     step = skyrl_step(spec(), iris(), export_hf=True)
     output = live_run_paths(step.spec, prefix).output_path
@@ -176,7 +177,7 @@ def test_run_reads_the_record_again_after_closing_a_dead_attempt(prefix: str, mo
     assert rl_options._finalise_dead_attempts([step], prefix)  # storage changed: --run plans again
     replanned = planning.plan([step], prefix)
     assert [a["state"] for a in replanned.facts(step).attempts] == ["failed"]
-    found = refusals(rl_options.judgement(replanned.launch(step), Authorisations()))
+    found = refusals(judged_launch(replanned.launch(step), Authorisations()))
     retry = [p for p in found if p.startswith("retry: ")]
     assert len(retry) == 1 and "the latest attempt a1 failed" in retry[0] and "--retry" in retry[0]
 

@@ -167,13 +167,16 @@ def test_the_gpu_smoke_goes_without_a_skip_and_the_stage_is_chosen(tmp_path: pat
     plan = run_example(tmp_path, "--stage", "smoke")
     assert plan.returncode == 0, plan.stderr
     smoke = "checkpoints/gsm8k-grpo-qwen3-8b-smoke@2026.11.30"
-    assert f"judgement of {smoke} (--run and the launch host refuse on the same findings):\n  none: it may launch" in (
-        plan.stdout
-    )
+    lines = plan.stdout.splitlines()
+    start = lines.index(f"judgement of {smoke} (--run and the launch host refuse on the same findings):")
+    judged = lines[start + 1 : lines.index("  --run would submit nothing", start)]
+    refused = [line.removeprefix("  refused: ") for line in judged if line.startswith("  refused: ")]
+    assert any(line.startswith("  waived: large: it is declared a smoke (is_smoke=True)") for line in judged), judged
     run = run_example(tmp_path, "--stage", "smoke", "--run")  # refused here only for what this machine lacks
     assert "Nothing was submitted." in run.stderr
     errors = [line.removeprefix(f"error: {smoke}: ") for line in run.stderr.splitlines() if line.startswith("error: ")]
-    assert errors and not any(e.startswith(("smoke: ", "calendar version: ")) for e in errors), errors
+    assert errors == refused, (errors, refused)  # what --run refuses, the dry run said first, in its words
+    assert not any(e.startswith(("smoke: ", "calendar version: ")) for e in errors), errors
     assert "--skip-smoke-gate" not in run.stderr
 
 

@@ -1,4 +1,5 @@
-"""`--run` refuses before anything is submitted when the prefix cannot be written."""
+"""`--run` refuses before anything is submitted when the prefix cannot be written, and the dry run
+says so first: storage is a finding of the one judgement (`rlaunch.judgement.judge`)."""
 
 from __future__ import annotations
 
@@ -8,26 +9,20 @@ from typing import Any
 import click
 import pytest
 from click.testing import CliRunner
-from rlaunch.skyrl.views.submission import submission_problems
 
 from rlaunch import storage
 from rlaunch.cli import rl_build_options
-from rlaunch.judgement.planned import PlannedLaunch
+from rlaunch.judgement.judge import Authorisations
 from rlaunch.skyrl import LocalSkyRLExecution, skyrl_step
-from rlaunch.skyrl.plan.stored_facts import StoredFacts
+from rlaunch.submission.submission import judged_launch
 
-from .helpers import DAY, planned_view, spec
+from .helpers import DAY, launch_of, spec
 
 
 @click.command()
 @rl_build_options
 def experiment() -> Any:
     return skyrl_step(spec(), LocalSkyRLExecution(), export_hf=True)
-
-
-def _planned(prefix: str | None = None) -> tuple[PlannedLaunch, StoredFacts]:
-    document, facts = planned_view(spec(), prefix=prefix)
-    return PlannedLaunch.of(document), facts
 
 
 @pytest.fixture
@@ -39,18 +34,34 @@ def unwritable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return prefix
 
 
-def test_an_unwritable_prefix_is_a_submission_problem(unwritable: Path) -> None:
-    (problem, *_) = submission_problems(*_planned(), str(unwritable))
-    assert f"{unwritable} is not writable" in problem and "RLAUNCH_PREFIX" in problem
+def _storage(prefix: str) -> list[str]:
+    step = skyrl_step(spec(), LocalSkyRLExecution(), export_hf=True)
+    return [f.line() for f in judged_launch(launch_of(step, prefix), Authorisations()) if f.gate == "storage"]
 
 
-def test_run_with_an_unwritable_prefix_submits_nothing(unwritable: Path, tmp_path: Path) -> None:
+def test_an_unwritable_prefix_is_a_finding(unwritable: Path) -> None:
+    (problem, *_) = _storage(str(unwritable))
+    assert problem.startswith(f"storage: {unwritable}/") and "is not writable" in problem
+    assert "RLAUNCH_PREFIX" in problem
+
+
+def test_run_with_an_unwritable_prefix_submits_nothing_and_the_dry_run_says_why(
+    unwritable: Path, tmp_path: Path
+) -> None:
+    plan = CliRunner().invoke(experiment, ["--version", DAY])
+    assert plan.exit_code == 0, plan.output
+    said = [line for line in plan.stdout.splitlines() if line.startswith("  refused: storage: ")]
+    assert said, plan.stdout
     result = CliRunner().invoke(experiment, ["--version", DAY, "--run"])
     assert result.exit_code == 2, result.output
     assert "is not writable" in result.stderr and "Nothing was submitted." in result.stderr
+    assert said[0].removeprefix("  refused: ") in result.stderr  # the same words
     assert "submitted RL coordinator" not in result.output
     assert not (tmp_path / "cwd" / "rlaunch-artifacts").exists()
 
 
-def test_a_writable_prefix_is_no_problem(prefix: str) -> None:
-    assert submission_problems(*_planned(prefix), prefix) == []
+def test_a_writable_prefix_is_no_finding_and_judging_it_writes_nothing(prefix: str) -> None:
+    before = sorted(Path(prefix).rglob("*")) if Path(prefix).exists() else []
+    assert _storage(prefix) == []
+    after = sorted(Path(prefix).rglob("*")) if Path(prefix).exists() else []
+    assert after == before

@@ -15,7 +15,7 @@ import json
 import math
 import pathlib
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from rlaunch.errors import UserError
@@ -105,20 +105,26 @@ def short(fingerprint: str) -> str:
     return fingerprint[:SHORT_LENGTH]
 
 
-def diff_paths(old: Any, new: Any, path: str = "") -> list[str]:
-    """Dotted paths at which two canonical values differ (for drift warnings)."""
+ABSENT = object()  # a side of a difference where the key is missing
+
+
+def differences(old: Any, new: Any, path: str = "") -> Iterator[tuple[str, Any, Any]]:
+    """Each place two canonical values differ, in key order: its dotted path and both values
+    (`ABSENT` where one side lacks the key); lists of unequal length differ as a whole."""
     if isinstance(old, dict) and isinstance(new, dict):
-        out: list[str] = []
         for key in sorted(set(old) | set(new)):
             sub = f"{path}.{key}" if path else key
             if key not in old or key not in new:
-                out.append(sub)
+                yield sub, old.get(key, ABSENT), new.get(key, ABSENT)
             else:
-                out.extend(diff_paths(old[key], new[key], sub))
-        return out
-    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        out = []
+                yield from differences(old[key], new[key], sub)
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
         for i, (a, b) in enumerate(zip(old, new)):
-            out.extend(diff_paths(a, b, f"{path}[{i}]"))
-        return out
-    return [] if old == new else [path or "<root>"]
+            yield from differences(a, b, f"{path}[{i}]")
+    elif old != new:
+        yield path or "<root>", old, new
+
+
+def diff_paths(old: Any, new: Any, path: str = "") -> list[str]:
+    """Dotted paths at which two canonical values differ (for drift warnings)."""
+    return [where for where, _, _ in differences(old, new, path)]

@@ -1,8 +1,10 @@
 """Artifact names and versions: the explicit half of identity (`name@version`).
 
 An artifact lives at `{prefix}/{name}/{version}`, so both parts are validated as path segments
-when a step is constructed, long before anything is written: bounded lengths (every segment fits
-a filesystem's 255-byte limit with room for rlaunch's suffixes), no segment starting with `.`
+when a step is constructed, long before anything is written: the name rule every name obeys
+(`rlaunch.names.name_refusal`: no whitespace, control character or stray path separator, bounded
+lengths: every segment fits a filesystem's 255-byte limit with room for rlaunch's suffixes), no
+segment starting with `.`
 (`.jobs`, `.tmp` and other hidden names are rlaunch's own), and no name segment shaped like a
 version. The last rule is what keeps every artifact's directory out of every other's:
 `probe/x/2026.11.30@V` would live inside `probe/x@2026.11.30`, and it is refused.
@@ -13,8 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 
-from rlaunch.errors import UserError
-from rlaunch.names import is_mutable
+from rlaunch.names import InvalidNameError, check_name, is_mutable
 
 VERSION_GRAMMAR = (
     "YYYY.MM.DD or YYYY.MM.DD.N (immutable, e.g. 2026.11.30 or 2026.11.30.2), "
@@ -33,7 +34,7 @@ MAX_NAME = 200
 MAX_VERSION = 64
 
 
-class InvalidIdentityError(UserError, ValueError):
+class InvalidIdentityError(InvalidNameError):
     """A malformed artifact name or version."""
 
 
@@ -52,9 +53,7 @@ def validate_version(version: object, *, field: str = "version") -> str:
     """Return `version` if it follows the version grammar, else raise naming the grammar."""
     if not isinstance(version, str) or not version:
         raise InvalidIdentityError(f"{field} must be a non-empty string; got {version!r}. Use {VERSION_GRAMMAR}.")
-    _check_path_safe(version, field)
-    if len(version) > MAX_VERSION:
-        raise InvalidIdentityError(f"{field}={version[:20]!r}... is {len(version)} characters; at most {MAX_VERSION}")
+    _checked(version, field, MAX_VERSION, segments=False)
     if _is_calendar(version) or is_mutable(version):
         return version
     raise InvalidIdentityError(f"{field}={version!r} is not a valid version. Use {VERSION_GRAMMAR}.")
@@ -62,9 +61,7 @@ def validate_version(version: object, *, field: str = "version") -> str:
 
 def validate_name(name: object, *, field: str = "name") -> str:
     """Return `name` if it is a safe relative path such as `models/tiny-qwen3`."""
-    if not isinstance(name, str) or not name:
-        raise InvalidIdentityError(f"{field} must be a non-empty string; got {name!r}")
-    _check_path_safe(name, field)
+    name = _checked(name, field, MAX_NAME, segments=True)
     if not _NAME_CHARS.fullmatch(name):
         raise InvalidIdentityError(
             f"{field}={name!r} may contain only letters, digits, '_', '.', '-' and '/'; rename it"
@@ -73,8 +70,6 @@ def validate_name(name: object, *, field: str = "name") -> str:
         raise InvalidIdentityError(f"{field}={name!r} has an empty path segment ('//'); remove it")
     if any(segment == "." for segment in name.split("/")):
         raise InvalidIdentityError(f"{field}={name!r} has a '.' path segment (an alias of its parent); remove it")
-    if len(name) > MAX_NAME:
-        raise InvalidIdentityError(f"{field}={name[:40]!r}... is {len(name)} characters; at most {MAX_NAME}")
     segments = name.split("/")
     for position, segment in enumerate(segments):
         if segment.startswith("."):
@@ -98,7 +93,12 @@ def validate_name(name: object, *, field: str = "name") -> str:
     return name
 
 
-def _check_path_safe(value: str, field: str) -> None:
+def _checked(value: object, field: str, max_length: int, *, segments: bool) -> str:
+    """`value` if it obeys the name rule every name obeys and stays under the prefix."""
+    try:
+        value = check_name(value, field=field, max_length=max_length, segments=segments)
+    except InvalidNameError as exc:
+        raise InvalidIdentityError(str(exc)) from None
     if "://" in value or _SCHEME.match(value):
         raise InvalidIdentityError(
             f"{field}={value!r} contains a URL scheme; names and versions are relative to the "
@@ -108,3 +108,4 @@ def _check_path_safe(value: str, field: str) -> None:
         raise InvalidIdentityError(f"{field}={value!r} contains '..'; artifacts cannot escape their prefix")
     if value.startswith("/") or value.endswith("/"):
         raise InvalidIdentityError(f"{field}={value!r} must not start or end with '/'; strip the slashes")
+    return value

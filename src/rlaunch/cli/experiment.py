@@ -18,6 +18,7 @@ from click.core import ParameterSource
 
 from rlaunch import storage
 from rlaunch.artifacts.identity import InvalidIdentityError, validate_name, validate_version
+from rlaunch.artifacts.judged import judged, recorded_env_reads
 from rlaunch.artifacts.plan import PlannedStep, plan_graph, refuse_foreign_steps
 from rlaunch.artifacts.step import ArtifactStep, graph_handles
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
@@ -260,8 +261,9 @@ def _plan_or_run(
     executor_options = {k: kwargs.pop(k) for k in executor.option_names if k in kwargs}
     codex = VersionCodex(options.default_version, options.overrides)
     try:
-        with build_context(BuildContext(codex)):
+        with build_context(BuildContext(codex)), recorded_env_reads() as env_reads:
             handles = normalise_handles(fn(*args, **kwargs))
+            built = judged(handles, env_reads)  # a coordinator replaying this main must build the same
         unused = codex.unused_overrides()
         if unused:
             raise click.BadParameter(
@@ -276,6 +278,7 @@ def _plan_or_run(
             max_concurrent=options.max_concurrent,
             prefix=storage.default_prefix(),
             options=executor_options,
+            judged=built,
         )
         planning = plan_rl_steps(handles, invocation.prefix)
         preflight_step_jobs(handles)
@@ -286,10 +289,10 @@ def _plan_or_run(
             raise  # click's own, and expected errors: the boundary prints them (exit 2)
         raise click.ClickException(str(exc)) from exc
     if not options.do_run:
-        judged = executor.judgement(planned, invocation, planning)
+        findings = executor.judgement(planned, invocation, planning)
         terminal = [h.identity for h in handles]
         render = plan_text.plan_json if options.plan_format == "json" else plan_text.plan_text
-        click.echo(render(planned, invocation.prefix, terminal, handles, planning, judged, default_stage_notes()))
+        click.echo(render(planned, invocation.prefix, terminal, handles, planning, findings, default_stage_notes()))
         return
     sys.exit(executor.run(handles, invocation, planning))
 

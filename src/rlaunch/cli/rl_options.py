@@ -113,6 +113,8 @@ class CoordinatorExecutor:
         if os.environ.get(JOB_ID_ENV):
             from rlaunch.runs.run_record import mark
 
+            if _replay_refused(handles, invocation, planning):
+                return 2
             mark("graph_planned")  # built and validated again here, in the coordinator
             placement = skyrl_steps(handles)[0].execution.placement()  # one route for every RL step (`check`)
             return LocalRunExecutor(submitter=SUBMITTER, retry=_authorised_retry(), placement=placement).run(
@@ -134,6 +136,30 @@ def given(invocation: Invocation) -> Given:
         waivers=dict(options.get("waive") or {}),
         default_stage=None if stage is None else f"{stage[0]} (choose it with --stage {stage[1]})",
     )
+
+
+def _replay_refused(handles: list[ArtifactStep[Any]], invocation: Invocation, planning: Planning | None) -> bool:
+    """Inside the coordinator: whether the graph this replay of the main built is not the graph the
+    submitter judged ($RLAUNCH_JUDGED). Then nothing is built: the difference is printed with its fix
+    and kept in each RL step's run record (`replay_refusals`), beside its attempts."""
+    from rlaunch import storage
+    from rlaunch.artifacts.judged import from_env, replay_check
+    from rlaunch.runs.run_record import add_entry
+
+    assert planning is not None, "check() refused a graph without an RL step"
+    replay = replay_check(from_env(os.environ), invocation.judged, os.environ)
+    problems = replay.problems()
+    if not problems:
+        return False
+    click.echo(f"error: this coordinator's replay of {invocation.module} is not the graph that was judged:", err=True)
+    for problem in problems:
+        click.echo(f"  {problem}", err=True)
+    click.echo("Nothing was built.", err=True)
+    entry = {"at": storage.utc_now(), "coordinator_job_id": os.environ.get(JOB_ID_ENV), **replay.to_json()}
+    for step in skyrl_steps(handles):
+        document = planning.launch(step).document
+        add_entry(document.artifacts.output_path, document.run.id, "replay_refusals", entry)
+    return True
 
 
 def submit_coordinator(handles: list[ArtifactStep[Any]], invocation: Invocation, planning: Planning | None) -> int:

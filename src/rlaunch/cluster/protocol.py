@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from rlaunch.errors import UserError
-from rlaunch.names import sanitize_job_name
+from rlaunch.names import MAX_LABEL, check_name, job_name
 
 JOB_ID_ENV = "RLAUNCH_JOB_ID"
 BACKEND_ENV = "RLAUNCH_BACKEND"
@@ -59,6 +59,10 @@ class Resources:
 
 @dataclass(frozen=True)
 class JobSpec:
+    """What a backend is asked to run. Every backend is handed one, so its name and labels obey the
+    name rule (`rlaunch.names`) here, once for all of them: a name with whitespace, a control
+    character or a `/` is refused at construction, naming the field, before any backend sees it."""
+
     name: str
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
@@ -70,7 +74,10 @@ class JobSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "name", sanitize_job_name(self.name))
+        object.__setattr__(self, "name", job_name(self.name, field="JobSpec.name"))
+        for key, value in self.labels.items():
+            check_name(key, field="JobSpec.labels key", max_length=MAX_LABEL)
+            check_name(value, field=f"JobSpec.labels[{key!r}]", max_length=MAX_LABEL, segments=True)
         if isinstance(self.argv, str) or not self.argv or not all(isinstance(a, str) for a in self.argv):
             raise TypeError(
                 f"JobSpec.argv must be a non-empty list of strings (never a shell string); got {self.argv!r}"
@@ -194,11 +201,26 @@ def single_replica_lines(lines: Iterator[str], replicas: int) -> Iterator[str]:
         yield line.removeprefix("[rank 0] ")
 
 
+def dependency_problem(name: str) -> str | None:
+    """Why backend `name` cannot be used from this interpreter, found without importing its client
+    (None: it may be): the dry run says it in the words `--run` refuses with (`get_backend`)."""
+    if name not in _BACKENDS:
+        return f"unknown cluster backend {name!r}; choose one of {sorted(_BACKENDS)}"
+    from rlaunch.cluster.iris.connect import installed, iris_problem
+
+    if name == "iris":
+        return iris_problem()
+    if name == "ray" and not installed("ray"):
+        return "the ray backend needs Ray, which is not installed in this environment; install the extra: pip install 'rlaunch[ray]'"
+    return None
+
+
 def get_backend(name: str, **options: Any) -> Backend:
     """Construct a backend by name; an optional dependency missing gives an error naming the extra."""
     target = _BACKENDS.get(name)
-    if target is None:
-        raise BackendUnavailableError(f"unknown cluster backend {name!r}; choose one of {sorted(_BACKENDS)}")
+    problem = dependency_problem(name)
+    if target is None or problem:
+        raise BackendUnavailableError(problem)
     module_name, _, class_name = target.partition(":")
     module = importlib.import_module(module_name)
     backend: Backend = getattr(module, class_name)(**options)

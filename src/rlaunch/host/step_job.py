@@ -40,6 +40,7 @@ from rlaunch.errors import UserError
 from rlaunch.judgement.judge import Authorisations, judge_step_job
 from rlaunch.launch_config.failures import classify
 from rlaunch.launch_config.gates import recorded_attempts
+from rlaunch.names import sanitize_job_name
 from rlaunch.runs.layout import STEP_JOB_DOCUMENT, STEP_JOB_RESULT, attempt_dir, step_job_attempts_root
 from rlaunch.runs.run_record import update_attempt
 from rlaunch.secrets import refuse_secrets_in
@@ -77,7 +78,7 @@ def step_job_spec(request: StepJobRequest, attempt_id: str, document_url: str, w
     """The gang a step job asks for: `nodes` replicas of the step task, the execution's resources."""
     execution = request.execution
     return JobSpec(
-        name=f"{request.name}-{request.version}-step",
+        name=sanitize_job_name(f"{request.name}-{request.version}-step"),
         argv=(sys.executable, "-m", TASK_MODULE, "--job", document_url),
         env=job_environment(),
         working_dir=working_dir,
@@ -92,7 +93,7 @@ def step_job_spec(request: StepJobRequest, attempt_id: str, document_url: str, w
 def gang_for_check(execution: StepExecution, name: str) -> JobSpec:
     """The gang a step job will ask for, for the capacity check before the coordinator is submitted."""
     return JobSpec(
-        name=f"{name}-step",
+        name=sanitize_job_name(f"{name}-step"),
         argv=(sys.executable,),
         resources=execution_resources(execution),
         replicas=execution.nodes,

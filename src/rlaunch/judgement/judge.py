@@ -122,12 +122,13 @@ class Authorisations:
             waivers={gate: waiver.reason for gate, waiver in gates.waivers.items()},
         )
 
-    def waivable(self, gate: str, message: str) -> Finding:
-        """A finding of a waivable gate: waived, naming the reason, when `--waive GATE=REASON` was given."""
+    def waivable(self, gate: str, found: str, remedy: str) -> Finding:
+        """A finding of a waivable gate: refused with its remedy, or waived naming the reason given
+        (`--waive GATE=REASON`, or the step's own `waivers`)."""
         reason = self.waivers.get(gate)
         if reason is None:
-            return Finding(gate, message)
-        return Finding(gate, f"{message} (waived: {reason})", WAIVED)
+            return Finding(gate, f"{found}: {remedy}")
+        return Finding(gate, f"{found} (waived: {reason})", WAIVED)
 
 
 @dataclass(frozen=True)
@@ -251,8 +252,9 @@ def judge(planned: PlannedLaunch, evidence: Evidence, authorisations: Authorisat
         found.append(
             authorisations.waivable(
                 "large",
-                f'{small}: a launch declared small must say why: pass --waive large="<reason>" (kept in the run '
-                "record), or shrink it to the default thresholds",
+                small,
+                'a launch declared small must say why: pass --waive large="<reason>" (kept in the run record), or '
+                "shrink it to the default thresholds",
             )
         )
     found += memory_findings(planned, why_large, authorisations)
@@ -293,8 +295,9 @@ def memory_findings(planned: PlannedLaunch, why_large: str | None, authorisation
         found.append(
             authorisations.waivable(
                 "memory",
-                f"this is a large launch ({why_large}) and {over}: shrink what that row holds (rlaunch fit shows "
-                'plans that fit), or pass --waive memory="<reason>" (kept in the run record)',
+                f"this is a large launch ({why_large}) and {over}",
+                'shrink what that row holds (rlaunch fit shows plans that fit), or pass --waive memory="<reason>" '
+                "(kept in the run record)",
             )
         )
     return found

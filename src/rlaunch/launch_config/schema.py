@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rlaunch.launch_config.typed import DocumentError, decode, encode
-from rlaunch.names import sanitize_job_name
+from rlaunch.names import MAX_LABEL, InvalidNameError, job_name, name_refusal
 from rlaunch.paths import location_problem, relative_path_problem
 from rlaunch.runs.layout import RunPaths
 from rlaunch.secrets import credential_name_problem
@@ -334,7 +334,8 @@ _LOCATIONS = tuple(f.name for f in dataclasses.fields(RunPaths))
 
 def confinement_problems(config: SkyRLLaunchConfig) -> list[str]:
     """Paths and names that would leave their root: storage locations are absolute paths or URLs,
-    staging paths are clean relative paths, the attempt id is a single safe name, the job name usable."""
+    staging paths are clean relative paths, the attempt id is a single safe name, and the job name,
+    run id and artifact obey the name rule (`rlaunch.names`) every backend applies to its job."""
     problems = []
     for name in _LOCATIONS:
         value = getattr(config.artifacts, name)
@@ -360,10 +361,17 @@ def confinement_problems(config: SkyRLLaunchConfig) -> list[str]:
             f"run.attempt_id={config.run.attempt_id!r} must be 1-64 letters, digits, '_' or '-' (it names "
             "directories); let rlaunch generate it"
         )
-    try:  # every backend sanitises the job name (JobSpec); one with nothing left cannot be submitted
-        sanitize_job_name(config.cluster.job_name)
-    except ValueError as exc:
-        problems.append(f"cluster.job_name: {exc}")
+    try:  # the host hands it to its backend as the JobSpec's name: refused here, before any allocation
+        job_name(config.cluster.job_name, field="cluster.job_name")
+    except InvalidNameError as exc:
+        problems.append(str(exc))
+    named = [("run.id", config.run.id)] + (
+        [("run.artifact", config.run.artifact)] if config.run.artifact is not None else []
+    )
+    for where, value in named:  # the run id labels the child job and names its staging directory
+        refusal = name_refusal(value, field=where, max_length=MAX_LABEL, segments=True)
+        if refusal:
+            problems.append(refusal)
     return problems
 
 

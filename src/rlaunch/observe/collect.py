@@ -503,7 +503,27 @@ def collect(ref: RunRef, reference: str | None = None) -> RunStatus:
     status.wandb = _wandb(attempt, status.attempt_dir)
     if ref.damage and not attempt:  # never "pending": the history is unreadable and nothing else names an attempt
         status.state, status.state_reason = "damaged", "no other state of the run names an attempt"
+    refusals = (ref.record or {}).get("replay_refusals") or []
+    if refusals and not attempt:  # never "pending": its coordinator refused to build it
+        status.state, status.state_reason = "refused", replay_refusal(refusals[-1])
     return status
+
+
+def replay_refusal(entry: Any) -> str:
+    """A coordinator's refusal of a replay that built another graph than was judged, as status says it."""
+    entry = entry if isinstance(entry, dict) else {}
+    steps = [s for s in entry.get("steps") or [] if isinstance(s, dict)]
+    differences = "; ".join(
+        f"{s.get('identity')} judged {s.get('judged') or 'absent'}, replayed {s.get('replayed') or 'absent'}"
+        + (f" (first differs at {s['field']})" if s.get("field") else "")
+        for s in steps
+    )
+    variables = ", ".join(f"${name} ({how})" for name, how in (entry.get("environment") or {}).items())
+    return (
+        f"coordinator {entry.get('coordinator_job_id') or '?'} refused at {entry.get('at') or '?'}: its replay of "
+        f"the main is not the graph that was judged: {differences or 'no step recorded'}"
+        + (f"; the graph read {variables}" if variables else "")
+    )
 
 
 def _wandb(attempt: dict[str, Any], directory: str | None) -> dict[str, Any] | None:

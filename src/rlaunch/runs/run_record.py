@@ -150,14 +150,16 @@ def close_attempt(output_path: str, attempt_id: str, fields: dict[str, Any]) -> 
     return _update(output_path, None, attempt_id, lambda _: fields, only_open=True)
 
 
-def add_gate_override(output_path: str, run_id: str, entry: dict[str, Any]) -> None:
-    """Keep a `--skip-smoke-gate` override (reason, who, when, what the gate found) with the run."""
+def add_entry(output_path: str, run_id: str, key: str, entry: dict[str, Any]) -> None:
+    """Keep `entry` with the run, beside its attempts, in the list `key`: a `--skip-smoke-gate`
+    override (`smoke_gate_overrides`: reason, who, when, what the gate found), a coordinator's replay
+    refused before it built anything (`replay_refusals`: both fingerprints of each step that differed)."""
     from rlaunch.secrets import scrub_tree
 
     url = run_record(output_path)
     with record_lock(url):
         record = _read_for_update(url, run_id)
-        record.setdefault("smoke_gate_overrides", []).append(entry)
+        record.setdefault(key, []).append(entry)
         storage.write_json_atomic(url, scrub_tree(record))
 
 

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlaunch.artifacts.judged import Judged
+
 
 @dataclass(frozen=True)
 class Invocation:
@@ -17,6 +19,7 @@ class Invocation:
     max_concurrent: int
     prefix: str
     options: Mapping[str, Any] = field(default_factory=dict)
+    judged: Judged = field(default_factory=Judged)  # the graph as built here, and what its building read
 
     def replayed_argv(self, python: str) -> tuple[str, ...]:
         """The coordinator's command: the same module and options, at the same concurrency."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from rlaunch import storage
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.processes import actor
-from rlaunch.runs.run_record import add_gate_override
+from rlaunch.runs.run_record import add_entry
 from rlaunch.secrets import scrub
 
 if TYPE_CHECKING:
@@ -22,9 +22,10 @@ if TYPE_CHECKING:
 
 def record_override(document: SkyRLLaunchConfig, step: SkyRLArtifactStep, reason: str, problems: list[str]) -> None:
     """Keep the skip in the run record of `document`, the launch `step` is about to hand the host."""
-    add_gate_override(
+    add_entry(
         document.artifacts.output_path,
         document.run.id,
+        "smoke_gate_overrides",
         {
             "smoke": step.smoke.identity if step.smoke is not None else None,
             "reason": scrub(reason),

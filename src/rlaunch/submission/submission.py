@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import uuid
@@ -17,6 +18,7 @@ from rlaunch.cluster.protocol import (
     CapacityError,
     JobSpec,
     Resources,
+    dependency_problem,
     get_backend,
 )
 from rlaunch.errors import UserError
@@ -57,6 +59,8 @@ def judged_launch(planned: PlannedLaunch, authorisations: Authorisations) -> tup
     host reads it (`rlaunch.observe.launch_evidence`)."""
     from rlaunch.observe.launch_evidence import launch_evidence
 
+    declared = Authorisations.of(planned.document.gates).waivers  # the step's own (`skyrl_step(waivers=...)`)
+    authorisations = dataclasses.replace(authorisations, waivers={**declared, **authorisations.waivers})
     return judge(planned, launch_evidence(planned), authorisations)
 
 
@@ -81,9 +85,11 @@ def judgement(
     if planning is None or not steps:
         return found
     route = steps[0].execution  # every step's gang goes where the RL steps go (`CoordinatorExecutor.check`)
+    unusable = dependency_problem(route.backend)
+    reach = (Finding("backend", unusable),) if unusable else ()
     for step in steps:
         if any(step is p for p in pending):
-            findings = judged_launch(planning.launch(step), authorised)
+            findings = judged_launch(planning.launch(step), authorised) + reach
             found[step.identity] = findings + capacity(route, child_gang(step), live, beside)
         else:
             found[step.identity] = None
@@ -119,7 +125,10 @@ def child_gang(step: SkyRLArtifactStep) -> JobSpec:
 
     alloc = allocation(step.spec, step.execution)
     return JobSpec(
-        name=f"{step.name}-gang", argv=(sys.executable,), resources=child_resources(alloc), replicas=alloc.num_nodes
+        name=sanitize_job_name(f"{step.name}-gang"),
+        argv=(sys.executable,),
+        resources=child_resources(alloc),
+        replicas=alloc.num_nodes,
     )
 
 
@@ -190,7 +199,7 @@ def prepare(
     pending = any(p.action in BUILDS for p in planned)
     problems: tuple[str, ...] = ()
     live: Backend | None = None
-    if pending:  # a graph served from storage sends nothing: no backend is asked
+    if pending and not dependency_problem(execution.backend):  # (a missing client is a finding of `judgement`)
         try:
             live = get_backend(execution.backend, **execution.placement())
         except (BackendUnavailableError, ImportError, ConnectionError) as exc:
@@ -228,6 +237,7 @@ def coordinator_spec(
 ) -> JobSpec:
     """The coordinator job: it replays the main, with the credentials the launches declare, the
     variables their runtimes pass through and the authorisations given, on the RL route's backend."""
+    from rlaunch.artifacts.judged import to_env
     from rlaunch.cluster.job_environment import job_environment
     from rlaunch.judgement.judge import needed_credentials
     from rlaunch.launch_config.task_env import passed_through
@@ -242,7 +252,8 @@ def coordinator_spec(
         argv=invocation.replayed_argv(sys.executable),
         env=job_environment(credentials)
         | passed_through(passthrough_patterns(steps))
-        | {"RLAUNCH_PREFIX": invocation.prefix, **given.environment()},
+        | {"RLAUNCH_PREFIX": invocation.prefix, **given.environment()}
+        | to_env(invocation.judged),  # the coordinator refuses to train any other graph (`rl_options._replay_refused`)
         working_dir=os.getcwd(),
         resources=Resources(
             cpu=float(execution.coordinator_cpu),

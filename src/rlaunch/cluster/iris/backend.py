@@ -64,7 +64,7 @@ from rlaunch.cluster.protocol import (
     ReplicaStatus,
     Resources,
 )
-from rlaunch.names import MAX_JOB_NAME
+from rlaunch.names import MAX_JOB_NAME, check_name
 from rlaunch.waiting import WaitTimeout, wait_until
 
 URL_ENV = "RLAUNCH_IRIS_CONTROLLER_URL"
@@ -100,9 +100,9 @@ _STATES = {
 
 
 def iris_job_name(name: str) -> str:
-    """An Iris job name component: no `/`, not blank, and never an integer (that reads as a task index)."""
-    if "/" in name or not name.strip():
-        raise ValueError(f"Iris job name {name!r} must be non-blank and contain no '/'")
+    """An Iris job name component: a name (`rlaunch.names`: no `/`, no whitespace, not empty) and
+    never an integer (that reads as a task index)."""
+    check_name(name, field="Iris job name", max_length=MAX_JOB_NAME)
     return f"job-{name}" if name.isdigit() else name
 
 

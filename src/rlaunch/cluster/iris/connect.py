@@ -15,6 +15,7 @@ and per-VM capacity. The controller reports each group's device, and the VMs of 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import sys
 from dataclasses import dataclass
@@ -35,14 +36,33 @@ class IrisConnectionError(UserError, ConnectionError):
     """No Iris controller answers where the execution points."""
 
 
-def require_iris() -> None:
-    """Refuse, naming the requirement, when this interpreter cannot use Iris."""
+def installed(module: str) -> bool:
+    """Whether `module` can be found, without importing it (one blocked in sys.modules cannot)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def iris_problem() -> str | None:
+    """Why this interpreter cannot use Iris, found without importing it (None: it may)."""
     needs = f"{INSTALL_HINT} on Python >= 3.12 (it pins {' and '.join(REQUIREMENTS)})"
     if sys.version_info < (3, 12):
-        raise IrisUnavailableError(
+        return (
             f"the iris backend needs Python >= 3.12, but this is Python {sys.version.split()[0]} "
             f"({sys.executable}); install it with: {needs}"
         )
+    if not installed("iris"):
+        return f"the iris backend needs Iris, which is not installed here: {needs}"
+    return None
+
+
+def require_iris() -> None:
+    """Refuse, naming the requirement, when this interpreter cannot use Iris."""
+    needs = f"{INSTALL_HINT} on Python >= 3.12 (it pins {' and '.join(REQUIREMENTS)})"
+    problem = iris_problem()
+    if problem:
+        raise IrisUnavailableError(problem)
     try:
         import iris.client  # noqa: F401
     except ImportError as exc:

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rlaunch.cluster.protocol import CapacityError, JobSpec, Resources
+from rlaunch.names import sanitize_job_name
 from rlaunch.units import format_size
 
 ACCELERATOR_TYPE_PREFIX = "accelerator_type:"
@@ -188,7 +189,11 @@ def check_fits_beside(
     need = bundle_for(beside)
     hosts = [node for node in nodes if _copies(node.resources, need) >= 1]
     if not hosts:
-        check_fits(JobSpec(name=f"{spec.name}-coordinator", argv=("-",), resources=beside), nodes, cluster=cluster)
+        check_fits(
+            JobSpec(name=sanitize_job_name(f"{spec.name}-coordinator"), argv=("-",), resources=beside),
+            nodes,
+            cluster=cluster,
+        )
     refusal: CapacityError | None = None
     for node in hosts:
         try:

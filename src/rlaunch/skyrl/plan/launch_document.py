@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rlaunch import storage
@@ -82,10 +83,16 @@ def authorised() -> tuple[dict[str, Authorisation], dict[str, Authorisation]]:
 
 
 def gates_section(
-    smoke: SkyRLArtifactStep | None, execution: SkyRLExecution, prefix: str, *, is_smoke: bool = False
+    smoke: SkyRLArtifactStep | None,
+    execution: SkyRLExecution,
+    prefix: str,
+    *,
+    is_smoke: bool = False,
+    waivers: Mapping[str, str] | None = None,
 ) -> GatesSection:
     """The document's `gates`: the declared smoke, whether this run is one, the thresholds, the
-    authorisations given."""
+    authorisations given, and the waivers: those the step declares in code (`skyrl_step(waivers=...)`)
+    and those given at submission (`--waive`, which win)."""
     declared = None
     if smoke is not None:
         shape = smoke.spec.topology
@@ -95,7 +102,10 @@ def gates_section(
             num_nodes=shape.num_nodes,
             gpus=shape.num_nodes * shape.gpus_per_node,
         )
-    given, waivers = authorised()
+    given, submitted = authorised()
+    in_code = {
+        gate: Authorisation(reason, {"declared": "skyrl_step(waivers=...)"}) for gate, reason in (waivers or {}).items()
+    }
     return GatesSection(
         smoke=declared,
         smoke_gate_nodes=execution.smoke_gate_nodes,
@@ -103,7 +113,7 @@ def gates_section(
         is_smoke=is_smoke,
         retry=given.get("retry"),
         skip_smoke_gate=given.get("skip_smoke_gate"),
-        waivers=waivers,
+        waivers={**in_code, **submitted},
     )
 
 

@@ -157,7 +157,7 @@ def planned_document(step: SkyRLArtifactStep, prefix: str, facts: StoredFacts) -
             StepContext.for_run(step, prefix),
             attempt_id=PLANNED_ATTEMPT,
             export_hf=step.export_hf,
-            gates=gates_section(step.smoke, step.execution, prefix, is_smoke=step.is_smoke),
+            gates=gates_section(step.smoke, step.execution, prefix, is_smoke=step.is_smoke, waivers=step.waivers),
             model=facts.model,
         )
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -13,6 +14,7 @@ from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.failures import classify
 from rlaunch.launch_config.gates import authorisations
+from rlaunch.launch_config.schema import WAIVABLE
 from rlaunch.runs.layout import HANDED_DOCUMENT, attempt_dir
 from rlaunch.runs.run_record import marked, update_attempt
 from rlaunch.secrets import refuse_secrets_in
@@ -54,6 +56,7 @@ class SkyRLArtifactStep(ArtifactStep[SkyRLRun]):
     export_hf: bool | None = None  # None: left to the default, no terminal export
     smoke: SkyRLArtifactStep | None = None
     is_smoke: bool = False
+    waivers: Mapping[str, str] = field(default_factory=dict)  # gate -> why it is let go (`skyrl_step`)
     submitted_by: ClassVar[str | None] = "@rl_build_options"  # its coordinator alone launches it
 
     def __repr__(self) -> str:
@@ -67,11 +70,14 @@ def skyrl_step(
     *,
     smoke: SkyRLArtifactStep | None = None,
     is_smoke: bool = False,
+    waivers: Mapping[str, str] | None = None,
 ) -> SkyRLArtifactStep:
     """An RL step. `smoke` names the smoke that rehearses it: `--run` is then refused unless that
     smoke's verify-smoke verdict is PASS and parity holds (`--skip-smoke-gate REASON` overrides).
     The smoke is a gate, not a dependency: it is neither built by this step nor part of its identity.
-    `is_smoke` declares this step a smoke (the small rehearsal of a large run): it is never large.
+    `is_smoke` declares this step a smoke (the small rehearsal of a large run): it is never large;
+    one the default thresholds would call large says why in `waivers={"large": "<reason>"}` (a waiver
+    kept in the run record, like `--waive large=REASON`; `rlaunch.judgement.judge`).
     `export_hf` left out means no terminal export, shown as a default in the plan's readiness."""
     if not isinstance(spec, SkyRLSpec):
         raise TypeError(f"skyrl_step needs a SkyRLSpec, got {spec!r}")
@@ -81,6 +87,13 @@ def skyrl_step(
         )
     if smoke is not None and not isinstance(smoke, SkyRLArtifactStep):
         raise TypeError(f"skyrl_step(smoke=...) must be another skyrl_step, got {smoke!r}")
+    declared_waivers = dict(waivers or {})
+    unknown = sorted(set(declared_waivers) - set(WAIVABLE))
+    if unknown or not all(str(r).strip() for r in declared_waivers.values()):
+        raise ValueError(
+            f"{spec.name}@{spec.version}: skyrl_step(waivers=...) takes gate -> reason for the gates "
+            f"{', '.join(WAIVABLE)}, each with a reason; got {declared_waivers!r}"
+        )
     if smoke is not None and is_smoke:
         raise ValueError(
             f"{spec.name}@{spec.version}: a smoke (is_smoke=True) rehearses a launch; it declares no smoke"
@@ -97,7 +110,7 @@ def skyrl_step(
             attempt = uuid.uuid4().hex[:12]
             facts = planning.stored_facts(spec, ctx.prefix)
             planning.check(spec, placed, facts)
-            gates = gates_section(smoke, placed, ctx.prefix, is_smoke=is_smoke)
+            gates = gates_section(smoke, placed, ctx.prefix, is_smoke=is_smoke, waivers=declared_waivers)
         document = render_document(
             spec,
             placement,
@@ -127,6 +140,7 @@ def skyrl_step(
         export_hf=export_hf,
         smoke=smoke,
         is_smoke=is_smoke,
+        waivers=declared_waivers,
     )
 
 

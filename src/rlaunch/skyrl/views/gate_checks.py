@@ -60,8 +60,9 @@ def plan_rows(document: SkyRLLaunchConfig, facts: StoredFacts) -> list[tuple[str
     else:
         version = f"{len(facts.attempts)} recorded attempt(s), all under this runtime" if facts.attempts else "new"
     latest = retry_needed(facts.attempts)
-    retry = (
-        f'--run needs --retry "<reason>": the latest attempt {latest.get("attempt_id")} {latest.get("state")}'
+    retry = (  # whether --retry was given is the judgement's to say (`judge`, printed below the plan)
+        f"a retry: the latest attempt {latest.get('attempt_id')} {latest.get('state')} (the judgement below says "
+        "whether --run may relaunch it)"
         if latest is not None and not facts.served
         else "not a retry"
     )
