@@ -343,7 +343,7 @@ AREAS = (
     ),
     Area(
         "judgement",
-        ("src/rlaunch/judgement/judge.py", "src/rlaunch/judgement/parity.py", "src/rlaunch/launch_config/gates.py"),
+        ("src/rlaunch/judgement/judge.py", "src/rlaunch/judgement/parity.py", "src/rlaunch/judgement/gates.py"),
         (
             "tests/gates/test_smoke_gate.py",
             "tests/gates/test_host_gates.py",
@@ -359,7 +359,7 @@ AREAS = (
             "rlaunch.judgement.judge.*",
             "rlaunch.judgement.parity.x_differences__mutmut_*",
             *(
-                f"rlaunch.launch_config.gates.x_{f}__mutmut_*"
+                f"rlaunch.judgement.gates.x_{f}__mutmut_*"
                 for f in (
                     "foreign_digests",
                     "version_problem",
@@ -428,7 +428,7 @@ AREAS = (
     ),
     Area(
         "memory",
-        tuple(f"src/rlaunch/rules/{m}.py" for m in ("memory", "model_shape", "fit", "devices")),
+        ("src/rlaunch/rules/memory/*.py", *(f"src/rlaunch/rules/{m}.py" for m in ("model_shape", "fit", "devices"))),
         # the verdicts and the table's edges, the sizing arithmetic, the architecture read from config.json
         # (exact counts: test_built_counts.py), the devices' capacities and what would fit
         tuple(
@@ -439,6 +439,7 @@ AREAS = (
                 "memory_model",
                 "memory_record",
                 "memory_golden",
+                "rollout_knobs",
                 "model_shape_edges",
                 "built_counts",
                 "fit",
@@ -696,13 +697,13 @@ EQUIVALENT: dict[str, str] = {
         f"rlaunch.rules.memory.{function}__mutmut_{n}": "default of a key every base config carries with a value: "
         "the memory model reads composed recipes, which never lack it"
         for function, numbers in (
-            ("x__training", (17, 19, 25, 27, 30, 69, 71, 72, 133, 135, 136, 219, 221, 224)),
-            ("x__reference", (44, 46, 49, 67, 69, 72)),
-            ("x__micro_tokens", (4, 6, 9, 10)),
-            ("x__fsdp_shard", (8,)),
-            ("x__lora", (4, 6, 7)),
-            ("x_max_model_len", (19, 21, 24, 28, 30, 33)),
-            ("x_engine_kv", (13, 15, 18, 19, 51, 53, 56, 60, 62, 65, 69, 71, 74, 80, 82, 85)),
+            ("training.x_training_rows", (17, 19, 25, 27, 30, 69, 71, 72, 133, 135, 136, 219, 221, 224)),
+            ("training.x_reference_row", (44, 46, 49, 67, 69, 72)),
+            ("training.x__micro_tokens", (4, 6, 9, 10)),
+            ("training.x__fsdp_shard", (8,)),
+            ("training.x__lora", (4, 6, 7)),
+            ("rows.x_max_model_len", (19, 21, 24, 28, 30, 33)),
+            ("rollout.x_engine_kv", (13, 15, 18, 19, 62, 64, 67, 71, 73, 76, 80, 82, 85, 91, 93, 96)),
         )
         for n in numbers
     },
@@ -713,14 +714,14 @@ EQUIVALENT: dict[str, str] = {
     },
     "rlaunch.rules.fit.x__offload_all__mutmut_27": "default False -> None under `not`: both falsy",
     **{
-        f"rlaunch.rules.memory.x_estimate__mutmut_{n}": "rows = for rows += as the first rows go in: rows is empty"
+        f"rlaunch.rules.memory.table.x_estimate__mutmut_{n}": "rows = for rows += as the first rows go in: rows is empty"
         for n in (37, 78)
     },
-    "rlaunch.rules.memory.x_estimate__mutmut_53": "cpu=None for the critic's rows: falsy, as cpu=False",
-    "rlaunch.rules.memory.x__fsdp_shard__mutmut_13": "fsdp_size equal to the world taken as no size: the shard is "
+    "rlaunch.rules.memory.table.x_estimate__mutmut_53": "cpu=None for the critic's rows: falsy, as cpu=False",
+    "rlaunch.rules.memory.training.x__fsdp_shard__mutmut_13": "fsdp_size equal to the world taken as no size: the shard is "
     "the world either way",
     **{
-        f"rlaunch.rules.memory.x__reference__mutmut_{n}": "the reference's token split asked for another role (or "
+        f"rlaunch.rules.memory.training.x_reference_row__mutmut_{n}": "the reference's token split asked for another role (or "
         "cpu=None): every role but the policy and the critic reads the reference's sequence parallelism, and None is falsy"
         for n in (75, 76, 80, 81)
     },
@@ -737,17 +738,17 @@ EQUIVALENT: dict[str, str] = {
         for n in (37, 41, 42)
     },
     **{
-        f"rlaunch.rules.memory.x__training__mutmut_{n}": "the micro batch's key misspelt: its default, the "
+        f"rlaunch.rules.memory.training.x_training_rows__mutmut_{n}": "the micro batch's key misspelt: its default, the "
         "geometry's micro batch, is the value the role plan rendered under that key"
         for n in (20, 21)
     },
     **{
-        f"rlaunch.rules.memory.x_engine_kv__mutmut_{n}": "the fallback of DTYPE_BYTES.get for the engine's dtype: "
+        f"rlaunch.rules.memory.rollout.x_engine_kv__mutmut_{n}": "the fallback of DTYPE_BYTES.get for the engine's dtype: "
         "only an unknown dtype reads it, and every base config names a known one"
         for n in (8, 10, 20)
     },
     **{
-        f"rlaunch.rules.memory.x_kv_cache_bytes__mutmut_{n}": "another default than 'auto' for kv_cache_dtype: any "
+        f"rlaunch.rules.memory.rollout.x_kv_cache_bytes__mutmut_{n}": "another default than 'auto' for kv_cache_dtype: any "
         "word that is not a dtype means the model's own, as 'auto' does"
         for n in (4, 6, 9, 10)
     },
@@ -772,9 +773,9 @@ EQUIVALENT: dict[str, str] = {
     "topology change is num_nodes, and no recipe key ends in num_nodes",
     "rlaunch.rules.model_shape.x__quantization__mutmut_100": "group >= 0 for group > 0: a group of 0 is read as "
     "128 (group_size or 128), so the group is never 0",
-    "rlaunch.rules.memory.x_kv_tokens__mutmut_2": "available < 0 instead of <= 0: 0 bytes hold 0 whole blocks either "
+    "rlaunch.rules.memory.rollout.x_kv_tokens__mutmut_2": "available < 0 instead of <= 0: 0 bytes hold 0 whole blocks either "
     "way",
-    "rlaunch.rules.memory.x_memory_rules__mutmut_2": "no subject for the violations: only a table without a device "
+    "rlaunch.rules.memory.table.x_memory_rules__mutmut_2": "no subject for the violations: only a table without a device "
     "reads it, and table_for gives such a table no rows",
     # hub_sources
     **{

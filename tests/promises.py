@@ -114,7 +114,7 @@ _DIGEST = "tests/runtimes/test_shipped_digest.py"
 _TRL = "src/rlaunch/runtimes/adapters/trl_cpu/rlaunch_trl_cpu/checkpoints.py"
 _SKYRL = "src/rlaunch/runtimes/adapters/skyrl/rlaunch_skyrl/checkpoints.py"
 
-_GATES = "src/rlaunch/launch_config/gates.py"
+_GATES = "src/rlaunch/judgement/gates.py"
 _HOST_GATES = "tests/gates/test_host_gates.py"
 _JUDGE = "src/rlaunch/judgement/judge.py"
 _JUDGE_TABLE = "tests/gates/test_one_judgement.py::test_the_dry_run_run_and_the_host_find_the_same_words"

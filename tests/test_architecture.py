@@ -179,6 +179,26 @@ def test_no_two_modules_share_a_base_name_unless_listed_as_parallel_roles():
     assert unlisted == {}, "modules that share a base name; rename them after what they hold, or list the role"
 
 
+MAX_MODULE_LINES = 600  # a module past it holds more than one thing: split it by what each part holds
+
+
+def too_long(paths: list[Path], limit: int = MAX_MODULE_LINES) -> dict[str, int]:
+    """{module: its length} for each of `paths` longer than `limit` lines."""
+    lengths = {str(path): len(path.read_text(encoding="utf-8").splitlines()) for path in paths}
+    return {name: n for name, n in lengths.items() if n > limit}
+
+
+def test_no_module_under_src_is_longer_than_600_lines():
+    assert too_long(sorted(SRC.rglob("*.py"))) == {}, "split a long module by what its parts hold"
+
+
+def test_a_module_of_exactly_the_limit_is_not_too_long_and_one_more_line_is(tmp_path):
+    at, over = tmp_path / "at.py", tmp_path / "over.py"
+    at.write_text("x = 1\n" * MAX_MODULE_LINES, encoding="utf-8")
+    over.write_text("x = 1\n" * (MAX_MODULE_LINES + 1), encoding="utf-8")
+    assert too_long([at, over]) == {str(over): MAX_MODULE_LINES + 1}
+
+
 # The views of a planned run read the launch document and the stored facts, nothing of the spec.
 DOCUMENT_VIEWS = (
     "rlaunch.skyrl.views.plan_view",

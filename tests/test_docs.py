@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import functools
 import re
+import shlex
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+from click.testing import CliRunner
+
 from rlaunch import rules
+from rlaunch.cli.admin import main as rlaunch_main
 from tests import file_modules
 from tests.host.test_host_rules import EXPERIMENT_SIDE_CODES, RECIPE_TEXT_CODES
 
@@ -79,3 +84,13 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
         "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test,ray]' && .venv/bin/python -m pytest -n 3 --dist loadgroup"
         in ci
     )
+
+
+def test_the_readmes_fit_line_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tour's `rlaunch fit` line, from the repository root of a fresh clone: its config.json ships."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    (line,) = [ln for ln in readme.splitlines() if ln.startswith(".venv/bin/rlaunch fit ")]
+    monkeypatch.chdir(REPO)
+    result = CliRunner().invoke(rlaunch_main, shlex.split(line)[1:])
+    assert result.exit_code == 0, result.output
+    assert result.output.rstrip().endswith("fits: every row is ok and the preflight passes")

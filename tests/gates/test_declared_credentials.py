@@ -9,9 +9,9 @@ import pytest
 
 from rlaunch.cluster.job_environment import job_environment
 from rlaunch.host.allocate import child_job_spec
+from rlaunch.judgement.gates import credentials_problem
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config import schema
-from rlaunch.launch_config.gates import credentials_problem
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.secrets import FORWARD_ENV, Scrubber, secret_values
 from rlaunch.skyrl import skyrl_step

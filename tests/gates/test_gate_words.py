@@ -12,6 +12,14 @@ from typing import Any
 
 import pytest
 
+from rlaunch.judgement.gates import (
+    credentials_problem,
+    declared_compatible,
+    retry_problem,
+    smoke_problem,
+    smoke_runtime_problem,
+    version_problem,
+)
 from rlaunch.judgement.judge import (
     NOTE,
     REFUSED,
@@ -27,14 +35,6 @@ from rlaunch.judgement.judge import (
 from rlaunch.judgement.parity import Difference, RunShape, differences
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config import schema
-from rlaunch.launch_config.gates import (
-    credentials_problem,
-    declared_compatible,
-    retry_problem,
-    smoke_problem,
-    smoke_runtime_problem,
-    version_problem,
-)
 
 OURS, THEIRS = "a" * 16 + "1" * 48, "a" * 16 + "2" * 48  # equal in the 16 characters a message shows
 

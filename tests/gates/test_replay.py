@@ -19,8 +19,8 @@ from click.testing import CliRunner, Result
 from rlaunch.artifacts.judged import JUDGED_ENV, from_env, judged, to_env
 from rlaunch.artifacts.step import graph_handles
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
-from rlaunch.cli import rl_options
 from rlaunch.cluster.protocol import JOB_ID_ENV
+from rlaunch.submission import submission
 from tests.experiments.env_read import STEPS_ENV
 from tests.experiments.marker import marker_rl
 from tests.gates.test_submit_coordinator import Scripted
@@ -60,7 +60,7 @@ def test_the_coordinator_job_carries_the_graph_judged_and_the_variables_it_read(
     main: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     backend = Scripted()
-    monkeypatch.setattr(rl_options, "get_backend", lambda name, **options: backend.named(name, options))
+    monkeypatch.setattr(submission, "get_backend", lambda name, **options: backend.named(name, options))
     done = main({STEPS_ENV: "6"})
     assert done.exit_code == 0, done.output
     assert backend.spec is not None

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from rlaunch.judgement.gates import smoke_record_problem
 from rlaunch.judgement.judge import Authorisations, Evidence, SmokeEvidence, judge, smoke_problems
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config import schema
-from rlaunch.launch_config.gates import smoke_record_problem
 
 SMOKE = "checkpoints/gsm8k-grpo-smoke@2026.12.01"
 OTHER = "f" * 64

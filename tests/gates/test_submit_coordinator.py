@@ -22,7 +22,7 @@ from rlaunch.artifacts import records
 from rlaunch.cli import rl_options
 from rlaunch.cluster.protocol import CapacityError, JobSpec, JobState, JobStatus, Resources, get_backend
 from rlaunch.errors import UserError
-from rlaunch.launch_config.gates import AUTHORISED_ENV
+from rlaunch.judgement.gates import AUTHORISED_ENV
 from rlaunch.processes import Terminated
 from rlaunch.runs import run_record
 from rlaunch.submission import Invocation

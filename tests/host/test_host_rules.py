@@ -171,6 +171,7 @@ CASES: dict[str, tuple[str, Edit]] = {
     "engine.expert_parallel": ("fsdp", sets(engine, expert_parallel_size=3)),
     "engine.expert_parallel_skyrl": ("fsdp", sets(engine, expert_parallel_size=2)),
     "topology.gpu_budget": ("fsdp", sets(engine, num_engines=3)),
+    "topology.gpu_variant_ambiguous": ("fsdp", sets(alloc, gpu_variant="A100")),
     "batch.train_mini": ("fsdp", sets(trainer, train_batch_size=250)),
     "batch.micro_forward": ("fsdp", sets(trainer, micro_forward_batch_size_per_gpu=0)),
     "batch.per_gpu_mini_zero": ("fsdp", sets(trainer, policy_mini_batch_size=2)),

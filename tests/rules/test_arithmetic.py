@@ -89,6 +89,40 @@ def test_the_batch_rules_refuse_exactly_their_conditions(
     assert found == expected
 
 
+PER_GPU_CODES = {"batch.train_mini", "batch.per_gpu_mini_zero", "batch.per_gpu_mini_micro", "batch.per_gpu_train_mini"}
+
+
+@EXAMPLES
+@given(train=st.integers(1, 80), mini=small, micro=small, n=small, dp=st.integers(1, 12))
+def test_every_mini_batch_a_train_mini_fix_offers_keeps_the_per_gpu_rules(
+    train: int, mini: int, micro: int, n: int, dp: int
+) -> None:
+    """The issue's mini batches among a train batch's divisors that then break the per-GPU rules: each
+    one offered passes them all; none offered only when no divisor would, and then the stated remedy works."""
+    shape = {
+        "micro_batch": micro,
+        "n_samples": n,
+        "policy_nodes": 1,
+        "policy_gpus_per_node": dp,
+        "use_reference": False,
+    }
+    (found,) = [v for v in batches.batch_rules(geometry(train_batch=train, mini_batch=mini, **shape), COMPOSED)
+                if v.code == "batch.train_mini"] or [None]  # fmt: skip
+    if found is None:
+        return
+    offered = [int(m) for m in found.fix.split("[", 1)[1].rstrip("]").split(", ")] if "[" in found.fix else []
+
+    def keeps(m: int, t: int = train) -> bool:
+        codes = {v.code for v in batches.batch_rules(geometry(train_batch=t, mini_batch=m, **shape), COMPOSED)}
+        return not codes & PER_GPU_CODES
+
+    assert offered == [m for m in divisors(train) if keeps(m)]
+    if not offered:
+        assert f"a multiple of {dp}*{micro} (then train_batch_size itself" in found.fix
+        multiple = train * dp * micro  # train*n then a multiple of dp*micro for any n
+        assert keeps(multiple, multiple)
+
+
 @EXAMPLES
 @given(
     micro_forward=st.integers(-3, 3),
@@ -301,4 +335,7 @@ def test_the_model_facts_bound_tensor_parallelism_and_the_token_budget(
         expected["model.tp_heads"] = {"heads": heads, "tp": tp}
     if context and 20 > context:
         expected["model.context_budget"] = {"budget": 20, "context_length": context}
-    assert by_code(recipe_rules.model_rules(s, composed)) == expected
+    found = recipe_rules.model_rules(s, composed, Geometry.from_recipe(SEED_COMPOSED))
+    assert by_code(found) == expected
+    for v in found:  # the TPs offered divide the heads and fill the seed's DP8 engines' node: TP 1
+        assert v.code != "model.tp_heads" or v.fix.endswith(" whose engines fill a 8-GPU node: [1]")

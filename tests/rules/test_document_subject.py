@@ -92,8 +92,15 @@ def test_sizes_the_arithmetic_cannot_take_are_named_not_raised(docs: dict[str, D
 def test_a_document_refused_on_memory_is_offered_plans_where_every_row_is_ok(docs: dict[str, Doc]) -> None:
     typed, profile, composed = read(docs["24gb"])
     assert "REFUSED" in {row.status for row in ds.memory_table(typed).rows}
+    # the local allocation asks 4 GB of host memory a node: no offload of the policy's 122 GiB is offered
     fits = ds.nearest_fits(typed, profile, composed)
-    assert [f.direction for f in fits] == ["offload", "fewest nodes", "longest generation"]
-    assert all(f.line().startswith(f"{f.direction}: ") for f in fits)
+    assert [f.label for f in fits] == ["fewest nodes, with wider engines"]
+    roomy = copy.deepcopy(docs["24gb"])
+    roomy["cluster"]["allocation"]["memory"] = "1600GB"
+    fits = ds.nearest_fits(*read(roomy))
+    # no "longest generation" 16 tokens shorter beside the same offload: the offload is the plan
+    assert [f.label for f in fits] == ["offload, with wider engines", "fewest nodes, with wider engines"]
+    assert all(f.line().startswith(f"{f.label}: ") for f in fits)
+    assert fits[0].host_bytes and not fits[1].host_bytes
     # a document that fits, or one without a model to size, is offered nothing
     assert ds.nearest_fits(*read(docs["fsdp"])) == []

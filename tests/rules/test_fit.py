@@ -21,6 +21,7 @@ from rlaunch import rules
 from rlaunch.dotted import set_path
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules import fit, memory
+from rlaunch.rules import topology as topology_rules
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import ModelFacts, PreflightError, SkyRLTopology, check_plan, skyrl_step
 from rlaunch.skyrl.plan import planning
@@ -210,7 +211,7 @@ def sized_plans(draw: st.DrawFn) -> tuple[SkyRLTopology, dict[str, Any]]:
     topo = SkyRLTopology(
         num_nodes=nodes,
         gpus_per_node=gpus,
-        gpu_variant=draw(st.sampled_from(["L4", "A100", "H100"])),
+        gpu_variant=draw(st.sampled_from(["L4", "A100-40GB", "H100"])),
         role_plan=dataclasses.replace(
             example.topology(False, "one-node-24gb").role_plan,
             policy_num_nodes=nodes,
@@ -398,7 +399,8 @@ def test_an_engine_that_alone_does_not_fit_is_offered_wider_engines_and_nothing_
     table = memory.table_for(subject, Geometry.from_recipe(composed), composed)
     assert [(r.role, r.phase) for r in table.rows if r.status != "ok"] == [("rollout", "KV of one sequence")]
     plans = {f.direction: [c.text() for c in f.changes] for f in nearest_of(topo, written)}
-    assert list(plans) == ["fewest nodes", "largest micro batch", "longest generation", "smallest engine TP"]
+    # wider engines alone fit at 8000 tokens: no shorter generation is offered beside them
+    assert list(plans) == ["fewest nodes", "largest micro batch", "smallest engine TP"]
     assert plans["smallest engine TP"] == [
         "role_plan.inference_engine_tensor_parallel_size=2",
         "role_plan.num_inference_engines=4",
@@ -426,7 +428,7 @@ def engine_side(changes: dict[str, Any], side: str | None, tp: int) -> bool:
         ({"tp": 3, "engines": 3}, 8, None, [], None),  # 9 GPUs hold no whole engine of TP 6; TP 12 is wider than a node
         ({"tp": 1, "engines": 8}, 1, 2, [], None),  # one GPU a node: no wider engine
         ({"tp": 1, "pp": 2, "engines": 8}, 8, None, [(2, 4), (4, 2)], None),  # TP x PP within a node
-        ({"tp": 1, "dp": 2, "engines": 8}, 8, None, [(2, 4), (4, 2)], None),
+        ({"tp": 1, "dp": 2, "engines": 8}, 8, None, [(2, 4), (4, 2)], None),  # TP x DP within a node
     ],
 )
 def test_the_engine_tp_direction_doubles_tp_within_a_node(
@@ -532,7 +534,9 @@ def test_the_generation_direction_bisects_whole_blocks_below_the_current_length(
     current: int, longest_fitting: int, found: int | None
 ) -> None:
     geo = offload_geometry(use_reference=False, use_critic=False)
-    search = _Recording(generating(current), fits_when=lambda c, side: c[GENERATE_CHANGE] <= longest_fitting)
+    search = _Recording(
+        generating(current), fits_when=lambda c, side: c.get(GENERATE_CHANGE, current) <= longest_fitting
+    )
     result = fit._longest_generation(search, geo, search.composed, None)
     assert (None if result is None else _as_dict(result)) == (None if found is None else {GENERATE_CHANGE: found})
 
@@ -542,7 +546,7 @@ def test_the_generation_direction_takes_the_engine_fix_then_the_offload_when_no_
     composed = generating(1024) | {"trainer": {"policy": {"fsdp_config": {"cpu_offload": True}}}}
     engine_fix = (fit.Change(TP, 2),)
     ref_offload = "config_yaml.trainer.ref.fsdp_config.cpu_offload"
-    search = _Recording(composed, fits_when=lambda c, side: ref_offload in c and c[GENERATE_CHANGE] <= 512)
+    search = _Recording(composed, fits_when=lambda c, side: ref_offload in c and c.get(GENERATE_CHANGE, 1024) <= 512)
     found = fit._longest_generation(search, geo, composed, engine_fix)
     # the policy is offloaded already: only the reference's offload is added
     assert found is not None and _as_dict(found) == {GENERATE_CHANGE: 512, TP: 2, ref_offload: True}
@@ -585,3 +589,101 @@ def test_a_trainer_that_alone_does_not_fit_is_offered_no_engine_change() -> None
     assert short and "rollout" not in short
     plans = fit.nearest_fits(subject, composed, rules.fit_rules)
     assert plans and all(not c.field.startswith("role_plan.inference_engine") for f in plans for c in f.changes)
+
+
+POLICY_OFFLOAD = "config_yaml.trainer.policy.fsdp_config.cpu_offload"
+
+
+@pytest.mark.parametrize(
+    ("direction", "fields", "label"),
+    [
+        ("longest generation", [GENERATE_CHANGE], "longest generation"),
+        (
+            "longest generation",
+            [GENERATE_CHANGE, TP, ENGINES, POLICY_OFFLOAD],
+            "longest generation, with offload and wider engines",
+        ),
+        ("offload", [POLICY_OFFLOAD, "config_yaml.trainer.ref.fsdp_config.cpu_offload"], "offload"),
+        ("offload", [f"config_yaml.{fit.MEGATRON_OFFLOAD}"], "offload"),
+        (
+            "fewest nodes",
+            ["topology.num_nodes", "role_plan.policy_num_nodes", TP, ENGINES],
+            "fewest nodes, with wider engines",
+        ),
+        ("smallest engine TP", [TP, ENGINES, POLICY_OFFLOAD], "smallest engine TP, with offload"),
+        ("largest micro batch", [MICRO, TP, ENGINES], "largest micro batch, with wider engines"),
+    ],
+)
+def test_a_plan_is_labelled_by_everything_it_changes(direction: str, fields: list[str], label: str) -> None:
+    table = memory.MemoryTable(None, rows=(memory.Row("policy", "model states", 1, 2),))
+    plan = fit.FitPlan(direction, tuple(fit.Change(f, 1) for f in fields), table)
+    assert plan.label == label and plan.as_dict()["label"] == label and plan.line().startswith(f"{label}: ")
+
+
+def test_no_shorter_generation_is_offered_when_its_mends_fit_alone() -> None:
+    """The issue's `longest generation: max_generate_length=3056` beside an offload that fits at 3072:
+    the offload is the plan (another direction's), not a generation 16 tokens shorter."""
+    geo = offload_geometry(use_reference=False, use_critic=False)
+    alone = _Recording(generating(3072), fits_when=lambda c, side: POLICY_OFFLOAD in c)
+    assert fit._longest_generation(alone, geo, alone.composed, None) is None
+    shorter = _Recording(
+        generating(3072), fits_when=lambda c, side: POLICY_OFFLOAD in c and c.get(GENERATE_CHANGE, 3072) <= 2048
+    )
+    found = fit._longest_generation(shorter, geo, shorter.composed, None)
+    assert found is not None and _as_dict(found) == {GENERATE_CHANGE: 2048, POLICY_OFFLOAD: True}
+    assert (
+        fit.FitPlan("longest generation", found, memory.MemoryTable(None)).label == "longest generation, with offload"
+    )
+
+
+def test_an_offload_plan_states_the_host_memory_a_node_needs_and_a_node_short_of_it_is_not_offered() -> None:
+    """One node of four L4s, the policy offloaded: its states (16 bytes a parameter over 4 GPUs) move
+    to the host, four GPUs' worth on the one node; at most 90 % of a known node's memory is planned."""
+    subject, composed = judged(*example_plan("one-node-24gb"))
+    table = memory.table_for(subject, Geometry.from_recipe(composed), composed)
+    (states,) = [r.estimate for r in table.rows if (r.role, r.phase) == ("policy", "model states")]
+    (offload,) = [f for f in nearest_of(*example_plan("one-node-24gb")) if f.direction == "offload"]
+    assert offload.host_bytes == 4 * states
+    assert f"the offload needs {memory.gib(4 * states)} GiB of host memory a node)" in offload.line()
+    enough = -(-offload.host_bytes * 10 // 9)  # the least node memory whose 90 % holds it
+    for limit, offered in ((enough, True), (enough - 2, False)):
+        search = fit._Search(
+            dataclasses.replace(subject, host_memory_bytes=limit), composed, frozenset(), rules.fit_rules
+        )
+        assert (search.accepted("offload", offload.changes) is not None) is offered, limit
+    nodes = [f for f in nearest_of(*example_plan("one-node-24gb")) if f.direction == "fewest nodes"]
+    assert nodes and nodes[0].host_bytes == 0 and "host memory" not in nodes[0].line()
+
+
+def test_a_candidate_breaking_a_known_rule_on_a_field_it_changes_is_not_offered() -> None:
+    """The plan's own TP is refused by the heads: a candidate setting another TP the heads refuse is no
+    fix, though the code is one the plan already breaks."""
+    (offload, *_) = nearest_of(*example_plan("one-node-24gb"))
+    on_tp = rules.Violation("model.tp_heads", (TP,), "m", "f")
+    elsewhere = rules.Violation("model.tp_heads", ("role_plan.other",), "m", "f")
+    known = frozenset({"model.tp_heads"})
+    assert any(c.field == TP for c in offload.changes)
+    assert one_node_search(lambda s, c: [on_tp], known=known).accepted("offload", offload.changes) is None
+    assert one_node_search(lambda s, c: [elsewhere], known=known).accepted("offload", offload.changes) is not None
+
+
+@pytest.mark.parametrize(
+    ("gpus_per_node", "heads", "shape", "tps"),
+    [
+        (8, 28, {}, [1, 2, 4]),  # never 7, 14 or 28 on an 8-GPU node
+        (8, 64, {}, [1, 2, 4, 8]),  # never 3
+        (8, None, {}, [1, 2, 4, 8]),  # heads unknown: the node decides
+        (6, 12, {}, [1, 2, 3, 6]),
+        (8, 64, {"pp": 2}, [1, 2, 4]),
+        (8, 64, {"dp": 2, "colocate_all": False}, [1, 2, 4]),
+        (8, 64, {"dp": 3}, []),  # no engine of DP 3 fills an 8-GPU node
+        (1, 64, {}, [1]),
+    ],
+)
+def test_engine_tps_divide_the_heads_and_fill_a_node(
+    gpus_per_node: int, heads: int | None, shape: dict[str, Any], tps: list[int]
+) -> None:
+    subject, _ = judged(*example_plan("one-node-24gb"))
+    model = dataclasses.replace(QWEN3_8B, num_attention_heads=heads)
+    subject = dataclasses.replace(subject, gpus_per_node=gpus_per_node, model=model)
+    assert topology_rules.engine_tps(subject, offload_geometry(**{"pp": 1, "dp": 1, **shape})) == tps

@@ -86,8 +86,8 @@ def test_a_table_fits_when_every_sized_row_is_ok(table: MemoryTable, fit: bool, 
     assert (fits(table), needs_search(table)) == (fit, search)
 
 
-SUBJECT: Any = SimpleNamespace(gpu_variant="A100-80GB")
-GEO: Any = SimpleNamespace(tp=2)
+SUBJECT: Any = SimpleNamespace(gpu_variant="A100-80GB", gpus_per_node=8, model=SimpleNamespace(num_attention_heads=64))
+GEO: Any = SimpleNamespace(tp=2, pp=1, dp=1, colocate_all=True, rollout_gpus=8)
 
 
 def kv(**fields: int) -> KvCapacity:
@@ -140,15 +140,42 @@ def test_refused_engine_weights_name_the_tensor_parallel_size_that_fits_and_hide
         "role_plan.inference_engine_tensor_parallel_size",
         "config_yaml.generator.inference_engine.gpu_memory_utilization",
     )
-    assert found.fix == (  # 25 GiB x TP 2 over 10 GiB
-        "raise inference_engine_tensor_parallel_size to at least 5, or raise "
-        "generator.inference_engine.gpu_memory_utilization"
+    assert found.fix == (  # 25 GiB x TP 2 over 10 GiB: at least 5, and the 64 heads on 8-GPU nodes hold 8
+        "set inference_engine_tensor_parallel_size=8 and num_inference_engines=1 (the smallest TP of at least 5 "
+        "that divides the model's heads and fills a node), or raise generator.inference_engine.gpu_memory_utilization"
     )
     assert found.values == {"need_gib": 25.0, "budget_gib": 10.0}
     exact = (Row("rollout", "engine weights", 0, 10 * GIB, 20 * GIB + 1, "w"),)
-    assert "at least 5," in violations(MemoryTable(H100, exact), SUBJECT, GEO)[0].fix  # rounded up
+    assert "of at least 5 " in violations(MemoryTable(H100, exact), SUBJECT, GEO)[0].fix  # rounded up
     no_budget = (Row("rollout", "engine weights", 0, 0, 3, "w"),)  # gpu_memory_utilization leaves nothing
-    assert "at least 6," in violations(MemoryTable(H100, no_budget), SUBJECT, GEO)[0].fix  # 3 B x TP 2 over 1 B
+    assert "of at least 6 " in violations(MemoryTable(H100, no_budget), SUBJECT, GEO)[0].fix  # 3 B x TP 2 over 1 B
+
+
+def engine_weights_fix(need_tp: int, heads: int, gpus_per_node: int = 8) -> str:
+    """The engine-weights fix of a TP 1 engine whose weights need `need_tp` shards, on colocated
+    nodes of `gpus_per_node` GPUs, for a model of `heads` attention heads."""
+    rows = (Row("rollout", "engine weights", 0, 10 * GIB, need_tp * 10 * GIB, "w"),)
+    subject = SimpleNamespace(
+        gpu_variant="H100", gpus_per_node=gpus_per_node, model=SimpleNamespace(num_attention_heads=heads)
+    )
+    geo = SimpleNamespace(tp=1, pp=1, dp=1, colocate_all=True, rollout_gpus=gpus_per_node)
+    (found,) = violations(MemoryTable(H100, rows), subject, geo)
+    return found.fix.split(", or raise ")[0]
+
+
+@pytest.mark.parametrize(
+    ("need_tp", "heads", "fix"),
+    [
+        (3, 64, "set inference_engine_tensor_parallel_size=4 and num_inference_engines=2"),  # never 3 on 8 GPUs
+        (4, 64, "set inference_engine_tensor_parallel_size=4 and num_inference_engines=2"),
+        (5, 64, "set inference_engine_tensor_parallel_size=8 and num_inference_engines=1"),
+        (3, 28, "set inference_engine_tensor_parallel_size=4 and num_inference_engines=2"),
+        (5, 28, "no engine TP of at least 5 divides the model's heads and fills a node: use a larger GPU"),  # not 7
+        (9, 64, "no engine TP of at least 9 divides the model's heads and fills a node: use a larger GPU"),
+    ],
+)
+def test_the_engine_weights_fix_offers_only_a_tp_the_heads_and_a_node_hold(need_tp: int, heads: int, fix: str) -> None:
+    assert engine_weights_fix(need_tp, heads).startswith(fix)
 
 
 def test_a_sequence_the_kv_budget_cannot_hold_is_refused_with_the_longest_that_fits() -> None:

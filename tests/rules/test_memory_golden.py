@@ -1,7 +1,8 @@
 """The memory tables a researcher reads, pinned whole: every row's estimate, certain part, capacity,
 status and detail, its terms, and the engine's KV capacity, for plans that reach each branch of the
 model (colocated FSDP with a reference, disaggregated engines, Megatron over MoE experts, MLA and
-sliding-window engines, a quantized checkpoint, a vision tower, packed micro batches, a CPU slot).
+sliding-window engines, a quantized checkpoint, a vision tower, packed micro batches, a CPU slot,
+an engine quantized online and offloading weights, GLM-4.7-Flash, Qwen3-VL-MoE and Qwen3-Next).
 
 The numbers are the model's, not evidence of it: the evidence is PyTorch's own tracker
 (tests/runtimes/test_memtracker.py), vLLM's published start-up logs (test_memory_model.py) and the
@@ -33,6 +34,7 @@ from tests.rules.test_memory_model import (
     QWEN3_235B_A22B_FP8,
     QWEN25_VL_7B,
 )
+from tests.rules.test_rollout_knobs import GLM47_FLASH, QWEN3_NEXT_80B, QWEN3_VL_30B_A3B
 from tests.skyrl.helpers import LLAMA_31_8B, cpu_topology, plan, recipe, seed_plan, topology
 
 GOLDEN = Path(__file__).with_name("golden") / "memory_tables.json"
@@ -190,6 +192,15 @@ CASES: dict[str, tuple[dict[str, Any], Any, dict[str, Any], str]] = {
         {"generator": {"inference_engine": {"engine_init_kwargs": {"kv_cache_dtype": "fp8_inc"}}}},
         "fsdp",
     ),
+    "qwen3-30b-a3b fp8 online engine, 4 GiB offloaded to the CPU": (
+        QWEN3_30B_A3B,
+        topology(),
+        {"generator": {"inference_engine": {"engine_init_kwargs": {"quantization": "fp8", "cpu_offload_gb": 4}}}},
+        "fsdp",
+    ),
+    "glm-4.7-flash MLA experts": (GLM47_FLASH, topology(), {}, "fsdp"),
+    "qwen3-vl-30b-a3b vision tower over experts": (QWEN3_VL_30B_A3B, topology(gpu_variant="H200"), {}, "fsdp"),
+    "qwen3-next-80b full-attention KV alone": (QWEN3_NEXT_80B, topology(gpu_variant="H200"), {}, "fsdp"),
 }
 
 

@@ -10,6 +10,7 @@ import pytest
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules import memory
 from rlaunch.rules.devices import GIB, Device, device, host_slot
+from rlaunch.rules.memory import training
 from rlaunch.rules.model_shape import Architecture, from_hf_config
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import ModelFacts
@@ -85,17 +86,17 @@ def test_a_megatron_shard_splits_dense_over_tp_pp_and_experts_over_ep_etp_pp() -
     assert isinstance(arch, Architecture)
     experts = arch.params.experts
     dense = arch.params.total - experts
-    keys = memory._Keys(
+    keys = memory.Keys(
         {
             "trainer": {
                 "policy": {"megatron_config": {"expert_model_parallel_size": 2, "expert_tensor_parallel_size": 4}}
             }
         }
     )
-    shard = memory._megatron(arch, keys, "policy", (2, 3, 1))
+    shard = training._megatron(arch, keys, "policy", (2, 3, 1))
     assert (shard.dense, shard.experts, shard.ep, shard.etp) == (dense / 6, experts / (2 * 4 * 3), 2, 4)
     # a recipe that leaves the expert sizes out: no expert parallelism, experts split like the dense TP
-    bare = memory._megatron(arch, memory._Keys({}), "ref", (2, 3, 1))
+    bare = training._megatron(arch, memory.Keys({}), "ref", (2, 3, 1))
     assert (bare.dense, bare.experts, bare.ep, bare.etp) == (dense / 6, experts / (1 * 2 * 3), 1, 2)
 
 
@@ -121,8 +122,8 @@ def test_an_unknown_gpu_is_not_sized() -> None:
 @pytest.mark.parametrize(("fsdp_size", "shard"), [(None, 8), (-1, 8), (0, 8), (1, 1), (4, 4), (8, 8), (9, 8)])
 def test_fsdp_shards_over_its_size_when_it_is_one_of_the_world(fsdp_size: int | None, shard: int) -> None:
     keys = {} if fsdp_size is None else {"trainer": {"policy": {"fsdp_config": {"fsdp_size": fsdp_size}}}}
-    assert memory._fsdp_shard(memory._Keys(keys), "policy", 8) == shard
-    assert memory._fsdp_shard(memory._Keys({}), "policy", 0) == 1
+    assert training._fsdp_shard(memory.Keys(keys), "policy", 8) == shard
+    assert training._fsdp_shard(memory.Keys({}), "policy", 0) == 1
 
 
 def cpu_table(host_memory_bytes: int | None) -> memory.MemoryTable:

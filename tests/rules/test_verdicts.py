@@ -50,6 +50,9 @@ CASES: dict[str, Case] = {
     "engine.colocated_slice": colocated(
         num_inference_engines=1, inference_engine_tensor_parallel_size=3, inference_engine_pipeline_parallel_size=2
     ),
+    "engine.colocated_slice #2": colocated(  # no TP fills an 8-GPU node beside PP 3: the PP is the fix
+        num_inference_engines=1, inference_engine_pipeline_parallel_size=3
+    ),
     "engine.colocated_gpu_mismatch": colocated(
         num_inference_engines=2, inference_engine_tensor_parallel_size=2, inference_engine_data_parallel_size=3
     ),
@@ -88,7 +91,9 @@ CASES: dict[str, Case] = {
     "engine.expert_parallel_skyrl": seed(inference_engine_expert_parallel_size=4),
     "topology.gpu_budget": seed(num_inference_engines=3),
     "topology.gpu_budget #2": Case(topology(num_nodes=2)),
+    "topology.gpu_variant_ambiguous": Case(topology(gpu_variant="A100")),
     "batch.train_mini": seed(train_batch_size=324),
+    "batch.train_mini #2": colocated(train_batch_size=72),  # odd mini batches break the micro batch of 2
     "batch.micro_forward": seed(recipe(trainer={"micro_forward_batch_size_per_gpu": -2})),
     "batch.per_gpu_mini_zero": seed(policy_mini_batch_size=4, micro_train_batch_size_per_gpu=1, n_samples_per_prompt=7),
     "batch.per_gpu_mini_micro": seed(micro_train_batch_size_per_gpu=32),

@@ -91,7 +91,7 @@ def test_inference_tp_divides_the_attention_heads() -> None:
     v = only(violations(topo, model=ModelFacts(num_attention_heads=12)), "model.tp_heads")
     assert v.fields == ("role_plan.inference_engine_tensor_parallel_size",)
     assert_useful(v, "TP=8", "12 attention heads")
-    assert "[1, 2, 3, 4, 6, 12]" in v.fix
+    assert v.fix.endswith(": [1, 2, 4]")  # 3, 6 and 12 divide the heads, but no 8-GPU node
     assert violations(topo, model=ModelFacts(num_attention_heads=32)) == []
 
 

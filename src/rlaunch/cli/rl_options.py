@@ -252,7 +252,7 @@ def _authorised_retry() -> dict[str, Any] | None:
     """Inside the coordinator: the `--retry` authorisation stamped at submission (step jobs read it)."""
     import json
 
-    from rlaunch.launch_config.gates import AUTHORISED_ENV
+    from rlaunch.judgement.gates import AUTHORISED_ENV
 
     retry = json.loads(os.environ.get(AUTHORISED_ENV) or "{}").get("retry")
     return retry if isinstance(retry, dict) else None

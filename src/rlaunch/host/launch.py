@@ -26,12 +26,12 @@ from rlaunch.host.export import ExportError, terminal_export
 from rlaunch.host.manifests import FAILED, PREPARED, SUBMITTED, SUCCEEDED, LaunchResult, write_manifests
 from rlaunch.host.outputs import ForeignOutputError, refuse_foreign_outputs
 from rlaunch.host.validate import DocumentRefused, planned_launch, validate_planned
+from rlaunch.judgement.gates import authorisations
 from rlaunch.judgement.judge import Authorisations, judge, refusals
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.failures import DISK_FULL, UNCLASSIFIED, FailureClass, classify, disk_full, told
-from rlaunch.launch_config.gates import authorisations
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.rules.document_subject import memory_table
 from rlaunch.rules.memory import MemoryTable

@@ -37,9 +37,9 @@ from rlaunch.cluster.protocol import (
     single_replica_lines,
 )
 from rlaunch.errors import UserError
+from rlaunch.judgement.gates import recorded_attempts
 from rlaunch.judgement.judge import Authorisations, judge_step_job
 from rlaunch.launch_config.failures import classify
-from rlaunch.launch_config.gates import recorded_attempts
 from rlaunch.names import sanitize_job_name
 from rlaunch.runs.layout import STEP_JOB_DOCUMENT, STEP_JOB_RESULT, attempt_dir, step_job_attempts_root
 from rlaunch.runs.run_record import update_attempt

@@ -10,7 +10,7 @@ is given: the same function over the same evidence, so the three say the same wo
                     latest attempt ran and verify-smoke's failed criteria (`rlaunch.observe.launch_evidence`)
     authorisations  what the launcher allowed: a retry, a skipped smoke gate (each with its reason)
 
-The gates (`rlaunch.launch_config.gates` holds the version, retry and smoke rules):
+The gates (`rlaunch.judgement.gates` holds the version, retry and smoke rules):
 
     version    a version is one runtime (an attempt under another runtime digest refuses it)
     retry      a failed or cancelled version is relaunched only with an authorised retry
@@ -48,10 +48,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlaunch.judgement.parity import smoke_parity
-from rlaunch.judgement.planned import PlannedLaunch
-from rlaunch.launch_config.composition import get_path
-from rlaunch.launch_config.gates import (
+from rlaunch.judgement.gates import (
     credentials_problem,
     logger_credentials,
     retry_problem,
@@ -60,6 +57,9 @@ from rlaunch.launch_config.gates import (
     smoke_runtime_problem,
     version_problem,
 )
+from rlaunch.judgement.parity import smoke_parity
+from rlaunch.judgement.planned import PlannedLaunch
+from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.schema import GatesSection, SkyRLLaunchConfig
 from rlaunch.names import is_mutable
 from rlaunch.rules.memory import gib

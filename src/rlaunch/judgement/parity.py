@@ -36,9 +36,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rlaunch.judgement.gates import smoke_not_run
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
-from rlaunch.launch_config.gates import smoke_not_run
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.launch_config.schema import ModelInput, SkyRLLaunchConfig
 from rlaunch.rules.devices import device

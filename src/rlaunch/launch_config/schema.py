@@ -263,7 +263,7 @@ WAIVABLE = ("large", "memory")  # the gates `--waive GATE=REASON` lets go (`rlau
 
 @dataclass(frozen=True)
 class GatesSection:
-    """What the launch gates read besides the run record (`rlaunch.launch_config.gates`).
+    """What the launch gates read besides the run record (`rlaunch.judgement.gates`).
 
     A document without this section declares no smoke and carries no authorisation, so the host
     refuses a retry or a large launch from it exactly as `--run` would."""

@@ -193,6 +193,7 @@ class RunStatus:
     terminal: Terminal = field(default_factory=Terminal)
     cancelled: Cancellation | None = None
     retry: Authorised | None = None  # this attempt relaunched a failed or cancelled one, by --retry
+    waivers: dict[str, Authorised] = field(default_factory=dict)  # gates let go with a reason (judgement.judge)
     failure_class: FailureClass | None = None  # deterministic or operational (launch_config.failures)
     wandb: dict[str, Any] | None = None  # the W&B run the trainer logged to (its evidence, wandb.json)
     attempt_dir: str | None = None
@@ -405,6 +406,8 @@ def _cancellation(attempt: dict[str, Any], output_path: str, attempt_id: str | N
 def who(by: Any) -> str:
     """`user@host` of a recorded actor (`rlaunch.processes.actor`)."""
     by = by or {}
+    if isinstance(by, dict) and "declared" in by:  # a waiver the step declares in code
+        return f"declared in {by['declared']}"
     return f"{by.get('user', '?')}@{by.get('host', '?')}" if isinstance(by, dict) else str(by)
 
 
@@ -493,6 +496,12 @@ def collect(ref: RunRef, reference: str | None = None) -> RunStatus:
     status.export = _export(doc, status.terminal, status.checkpoints, ref.output_path)
     status.cancelled = _cancellation(attempt, ref.output_path, attempt_id)
     status.retry = _authorised(attempt.get("retry"))
+    waivers = attempt.get("waivers")
+    status.waivers = {
+        str(gate): found
+        for gate, entry in (waivers.items() if isinstance(waivers, dict) else ())
+        if (found := _authorised(entry)) is not None
+    }
     if status.failure is None and attempt_id and attempts_root:
         manifest = read_json(attempt_manifest(attempts_root, attempt_id)) or {}
         status.failure = get_path(manifest, "result.failure", None)

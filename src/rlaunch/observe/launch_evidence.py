@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 
 from rlaunch import storage
+from rlaunch.judgement.gates import recorded_attempts
 from rlaunch.judgement.judge import Evidence, SmokeEvidence, credentials_present, needed_credentials
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
-from rlaunch.launch_config.gates import recorded_attempts
 from rlaunch.launch_config.schema import DeclaredSmoke
 from rlaunch.observe.collect import collect, launch_document
 from rlaunch.observe.resolve import at_path

@@ -205,6 +205,9 @@ def status_text(s: RunStatus) -> str:
         )
     if s.retry:
         lines += _line("retry", f"authorised by {s.retry.by} at {s.retry.at}: {s.retry.reason}")
+    for gate, waiver in s.waivers.items():
+        at = f" at {waiver.at}" if waiver.at else ""
+        lines += _line("waived", f"{gate}: {waiver.reason} ({waiver.by}{at})")
     lines += _line("output", s.output_path)
     times = f"submitted {s.submitted_at or '-'}" + (f"  finished {s.finished_at}" if s.finished_at else "")
     lines += _line("times", times)

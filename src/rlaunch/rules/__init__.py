@@ -89,6 +89,7 @@ def check_written(s: Subject) -> list[Violation]:
         return structure
     return (
         structure
+        + topology.gpu_variant(s)
         + runtime_rules.source_digest(s)
         + recipe_rules.plan_disagreements(s)
         + recipe_rules.launcher_owned(s)
@@ -122,7 +123,7 @@ def composed_rules(
     out += megatron.megatron_rules(composed)
     out += recipe_rules.wandb_project(s, composed)
     if sound:
-        out += recipe_rules.model_rules(s, composed)
+        out += recipe_rules.model_rules(s, composed, geo)
         if s.architecture is not None:
             from rlaunch.rules import memory
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry
-from rlaunch.rules.subject import Violation, divisor_hint, violation
+from rlaunch.rules.subject import Violation, divisor_hint, divisors, violation
 
 CODES = (
     "batch.train_mini",
@@ -39,12 +39,18 @@ def batch_rules(geo: Geometry, composed: Mapping[str, Any]) -> list[Violation]:
     train, mini, micro, n = geo.train_batch, geo.mini_batch, geo.micro_batch, geo.n_samples
     out = []
     if train % mini:
+        sound = [m for m in divisors(train) if per_gpu_sound(geo, m)]
         out.append(
             violation(
                 "batch.train_mini",
                 ["role_plan.train_batch_size", "role_plan.policy_mini_batch_size"],
                 f"train_batch_size={train} must be divisible by policy_mini_batch_size={mini}",
-                f"choose a mini batch among the divisors of {train}: {divisor_hint(train)}",
+                f"choose a mini batch among the divisors of {train} that keep the per-GPU batch rules: "
+                f"{divisor_hint(train, keep=sound.__contains__)}"
+                if sound
+                else f"no divisor of {train} keeps the per-GPU batch rules at policy data-parallel size "
+                f"{geo.policy_dp} and micro batch {micro}: make train_batch_size*n_samples_per_prompt a multiple "
+                f"of {geo.policy_dp}*{micro} (then train_batch_size itself is a mini batch that keeps them)",
                 train=train,
                 mini=mini,
             )
@@ -131,6 +137,17 @@ def batch_rules(geo: Geometry, composed: Mapping[str, Any]) -> list[Violation]:
             )
         )
     return out
+
+
+def per_gpu_sound(geo: Geometry, mini: int) -> bool:
+    """Whether a policy mini batch of `mini` keeps the per-GPU rules at this plan's data-parallel size,
+    micro batch and samples (a mini batch a fix offers must not break them)."""
+    dp = geo.policy_dp
+    if not dp or dp <= 0:
+        return True  # no data-parallel size to hold it to (another rule says why)
+    per_gpu = mini * geo.n_samples // dp
+    micro = geo.micro_batch
+    return per_gpu > 0 and micro > 0 and per_gpu % micro == 0 and geo.per_gpu_train(dp) % per_gpu == 0
 
 
 def built_roles(geo: Geometry) -> tuple[str, ...]:

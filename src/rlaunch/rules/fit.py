@@ -8,16 +8,21 @@ the trainer's rows is paired with the smallest engine TP when the engine's rows 
 the other way round):
 
 * offload: one role's FSDP states to the CPU (policy, reference or critic), else the policy's and
-  the others' together;
+  the others' together; each plan that offloads says the host memory a node needs for it, and with
+  the node's host memory known (`Subject.host_memory_bytes`) one needing more than 90 % of it is not
+  offered;
 * fewest nodes: the fewest policy nodes (colocated engines grow with them, one per engine slice);
 * largest micro batch: the largest divisor of the per-device mini batch below the current one;
-* longest generation: the longest `max_generate_length`, in whole KV blocks (a bisection);
-* smallest engine TP: the smallest power-of-two tensor parallelism above the current one, the
-  rollout GPUs kept (fewer, wider engines).
+* longest generation: the longest `max_generate_length`, in whole KV blocks (a bisection); never
+  when the mends it is paired with fit at the current length (that plan is another direction's);
+* smallest engine TP: the smallest tensor parallelism above the current one among those the model's
+  heads and a node hold (`rlaunch.rules.topology.engine_tps`), the rollout GPUs kept (fewer, wider
+  engines).
 
 A candidate is kept only if the composed rules (topology, batches, runtime, recipe) raise nothing
-the original plan did not: a nearest plan that the preflight refuses for another reason is not
-shown. Pure and bounded: at most `MAX_EVALUATIONS` memory tables while searching, then one table
+the original plan did not, and nothing at all on a field it changes: a nearest plan that the
+preflight refuses for another reason is not shown. Each is labelled by everything it changes (a
+shorter generation that needs an offload says so). Pure and bounded: at most `MAX_EVALUATIONS` memory tables while searching, then one table
 and one rule check a direction; no I/O.
 """
 
@@ -33,15 +38,40 @@ from rlaunch.dotted import get_path, set_path
 from rlaunch.launch_config.geometry import Geometry, rendered_plan
 from rlaunch.rules import memory
 from rlaunch.rules.subject import Subject, divisors
+from rlaunch.rules.topology import engine_tps
 
 MAX_EVALUATIONS = 64  # memory tables a whole search may compute (a handful per direction)
 MAX_EXTRA_NODES = 8  # the fewest-nodes search tries up to this many more policy nodes
 GENERATE_KEY = "generator.sampling_params.max_generate_length"
 ENGINE, TRAINER = "engine", "trainer"  # the two sides of a table: rollout rows, and every other row
+MEGATRON_OFFLOAD = "trainer.policy.megatron_config.optimizer_config_kwargs.optimizer_cpu_offload"
+OFFLOADED = "offload"
+# What a change's field says it trades, in a plan's label; the engine count goes with its TP.
+KINDS = (
+    ("cpu_offload", OFFLOADED),
+    ("inference_engine_tensor_parallel_size", "wider engines"),
+    ("policy_num_nodes", "more nodes"),
+    ("micro_train_batch_size_per_gpu", "a smaller micro batch"),
+    ("max_generate_length", "a shorter generation"),
+)
+DIRECTION_KIND = {
+    "offload": OFFLOADED,
+    "smallest engine TP": "wider engines",
+    "fewest nodes": "more nodes",
+    "largest micro batch": "a smaller micro batch",
+    "longest generation": "a shorter generation",
+}
 
 
 def _side(row: memory.Row) -> str:
     return ENGINE if row.role == "rollout" else TRAINER
+
+
+def _held(table: memory.MemoryTable, role: str) -> int:
+    """What a trainer role holds on one GPU between steps: its model states (the reference: its weights)."""
+    if role == "reference":
+        return sum(r.part("weights") for r in table.rows if r.role == role)
+    return sum(r.estimate for r in table.rows if r.role == role and r.phase == "model states")
 
 
 @dataclass(frozen=True)
@@ -57,13 +87,26 @@ class Change:
         return f"{self.field}={value}"
 
 
+def kinds(changes: tuple[Change, ...]) -> list[str]:
+    """What `changes` trade, in `KINDS` order, each once."""
+    return [kind for key, kind in KINDS if any(c.field.endswith(key) for c in changes)]
+
+
 @dataclass(frozen=True)
 class FitPlan:
-    """A nearest plan that fits: what it trades (`direction`), its changes and its memory table."""
+    """A nearest plan that fits: what it trades (`direction`), its changes, its memory table and the
+    host memory a node needs for what it offloads (0: nothing offloaded)."""
 
     direction: str
     changes: tuple[Change, ...]
     table: memory.MemoryTable
+    host_bytes: int = 0
+
+    @property
+    def label(self) -> str:
+        """The direction, with whatever else the plan changes (`longest generation, with offload`)."""
+        others = [k for k in kinds(self.changes) if k != DIRECTION_KIND.get(self.direction)]
+        return self.direction + (f", with {' and '.join(others)}" if others else "")
 
     @property
     def tightest(self) -> memory.Row:
@@ -74,16 +117,19 @@ class FitPlan:
     def line(self) -> str:
         worst = self.tightest
         need, has = memory.gib(worst.estimate), memory.gib(worst.capacity)
+        host = f"; the offload needs {memory.gib(self.host_bytes)} GiB of host memory a node" if self.host_bytes else ""
         return (
-            f"{self.direction}: {', '.join(c.text() for c in self.changes)} "
-            f"(tightest row {worst.role} {worst.phase}: {need} of {has} GiB)"
+            f"{self.label}: {', '.join(c.text() for c in self.changes)} "
+            f"(tightest row {worst.role} {worst.phase}: {need} of {has} GiB{host})"
         )
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "direction": self.direction,
+            "label": self.label,
             "changes": {c.field: c.value for c in self.changes},
             "tightest": self.tightest.as_dict(),
+            "host_memory_gib_per_node": memory.gib(self.host_bytes),
         }
 
 
@@ -141,17 +187,44 @@ class _Search:
         return memory.table_for(subject, Geometry.from_recipe(composed), composed)
 
     def accepted(self, direction: str, changes: tuple[Change, ...]) -> FitPlan | None:
-        """`changes` as a nearest plan if its whole table fits and it breaks no rule the plan did not
-        (one table a direction, outside the search's budget, so a long search never drops a find)."""
+        """`changes` as a nearest plan if its whole table fits, it breaks no rule the plan did not (and
+        none on a field it changes), and the node's host memory, when known, holds what it offloads
+        (one or two tables a direction, outside the search's budget, so a long search never drops a find)."""
         table = self._table(changes)
         if not self.fits(table) or self.breaks(changes):
             return None
-        return FitPlan(direction, changes, table)
+        host = self.host_bytes(changes, table)
+        limit = self.subject.host_memory_bytes
+        if limit is not None and host > limit * (1 - memory.TIGHT_MARGIN):
+            return None
+        return FitPlan(direction, changes, table, host)
 
     def breaks(self, changes: tuple[Change, ...]) -> bool:
-        """Whether `changes` break a rule (topology, batches, ...) the plan itself did not."""
+        """Whether `changes` break a rule (topology, batches, ...) the plan itself did not, or any rule
+        on a field they change (a TP the heads refuse is not offered because the plan's TP was refused too)."""
         subject, composed = self.variant(changes)
-        return any(v.code not in self.known for v in self.rules(subject, composed))
+        changed = {c.field for c in changes}
+        return any(v.code not in self.known or changed & set(v.fields) for v in self.rules(subject, composed))
+
+    def host_bytes(self, changes: tuple[Change, ...], table: memory.MemoryTable) -> int:
+        """Host memory one node needs for every role the plan with `changes` offloads: what each
+        offloaded role's rows hold on a GPU without the offload, times that role's GPUs on a node."""
+        _, composed = self.variant(changes)
+        geo = Geometry.from_recipe(composed)
+        offloaded = [
+            Change(f"config_yaml.{key}", False)
+            for key in (
+                *(f"trainer.{role}.fsdp_config.cpu_offload" for role in ("policy", "ref", "critic")),
+                MEGATRON_OFFLOAD,
+            )
+            if get_path(composed, key, False)
+        ]
+        if not offloaded:
+            return 0
+        resident = self._table((*changes, *offloaded))
+        per_node = {"policy": geo.policy_gpus_per_node, "reference": geo.policy_gpus_per_node}
+        per_node["critic"] = geo.critic_gpus_per_node or geo.policy_gpus_per_node
+        return sum(max(0, _held(resident, role) - _held(table, role)) * gpus for role, gpus in per_node.items())
 
 
 def nearest_fits(
@@ -172,7 +245,7 @@ def nearest_fits(
     known = frozenset(v.code for v in rules(subject, composed) if not v.code.startswith("memory."))
     search = _Search(subject, composed, known, rules)
     engine_fix = () if search.fits(table, ENGINE) else _engine_tp(search, geo)
-    trainer_fix = () if search.fits(table, TRAINER) else _offload(search, geo)
+    trainer_fix = () if search.fits(table, TRAINER) else _offload(search, geo, engine_fix or ())
     directions: list[tuple[str, tuple[Change, ...] | None]] = [
         ("offload", None if not trainer_fix or engine_fix is None else trainer_fix + engine_fix),
         ("fewest nodes", _fewest_nodes(search, geo, engine_fix)),
@@ -188,11 +261,11 @@ def nearest_fits(
     return out
 
 
-def _offload(search: _Search, geo: Geometry) -> tuple[Change, ...] | None:
-    """The fewest offload settings that make the trainer's rows fit; None if none does."""
+def _offload(search: _Search, geo: Geometry, engine: tuple[Change, ...] = ()) -> tuple[Change, ...] | None:
+    """The fewest offload settings that make the trainer's rows fit beside the engine's mend (`engine`:
+    a colocated weight sync holds the engine's weights); None if none does."""
     if geo.strategy == "megatron":
-        key = "trainer.policy.megatron_config.optimizer_config_kwargs.optimizer_cpu_offload"
-        tried: list[tuple[Change, ...]] = [(Change(f"config_yaml.{key}", True),)]
+        tried: list[tuple[Change, ...]] = [(Change(f"config_yaml.{MEGATRON_OFFLOAD}", True),)]
     else:
         roles = ["policy"] + (["ref"] if geo.use_reference else []) + (["critic"] if geo.use_critic else [])
         offload = [Change(f"config_yaml.trainer.{role}.fsdp_config.cpu_offload", True) for role in roles]
@@ -201,7 +274,7 @@ def _offload(search: _Search, geo: Geometry) -> tuple[Change, ...] | None:
     for changes in tried:
         if all(get_path(search.composed, c.field.removeprefix("config_yaml."), False) for c in changes):
             continue  # already offloaded
-        table = search.table(changes)
+        table = search.table(changes + engine)
         if table is not None and search.fits(table, TRAINER):
             return changes
     return None
@@ -214,11 +287,10 @@ def _engines(geo: Geometry, gpus: int, tp: int) -> int | None:
 
 
 def _engine_tp(search: _Search, geo: Geometry) -> tuple[Change, ...] | None:
-    """The smallest power-of-two engine TP above the current one (the rollout GPUs kept) whose engine
-    rows fit; None if none does within a node."""
-    tp = max(1, geo.tp) * 2
-    while tp * geo.pp * geo.dp <= max(1, search.subject.gpus_per_node):
-        engines = _engines(geo, geo.rollout_gpus, tp)
+    """The smallest engine TP above the current one that the model's heads and a node hold (the
+    rollout GPUs kept) whose engine rows fit; None if none does."""
+    for tp in engine_tps(search.subject, geo):
+        engines = _engines(geo, geo.rollout_gpus, tp) if tp > geo.tp else None
         if engines is not None:
             changes = (
                 Change("role_plan.inference_engine_tensor_parallel_size", tp),
@@ -229,7 +301,6 @@ def _engine_tp(search: _Search, geo: Geometry) -> tuple[Change, ...] | None:
                 return None
             if search.fits(table, ENGINE):
                 return changes
-        tp *= 2
     return None
 
 
@@ -290,6 +361,8 @@ def _longest_generation(
     engine = engine_fix or ()
     offload = _offload_all(composed, geo)
     for extra in dict.fromkeys([(), engine, engine + offload]):
+        if extra and search.fits(search.table(extra) or memory.MemoryTable(None)):
+            return None  # the mends alone fit: a shorter generation would trade tokens for nothing
         lo, hi, best = 1, (current - 1) // block, None
         while lo <= hi:
             mid = (lo + hi) // 2

@@ -4,15 +4,18 @@ Pure and closed-form (no torch, no transformers): parameters by component, the a
 and the KV-cache bytes per token, for the decoder families whose layer shapes are known here:
 dense Llama, Qwen2, Qwen3, Mistral and Gemma 1/2/3; the MoE families Qwen3-MoE, Qwen2-MoE (shared
 expert), Mixtral, gpt-oss (attention sinks, alternating sliding windows) and DeepSeek-V2/V3 and
-Kimi-K2 (multi-head latent attention, shared experts, dense first layers); the vision-language
-Qwen2-VL/Qwen2.5-VL (the vision tower's weights beside the language model). A checkpoint's
+Kimi-K2 and GLM-4.7-Flash (multi-head latent attention, shared experts, dense first layers), GLM-4.5
+to 4.7 (their experts under grouped-query attention), MiniMax-M2 and Qwen3-Next (linear attention in
+most layers: only its full-attention layers hold KV); the
+vision-language Qwen2-VL/Qwen2.5-VL and Qwen3-VL/Qwen3-VL-MoE (the vision tower's weights beside the
+language model, which Qwen3-VL states in `text_config`). A checkpoint's
 `quantization_config` (FP8 block/channel/tensor, `compressed-tensors`, MXFP4, AWQ, GPTQ) decides
 the bytes its weights take when a rollout engine loads them; parameter counts are the model's,
 whatever the packing (training holds them in its own dtypes). Anything else is `Unsized` with
 the reason: the estimate is never guessed from a family it does not know. Tests hold every count
 exactly to what transformers builds for a small config of each family (tests/rules/built_counts.py,
 rebuilt by tests/runtimes/test_architecture_counts.py) and full checkpoints to their published
-totals (tests/rules/test_memory_model.py).
+totals (tests/rules/test_memory_model.py, tests/rules/test_rollout_knobs.py).
 """
 
 from __future__ import annotations
@@ -30,15 +33,22 @@ class Family:
     """What a `model_type` decides beyond the config's numbers (transformers' defaults for it)."""
 
     qkv_bias: bool  # q/k/v projections carry a bias
-    qk_norm: bool  # a per-head RMSNorm on q and k (Qwen3, Gemma 3)
+    qk_norm: bool  # a per-head RMSNorm on q and k (Qwen3, Gemma 3; GLM-4.5 where `use_qk_norm` says so)
     tied_default: bool  # tie_word_embeddings when the config omits it
     moe: str | None = None  # how experts are laid out: "qwen3_moe", "qwen2_moe", "mixtral", "gpt_oss", "deepseek"
     norms_per_layer: int = 2  # Gemma 2/3 add pre- and post-feed-forward norms
     mla: bool = False  # multi-head latent attention (DeepSeek-V2/V3, Kimi-K2)
     windows: str | None = None  # sliding-window layout: "all" (Mistral), "alternate" (Gemma 2), "pattern" (Gemma 3)
-    vision: str | None = None  # a vision tower in `vision_config`: "qwen2_vl" or "qwen2_5_vl" (their layouts)
+    vision: str | None = (
+        None  # a vision tower in `vision_config`: "qwen2_vl", "qwen2_5_vl" or "qwen3_vl" (their layouts)
+    )
     attention_bias: bool = False  # attention_bias when the config omits it (gpt-oss: True)
     softcapped: bool = False  # final_logit_softcapping when the config omits it (Gemma 2: 30)
+    o_bias: bool = True  # attention_bias biases the output projection too (GLM-4.5: q, k and v only)
+    qk_norm_whole: bool = False  # the q/k norms span every head's width, not one head's (MiniMax-M2)
+    linear: bool = (
+        False  # Qwen3-Next: gated-delta-net linear attention in the layers `layer_types` says, gated q elsewhere
+    )
 
 
 FAMILIES: dict[str, Family] = {
@@ -62,6 +72,17 @@ FAMILIES: dict[str, Family] = {
     "kimi_k2": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="deepseek", mla=True),
     "qwen2_vl": Family(qkv_bias=True, qk_norm=False, tied_default=False, vision="qwen2_vl"),
     "qwen2_5_vl": Family(qkv_bias=True, qk_norm=False, tied_default=False, vision="qwen2_5_vl"),
+    # the language model in `text_config` (Qwen3's q/k norms), a vision tower with learned positions and deepstack mergers
+    "qwen3_vl": Family(qkv_bias=False, qk_norm=True, tied_default=False, vision="qwen3_vl"),
+    "qwen3_vl_moe": Family(qkv_bias=False, qk_norm=True, tied_default=False, moe="qwen3_moe", vision="qwen3_vl"),
+    # GLM-4.5/4.6/4.7: DeepSeek-V3's experts under grouped-query attention with q/k/v biases
+    "glm4_moe": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="deepseek", o_bias=False),
+    # MiniMax-M2: Mixtral's experts (sigmoid routing; its bias is a buffer, not a parameter), q/k norms over all heads
+    "minimax_m2": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="mixtral", qk_norm_whole=True),
+    # Qwen3-Next: linear attention in three layers of four (no KV), Qwen2-MoE's experts with a shared expert
+    "qwen3_next": Family(qkv_bias=False, qk_norm=True, tied_default=False, moe="qwen2_moe", linear=True),
+    # GLM-4.7-Flash: DeepSeek-V3's layout (MLA, a shared expert, dense first layers, noaux_tc router bias)
+    "glm4_moe_lite": Family(qkv_bias=False, qk_norm=False, tied_default=False, moe="deepseek", mla=True),
 }
 
 
@@ -129,6 +150,15 @@ class Architecture:
     sliding_layers: int = 0  # layers whose KV is bounded by `sliding_window` (the rest attend in full)
     kv_latent: int = 0  # MLA: the cached latent per token and layer (kv_lora_rank + qk_rope_head_dim)
     logit_softcapping: bool = False  # Gemma 2: tanh-capped logits (one more vocabulary-wide tensor)
+    qk_norm: bool = False  # q and k normed per head (their saved activations in training)
+    linear_layers: int = 0  # linear-attention layers: no KV cache, a fixed state per sequence instead
+    linear_state: int = 0  # that state's elements per sequence over all of them (conv and recurrent state)
+
+    @property
+    def attention_layers(self) -> int:
+        """The layers that hold a KV cache (all but the linear-attention ones)."""
+        return self.layers - self.linear_layers
+
     quantization: Quantization | None = None
 
     @property
@@ -201,6 +231,10 @@ def from_hf_config(config: Mapping[str, Any]) -> Architecture | Unsized:
     family = FAMILIES.get(model_type)
     if family is None:
         return Unsized(model_type, f"model_type {model_type!r} is not one of {sorted(FAMILIES)}")
+    text = config.get("text_config")
+    if isinstance(text, Mapping) and family.vision:  # Qwen3-VL: the language model's keys in `text_config`
+        tied = {k: v for k in ("tie_word_embeddings",) if (v := config.get(k, text.get(k))) is not None}
+        config = {**config, **text, "model_type": model_type, **tied}
     try:
         quantization = _quantization(config.get("quantization_config"))
         if isinstance(quantization, str):
@@ -256,7 +290,7 @@ def _attention(config: Mapping[str, Any], family: Family, hidden: int, heads: in
     q_width, kv_width = heads * head_dim, kv * head_dim
     params = hidden * q_width + 2 * hidden * kv_width + q_width * hidden
     if family.qkv_bias or config.get("attention_bias", family.attention_bias):  # Qwen2: q/k/v; attention_bias: o too
-        params += q_width + 2 * kv_width + (0 if family.qkv_bias else hidden)
+        params += q_width + 2 * kv_width + (hidden if family.o_bias and not family.qkv_bias else 0)
     return params + (heads if family.moe == "gpt_oss" else 0)  # gpt-oss: one attention sink per head
 
 
@@ -311,26 +345,66 @@ def _windows(config: Mapping[str, Any], family: Family, layers: int) -> tuple[in
     return None, 0
 
 
+@dataclass(frozen=True)
+class _Linear:
+    """Gated-delta-net linear attention: how many layers, and per layer its weights, its gated norm and
+    the state one sequence keeps (elements)."""
+
+    layers: int = 0
+    params: int = 0
+    norm: int = 0
+    state: int = 0
+
+
+def _linear(config: Mapping[str, Any], layers: int, hidden: int) -> _Linear:
+    """Qwen3-Next's linear-attention layers (`layer_types`, else every layer but each
+    `full_attention_interval`-th): q, k, v, z in one projection, the b and a gates, a depthwise
+    convolution over q, k and v, dt_bias and A_log per value head, a gated norm of a value head's
+    width and the output projection; a sequence keeps the convolution's last `kernel - 1` inputs and
+    one k x v state per value head."""
+    types = config.get("layer_types")
+    if isinstance(types, list) and len(types) == layers:
+        count = sum(1 for t in types if t == "linear_attention")
+    else:
+        interval = _int(config, "full_attention_interval", 4)
+        count = layers - layers // interval
+    k_heads, v_heads = _int(config, "linear_num_key_heads"), _int(config, "linear_num_value_heads")
+    k_dim, v_dim = _int(config, "linear_key_head_dim"), _int(config, "linear_value_head_dim")
+    kernel = _int(config, "linear_conv_kernel_dim", 4)
+    keys, values = k_heads * k_dim, v_heads * v_dim
+    conv = 2 * keys + values
+    params = hidden * (2 * keys + 2 * values) + hidden * 2 * v_heads + conv * kernel + 2 * v_heads + values * hidden
+    return _Linear(count, params, v_dim, conv * (kernel - 1) + v_heads * k_dim * v_dim)
+
+
 def _vision(v: Mapping[str, Any], kind: str) -> int:
     """A vision tower: patch embedding, blocks and the patch merger. Qwen2-VL: `embed_dim` wide, a
     plain MLP of `mlp_ratio`, LayerNorms (weight and bias); Qwen2.5-VL: `hidden_size` wide, a gated
-    MLP of `intermediate_size`, RMSNorms (weight only)."""
-    qwen2 = kind == "qwen2_vl"
+    MLP of `intermediate_size`, RMSNorms (weight only); Qwen3-VL: Qwen2-VL's blocks `hidden_size` wide
+    with a plain MLP of `intermediate_size`, a patch embedding with a bias, learned positions
+    (`num_position_embeddings`) and one more merger, normed after the merge, per deepstack layer."""
+    qwen2, qwen3 = kind == "qwen2_vl", kind == "qwen3_vl"
     hidden = _int(v, "embed_dim") if qwen2 else _int(v, "hidden_size")
     depth = _int(v, "depth")
     width = int(v.get("mlp_ratio", 4) * hidden) if qwen2 else _int(v, "intermediate_size")
-    norm = 2 * hidden if qwen2 else hidden
+    gated = kind == "qwen2_5_vl"
+    norm = hidden if gated else 2 * hidden
     patch = (
         _int(v, "in_channels", v.get("in_chans", 3))
         * _int(v, "temporal_patch_size", 2)
         * _int(v, "patch_size", 14) ** 2
         * hidden
-    )
-    mlp = 2 * hidden * width + width + hidden if qwen2 else 3 * hidden * width + 2 * width + hidden
+    ) + (hidden if qwen3 else 0)
+    mlp = 3 * hidden * width + 2 * width + hidden if gated else 2 * hidden * width + width + hidden
     block = 2 * norm + 3 * hidden * hidden + 3 * hidden + hidden * hidden + hidden + mlp
     merged = hidden * _int(v, "spatial_merge_size", 2) ** 2
     out = _int(v, "hidden_size") if qwen2 else _int(v, "out_hidden_size")  # the language model's width
-    return patch + depth * block + norm + merged * merged + merged + merged * out + out
+    merger = merged * merged + merged + merged * out + out
+    if not qwen3:
+        return patch + depth * block + norm + merger
+    positions = _int(v, "num_position_embeddings") * hidden
+    deepstack = len(v.get("deepstack_visual_indexes") or ()) * (2 * merged + merger)
+    return patch + positions + depth * block + norm + merger + deepstack
 
 
 def _sized(config: Mapping[str, Any], family: Family, quantization: Quantization | None) -> Architecture:
@@ -344,7 +418,13 @@ def _sized(config: Mapping[str, Any], family: Family, quantization: Quantization
     vocab = _int(config, "vocab_size")
     tied = bool(config.get("tie_word_embeddings", family.tied_default))
     attention = _attention(config, family, hidden, heads, kv_heads, head_dim)
-    norms = family.norms_per_layer * hidden + (2 * head_dim if family.qk_norm else 0)
+    qk_norm = family.qk_norm or bool(config.get("use_qk_norm"))
+    qk_width = (heads + kv_heads) * head_dim if family.qk_norm_whole else 2 * head_dim
+    norms = family.norms_per_layer * hidden + (qk_width if qk_norm else 0)
+    linear = _linear(config, layers, hidden) if family.linear else _Linear()
+    if family.linear:  # q_proj also yields the output gate; linear layers have their own weights and one norm
+        attention += heads * head_dim * hidden
+    full = layers - linear.layers
     experts = experts_per_token = moe_layers = width = shared = router = 0
     if family.moe:
         experts, experts_per_token, moe_layers, width, shared, router = _moe(config, family, layers, hidden)
@@ -360,11 +440,11 @@ def _sized(config: Mapping[str, Any], family: Family, quantization: Quantization
     window, sliding = _windows(config, family, layers)
     params = Parameters(
         embeddings=vocab * hidden,
-        attention=layers * attention,
+        attention=full * attention + linear.layers * linear.params,
         mlp=mlp,
         experts=expert_params,
         router=moe_layers * router,
-        norms=layers * norms + hidden,
+        norms=full * norms + linear.layers * (family.norms_per_layer * hidden + linear.norm) + hidden,
         lm_head=0 if tied else vocab * hidden,
         vision=_vision(config["vision_config"], family.vision) if family.vision else 0,
     )
@@ -392,5 +472,8 @@ def _sized(config: Mapping[str, Any], family: Family, quantization: Quantization
         sliding_layers=sliding,
         kv_latent=kv_latent,
         logit_softcapping=bool(config.get("final_logit_softcapping", family.softcapped)),
+        qk_norm=qk_norm,
+        linear_layers=linear.layers,
+        linear_state=linear.layers * linear.state,
         quantization=quantization,
     )

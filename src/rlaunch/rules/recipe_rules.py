@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlaunch.launch_config.composition import RecipeProblem, get_path, has_path
-from rlaunch.launch_config.geometry import CRITIC_FROM_POLICY, CRITIC_MODEL_KEY, ROLE_PLAN_KEYS, rendered_plan
+from rlaunch.launch_config.geometry import CRITIC_FROM_POLICY, CRITIC_MODEL_KEY, ROLE_PLAN_KEYS, Geometry, rendered_plan
 from rlaunch.rules.subject import Subject, Violation, divisor_hint, violation
+from rlaunch.rules.topology import engine_tps
 
 CODES = (
     "recipe.unknown_key",
@@ -279,19 +280,21 @@ def wandb_entity(composed: Mapping[str, Any], entity: str | None, setting: str) 
     ]
 
 
-def model_rules(s: Subject, c: Mapping[str, Any]) -> list[Violation]:
+def model_rules(s: Subject, c: Mapping[str, Any], geo: Geometry) -> list[Violation]:
     if s.model is None:
         return []
     out = []
     model = s.model
     heads, tp = model.num_attention_heads, s.plan["inference_engine_tensor_parallel_size"]
     if heads and heads % tp:
+        g, held = s.gpus_per_node, engine_tps(s, geo)
         out.append(
             violation(
                 "model.tp_heads",
                 ["role_plan.inference_engine_tensor_parallel_size"],
                 f"inference TP={tp} must divide the model's {heads} attention heads",
-                f"choose TP among {divisor_hint(heads)}",
+                f"choose TP among the divisors of {heads} whose engines fill a {g}-GPU node: "
+                f"{divisor_hint(g, keep=held.__contains__)}",
                 heads=heads,
                 tp=tp,
             )

@@ -6,7 +6,7 @@ Field paths are written in the experiment side's vocabulary (`role_plan.*`, `top
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -101,9 +101,10 @@ def divisors(n: int) -> list[int]:
     return small + large[::-1]
 
 
-def divisor_hint(n: int) -> str:
-    """The divisors of `n` for a fix: at most DIVISORS_LISTED of them, saying what was left out."""
-    found = divisors(n)
+def divisor_hint(n: int, keep: Callable[[int], bool] | None = None) -> str:
+    """The divisors of `n` for a fix (those `keep` accepts, when given: a fix offers only numbers that
+    pass the other rules): at most DIVISORS_LISTED of them, saying what was left out."""
+    found = [d for d in divisors(n) if keep is None or keep(d)]
     shown = ", ".join(map(_short, found))
     notes = []
     if len(found) > DIVISORS_LISTED:

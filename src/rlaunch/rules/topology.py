@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from rlaunch.launch_config.geometry import ROLE_PLAN_KEYS, Geometry
-from rlaunch.rules.subject import MAX_SIZE, Subject, Violation, divisor_hint, violation
+from rlaunch.rules.devices import variants
+from rlaunch.rules.subject import MAX_SIZE, Subject, Violation, divisor_hint, divisors, violation
 
 CODES = (
     "topology.non_positive",
@@ -20,6 +21,7 @@ CODES = (
     "engine.expert_parallel",
     "engine.expert_parallel_skyrl",
     "topology.gpu_budget",
+    "topology.gpu_variant_ambiguous",
 )
 
 
@@ -52,6 +54,45 @@ def structure(s: Subject) -> list[Violation]:
                 )
             )
     return out
+
+
+def engine_tps(s: Subject, geo: Geometry) -> list[int]:
+    """The engine tensor-parallel sizes this model and node hold, ascending: each divides the model's
+    attention heads (when known: vLLM shards them evenly) and makes an engine that fills a node
+    exactly (TP x PP x DP dividing its GPUs): never 3 or 7 on 8-GPU nodes. Every TP a fix offers is
+    one of these."""
+    heads = s.model.num_attention_heads if s.model is not None else None
+    width = geo.pp * geo.dp
+    g = s.gpus_per_node
+    return [t for t in divisors(g) if width > 0 and g % (t * width) == 0 and (not heads or heads % t == 0)]
+
+
+def wider_engines(s: Subject, geo: Geometry, at_least: int) -> tuple[int, int] | None:
+    """The smallest engine TP of at least `at_least` among `engine_tps`, with the engine count that
+    keeps the rollout GPUs; None when no such TP is held (a fix then names no TP)."""
+    width = geo.pp * geo.dp
+    for tp in engine_tps(s, geo):
+        if tp >= at_least and geo.rollout_gpus % (tp * width) == 0:
+            return tp, geo.rollout_gpus // (tp * width)
+    return None
+
+
+def gpu_variant(s: Subject) -> list[Violation]:
+    """A device name that a family of several memory sizes shares (`A100`) is refused with the exact
+    names: sizing the plan for one of them would judge it against a card it may not run on."""
+    choices = variants(s.gpu_variant)
+    if not choices:
+        return []
+    return [
+        violation(
+            "topology.gpu_variant_ambiguous",
+            ["topology.gpu_variant"],
+            f"gpu_variant={s.gpu_variant!r} names {len(choices)} devices of different memory: {', '.join(choices)}",
+            f"set topology.gpu_variant to one of {', '.join(choices)}",
+            gpu_variant=s.gpu_variant,
+            choices=list(choices),
+        )
+    ]
 
 
 def topology_rules(s: Subject, geo: Geometry) -> list[Violation]:
@@ -96,6 +137,12 @@ def topology_rules(s: Subject, geo: Geometry) -> list[Violation]:
     engine_desc = f"{geo.engines} engines x TP{tp} x PP{pp} x DP{dp}"
     if geo.colocate_all:
         if g % slice_:
+            slices = {t * pp for t in engine_tps(s, geo)}
+            fix = (
+                f"choose TP*PP among the divisors of {g}: {divisor_hint(g, keep=slices.__contains__)}"
+                if slices
+                else f"choose PP among the divisors of {g}: {divisor_hint(g)}"
+            )
             out.append(
                 violation(
                     "engine.colocated_slice",
@@ -104,7 +151,7 @@ def topology_rules(s: Subject, geo: Geometry) -> list[Violation]:
                         "role_plan.inference_engine_pipeline_parallel_size",
                     ],
                     f"each colocated inference engine TP*PP slice must divide gpus_per_node; got TP*PP={slice_} and gpus_per_node={g}",
-                    f"choose TP*PP among the divisors of {g}: {divisor_hint(g)}",
+                    fix,
                     slice=slice_,
                     gpus_per_node=g,
                 )

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlaunch import storage
+from rlaunch.judgement.gates import AUTHORISED_ENV
 from rlaunch.judgement.judge import Authorisations
-from rlaunch.launch_config.gates import AUTHORISED_ENV
 from rlaunch.processes import actor
 from rlaunch.secrets import scrub
 

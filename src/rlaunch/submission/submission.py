@@ -22,8 +22,8 @@ from rlaunch.cluster.protocol import (
     get_backend,
 )
 from rlaunch.errors import UserError
+from rlaunch.judgement.gates import recorded_attempts
 from rlaunch.judgement.judge import WAIVED, Authorisations, Finding, judge, judge_step_job
-from rlaunch.launch_config.gates import recorded_attempts
 from rlaunch.names import sanitize_job_name
 from rlaunch.step_jobs import StepExecution
 from rlaunch.submission.authorised import Given

@@ -124,9 +124,7 @@ def require_ray() -> None:
 
 
 def _iso_ms(epoch_ms: int | None) -> str | None:
-    if not epoch_ms:
-        return None
-    return utc_from_epoch(epoch_ms / 1000)
+    return utc_from_epoch(epoch_ms / 1000) if epoch_ms else None
 
 
 def _is_url(address: str) -> bool:
@@ -135,9 +133,7 @@ def _is_url(address: str) -> bool:
 
 def _gcs_from(address: str | None) -> str | None:
     """A `host:port` address is the GCS itself; a URL or "auto" is not."""
-    if not address or _is_url(address) or address == "auto":
-        return None
-    return address
+    return None if not address or _is_url(address) or address == "auto" else address
 
 
 def _host_port(address: str) -> tuple[str, int] | None:

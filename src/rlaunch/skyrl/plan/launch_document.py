@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlaunch import storage
 from rlaunch.artifacts import StepContext
-from rlaunch.launch_config.gates import AUTHORISED_ENV, GATE_OPTIONS
+from rlaunch.judgement.gates import AUTHORISED_ENV, GATE_OPTIONS
 from rlaunch.launch_config.schema import (
     SCHEMA_VERSION,
     Allocation,

@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 
 from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
+from rlaunch.judgement.gates import authorisations
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.failures import classify
-from rlaunch.launch_config.gates import authorisations
 from rlaunch.launch_config.schema import WAIVABLE
 from rlaunch.runs.layout import HANDED_DOCUMENT, attempt_dir
 from rlaunch.runs.run_record import marked, update_attempt

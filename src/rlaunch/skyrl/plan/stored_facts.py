@@ -24,7 +24,7 @@ from typing import Any
 
 from rlaunch import storage
 from rlaunch.artifacts import ArtifactStep, records
-from rlaunch.launch_config.gates import recorded_attempts
+from rlaunch.judgement.gates import recorded_attempts
 from rlaunch.rules.data_rules import DataFacts
 from rlaunch.runs.layout import CheckpointInfo, RunPaths, latest_checkpoint
 from rlaunch.runs.resume import ResumePoint, verified_resume

@@ -39,12 +39,17 @@ def check_plan(
     model: ModelFacts | None = None,
     data: Sequence[DataFacts] = (),
     composition: tuple[dict[str, Any], Sequence[RecipeProblem], Geometry | None] | None = None,
+    host_memory_bytes: int | None = None,
 ) -> list[PreflightError]:
     """Every violation of `topology` + `recipe` (the sparse SkyRL recipe) for `profile`; [] when valid.
-    `composition`: the rendered recipe already composed, its problems and geometry (`rules.check`)."""
+    `composition`: the rendered recipe already composed, its problems and geometry (`rules.check`);
+    `host_memory_bytes`: a node's host memory, when known (`rlaunch fit --host-memory`): the plans
+    that fit offered with a memory refusal offload no more than it holds."""
     prof = profile if isinstance(profile, RuntimeProfile) else get_profile(profile)
     plan = topology.role_plan
-    subject = subject_of(topology, recipe, prof, seed, model, data)
+    subject = dataclasses.replace(
+        subject_of(topology, recipe, prof, seed, model, data), host_memory_bytes=host_memory_bytes
+    )
     try:
         rendered = render_recipe(recipe, plan, prof, seed if seed is not None else 0)
     except ValueError as exc:

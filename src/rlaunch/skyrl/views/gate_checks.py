@@ -8,9 +8,7 @@ The document's `gates` section is rendered with the document (`launch_document.g
 
 from __future__ import annotations
 
-from rlaunch.judgement.judge import large
-from rlaunch.judgement.planned import PlannedLaunch
-from rlaunch.launch_config.gates import (
+from rlaunch.judgement.gates import (
     declared_compatible,
     foreign_digests,
     retry_needed,
@@ -18,6 +16,8 @@ from rlaunch.launch_config.gates import (
     smoke_record_problem,
     version_problem,
 )
+from rlaunch.judgement.judge import large
+from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.skyrl.plan.stored_facts import StoredFacts
 

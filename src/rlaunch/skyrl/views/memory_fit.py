@@ -67,10 +67,12 @@ def nearest_fits(
     model: ModelFacts,
     *,
     seed: int = 0,
+    host_memory_bytes: int | None = None,
 ) -> list[fit.FitPlan]:
     """The nearest plans that fit `topology` + `recipe` when its memory table is refused, over or
-    tight (`rlaunch.rules.fit`); [] when it fits, cannot be sized or does not compose."""
-    judged = _judged(topology, recipe, profile, model, seed, None)
+    tight (`rlaunch.rules.fit`; with `host_memory_bytes` per node, none offloading more than it
+    holds); [] when it fits, cannot be sized or does not compose."""
+    judged = _judged(topology, recipe, profile, model, seed, host_memory_bytes)
     if judged is None:
         return []
     return fit.nearest_fits(*judged, lambda s, c: rules.composed_rules(s, c, sound=True, suggest=False))

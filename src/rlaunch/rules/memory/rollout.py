@@ -1,0 +1,308 @@
+"""The rollout engine's memory (vLLM): its weights per shard, its utilization budget, the
+profiling peak and the KV cache that is left, with vLLM V1's own arithmetic (see the package's
+docstring)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rlaunch.launch_config.geometry import Geometry
+from rlaunch.rules.devices import GIB, Device
+from rlaunch.rules.memory.rows import Keys, Row, gib, max_model_len
+from rlaunch.rules.model_shape import DTYPE_BYTES, Architecture, Quantization
+
+VLLM_BLOCK = 16  # tokens per KV block (vLLM's default block size)
+FLASHMLA_BLOCK = 64  # vLLM forces it for MLA on Hopper (platforms/cuda.py: FlashMLA, the default MLA backend there)
+CUDA_GRAPHS = int(0.5 * GIB)  # vLLM's captured graphs, when not in eager mode (estimate)
+NON_TORCH = int(0.5 * GIB)  # CUDA context, NCCL buffers (estimate)
+SAMPLER_ROWS = 10  # vocabulary-wide fp32 rows per sequence at the sampler's warm-up peak (fit, see profile_peak)
+ENGINE_KWARGS = "generator.inference_engine.engine_init_kwargs"
+# `engine_init_kwargs.quantization` values with which vLLM quantizes an unquantized checkpoint as it
+# loads it (per-tensor or per-channel fp8 scales, a few bytes a matrix): the linear layers' weights
+# (or the experts' alone) take one byte each; embeddings, LM head, norms and router stay in the dtype.
+# vLLM creates them on `meta` and quantizes each as it streams in (vllm-project/vllm#31914), so loading
+# never holds the checkpoint's bf16 copy either.
+ONLINE_QUANTIZATION = {
+    "fp8": Quantization("fp8 (online)", 1.0),
+    "ptpc_fp8": Quantization("ptpc_fp8 (online)", 1.0),
+    "experts_int8": Quantization("experts_int8 (online)", 1.0, ("experts",)),
+}
+
+
+@dataclass(frozen=True)
+class KvCapacity:
+    """What a rollout engine's KV budget holds, on one of its devices."""
+
+    device: int  # the device's capacity
+    budget: int  # gpu_memory_utilization x capacity
+    weights: int  # per device
+    overhead: int  # estimated profiling peak + graphs + non-torch
+    bytes_per_token: int  # per device, every layer as if it attended in full
+    max_model_len: int
+    window: int | None = None  # sliding-window attention: a sequence never holds more KV than this
+    sliding_layers: int = 0  # of `layers`, those bounded by `window` (all of them when 0 and a window is set)
+    layers: int = 0  # KV layers on one device (0: not split, the uniform arithmetic)
+    batched_tokens: int = 8192  # max_num_batched_tokens: a windowed layer also holds the chunk being prefilled
+    block: int = VLLM_BLOCK  # tokens per KV page (`kv_block_size`)
+    weights_how: str = ""  # what the engine's settings changed of its weights (online quantization, CPU offload)
+    unsized: str = ""  # an engine setting the weights could not be sized with (they are sized without it)
+
+    @property
+    def groups(self) -> KvGroups:
+        return kv_groups(self.layers, self.sliding_layers if self.window else 0)
+
+    @property
+    def blocks(self) -> int:
+        """vLLM's "# GPU blocks": pages of `block` tokens, one per layer of a group."""
+        g = self.groups
+        per_layer = self.bytes_per_token // max(1, self.layers or 1)
+        if self.available <= 0 or per_layer <= 0:
+            return 0
+        return self.available // (per_layer * self.block * (g.size if self.layers else 1))
+
+    @property
+    def blocks_per_sequence(self) -> int:
+        """Blocks one maximum-length sequence takes (vLLM's `max_memory_usage_bytes` per group)."""
+        g = self.groups
+        full = -(-self.max_model_len // self.block)
+        windowed = min((self.window or 0) - 1 + self.batched_tokens, self.max_model_len)
+        return g.full * full + g.sliding * (-(-windowed // self.block) + 1)
+
+    @property
+    def one_sequence(self) -> int:
+        """KV bytes one maximum-length sequence needs on one device."""
+        if not self.layers:
+            return self.bytes_per_token * min(self.max_model_len, self.window or self.max_model_len)
+        return self.blocks_per_sequence * self.block * (self.bytes_per_token // self.layers) * self.groups.size
+
+    @property
+    def upper(self) -> int:
+        """KV bytes left with no overhead at all: what the engine can never exceed."""
+        return self.budget - self.weights
+
+    @property
+    def available(self) -> int:
+        return self.budget - self.weights - self.overhead
+
+    @property
+    def tokens(self) -> int:
+        """vLLM's "GPU KV cache size: N tokens": the blocks of one group."""
+        if not self.layers:
+            return kv_tokens(self.available, self.bytes_per_token, self.block)
+        return self.blocks // self.groups.count * self.block
+
+    @property
+    def sequences(self) -> float:
+        """vLLM's "Maximum concurrency for `max_model_len` tokens per request"."""
+        if not self.layers:
+            return self.tokens / self.max_model_len if self.max_model_len else 0.0
+        return self.blocks / max(1, self.blocks_per_sequence)
+
+
+@dataclass(frozen=True)
+class KvGroups:
+    """vLLM's hybrid KV cache groups: layers of one attention kind are split into groups of `size`
+    layers that share one pool of pages (padded where a kind has fewer)."""
+
+    size: int
+    full: int  # groups of full-attention layers
+    sliding: int  # groups of sliding-window layers
+
+    @property
+    def count(self) -> int:
+        return self.full + self.sliding
+
+
+def kv_groups(layers: int, sliding: int) -> KvGroups:
+    """How vLLM (V1, `_get_kv_cache_config_uniform_page_size`) groups `layers`, `sliding` of them
+    windowed: one group of every layer when all are of one kind, else groups as large as the smaller
+    kind (the larger kind's own count when it is within 25 % of it)."""
+    full = layers - sliding
+    if not full or not sliding:
+        return KvGroups(max(1, layers), 1 if full else 0, 1 if sliding else 0)
+    small, large = min(full, sliding), max(full, sliding)
+    size = large if large < small * 1.25 else small
+    return KvGroups(size, -(-full // size), -(-sliding // size))
+
+
+def kv_tokens(available: int, bytes_per_token: int, block: int = VLLM_BLOCK) -> int:
+    """Tokens vLLM's KV cache holds in `available` bytes: whole blocks of `block` tokens."""
+    if available <= 0 or bytes_per_token <= 0:
+        return 0
+    return available // (bytes_per_token * block) * block
+
+
+def kv_bytes_per_token(arch: Architecture, tp: int = 1, pp: int = 1, dtype_bytes: int = 2) -> int:
+    """K and V of one token on one device of a TP x PP engine (a KV head is never split: TP beyond
+    the KV heads replicates them; MLA's latent is one head, replicated on every TP rank)."""
+    if arch.kv_latent:
+        return math.ceil(arch.layers / pp) * arch.kv_latent * dtype_bytes
+    return 2 * math.ceil(arch.attention_layers / pp) * math.ceil(arch.kv_heads / tp) * arch.head_dim * dtype_bytes
+
+
+def max_concurrency(tokens: int, max_model_len: int) -> float:
+    """vLLM's "Maximum concurrency for N tokens per request" (full attention)."""
+    return tokens / max_model_len
+
+
+def rollout_rows(kv: KvCapacity, geo: Geometry) -> list[Row]:
+    """A rollout engine device's rows: weights against the budget, one sequence's KV against what the
+    weights leave, and the budget against the device."""
+    one = kv.one_sequence
+    return [
+        Row(
+            "rollout",
+            "engine weights",
+            kv.weights,
+            kv.budget,
+            kv.weights,
+            f"per TP{geo.tp} x PP{geo.pp} shard{kv.weights_how}, against the utilization budget",
+            margin=0.0,  # exact: what the checkpoint holds, not an estimate
+        ),
+        Row(
+            "rollout",
+            "KV of one sequence",
+            one + kv.overhead,
+            max(0, kv.upper),
+            one,
+            f"{kv.max_model_len} tokens x {kv.bytes_per_token} B + ~{gib(kv.overhead)} GiB profiling peak, "
+            "against the budget left after the weights",
+        ),
+        Row(
+            "rollout",
+            "generation",
+            kv.budget,
+            kv.device,
+            0,
+            f"gpu_memory_utilization budget: weights {gib(kv.weights)} + overhead ~{gib(kv.overhead)} + KV ~{gib(max(0, kv.available))} GiB "
+            f"= ~{kv.tokens} tokens, ~{kv.sequences:.1f} x {kv.max_model_len}-token sequences",
+            margin=0.0,
+        ),
+    ]
+
+
+def engine_kv(arch: Architecture, geo: Geometry, composed: Mapping[str, Any], dev: Device) -> KvCapacity:
+    """One rollout engine device: its utilization budget, weights, estimated overhead and KV cache."""
+    k = Keys(composed)
+    seq = max_model_len(composed)
+    tp, pp, dp, ep = geo.tp, geo.pp, geo.dp, geo.ep
+    wbytes = DTYPE_BYTES.get(str(k("generator.inference_engine.model_dtype", "bfloat16")), 2)
+    loaded = engine_weights(arch, k)
+    expert_shard = tp * dp if ep > 1 else tp
+    widths = 1 if ep > 1 else tp  # expert parallelism keeps whole experts, TP splits each one's width
+    dense, experts = loaded.arch.stored_bytes(wbytes, widths, hopper=dev.sm == 90)  # packed as vLLM loads them
+    weights = max(0, int((dense / tp + experts / expert_shard) / pp) - loaded.offloaded)
+    util = float(k("generator.inference_engine.gpu_memory_utilization", 0.9))
+    batched = int(k("generator.inference_engine.max_num_batched_tokens", 8192))
+    seqs = int(k("generator.inference_engine.max_num_seqs", 256))
+    graphs = 0 if k("generator.inference_engine.enforce_eager", False) else CUDA_GRAPHS
+    capacity = kv_capacity(
+        arch,
+        tp,
+        pp,
+        kv_cache_bytes(k, wbytes),
+        max_model_len=seq,
+        batched_tokens=batched,
+        block=kv_block_size(arch, dev),
+        device=dev.bytes,
+        budget=int(util * dev.bytes),
+        weights=weights,
+        overhead=profile_peak(arch, tp, batched, seqs) + graphs + NON_TORCH,
+    )
+    state = (
+        f"the {arch.linear_layers} linear-attention layers' state, {gib(arch.linear_state * kv_cache_bytes(k, wbytes))} "
+        "GiB a sequence in vLLM's KV pool, is not sized: the KV cache counts the full-attention layers alone"
+        if arch.linear_layers
+        else ""
+    )
+    unsized = "; ".join(note for note in (loaded.unsized, state) if note)
+    return dataclasses.replace(capacity, weights_how=loaded.how, unsized=unsized)
+
+
+@dataclass(frozen=True)
+class EngineWeights:
+    """The engine's weights as its settings load them: the architecture with the packing vLLM applies
+    online, the bytes each device offloads to the CPU, how (for the weights row) and what was not sized."""
+
+    arch: Architecture
+    offloaded: int = 0
+    how: str = ""
+    unsized: str = ""
+
+
+def engine_weights(arch: Architecture, k: Keys) -> EngineWeights:
+    """What `engine_init_kwargs` change of the weights on one engine device: `quantization` of an
+    unquantized checkpoint (`ONLINE_QUANTIZATION`; a quantized checkpoint is loaded as it is packed,
+    whatever the setting names), and `cpu_offload_gb`, the GiB of weights each device leaves in CPU
+    memory (vLLM streams them in for every forward)."""
+    method = str(k(f"{ENGINE_KWARGS}.quantization", "") or "").lower()
+    online = ONLINE_QUANTIZATION.get(method) if arch.quantization is None else None
+    offload_gb = float(k(f"{ENGINE_KWARGS}.cpu_offload_gb", 0) or 0)
+    offloaded = int(offload_gb * GIB) if offload_gb > 0 else 0
+    how = (f", {online.method}" if online else "") + (f", {offload_gb:g} GiB offloaded to the CPU" if offloaded else "")
+    unsized = ""
+    if method and arch.quantization is None and online is None:
+        unsized = (
+            f"engine_init_kwargs.quantization={method!r} is not sized (online: {', '.join(ONLINE_QUANTIZATION)}): "
+            f"the engine's weights are sized unquantized, in the model dtype"
+        )
+    return EngineWeights(dataclasses.replace(arch, quantization=online) if online else arch, offloaded, how, unsized)
+
+
+def kv_capacity(
+    arch: Architecture,
+    tp: int,
+    pp: int,
+    dtype_bytes: int,
+    *,
+    max_model_len: int,
+    batched_tokens: int,
+    block: int = VLLM_BLOCK,
+    device: int,
+    budget: int,
+    weights: int = 0,
+    overhead: int = 0,
+) -> KvCapacity:
+    """The KV cache of one device of a TP x PP engine around its budget: the layers of its pipeline
+    stage (the first stages take the extra layer, so the most), their sliding windows, and the page
+    size. A published start-up log's "Available KV cache memory" is `budget` with nothing else."""
+    return KvCapacity(
+        device=device,
+        budget=budget,
+        weights=weights,
+        overhead=overhead,
+        bytes_per_token=kv_bytes_per_token(arch, tp, pp, dtype_bytes),
+        max_model_len=max_model_len,
+        window=arch.sliding_window,
+        sliding_layers=math.ceil(arch.sliding_layers / pp),
+        layers=math.ceil(arch.attention_layers / pp),
+        batched_tokens=batched_tokens,
+        block=block,
+    )
+
+
+def kv_block_size(arch: Architecture, dev: Device) -> int:
+    """Tokens per KV page: vLLM's 16, except multi-head latent attention on Hopper, whose default
+    backend (FlashMLA) needs pages of 64 and vLLM raises the block size to it."""
+    return FLASHMLA_BLOCK if arch.kv_latent and dev.sm == 90 else VLLM_BLOCK
+
+
+def profile_peak(arch: Architecture, tp: int, batched: int, seqs: int) -> int:
+    """What vLLM's profiling run peaks at beyond the weights (fit to published V0 logs, see
+    tests/rules/test_memory_model.py): the larger of a forward over `max_num_batched_tokens` (the MLP's
+    gate/up and activation over TP, two hidden-wide buffers) and the sampler's warm-up over
+    `max_num_seqs` rows of the vocabulary (fp32 logits, probabilities, sorted values and int64 indices,
+    log-probabilities: gathered, not sharded), which runs after the forward's activations are freed."""
+    forward = batched * 2 * (3 * arch.mlp_width // max(1, tp) + 2 * arch.hidden)
+    return max(forward, seqs * arch.vocab * 4 * SAMPLER_ROWS)
+
+
+def kv_cache_bytes(k: Keys, model_bytes: int) -> int:
+    """Bytes a KV element takes: vLLM's `kv_cache_dtype`, whose `auto` is the model's activation dtype
+    (`model_dtype`), whatever the checkpoint's weights are packed in; fp8* halves it."""
+    kv_dtype = str(k("generator.inference_engine.engine_init_kwargs.kv_cache_dtype", "auto"))
+    return 1 if kv_dtype.startswith("fp8") else DTYPE_BYTES.get(kv_dtype, model_bytes)
