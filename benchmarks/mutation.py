@@ -389,6 +389,22 @@ AREAS = (
         ),
     ),
     Area(
+        "parity",
+        ("src/rlaunch/judgement/parity.py",),
+        (
+            "tests/parity/test_shapes.py",
+            "tests/parity/test_rehearsal.py",
+            "tests/parity/test_smoke_gate_verdict.py",
+            "tests/gates/test_gate_words.py",
+            "tests/gates/test_smoke_evidence_edges.py",
+        ),
+        # the shipped experiments' smokes (experiments/ is not importable under mutmut)
+        (
+            "tests/parity/test_shapes.py::test_cpu_smoke_rehearses_the_scaled_cpu_run",
+            "tests/parity/test_rehearsal.py::test_every_shipped_experiments_smoke_rehearses_its_launch",
+        ),
+    ),
+    Area(
         "failures",
         ("src/rlaunch/launch_config/failures.py",),
         (

@@ -554,7 +554,7 @@ PROMISES = (
             ),
             _one(
                 f"{_JUDGE}::smoke_problems",
-                'found += [f"parity with smoke {declared.identity}: {d.line()}" for d in differences(*shapes)]',
+                "found += smoke_parity(planned, declared.identity, smoke.attempts, smoke.document).problems()",
                 "found += []",
                 "a smoke of another shape opens the gate",
                 f"{_JUDGE_TABLE}[smoke-differs-in-parity]",

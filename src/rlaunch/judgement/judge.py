@@ -57,7 +57,7 @@ from rlaunch.judgement.gates import (
     smoke_runtime_problem,
     version_problem,
 )
-from rlaunch.judgement.parity import differences, shape_of_document, shape_of_planned
+from rlaunch.judgement.parity import smoke_parity
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.schema import GatesSection, SkyRLLaunchConfig
@@ -324,7 +324,5 @@ def smoke_problems(planned: PlannedLaunch, smoke: SmokeEvidence | None) -> list[
         if p
     ]
     found += [f"smoke {declared.identity} does not pass verify-smoke: {c}" for c in smoke.failed]
-    if smoke.document is not None:
-        shapes = shape_of_document(smoke.document), shape_of_planned(planned)
-        found += [f"parity with smoke {declared.identity}: {d.line()}" for d in differences(*shapes)]
+    found += smoke_parity(planned, declared.identity, smoke.attempts, smoke.document).problems()
     return found
