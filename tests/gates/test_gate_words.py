@@ -81,7 +81,8 @@ def test_a_large_launch_without_a_smoke_is_told_how_to_declare_one() -> None:
     assert smoke_problem(None) is None
     assert smoke_problem("it allocates 9 nodes") == (
         "this is a large launch (it allocates 9 nodes) and it declares no smoke: declare the smoke that rehearses "
-        "it (skyrl_step(..., smoke=<smoke step>): same runtime, strategy, entrypoint and hand-offs, scaled down), "
+        "it (skyrl_step(..., smoke=<smoke step>): the same model architecture, accelerator, algorithm, "
+        "token lengths, runtime, strategy, entrypoint and hand-offs, scaled down: the fields parity compares), "
         'or pass --skip-smoke-gate "<reason>" (kept in the run record)'
     )
 
