@@ -7,6 +7,9 @@ thing and the run do another. The smoke gate compares that document with the smo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from rlaunch.judgement.judge import large
 from rlaunch.judgement.parity import differences, shape_of_planned
 from rlaunch.judgement.planned import PlannedLaunch
@@ -67,6 +70,7 @@ def describe_step(planned: PlannedLaunch, facts: StoredFacts, smoke: PlannedLaun
         ("resume", _resume_line(planned, facts)),
         *plan_rows(document, facts),
         ("seed", str(run.seed)),
+        *_overrides_row(run.recipe_overrides),
     ]
     width = max(len(label) for label, _ in rows)
     lines = [f"{label:<{width}}  {value}" for label, value in rows]
@@ -93,6 +97,15 @@ def describe_step(planned: PlannedLaunch, facts: StoredFacts, smoke: PlannedLaun
         defaults=relied_defaults(document),
     )
     return lines + parity_lines(planned, facts, smoke)
+
+
+def _overrides_row(overrides: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The recipe keys set from the shell, as given (none: no row; the recipe is config_yaml's)."""
+    if not overrides:
+        return []
+    from rlaunch.skyrl.values.overrides import RecipeOverride
+
+    return [("overrides", "  ".join(f"--set {RecipeOverride(k, v)}" for k, v in overrides.items()))]
 
 
 def parity_lines(planned: PlannedLaunch, facts: StoredFacts, smoke: PlannedLaunch | None) -> list[str]:
