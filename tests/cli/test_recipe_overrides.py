@@ -99,6 +99,14 @@ def test_any_integer_reads_back_as_that_integer(n: int) -> None:
     assert type(value) is int and value == n
 
 
+def test_help_says_how_a_value_is_read() -> None:
+    text = " ".join(_smoke("--help").output.split())
+    assert "--set KEY=VALUE" in text
+    assert (
+        "VALUE is read as a YAML scalar: 2e-6 a float, true a bool, 8 an int, null none, anything else a string" in text
+    )
+
+
 # --- refusals, before anything is built, the same in the plan and at --run ----------------------
 
 
@@ -262,4 +270,7 @@ def test_the_coordinator_replay_with_the_same_set_is_the_judged_graph_and_withou
     submitted = _judged({LR: 2e-6})
     assert replay_check(submitted, _judged({LR: 2e-6}), {}).problems() == []
     problems = replay_check(submitted, _judged({}), {}).problems()
-    assert problems and LR.rsplit(".", 1)[-1] in problems[0], problems
+    assert (
+        f"the first field that differs is config.launch_document.skyrl.{LR} (2e-06 judged, 0.001 replayed)"
+        in (problems[0])
+    )

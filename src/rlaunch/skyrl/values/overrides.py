@@ -72,6 +72,8 @@ def rendered_keys() -> dict[str, str]:
 def refusals(overrides: tuple[RecipeOverride, ...], profile: RuntimeProfile) -> list[str]:
     """Why each override cannot be laid over a recipe for `profile`, one line each naming the
     override, the key and the fix (empty: every override is a knob this runtime takes)."""
+    if not overrides:
+        return []  # a spec without overrides pays nothing for them
     rendered = rendered_keys()
     return [
         f"{override}: {problem}"
