@@ -63,8 +63,9 @@ class Planning:
         return launch
 
     def view_of(self, step: SkyRLArtifactStep) -> tuple[PlannedLaunch, StoredFacts, PlannedLaunch | None]:
-        """What the plan's views read for `step` (`views.plan_view.describe_step(*planning.view_of(step))`):
-        its planned launch, its stored facts and its declared smoke's planned launch."""
+        """What the plan's views read for `step` (`views.plan_view.describe_step`, beside the declared
+        smoke's stored run: `cli.plan_text.step_lines`): its planned launch, its stored facts and its
+        declared smoke's planned launch."""
         return self.launch(step), self.facts(step), None if step.smoke is None else self.launch(step.smoke)
 
     def numbers(self, step: SkyRLArtifactStep) -> dict[str, Any]:
