@@ -69,8 +69,8 @@ class Planning:
         return self.launch(step), self.facts(step), None if step.smoke is None else self.launch(step.smoke)
 
     def numbers(self, step: SkyRLArtifactStep) -> dict[str, Any]:
-        """The plan's numbers for `step` as data (`--plan-format json`): the memory table, and the
-        nearest plans that fit when it does not (`rlaunch.rules.fit`)."""
+        """The plan's numbers for `step` as data (`--plan-format json`): the memory table, the
+        nearest plans that fit when it does not (`rlaunch.rules.fit`), and the recipe overrides."""
         from rlaunch.rules.document_subject import nearest_fits
         from rlaunch.rules.fit import needs_search
 
@@ -78,7 +78,11 @@ class Planning:
         found = (
             nearest_fits(launch.document, launch.profile, dict(launch.composed)) if needs_search(launch.memory) else []
         )
-        return {"memory": launch.memory.as_dict(), "what_would_fit": [f.as_dict() for f in found]}
+        return {
+            "memory": launch.memory.as_dict(),
+            "what_would_fit": [f.as_dict() for f in found],
+            "recipe_overrides": dict(launch.document.run.recipe_overrides),
+        }
 
 
 def stored_facts(spec: SkyRLSpec, prefix: str, smoke: SkyRLSpec | None = None) -> StoredFacts:

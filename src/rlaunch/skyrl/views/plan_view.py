@@ -10,6 +10,9 @@ and previews the smoke as declared.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from rlaunch.judgement.judge import SmokeEvidence, large
 from rlaunch.judgement.parity import differences, shape_of_planned, smoke_parity
 from rlaunch.judgement.planned import PlannedLaunch
@@ -76,6 +79,7 @@ def describe_step(
         ("resume", _resume_line(planned, facts)),
         *plan_rows(document, facts),
         ("seed", str(run.seed)),
+        *_overrides_row(run.recipe_overrides),
     ]
     width = max(len(label) for label, _ in rows)
     lines = [f"{label:<{width}}  {value}" for label, value in rows]
@@ -102,6 +106,15 @@ def describe_step(
         defaults=relied_defaults(document),
     )
     return lines + parity_lines(planned, facts, smoke, smoke_run)
+
+
+def _overrides_row(overrides: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The recipe keys set from the shell, as given (none: no row; the recipe is config_yaml's)."""
+    if not overrides:
+        return []
+    from rlaunch.skyrl.values.overrides import RecipeOverride
+
+    return [("overrides", "  ".join(f"--set {RecipeOverride(k, v)}" for k, v in overrides.items()))]
 
 
 def parity_lines(
