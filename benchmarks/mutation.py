@@ -141,7 +141,9 @@ AREAS = (
     ),
     Area(
         "artifacts",
-        tuple(f"src/rlaunch/artifacts/{m}.py" for m in ("fingerprint", "identity", "versions", "runner", "lock")),
+        tuple(
+            f"src/rlaunch/artifacts/{m}.py" for m in ("fingerprint", "identity", "versions", "runner", "lock", "judged")
+        ),
         ("tests/artifacts",),
     ),
     Area(
@@ -299,23 +301,36 @@ AREAS = (
         ("tests/observe/test_finalise_snapshot.py", "tests/control"),
     ),
     Area(
-        "submit_coordinator",
-        ("src/rlaunch/cli/rl_options.py",),
-        ("tests/gates/test_submit_coordinator.py",),
-        # `--run`'s submission: what is judged and refused first, the coordinator job, following it
+        "submission",
+        (
+            "src/rlaunch/cli/rl_options.py",
+            "src/rlaunch/submission/submission.py",
+            "src/rlaunch/submission/authorised.py",
+        ),
+        (
+            "tests/gates/test_submit_coordinator.py",
+            "tests/gates/test_waivers.py",
+            "tests/gates/test_replay.py",
+            "tests/gates/test_one_judgement.py",
+        ),
+        # `--run`'s submission: every step that launches judged, the coordinator job, its replay, following it
         only=(
             *(
                 f"rlaunch.cli.rl_options.x_{f}__mutmut_*"
                 for f in (
                     "submit_coordinator",
+                    "given",
+                    "_waivers",
+                    "_reason",
+                    "_replay_refused",
                     "_finalise_dead_attempts",
-                    "_authorisation_problems",
-                    "_authorised_env",
-                    "_without_max_concurrent",
                     "_failed_attempts",
                     "jobs_command",
                 )
             ),
+            "rlaunch.cli.rl_options.xǁCoordinatorExecutorǁrun__mutmut_*",
+            "rlaunch.submission.submission.*",
+            "rlaunch.submission.authorised.*",
         ),
     ),
     Area(
@@ -371,6 +386,22 @@ AREAS = (
                     "credentials_problem",
                 )
             ),
+        ),
+    ),
+    Area(
+        "parity",
+        ("src/rlaunch/judgement/parity.py",),
+        (
+            "tests/parity/test_shapes.py",
+            "tests/parity/test_rehearsal.py",
+            "tests/parity/test_smoke_gate_verdict.py",
+            "tests/gates/test_gate_words.py",
+            "tests/gates/test_smoke_evidence_edges.py",
+        ),
+        # the shipped experiments' smokes (experiments/ is not importable under mutmut)
+        (
+            "tests/parity/test_shapes.py::test_cpu_smoke_rehearses_the_scaled_cpu_run",
+            "tests/parity/test_rehearsal.py::test_every_shipped_experiments_smoke_rehearses_its_launch",
         ),
     ),
     Area(
@@ -466,23 +497,7 @@ EQUIVALENT: dict[str, str] = {
         "one per signal by construction, so the lengths always match"
         for n in (3, 6, 7)
     },
-    # submit_coordinator
-    **{
-        f"rlaunch.cli.rl_options.{name}": "prefix None instead of the invocation's: the invocation's prefix is "
-        "storage.default_prefix(), and None means that same default to plan_graph, step.path and the finaliser"
-        for name in (
-            *(f"x_submit_coordinator__mutmut_{n}" for n in (9, 21, 69, 86, 239)),
-            "x__failed_attempts__mutmut_7",
-            "x__finalise_dead_attempts__mutmut_5",
-            "x__finalise_dead_attempts__mutmut_10",
-        )
-    },
-    **{
-        f"rlaunch.cli.rl_options.x__without_max_concurrent__mutmut_{n}": "skip = None instead of False: as falsy"
-        for n in (2, 4)
-    },
-    "rlaunch.cli.rl_options.x__finalise_dead_attempts__mutmut_1": "changed = None instead of False: as falsy",
-    "rlaunch.cli.rl_options.x__finalise_dead_attempts__mutmut_2": "always replan: the same plan, planned again",
+    # submission (not yet measured: the 2026-12-06 equivalents named functions that moved into rlaunch.submission)
     # observe_verdict
     "rlaunch.observe.verdict.x_model_path_active__mutmut_79": "(identity or 'XXXX').partition(':')[2] is '' "
     "for a missing identity either way",

@@ -19,10 +19,13 @@ The data is GSM8K pinned to a hub commit (`hf_dataset_source`), converted to Sky
 in a step of the graph. The large run declares its smoke (the smoke gate): the same recipe,
 runtime, strategy, entrypoint, model and data, the same geometry class at its smallest
 (disaggregated roles take whole nodes: one policy node, one node-sized TP1 x DP8 engine), four
-steps. Its plan shows parity holding, and `--run` waits until that smoke ran and passed `rlaunch
-verify-smoke`. The smoke is declared one (`is_smoke=True`): a rehearsal is never large, so it goes
-without a smoke of its own; its two nodes are more than the default threshold, so it says why
-(`waivers={"large": ...}`, shown as waived in its judgement and kept in its run record). `--stage` has no default: the terminal stage is chosen, never assumed.
+steps: the same model (Qwen3-8B), accelerator (H100), algorithm and token lengths. Its plan shows
+the smoke, as declared, with the launch's shape, and `--run` waits until that smoke ran, passed
+`rlaunch verify-smoke` and the run it stored has parity with the launch. The smoke is declared one
+(`is_smoke=True`): a rehearsal is never large, so it goes without a smoke of its own; its two nodes
+are more than the default threshold, so it says why (`waivers={"large": ...}`, shown as waived in
+its judgement and kept in its run record). `--stage` has no default: the terminal stage is chosen,
+never assumed.
 
 The conversion of the data and the evaluation are step jobs (`StepExecution`) whose work runs in
 the fsdp runtime's environment (`runtime_tool`: rlaunch itself has neither pyarrow nor vLLM): the

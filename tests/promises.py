@@ -124,6 +124,7 @@ _STEP_JOBS = "tests/cluster/test_step_jobs.py"
 _CREDENTIALS = "tests/gates/test_declared_credentials.py"
 _PIN = "tests/runs/test_resume_from_pin.py"
 _READ_ONLY = "tests/launch/test_read_only_prefix.py"
+_OBSERVED = "tests/observe/test_observed_failure_class.py"
 
 PROMISES = (
     Promise(
@@ -252,6 +253,13 @@ PROMISES = (
                 "a credential in a document no longer refused",
                 f"{_SECRETS}::test_a_document_carrying_a_credential_is_refused_naming_the_field",
             ),
+            _one(
+                "src/rlaunch/secrets.py::TOKEN_SHAPES",
+                "(?:AKIA|ASIA)[0-9A-Z]{16}",
+                "AKIA[0-9A-Z]{16}",
+                "temporary AWS key ids (ASIA...) no longer a token shape",
+                f"{_SECRETS}::test_temporary_aws_keys_are_scrubbed_as_long_lived_ones",
+            ),
         ),
     ),
     Promise(
@@ -339,6 +347,20 @@ PROMISES = (
                 "another attempt's terminal manifest accepted",
                 f"{_VERDICT}::test_a_checkpoint_from_another_runtime_or_before_the_last_step_is_not_terminal",
             ),
+            _one(
+                "src/rlaunch/observe/verdict.py::terminal_metadata",
+                "    elif not t.attempt_id:",
+                "    elif False:",
+                "a terminal manifest naming no attempt accepted as the attempt's",
+                f"{_VERDICT}::test_a_terminal_manifest_naming_no_attempt_is_no_attempts",
+            ),
+            _one(
+                "src/rlaunch/observe/collect.py::effective_state",
+                "and attempt_id and terminal.attempt_id == attempt_id:",
+                "and terminal.attempt_id in (None, attempt_id):",
+                "a terminal manifest naming no attempt makes any attempt succeeded",
+                f"{_VERDICT}::test_a_terminal_manifest_naming_no_attempt_never_makes_an_attempt_succeeded",
+            ),
         ),
     ),
     Promise(
@@ -357,6 +379,23 @@ PROMISES = (
                 "if s.source_digest[:16] == installed[:16]:",
                 "the runtime digest compared by the 16 characters a plan prints",
                 "tests/host/test_host_units.py::test_a_source_digest_differing_only_past_its_printed_part_is_refused",
+            ),
+            _one(
+                "src/rlaunch/task/staging.py::verify_identity",
+                '(fingerprint and record.get("fingerprint") != fingerprint)',
+                '(fingerprint and str(record.get("fingerprint"))[:12] != fingerprint[:12])',
+                "a staged input's fingerprint compared by the 12 characters its message prints",
+                f"{_STAGING}::test_a_fingerprint_differing_only_past_its_printed_part_is_refused",
+                "tests/task/test_step_entry.py::"
+                "test_an_input_whose_fingerprint_differs_in_its_last_character_is_refused_before_anything_is_staged",
+            ),
+            _one(
+                "src/rlaunch/sources/inputs.py::COMMIT",
+                'COMMIT = re.compile(r"^[0-9a-f]{40}$")',
+                'COMMIT = re.compile(r"^[0-9a-f]{7,40}$")',
+                "an abbreviated commit accepted as a pinned hub revision",
+                "tests/sources/test_pinned_revision.py::test_an_abbreviated_commit_is_not_a_pinned_revision",
+                "tests/sources/test_pinned_revision.py::test_hex_of_any_other_length_is_refused_under_a_calendar_version",
             ),
         ),
     ),
@@ -382,6 +421,13 @@ PROMISES = (
                 "return []",
                 "every output root read as rlaunch's own",
                 "tests/host/test_output_roots.py::test_the_host_refuses_before_writing_anything",
+            ),
+            _one(
+                "src/rlaunch/host/outputs.py::_OWN",
+                '"export_root": lambda n: bool(_STEP.fullmatch(n)),',
+                '"export_root": lambda n: bool(_STEP.match(n)),',
+                "an export root's step directory judged by its name's start (global_step_3_final read as rlaunch's)",
+                "tests/host/test_output_roots.py::test_a_step_directory_of_someone_elses_naming_is_foreign",
             ),
         ),
     ),
@@ -508,7 +554,7 @@ PROMISES = (
             ),
             _one(
                 f"{_JUDGE}::smoke_problems",
-                'found += [f"parity with smoke {declared.identity}: {d.line()}" for d in differences(*shapes)]',
+                "found += smoke_parity(planned, declared.identity, smoke.attempts, smoke.document).problems()",
                 "found += []",
                 "a smoke of another shape opens the gate",
                 f"{_JUDGE_TABLE}[smoke-differs-in-parity]",
@@ -713,6 +759,13 @@ PROMISES = (
                 f"{_FAILURES}::test_a_failed_trainer_is_classified_in_the_record_and_in_status",
                 f"{_FAILURES}::test_the_line_nearest_the_end_decides_and_a_refusal_names_its_rule",
             ),
+            _one(
+                "src/rlaunch/observe/collect.py::observed_failure_class",
+                ", *(job.message for job in failed if job.message)])",
+                "])",
+                "the failed jobs' own word (Slurm's NODE_FAIL under the coordinator) ignored",
+                f"{_OBSERVED}::test_a_node_set_down_under_the_coordinator_is_its_nodes_failure_not_an_interrupted_host",
+            ),
         ),
     ),
     Promise(
@@ -724,6 +777,32 @@ PROMISES = (
                 "pass",
                 "the trainer's W&B evidence not recorded",
                 "tests/gates/test_wandb_run.py::test_the_wandb_run_the_trainer_used_is_in_the_run_record_and_status",
+            ),
+        ),
+    ),
+    Promise(
+        "A cancelled run's status keeps every phase it reached, with the cancel",
+        (
+            _one(
+                "src/rlaunch/observe/collect.py::_phases",
+                "found = marker_phases(directory)",
+                "found = {}",
+                "the phases the record lacks not read from the attempt directory",
+                "tests/observe/test_collect_files.py::test_phases_the_record_lacks_are_read_from_the_attempt_directory_and_the_cancel",
+            ),
+            _one(
+                "src/rlaunch/observe/collect.py::_phases",
+                'found["cancelled"] = cancelled.at',
+                "pass",
+                "the cancel not among the phases",
+                "tests/control/test_cancel.py::test_a_cancel_keeps_every_phase_recorded_before_it_and_status_shows_the_cancel_among_them",
+            ),
+            _one(
+                "src/rlaunch/task/bootstrap.py::_run_task",
+                "_record_stop(doc, code, signalled.signum, phases)",
+                "pass",
+                "a stopped trainer's start and exit not kept",
+                "tests/task/test_bootstrap.py::test_a_signal_while_the_trainer_runs_is_the_trainers_and_the_task_leaves_with_it_recording_no_outcome",
             ),
         ),
     ),
@@ -770,6 +849,22 @@ PROMISES = (
                 "the attempt left unrecorded when its manifests do not fit",
                 "tests/launch/test_disk_full.py::"
                 "test_a_full_scratch_disk_is_named_in_the_record_status_and_the_submitters_last_line",
+            ),
+            _one(
+                "src/rlaunch/artifacts/runner.py::Runner._build",
+                "                    if not storage.is_disk_full(unwritten):\n                        raise\n",
+                "                    raise\n",
+                "a failed status that does not fit told instead of the step's failure (a raw OSError)",
+                "tests/artifacts/test_runner_disk_full.py::"
+                "test_a_step_failing_on_a_full_prefix_is_told_as_a_full_disk_and_not_as_its_unwritten_status",
+            ),
+            _one(
+                "src/rlaunch/observe/collect.py::observed_failure_class",
+                "    logged = classify(said, status.failed_jobs_log, codes) if status.failed_jobs_log else None",
+                "    logged = None",
+                "a never-finalised attempt's failed jobs' logs never read: a full prefix left unclassified",
+                f"{_OBSERVED}::test_status_classifies_a_never_finalised_attempt_by_its_coordinators_log",
+                f"{_OBSERVED}::test_a_full_disk_the_log_names_explains_the_supervisor_it_left_lost",
             ),
         ),
     ),

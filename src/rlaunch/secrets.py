@@ -88,19 +88,36 @@ _CREDENTIAL_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 
 def credential_name_problem(name: object) -> str | None:
     """Why `name` cannot be a declared credential (None: it can). A declaration names the variable;
-    a value shaped like a token is never echoed back."""
+    what stands in a name's place may be the credential itself, so it is never echoed: the refusal
+    says what kind of text it is and which rule it breaks."""
     if isinstance(name, str) and _CREDENTIAL_NAME.fullmatch(name):
         return None
-    shown = (
-        "a value shaped like a credential (not shown)"
-        if isinstance(name, str) and secret_kind(name, {})
-        else repr(name)
-    )
     return (
-        f"{shown} is not an environment variable name: declare the NAME of the variable the job reads "
+        f"{_described(name)} is not an environment variable name: declare the NAME of the variable the job reads "
         "(upper-case letters, digits and '_', not starting with a digit), e.g. 'HF_TOKEN'; its value stays "
         "in the environment"
     )
+
+
+def _described(value: object) -> str:
+    """What was given in a name's place, without its letters or digits (it may be a token)."""
+    if not isinstance(value, str):
+        return f"a value of type {type(value).__name__} (not shown)"
+    if not value:
+        return "an empty text"
+    kinds = []
+    if secret_kind(value, {}):
+        kinds.append("shaped like a credential")
+    if value[0].isdigit():
+        kinds.append("starting with a digit")
+    if any(c.islower() for c in value):
+        kinds.append("with lower-case letters")
+    if any(c.isspace() for c in value):
+        kinds.append("with whitespace")
+    other = sorted({c for c in value if not (c.isalnum() or c == "_" or c.isspace())})
+    if other:
+        kinds.append(f"with {' '.join(repr(c) for c in other)}")
+    return f"a text of {len(value)} character{'s' * (len(value) != 1)}{''.join(' ' + k for k in [', '.join(kinds)] if k)} (not shown)"
 
 
 def is_secret_name(name: str) -> bool:

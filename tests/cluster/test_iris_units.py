@@ -27,7 +27,7 @@ from tests.launching import REPO
 
 def test_choosing_iris_on_python_311_names_the_requirement(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "version_info", (3, 11, 9, "final", 0))
-    with pytest.raises(UserError) as info:  # said by the dry run too (`protocol.dependency_problem`)
+    with pytest.raises(IrisUnavailableError) as info:  # said by the dry run too (`protocol.dependency_problem`)
         get_backend("iris", controller_url="http://127.0.0.1:9")
     message = str(info.value)
     assert isinstance(info.value, UserError)

@@ -202,13 +202,25 @@ def test_a_declared_credential_is_a_variable_name_and_a_token_in_its_place_is_ne
         " is not an environment variable name: declare the NAME of the variable the job reads (upper-case "
         "letters, digits and '_', not starting with a digit), e.g. 'HF_TOKEN'; its value stays in the environment"
     )
-    for name in ("1A", "hf_token", "HF-TOKEN", "HF_TOKEN ", "", "HF_TOKEn"):
-        assert credential_name_problem(name) == repr(name) + because
-    assert credential_name_problem(3) == "3" + because and credential_name_problem(None) == "None" + because
-    assert credential_name_problem(GH) == "a value shaped like a credential (not shown)" + because
+    for name, described in (
+        ("1A", "a text of 2 characters starting with a digit (not shown)"),
+        ("hf_token", "a text of 8 characters with lower-case letters (not shown)"),
+        ("HF-TOKEN", "a text of 8 characters with '-' (not shown)"),
+        ("HF_TOKEN ", "a text of 9 characters with whitespace (not shown)"),
+        ("", "an empty text"),
+        ("HF_TOKEn", "a text of 8 characters with lower-case letters (not shown)"),
+    ):
+        assert credential_name_problem(name) == described + because
+        assert not name or name not in credential_name_problem(name).removesuffix(because)  # never echoed
+    assert credential_name_problem(3) == "a value of type int (not shown)" + because
+    assert credential_name_problem(None) == "a value of type NoneType (not shown)" + because
+    problem = credential_name_problem(GH)
+    assert problem is not None and "shaped like a credential" in problem and GH not in problem
     # only a token's shape hides a name: what the environment holds does not decide
     monkeypatch.setenv("HF_TOKEN", "lower-case-value")
-    assert credential_name_problem("lower-case-value") == "'lower-case-value'" + because
+    assert credential_name_problem("lower-case-value") == (
+        "a text of 16 characters with lower-case letters, with '-' (not shown)" + because
+    )
 
 
 def test_records_keep_keys_that_are_not_text() -> None:

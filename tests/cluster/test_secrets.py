@@ -19,7 +19,14 @@ from rlaunch.cli.admin import main as rlaunch_main
 from rlaunch.cluster.local.backend import LocalBackend
 from rlaunch.cluster.protocol import JobSpec
 from rlaunch.runs import run_record
-from rlaunch.secrets import SecretArgumentError, refuse_secret_arguments, refuse_secrets_in, scrub
+from rlaunch.secrets import (
+    Scrubber,
+    SecretArgumentError,
+    refuse_secret_arguments,
+    refuse_secrets_in,
+    scrub,
+    secret_kind,
+)
 from tests.cli.test_build_options import experiment
 
 from .helpers import py
@@ -56,6 +63,16 @@ def test_token_shapes_are_scrubbed_without_being_in_the_environment(kind: str) -
     assert token not in scrub(f"loading with {token} now", env={})
     assert scrub(f"loading with {token} now", env={}) == "loading with <redacted> now"
     assert records.redact_argv(["prog", f"--x={token}"]) == ["prog", "--x=<redacted>"]
+
+
+@pytest.mark.parametrize("prefix", ["AKIA", "ASIA"], ids=["long-lived", "temporary"])
+def test_temporary_aws_keys_are_scrubbed_as_long_lived_ones(prefix: str) -> None:
+    """STS hands out ASIA... key ids (a role's, an SSO session's): as secret as an IAM user's AKIA..."""
+    key = prefix + "IOSFODNN7EXAMPLE"
+    assert scrub(f"aws {key} ok", env={}) == "aws <redacted> ok"
+    assert Scrubber(()).bytes(f"aws {key} ok".encode()) == b"aws <redacted> ok"
+    assert secret_kind(key, env={}) == "an AWS access key id (AKIA...)"
+    assert scrub(f"{key}X", env={}) == f"{key}X"  # 21 key characters: not an access key id
 
 
 def test_wandb_keys_are_scrubbed_where_named_and_commits_are_kept() -> None:

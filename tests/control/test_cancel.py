@@ -17,6 +17,8 @@ from rlaunch.cluster.slurm import commands
 from rlaunch.control import cancel
 from rlaunch.control.cancel import cancel_run, run_jobs_of
 from rlaunch.control.cli import cancel as cancel_command
+from rlaunch.observe.collect import collect
+from rlaunch.observe.render import format_phase_table
 from rlaunch.observe.resolve import resolve
 from rlaunch.processes import actor
 from rlaunch.runs import run_record
@@ -210,3 +212,32 @@ def test_an_earlier_request_recorded_after_a_later_one_replaces_it(
     cancel_run(resolve(RUN), "first")
     kept = attempt(prefix)["cancelled"]
     assert (kept["by"], kept["reason"]) == (alice, "first") and kept["at"] < later
+
+
+# -- the phases of a cancelled attempt ---------------------------------------------------------
+
+RECORDED_PHASES = {
+    "submitted": "2026-12-07T09:00:00.000+00:00",
+    "coordinator_started": "2026-12-07T09:00:01.000+00:00",
+    "graph_planned": "2026-12-07T09:00:02.000+00:00",
+    "host_started": "2026-12-07T09:00:03.000+00:00",
+    "child_submitted": "2026-12-07T09:00:04.000+00:00",
+}
+
+
+def test_a_cancel_keeps_every_phase_recorded_before_it_and_status_shows_the_cancel_among_them(
+    prefix: str, slurm: FakeSlurm
+) -> None:
+    coordinator(prefix, slurm)
+    record_attempt(prefix, coordinator_job_id="77", phases=RECORDED_PHASES)
+    ref = resolve(RUN)
+    record_attempt(prefix, state="failed", finished_at=ENDED, phases={"finished": ENDED})  # the interrupted host
+    cancel_run(ref, "wrong data")
+    entry = attempt(prefix)
+    assert entry["phases"] == {**RECORDED_PHASES, "finished": ENDED}
+    shown = collect(resolve(RUN))
+    assert shown.state == "cancelled"
+    assert shown.phases == {**RECORDED_PHASES, "finished": ENDED, "cancelled": entry["cancelled"]["at"]}
+    table = [line.split()[0] for line in format_phase_table(shown.phases)]
+    assert table == [*RECORDED_PHASES, "cancelled", "finished"]
+    assert shown.to_json()["phases"] == shown.phases

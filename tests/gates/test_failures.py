@@ -111,3 +111,51 @@ def test_the_line_nearest_the_end_decides_and_a_refusal_names_its_rule() -> None
     assert found.cause == "killed for memory"
     refused = classify("1 violation: [batch.train_mini] ...", refused=True, rule_codes=["batch.train_mini"])
     assert (refused.kind, refused.rule) == (DETERMINISTIC, "batch.train_mini")
+
+
+@pytest.mark.parametrize(
+    ("line", "where"),
+    [
+        ("step 12: loss=nan", "step 12"),
+        ("global_step 7 loss: inf", "step 7"),
+        ("grad_norm: -inf at step 3", "step 3"),
+        ("RuntimeError: Loss is not finite", None),
+        ("non-finite loss, stopping", None),
+    ],
+)
+def test_a_nan_or_inf_loss_is_a_numerical_failure_at_its_step(line: str, where: str | None) -> None:
+    found = classify("exit code 1", [line])
+    assert (found.kind, found.cause, found.where) == ("numerical", "non-finite loss", where)
+    assert found.advice.startswith("training diverged: lower the learning rate")
+
+
+@pytest.mark.parametrize("line", ["loss: 0.41 info: nanny process up", "infra lost", "loss=0.12 (inference)"])
+def test_a_finite_loss_next_to_nan_like_words_is_not_numerical(line: str) -> None:
+    assert classify("exit code 1", [line]).kind != "numerical"
+
+
+@pytest.mark.parametrize(
+    ("refusal", "kind", "cause"),
+    [
+        (
+            "credentials: trainer.logger is 'wandb', which needs WANDB_API_KEY",
+            "environment",
+            "refused before allocation: credentials",
+        ),
+        ("storage: /p is not writable", "environment", "refused before allocation: storage"),
+        ("backend: the iris backend needs Python >= 3.12", "environment", "refused before allocation: backend"),
+        ('retry: the latest attempt a1 failed; pass --retry "<reason>"', "gate", "retry"),
+        ("large: it is declared a smoke (is_smoke=True), yet", "gate", "large"),
+        ("resume: resume_from pins", "gate", "resume"),
+    ],
+)
+def test_a_refusal_before_allocation_is_classed_by_its_gate(refusal: str, kind: str, cause: str) -> None:
+    found = classify(refusal, refused=True)
+    assert (found.kind, found.cause) == (kind, cause)
+    if kind == "gate":  # the gate's own remedy, not "fix the recipe"
+        assert "fix the inputs" not in found.advice and found.advice != ""
+
+
+def test_a_refusal_by_a_rule_stays_deterministic_with_its_code() -> None:
+    found = classify("retry: looks like a gate but a rule refused it", refused=True, rule_codes=["batch.train_mini"])
+    assert (found.kind, found.rule) == ("deterministic", "batch.train_mini")

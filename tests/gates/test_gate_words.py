@@ -81,7 +81,8 @@ def test_a_large_launch_without_a_smoke_is_told_how_to_declare_one() -> None:
     assert smoke_problem(None) is None
     assert smoke_problem("it allocates 9 nodes") == (
         "this is a large launch (it allocates 9 nodes) and it declares no smoke: declare the smoke that rehearses "
-        "it (skyrl_step(..., smoke=<smoke step>): same runtime, strategy, entrypoint and hand-offs, scaled down), "
+        "it (skyrl_step(..., smoke=<smoke step>): the same model architecture, accelerator, algorithm, "
+        "token lengths, runtime, strategy, entrypoint and hand-offs, scaled down: the fields parity compares), "
         'or pass --skip-smoke-gate "<reason>" (kept in the run record)'
     )
 
@@ -122,8 +123,9 @@ def test_the_version_is_after_the_last_at_or_the_run_id_itself() -> None:
 
 def test_parity_compares_every_key_either_run_has_and_the_entrypoint() -> None:
     def shape(entrypoint: str, **geometry: Any) -> RunShape:
-        empty: dict[str, Any] = {}
-        return RunShape("s", empty, empty, entrypoint, empty, geometry, empty, empty, empty)
+        kinds = ("runtime", "model", "accelerator", "strategy", "algorithm", "lengths", "handoffs")
+        empty: dict[str, Any] = dict.fromkeys((*kinds, "checkpoint", "export", "memory"), {})
+        return RunShape(identity="s", entrypoint=entrypoint, geometry=geometry, **empty)
 
     found = differences(shape("a", tp=2), shape("b", pp=2))
     assert found == [
@@ -192,11 +194,12 @@ def test_a_declared_smoke_of_negative_size_is_refused_naming_the_field(document:
 def test_every_gate_speaks_at_once(planned: Any) -> None:
     """A version, retry and smoke problem together: none hides another."""
     attempts = ({"attempt_id": "a1", "state": "failed", "runtime_digest": THEIRS},)
-    smoke = SmokeEvidence("checkpoints/gsm8k-grpo-smoke@2026.12.01", attempts=({"runtime_digest": THEIRS},))
     launch = planned("2026.12.01", smoke=True)
+    ran = ({"runtime_digest": THEIRS},)
+    smoke = SmokeEvidence("checkpoints/gsm8k-grpo-smoke@2026.12.01", ran, launch.document)  # the launch's shape
     findings = judge(launch, Evidence(attempts=attempts, smoke=smoke), Authorisations())
     assert [f.gate for f in findings] == ["version", "retry", "smoke"]
-    failed = SmokeEvidence(smoke.identity, attempts=({"runtime_digest": THEIRS},), failed=("joined: 1 of 8",))
+    failed = SmokeEvidence(smoke.identity, ran, launch.document, failed=("joined: 1 of 8",))
     assert smoke_problems(launch, failed) == [
         f"the declared smoke {smoke.identity} ran under runtime source digest {THEIRS[:16]}, not this runtime's "
         f"{launch.document.runtime.source_digest[:16]}: rerun the smoke on this runtime",

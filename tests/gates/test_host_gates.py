@@ -103,3 +103,23 @@ def test_large_is_more_nodes_or_gpus_than_the_thresholds_and_never_a_declared_sm
     assert code == 2 and result["failure"].startswith("large: it is declared a smoke (is_smoke=True), yet it allocates")
     code, result, _ = _launch(prefix, thresholds(1, 8, is_smoke=True, **waived))  # ...once it says why it is one
     assert code == 0 and result["state"] == "prepared", result
+
+
+def test_a_wandb_document_without_its_key_is_refused_as_an_environment_problem(
+    prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host applies the logger's credential like a declared one, and the class says where to look:
+    the environment the launch came from, not the recipe."""
+
+    def wandb(doc: dict[str, Any]) -> None:
+        doc["skyrl"].setdefault("trainer", {}).update(logger="wandb", project_name="gsm8k-grpo")
+
+    code, result, _ = _launch(prefix, wandb)
+    assert code == 2 and result["failure"].startswith(
+        "credentials: trainer.logger is 'wandb', which needs WANDB_API_KEY (not set) here."
+    ), result
+    assert result["failure_class"]["kind"] == "environment", result["failure_class"]
+    assert result["failure_class"]["advice"].startswith("fix the environment the launch is submitted from")
+    monkeypatch.setenv("WANDB_API_KEY", "set-here")  # the advice, followed
+    code, result, _ = _launch(prefix, wandb)
+    assert code == 0 and result["state"] == "prepared", result

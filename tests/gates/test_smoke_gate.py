@@ -12,10 +12,10 @@ import pytest
 
 from rlaunch import storage
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
+from rlaunch.cli.plan_text import step_lines
 from rlaunch.judgement.judge import Authorisations, large, refusals
 from rlaunch.skyrl import skyrl_step
 from rlaunch.skyrl.plan import planning
-from rlaunch.skyrl.views.plan_view import describe_step
 from rlaunch.submission import Given, Invocation, prepare
 from rlaunch.submission.smoke_override import record_override
 from rlaunch.submission.submission import judged_launch as judgement
@@ -72,8 +72,8 @@ def test_the_64_gpu_example_waits_for_its_gpu_smoke_and_goes_only_with_a_recorde
         step = rl_plan_example.rl_step(broken=False)
     assert step.smoke is not None and step.smoke.spec.runtime.profile == "fsdp"
     text = "\n".join(_describe(step))
-    assert f"smoke gate: {step.smoke.identity}; parity holds" in text
-    assert f"smoke run: waiting: the declared smoke {step.smoke.identity} has not run" in text
+    assert f"smoke gate: {step.smoke.identity}; the declared smoke {step.smoke.identity} has not run" in text
+    assert "  as declared, it has this launch's shape" in text and "parity holds" not in text
 
     refused = refusals(judgement(h.launch_of(step, prefix), Authorisations()))
     assert refused == [
@@ -94,5 +94,4 @@ def test_the_64_gpu_example_waits_for_its_gpu_smoke_and_goes_only_with_a_recorde
 
 
 def _describe(step) -> list[str]:  # noqa: ANN001 - a SkyRL step
-
-    return describe_step(*planning.plan([step], storage.default_prefix()).view_of(step))
+    return step_lines(planning.plan([step], storage.default_prefix()), step)

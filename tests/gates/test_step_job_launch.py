@@ -51,7 +51,7 @@ def test_a_failed_step_job_is_relaunched_only_with_retry(launcher: Launcher) -> 
     needs.write_text("fixed")
     refused = launcher.run(*failing)
     assert refused.returncode == 2 and "Nothing was submitted." in refused.stderr, refused.stdout + refused.stderr
-    assert f"marker/count@{DAY}: the latest step job attempt {failed['attempt_id']} failed" in refused.stderr
+    assert f"marker/count@{DAY}: retry: the latest attempt {failed['attempt_id']} failed" in refused.stderr
     assert len(attempts(launcher)) == 1
 
     retried = launcher.run(*failing, "--retry", "the data file is fixed")

@@ -404,3 +404,26 @@ def test_the_coordinator_is_told_the_prefix_also_when_it_came_from_the_default(
     done = submit(backend)
     assert done.exit_code == 0, done.output
     assert backend.spec is not None and backend.spec.env["RLAUNCH_PREFIX"] == os.path.abspath("rlaunch-artifacts")
+
+
+def test_a_failed_step_jobs_retry_is_in_the_dry_run_in_the_words_run_refuses_with(
+    submit: Any, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The step jobs' retry gate is a finding of the one judgement (`judge_step_job`): the plan shows it
+    under the step job, and `--run` refuses with that line."""
+    from tests.experiments import marker
+
+    output = Path(prefix) / "marker" / "count" / VERSION
+    output.mkdir(parents=True)
+    attempt = {"attempt_id": "s1", "state": "failed", "failure": "KeyError: 'prompt'\nat row 3"}
+    (output / "run_record.json").write_text(json.dumps({"run_id": "r", "attempts": [attempt]}))
+    monkeypatch.setattr(sys, "argv", ["marker", "--version", VERSION, "--step-job"])
+    plan = CliRunner().invoke(marker.main, ["--version", VERSION, "--step-job"])
+    assert plan.exit_code == 0, plan.output
+    lines = plan.stdout.splitlines()
+    start = lines.index("judgement of marker/count@2026.12.07 (--run and the launch host refuse on the same findings):")
+    said = lines[start + 1]
+    assert said.startswith("  refused: retry: the latest attempt s1 failed (KeyError: 'prompt')"), lines[start:]
+    refused = submit(Scripted(), "--step-job")
+    assert refused.exit_code == 2, refused.output
+    assert f"error: marker/count@2026.12.07: {said.removeprefix('  refused: ')}" in refused.stderr.splitlines()

@@ -133,3 +133,15 @@ def test_a_refusal_shows_five_foreign_names_and_counts_the_rest(
     assert str(refused.value) == (
         "2 output location(s) refused, nothing was written or submitted:\n  - " + "\n  - ".join(problems)
     )
+
+
+@pytest.mark.parametrize("field", ["export_root", "checkpoint_root"])
+def test_a_step_directory_of_someone_elses_naming_is_foreign(
+    tmp_path: Path, document: dict[str, Any], field: str
+) -> None:
+    """rlaunch names a step's directory `global_step_<N>` and nothing more: a name that only starts so is not its."""
+    root = Path(document["artifacts"][field])
+    (root / "global_step_3").mkdir(parents=True)
+    (root / "global_step_3_final").mkdir()
+    (problem,) = output_problems(schema.from_dict(document))
+    assert f"artifacts.{field}={str(root)!r}" in problem and "(global_step_3_final)" in problem

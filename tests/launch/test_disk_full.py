@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.faults import small_tmpfs
-from tests.launching import Launcher
+from tests.launching import Launcher, checkout_launcher
 
 pytestmark = pytest.mark.launch
 
@@ -74,3 +74,35 @@ def test_a_full_scratch_disk_is_named_in_the_record_status_and_the_submitters_la
     assert "free space" in shown.stdout, shown.stdout  # the next step
     # step 2's save was cut short: its weights without its manifest are not a kept checkpoint
     assert "checkpoints  kept [none], incomplete [2] (no rlaunch_checkpoint.json)" in shown.stdout, shown.stdout
+
+
+def test_a_full_disk_under_the_prefix_is_told_and_classified_although_nothing_can_be_recorded(tmp_path: Path) -> None:
+    """The prefix itself (records, checkpoints, the jobs' state) is the small tmpfs, and staging lies
+    elsewhere, so nothing frees space: the host, the runner and the supervisors cannot record the
+    failure. The submitter still tells a full disk (no raw OSError, no traceback of rlaunch's), and
+    `rlaunch status` classifies it from the jobs' logs instead of calling it unclassified."""
+    with small_tmpfs(tmp_path / "prefix", "4m") as prefix:
+        launcher = checkout_launcher(prefix, {"RLAUNCH_STAGING_ROOT": str(tmp_path / "staging")})
+        try:
+            done = launcher.run(*MARKER, "--scenario", "fill_disk_at_2", "--run", timeout=240)
+            output = done.stdout + done.stderr
+            assert done.returncode != 0, output[-3000:]
+            assert "[Errno 28] No space left on device: '" not in output, output[-3000:]  # the trainer's own is bare
+            assert "src/rlaunch/" not in output and "this is a bug" not in output, output[-3000:]
+            (told,) = [line for line in done.stdout.splitlines() if line.startswith("  FAILED marker/rl@")]
+            assert f"No space left on device (ENOSPC) writing {prefix}/" in told and '--retry "disk full"' in told
+
+            shown = launcher.run("-m", "rlaunch", "status", RUN, timeout=60)
+            assert shown.returncode == 0, shown.stderr
+            assert "failed as    operational: disk full; free space" in shown.stdout, shown.stdout
+            assert "unclassified" not in shown.stdout, shown.stdout
+            found = json.loads(launcher.run("-m", "rlaunch", "status", RUN, "--json", timeout=60).stdout)[
+                "failure_class"
+            ]
+            assert (found["kind"], found["cause"]) == ("operational", "disk full"), found
+            assert found["where"].startswith(f"{prefix}/") and "ENOSPC" in found["evidence"], found
+        finally:
+            backend = launcher.backend()
+            for job in backend.list_jobs():
+                if not job.state.terminal:
+                    backend.cancel(job.job_id, reason="test teardown")

@@ -15,19 +15,12 @@ import pytest
 
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.failures import DETERMINISTIC, OPERATIONAL, UNCLASSIFIED, FailureClass
-from rlaunch.observe.collect import (
-    Authorised,
-    Cancellation,
-    RunStatus,
-    Terminal,
-    collect,
-    effective_state,
-    iso_time,
-    observed_failure_class,
-)
+from rlaunch.observe.collect import collect, effective_state, iso_time, observed_failure_class, wandb_url
+from rlaunch.observe.pace import WAITING, Pace
 from rlaunch.observe.render import status_text
 from rlaunch.observe.resolve import RunRef, at_path
 from rlaunch.observe.run_jobs import JobView, ReplicaView
+from rlaunch.observe.run_status import Authorised, Cancellation, RunStatus, Terminal
 
 ATTEMPT = "a1b2c3d4e5f6"
 OK = Terminal(exists=True, state="succeeded", attempt_id=ATTEMPT)
@@ -165,11 +158,12 @@ def test_every_piece_is_read_from_its_file(run: dict[str, Any]) -> None:
     )
     assert (s.runtime_profile, s.runtime_digest) == ("fsdp", doc.runtime.source_digest)
     assert (s.submitted_at, s.finished_at, s.failure) == ("t0", "t9", "an earlier hiccup")
-    assert (s.argv, s.phases, s.topology) == (
-        ["--version", "v"],
-        {"submitted": "t0"},
-        {"num_nodes": 8, "note": "as recorded"},
-    )
+    assert (s.argv, s.topology) == (["--version", "v"], {"num_nodes": 8, "note": "as recorded"})
+    assert s.phases == {  # the recorded phase, and those the join markers and the metrics tell
+        "submitted": "t0",
+        "inputs_staged": "1970-01-01T00:07:00.000+00:00",
+        "first_optimizer_step": "1970-01-01T00:02:10.000+00:00",
+    }
     assert s.damage is None
     assert s.state == "succeeded" and s.record_state == "succeeded" and s.run_id == doc.run.id
     assert s.document_uri == str(run["attempt"] / "resolved-launch.yaml")
@@ -652,3 +646,84 @@ def test_a_job_named_before_any_attempt_is_looked_up_as_the_coordinator(
     assert asked == [("c9", "/p")] and s.coordinator == JobView("coordinator", "c9", state="running")
     s = collect(dataclasses.replace(ref, job_id="c8"))
     assert s.coordinator == JobView("coordinator", "c8", error="the backend has no record of this job")
+
+
+@pytest.mark.parametrize(
+    ("run", "url"),
+    [
+        (None, None),
+        ({"url": "https://wandb.example/team/rl/runs/abc", "entity": "team", "project": "rl", "run_id": "abc"},
+         "https://wandb.example/team/rl/runs/abc"),
+        ({"url": None, "entity": "team", "project": "rl", "run_id": "abc", "mode": "online"},
+         "https://wandb.ai/team/rl/runs/abc"),
+        ({"entity": "team", "project": "rl", "id": "abc"}, "https://wandb.ai/team/rl/runs/abc"),
+        ({"url": "wandb.ai/team", "entity": "team", "project": "rl", "id": "abc"}, "https://wandb.ai/team/rl/runs/abc"),
+        ({"entity": None, "project": "rl", "run_id": "abc"}, None),
+        ({"entity": "team", "project": "", "run_id": "abc"}, None),
+        ({"entity": "team", "project": "rl"}, None),
+        ({"url": None, "entity": "team", "project": "rl", "run_id": "abc", "mode": "offline"}, None),
+        ({"entity": "team", "project": "rl", "run_id": "abc", "mode": "dryrun"}, None),
+    ],
+)  # fmt: skip
+def test_the_wandb_runs_page_is_the_recorded_url_else_built_from_entity_project_and_id(
+    run: dict[str, Any] | None, url: str | None
+) -> None:
+    assert wandb_url(run) == url
+
+
+def test_status_shows_the_wandb_runs_page_and_a_wandb_logger_that_has_no_run_yet(run: dict[str, Any]) -> None:
+    assert "W&B" not in status_text(snapshot(run))  # no logger named, no run recorded: nothing to say
+    doc = run["doc"]
+    skyrl = {**doc.skyrl, "trainer": {**doc.skyrl["trainer"], "logger": ["console", "wandb"]}}
+    write(run["attempt"] / "resolved-launch.yaml", schema.dumps(doc.replace_skyrl(skyrl)))
+    s = snapshot(run)
+    assert s.wandb_logger and s.wandb_url is None
+    assert "W&B          logger wandb: no run recorded yet" in status_text(s)
+    write(run["attempt"] / "wandb.json", {"entity": "team", "project": "rl", "run_id": "abc", "mode": "online"})
+    s = snapshot(run)
+    assert s.to_json()["wandb_url"] == "https://wandb.ai/team/rl/runs/abc"
+    lines = status_text(s).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("W&B"))
+    assert lines[start : start + 2] == [
+        "W&B          run abc  project rl  entity team",
+        "             https://wandb.ai/team/rl/runs/abc",
+    ]
+
+
+def test_a_running_attempt_shows_its_pace_and_an_ended_one_none(run: dict[str, Any]) -> None:
+    assert snapshot(run).steps.pace is None  # succeeded
+    (run["out"] / "terminal.json").unlink()
+    rewrite_attempt(run, state="running")
+    s = snapshot(run)
+    assert s.state == "running"
+    # training steps 1, 1, 2 logged at 130, 160, 190 s: training step 2 began 60 s after 1; 1 of 3 to go
+    assert s.steps.pace == Pace(
+        over_steps=1, seconds_per_step=60.0, steps_per_hour=60.0, remaining_steps=1, eta_seconds=60.0,
+        eta_at="1970-01-01T00:04:10.000+00:00",
+    )  # fmt: skip
+    assert s.to_json()["steps"]["pace"]["eta_at"] == "1970-01-01T00:04:10.000+00:00"
+    assert "ETA        1m 00s, at 1970-01-01T00:04:10.000+00:00 (1 steps to go)" in status_text(s)
+    (run["attempt"] / "metrics.jsonl").unlink()
+    s = snapshot(run)
+    assert s.steps.pace == Pace(waiting=WAITING)
+    assert "steps        none yet (final step 3)\n             rate       waiting for a second step" in status_text(s)
+
+
+def test_phases_the_record_lacks_are_read_from_the_attempt_directory_and_the_cancel(run: dict[str, Any]) -> None:
+    """A cancel can stop the host before it records the tasks' phases: status reads them where they are."""
+    trainer = {"trainer_started_at": "1970-01-01T00:07:30.000+00:00", "time": "1970-01-01T00:09:00.000+00:00"}
+    write(run["attempt"] / "gang" / "stopped.json", {"signal": "SIGTERM", "exit_code": 143, **trainer})
+    write(
+        run["out"] / "cancellations" / f"{ATTEMPT}.json",
+        {"by": {"user": "ann", "host": "h"}, "at": "1970-01-01T00:08:00.000+00:00"},
+    )
+    rewrite_attempt(run, phases={"submitted": "1970-01-01T00:00:00.000+00:00", "inputs_staged": "as recorded"})
+    s = snapshot(run)
+    assert s.phases == {
+        "submitted": "1970-01-01T00:00:00.000+00:00",
+        "inputs_staged": "as recorded",  # the record wins over the directory
+        "first_optimizer_step": "1970-01-01T00:02:10.000+00:00",
+        "trainer_started": "1970-01-01T00:07:30.000+00:00",
+        "cancelled": "1970-01-01T00:08:00.000+00:00",
+        "trainer_exited": "1970-01-01T00:09:00.000+00:00",
+    }

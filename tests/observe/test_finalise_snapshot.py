@@ -16,8 +16,8 @@ import pytest
 from rlaunch.control.finalise import finalise_open_attempts, finalise_snapshot
 from rlaunch.launch_config.failures import classify
 from rlaunch.observe import run_jobs
-from rlaunch.observe.collect import RunStatus
 from rlaunch.observe.run_jobs import JobView, ReplicaView
+from rlaunch.observe.run_status import RunStatus
 from rlaunch.processes import actor
 from rlaunch.runs import run_record
 

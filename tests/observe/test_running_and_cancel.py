@@ -37,6 +37,15 @@ def test_running_run_fails_verify_then_cancel_stops_both_jobs_and_records_who(la
     assert s["state"] == "running" and not s["is_terminal"]
     assert s["coordinator"]["state"] == "running" and s["child"]["state"] == "running"
     assert s["steps"]["steps_per_minute"] > 0 and s["steps"]["final_step"] == 200
+    pace = s["steps"]["pace"]  # the marker's slow scenario logs a step every half second
+    assert pace["waiting"] is None and 0.3 < pace["seconds_per_step"] < 5 and pace["over_steps"] >= 1
+    assert pace["remaining_steps"] == 200 - s["steps"]["latest_step"]
+    assert pace["eta_seconds"] == pytest.approx(pace["remaining_steps"] * pace["seconds_per_step"])
+    shown = lab.rlaunch("status", run).output.splitlines()
+    rate = next(line.split()[1:] for line in shown if line.split()[:1] == ["rate"])
+    assert rate[1:2] == ["steps/h"] and rate[3:6] == ["s/step)", "over", "the"], rate
+    eta = next(line.split()[1:] for line in shown if line.split()[:1] == ["ETA"])
+    assert eta[-3:] == ["steps", "to", "go)"] and eta[eta.index("at") + 1].endswith("+00:00"), eta
 
     code, criteria = verdict(lab, run)
     bad = failing(criteria)
@@ -59,7 +68,8 @@ def test_running_run_fails_verify_then_cancel_stops_both_jobs_and_records_who(la
         wait_for(lambda: any("refreshing every" in line for line in lines), 30, "the first --watch refresh")
         declined = lab.rlaunch("cancel", run, input="n\n")
         assert declined.exit_code == 1 and "Cancel marker/rl@2026.11.10 attempt" in declined.output
-        assert lab.status(run)["state"] == "running"
+        running = lab.status(run)
+        assert running["state"] == "running"
 
         done = lab.rlaunch("cancel", run, "--yes", "--reason", "observe test stops it")
         assert done.exit_code == 0, done.output
@@ -79,6 +89,13 @@ def test_running_run_fails_verify_then_cancel_stops_both_jobs_and_records_who(la
     assert s["state"] == "cancelled" and s["coordinator"]["state"] == "cancelled" and s["child"]["state"] == "cancelled"
     assert s["cancelled"]["by"].startswith(getpass.getuser() + "@") and s["cancelled"]["at"]
     assert s["cancelled"]["reason"] == "observe test stops it"
+    before = running["phases"]  # read from the record and the attempt directory while it ran
+    assert {"child_submitted", "replica_0_joined", "inputs_staged", "first_optimizer_step"} <= set(before)
+    assert {k: s["phases"][k] for k in before} == before  # every phase shown before the cancel is still shown
+    assert s["phases"]["cancelled"] == s["cancelled"]["at"]
+    assert {"trainer_started", "trainer_exited"} <= set(s["phases"])  # the stopped trainer's times (gang/stopped.json)
+    phase_rows = lab.rlaunch("status", run).output.split("phases")[1].split("fingerprint")[0]
+    assert all(f" {name} " in phase_rows for name in s["phases"]), phase_rows
     attempt = lab.run_record(RL, VERSION)["attempts"][-1]
     assert attempt["state"] == "cancelled" and attempt["cancelled"]["by"]["user"] == getpass.getuser()
     record = json.loads((lab.output_path(RL, VERSION) / "cancellations" / f"{attempt['attempt_id']}.json").read_text())

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from rlaunch.observe.collect import RunStatus, Steps
 from rlaunch.observe.run_jobs import JobView, ReplicaView
+from rlaunch.observe.run_status import RunStatus, Steps
 from rlaunch.observe.verdict import (
     MODEL_PATH_ACTIVE,
     RUN_SUCCEEDED,

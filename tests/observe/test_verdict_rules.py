@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import json
 
-from rlaunch.observe.collect import (
+import pytest
+
+from rlaunch.observe.collect import effective_state
+from rlaunch.observe.run_files import read_metrics
+from rlaunch.observe.run_jobs import JobView
+from rlaunch.observe.run_status import (
     Cancellation,
     Checkpoints,
     Export,
@@ -17,10 +22,7 @@ from rlaunch.observe.collect import (
     Steps,
     Tasks,
     Terminal,
-    effective_state,
 )
-from rlaunch.observe.run_files import read_metrics
-from rlaunch.observe.run_jobs import JobView
 from rlaunch.observe.verdict import smoke_verdict
 
 DIGEST = "d" * 64
@@ -127,6 +129,24 @@ def test_a_checkpoint_from_another_runtime_or_before_the_last_step_is_not_termin
     s = passing()
     s.export.files = ["config.json"]
     assert "holds no HF model" in failed(s)["terminal checkpoint/export metadata exists"]
+
+
+def test_a_terminal_manifest_naming_no_attempt_is_no_attempts() -> None:
+    s = passing()
+    s.terminal.attempt_id = None
+    assert failed(s) == {
+        "terminal checkpoint/export metadata exists": "the terminal manifest names no attempt, so it is not attempt a1b2c3's"
+    }
+
+
+@pytest.mark.parametrize("attempt_id", ["a", None], ids=["the-records-attempt", "an-attempt-without-id"])
+def test_a_terminal_manifest_naming_no_attempt_never_makes_an_attempt_succeeded(attempt_id: str | None) -> None:
+    unnamed = Terminal(exists=True, state="succeeded", attempt_id=None)
+    state, reason = effective_state("running", job("coordinator", "failed"), None, unnamed, None, attempt_id)
+    assert (state, reason) == (
+        "failed",
+        "jobs ended (coordinator failed) but the run record was never finalised (running)",
+    )
 
 
 def test_a_damaged_run_record_is_never_a_success() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep
-from rlaunch.judgement.parity import RunShape, differences, shape_of_document
+from rlaunch.judgement.parity import Difference, RunShape, differences, shape_of_document
 from rlaunch.skyrl import SkyRLRuntime, skyrl_step
 from tests.skyrl import helpers as h
 
@@ -140,19 +140,47 @@ def test_a_memory_switch_difference_is_named() -> None:
     ]
 
 
-def test_the_large_plan_names_its_smoke_and_every_difference() -> None:
+def test_placement_difference_is_named() -> None:
+    """Colocated and disaggregated roles differ in weight sync and memory: the one geometry field named."""
+    colocated = h.spec(topo=h.topology(h.plan()))
+    disaggregated = h.spec(topo=h.topology(h.plan(colocate_all=False), num_nodes=2))
+    found = differences(shape_of_spec(colocated, True), shape_of_spec(disaggregated, True))
+    assert found == [Difference("geometry", "placement", "colocated", "disaggregated")]
+
+
+def test_before_its_smoke_ran_the_plan_says_so_and_previews_the_smoke_as_declared() -> None:
+    from rlaunch.judgement.judge import SmokeEvidence
     from rlaunch.skyrl.views.plan_view import parity_lines
 
     prefix = "/nonexistent-prefix"
     smoke = skyrl_step(h.spec(name="checkpoints/smoke", topo=h.topology()), h.iris(), export_hf=True)
     large = h.spec(topo=h.topology(), runtime=SkyRLRuntime("fsdp"), tree=h.recipe(trainer={"resume_mode": "none"}))
+    not_run = f"smoke gate: {smoke.identity}; the declared smoke {smoke.identity} has not run; launch it and check it with rlaunch verify-smoke"
 
     def lines_for(spec: Any) -> list[str]:
         step = skyrl_step(spec, h.iris(), export_hf=True, smoke=smoke)
-        return parity_lines(*h.planned_view_of(step, prefix), h.launch_of(smoke, prefix))
+        return parity_lines(*h.planned_view_of(step, prefix), h.launch_of(smoke, prefix), SmokeEvidence(smoke.identity))
 
-    lines = lines_for(large)
-    assert lines[0].startswith(f"smoke gate: {smoke.identity}; parity FAILS, 1 difference(s)")
-    assert "[checkpoint] resume_mode: smoke 'latest', large 'none'" in lines[1]
-    assert "has not run" in lines[-1]
-    assert "parity holds" in lines_for(h.spec(topo=h.topology()))[0]
+    assert lines_for(large) == [
+        not_run,
+        "  as declared, it differs from this launch in 1 field(s) (its run would fail parity):",
+        "  [checkpoint] resume_mode: smoke 'latest', large 'none'",
+    ]
+    assert lines_for(h.spec(topo=h.topology())) == [not_run, "  as declared, it has this launch's shape"]
+
+
+def test_the_parity_table_is_one_table_naming_every_kind_compared() -> None:
+    """The module docstring's table is the concepts page's, row for row, and has a row per kind compared."""
+    from pathlib import Path
+
+    from rlaunch.judgement import parity
+
+    def rows(text: str) -> list[str]:
+        """The table's lines: from its header to the first line that is not a row."""
+        lines = text[text.index("| kind | fields compared |") :].splitlines()
+        return lines[: next(i for i, line in enumerate(lines) if not line.startswith("|"))]
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "concepts.md").read_text(encoding="utf-8")
+    assert parity.__doc__ is not None and rows(page) == rows(parity.__doc__)
+    kinds = {row.split("|")[1].strip().replace("-", "") for row in rows(parity.__doc__)[2:]}
+    assert kinds == {*parity.KINDS, "entrypoint"}

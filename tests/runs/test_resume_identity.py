@@ -105,3 +105,27 @@ def test_the_host_refuses_a_foreign_checkpoint_before_submitting(prefix: str) ->
     assert refused.startswith("resume: resume_mode=latest would resume") and f"run fingerprint {'a' * 64}" in refused
     checkpoint(root, 4, runtime_digest=digest, run_fingerprint=run_fingerprint(document.to_dict()))
     assert run_refusals(document, "resume") == []  # its own run wrote the latest one
+
+
+@pytest.mark.parametrize("differs", ["both", "fingerprint", "runtime digest"])
+def test_the_resume_refusals_declaration_followed_verbatim_lets_the_resume_go(prefix: str, differs: str) -> None:
+    """When the run fingerprint and the runtime digest both changed, the refusal declares both: a
+    declaration naming one of them would be refused again."""
+    import ast
+
+    from tests.gates.judged import run_refusals
+
+    data = rendered_document(prefix)
+    document = schema.from_dict(data)
+    fingerprint, digest = run_fingerprint(document.to_dict()), document.runtime.source_digest
+    written = {
+        "both": ("a" * 64, "e" * 64),
+        "fingerprint": ("a" * 64, digest),
+        "runtime digest": (fingerprint, "e" * 64),
+    }[differs]
+    checkpoint(document.artifacts.checkpoint_root, 3, run_fingerprint=written[0], runtime_digest=written[1])
+    (refused,) = run_refusals(document, "resume")
+    declared = ast.literal_eval(refused.rpartition("SkyRLSpec(compatible_checkpoint_digests=")[2].removesuffix(")"))
+    assert set(declared) == {w for w, ours in zip(written, (fingerprint, digest)) if w != ours}
+    data["runtime"]["compatible_checkpoint_digests"] = list(declared)  # the advice, followed
+    assert run_refusals(schema.from_dict(data), "resume") == []

@@ -60,3 +60,38 @@ def test_phases_from_different_writers_merge(tmp_path: Path) -> None:
 def test_marks_are_this_process_own() -> None:
     run_record.mark("graph_planned")
     assert "graph_planned" in run_record.marked()
+
+
+def test_a_cancel_is_tabled_before_the_exits_it_causes() -> None:
+    rows = phase_table(
+        {"finished": at(9.0), "trainer_exited": at(8.5), "cancelled": at(8.0), "first_optimizer_step": at(7.0)}
+    )
+    assert [r[0] for r in rows] == ["first_optimizer_step", "cancelled", "trainer_exited", "finished"]
+
+
+def test_a_time_that_does_not_parse_is_left_out_of_the_table() -> None:
+    assert [r[0] for r in phase_table({"submitted": "t0", "host_started": "", "finished": at(3.5)})] == ["finished"]
+
+
+def test_the_markers_times_are_phases_whatever_form_they_took(tmp_path: Path) -> None:
+    """The join markers and rank 0's outcome or stop; epoch seconds become ISO times, other values are absent."""
+    joined = tmp_path / "joined"
+    joined.mkdir()
+    (joined / "replica-0.json").write_text('{"started_at": "' + at(1.0) + '", "time": 2.5}')
+    (joined / "replica-1.json").write_text('{"started_at": null, "time": "' + at(3.0) + '"}')
+    (joined / "replica-2.json").write_text('{"time": true}')
+    (tmp_path / "gang").mkdir()
+    (tmp_path / "gang" / "stopped.json").write_text(
+        '{"trainer_started_at": "' + at(4.0) + '", "time": "' + at(6.0) + '"}'
+    )
+    phases = run_record.marker_phases(str(tmp_path))
+    assert phases == {
+        "replica_0_joined": at(1.0),
+        "inputs_staged": at(3.0),  # the last replica staged (2.5 s after the epoch is earlier)
+        "trainer_started": at(4.0),
+        "trainer_exited": at(6.0),
+    }
+    (tmp_path / "gang" / "outcome.json").write_text(
+        '{"trainer_started_at": "' + at(4.0) + '", "time": "' + at(7.0) + '"}'
+    )
+    assert run_record.marker_phases(str(tmp_path))["trainer_exited"] == at(7.0)  # an outcome is the trainer's end

@@ -13,6 +13,8 @@ from experiments import rl_plan_example
 from rlaunch import storage
 from rlaunch.artifacts import records
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
+from rlaunch.cli.plan_text import step_lines
+from rlaunch.judgement.judge import SmokeEvidence
 from rlaunch.judgement.parity import differences, shape_of_document
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config import schema
@@ -44,7 +46,7 @@ def test_planning_gathers_each_rl_steps_stored_facts_once(prefix: str, monkeypat
     monkeypatch.setattr(planning, "gather", counting)
     planned = planning.plan([step], prefix)  # the step and the smoke it declares
     for each in (step, step.smoke):
-        assert describe_step(*planned.view_of(each)) and planned.numbers(each)["memory"]["rows"]
+        assert step_lines(planned, each) and planned.numbers(each)["memory"]["rows"]
         assert planned.launch(each).document.run.artifact == each.identity
     assert len(gathered) == 2, gathered  # one per RL step, whatever reads it
 
@@ -81,7 +83,7 @@ def test_a_dry_run_composes_each_rl_steps_launch_once(
         assert done.exit_code == 2 and "smoke: the declared smoke" in done.stderr, done.output
     else:
         assert done.exit_code == 0, done.output
-        assert "parity holds" in done.stdout and "judgement" in done.stdout
+        assert "as declared, it has this launch's shape" in done.stdout and "judgement" in done.stdout
     assert composed == ["fsdp", "fsdp"], composed  # the RL step and its declared smoke, once each
     assert len(geometries) == 2, geometries
 
@@ -90,7 +92,8 @@ def test_the_views_read_no_storage(prefix: str, monkeypatch: pytest.MonkeyPatch)
     step = _example(prefix, monkeypatch)
     planned = planning.plan([step], prefix)
     launch, facts, smoke = planned.launch(step), planned.facts(step), planned.launch(step.smoke)
-    expected = describe_step(launch, facts, smoke)
+    smoke_run = SmokeEvidence(step.smoke.identity)  # what storage holds of it, read by the caller: no run
+    expected = describe_step(launch, facts, smoke, smoke_run)
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError(f"a view read storage: {args[:1]}")
@@ -99,8 +102,8 @@ def test_the_views_read_no_storage(prefix: str, monkeypatch: pytest.MonkeyPatch)
         for name in ("_route", "filesystem", "exists", "read_json", "read_text", "list_names"):
             guard.setattr(storage, name, refuse)
         guard.setattr(records, "read_record", refuse)
-        assert describe_step(launch, facts, smoke) == expected
-    assert "parity holds" in "\n".join(expected)
+        assert describe_step(launch, facts, smoke, smoke_run) == expected
+    assert "  as declared, it has this launch's shape" in expected
 
 
 def test_the_document_carries_what_the_views_need(prefix: str) -> None:

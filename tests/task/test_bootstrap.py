@@ -26,7 +26,8 @@ from rlaunch.cluster.ray.contract import GCS_ADDRESS_ENV as RAY_GCS_ADDRESS_ENV
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.typed import decode
 from rlaunch.paths import ConfinementError
-from rlaunch.runs.layout import GANG_OUTCOME, JOINED, attempt_dir
+from rlaunch.runs.layout import GANG_OUTCOME, GANG_STOPPED, JOINED, attempt_dir
+from rlaunch.runs.run_record import marker_phases
 from rlaunch.runtimes import environment
 from rlaunch.runtimes.environment import RuntimeEnvironment
 from rlaunch.task import bootstrap
@@ -525,7 +526,7 @@ def test_once_the_trainer_runs_a_signal_is_noted_and_the_first_one_kept(sig: sig
     assert signalled.signum == sig
 
 
-def test_a_signal_while_the_trainer_runs_is_the_trainers_and_the_task_leaves_with_it_recording_nothing(
+def test_a_signal_while_the_trainer_runs_is_the_trainers_and_the_task_leaves_with_it_recording_no_outcome(
     tmp_path: Path, prefix: str, marker_runtime: None, monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
@@ -535,3 +536,8 @@ def test_a_signal_while_the_trainer_runs_is_the_trainers_and_the_task_leaves_wit
     assert (attempt(doc) / "finished.json").exists(), "the trainer was stopped by its task, not by itself"
     assert not (attempt(doc) / GANG_OUTCOME).exists()  # a signalled gang's outcome is not the trainer's exit
     assert not replica_dir(tmp_path, doc, 0).exists()
+    stopped = json.loads((attempt(doc) / GANG_STOPPED).read_text())  # only its times, for the phase table
+    assert (stopped["signal"], stopped["exit_code"]) == ("SIGTERM", 0)
+    phases = marker_phases(str(attempt(doc)))
+    assert (phases["trainer_started"], phases["trainer_exited"]) == (stopped["trainer_started_at"], stopped["time"])
+    assert phases["inputs_staged"] <= phases["trainer_started"] <= phases["trainer_exited"]

@@ -140,6 +140,26 @@ def test_a_substituted_artifact_is_refused_before_anything_is_copied(
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("position", [12, 63], ids=["first-unprinted", "last"])
+def test_a_fingerprint_differing_only_past_its_printed_part_is_refused(tmp_path: Path, position: int) -> None:
+    """The message prints 12 characters of the fingerprint; the compare reads all 64."""
+    rebuilt = FP[:position] + "0" + FP[position + 1 :]
+    uri, _ = make_artifact(tmp_path / "art", WEIGHTS, fingerprint=rebuilt)
+    with pytest.raises(StagingError, match="the input changed since the document was rendered"):
+        staged(tmp_path, uri, f"models/tiny@2026.12.01:{FP}")
+    assert leftovers(tmp_path) == []
+
+
+def test_an_input_staged_under_a_fingerprint_differing_in_its_last_character_is_staged_again(tmp_path: Path) -> None:
+    old_uri, old_identity = make_artifact(tmp_path / "old", {"stale.bin": b"old"}, fingerprint=FP[:63] + "0")
+    target = staged(tmp_path, old_uri, old_identity)
+    uri, identity = make_artifact(tmp_path / "art", WEIGHTS)
+    assert identity[:-1] == old_identity[:-1]
+    staged(tmp_path, uri, identity)
+    assert not (target / "stale.bin").exists()
+    assert json.loads((target / MANIFEST).read_text())["identity"] == identity
+
+
 def test_the_expected_identity_is_cut_at_80_characters_in_the_message(tmp_path: Path) -> None:
     uri, _ = make_artifact(tmp_path / "art", WEIGHTS)
     with pytest.raises(StagingError) as info:

@@ -47,6 +47,18 @@ def test_a_substituted_input_the_config_does_not_point_into_is_refused(tmp_path:
     assert not (tmp_path / "task").exists()  # refused before anything was staged
 
 
+def test_an_input_whose_fingerprint_differs_in_its_last_character_is_refused_before_anything_is_staged(
+    tmp_path: Path,
+) -> None:
+    """The message prints 12 characters of the fingerprint; the compare reads all 64."""
+    model, model_id = make_artifact(tmp_path / "model", {"config.json": b"{}"})
+    data, _ = make_artifact(tmp_path / "data", {"train.jsonl": b"{}\n"}, name="data/gsm8k", fingerprint=FP[:63] + "0")
+    inputs = [{"uri": model, "identity": model_id}, {"uri": data, "identity": f"data/gsm8k@2026.12.01:{FP}"}]
+    with pytest.raises(StagingError, match="the input changed since the document was rendered"):
+        _staged(inputs, {"model": f"{model}/config.json"}, tmp_path / "task")
+    assert not (tmp_path / "task").exists()
+
+
 def test_an_input_inside_another_is_staged_under_its_own_identity(tmp_path: Path) -> None:
     outer, outer_id = make_artifact(tmp_path / "run", {"train.jsonl": b"{}\n"}, name="data/mix")
     inner, inner_id = make_artifact(

@@ -6,7 +6,9 @@ this process.
 
 A failing step fails its dependents, not the runner. Its failure is reported as one line
 (`FAILED <identity>: <reason>`) and recorded in its status; only an error nobody anticipated (not
-a `UserError`) is followed by its traceback, which then says that it is a bug.
+a `UserError`, not a full disk) is followed by its traceback, which then says that it is a bug. A
+full disk is told by its errno, path and next step; one that keeps the failed status from being
+recorded (the disk under the prefix is full) is told after the step's own failure, never instead.
 """
 
 from __future__ import annotations
@@ -143,7 +145,7 @@ class Runner:
             else:
                 outcome = self._build(step, path, planned.action)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a failing step fails its dependents, not the runner
-            message = f"{type(exc).__name__}: {exc}"
+            message = failure_message(exc)
             outcome = StepOutcome(step.identity, "failed", path, error=message)
             self._say(f"  FAILED {step.identity}: {message}")
         outcome.seconds = time.monotonic() - start
@@ -210,15 +212,22 @@ class Runner:
                 value = _as_artifact(step, step.run(config) if run_here else self._run_job(step, path, config), path)
                 records.write_record(path, self._record(step, path, config, value))
             except BaseException as exc:
-                records.write_status(
-                    path,
-                    records.FAILED,
-                    error=f"{type(exc).__name__}: {exc}",
-                    owner=lock.owner,
-                    identity=step.identity,
-                    fingerprint=step.fingerprint,
-                )
-                if isinstance(exc, Exception) and not isinstance(exc, UserError):
+                try:
+                    records.write_status(
+                        path,
+                        records.FAILED,
+                        error=failure_message(exc),
+                        owner=lock.owner,
+                        identity=step.identity,
+                        fingerprint=step.fingerprint,
+                    )
+                except OSError as unwritten:  # the step's own failure stays what is told
+                    if not storage.is_disk_full(unwritten):
+                        raise
+                    exc.add_note(
+                        f"its failed status did not fit either ({unwritten.strerror} writing {unwritten.filename})"
+                    )
+                if isinstance(exc, Exception) and not isinstance(exc, UserError) and not storage.is_disk_full(exc):
                     self._say(_bug_report(step.identity))
                 raise
             records.write_status(
@@ -285,6 +294,13 @@ def _as_artifact(step: ArtifactStep[A], result: Any, path: str) -> A:
             f"{step.identity}: run() returned {type(result).__qualname__}, expected {step.artifact_type.type_name()}"
         )
     return result
+
+
+def failure_message(exc: BaseException) -> str:
+    """A step's failure in one line: a write that did not fit (ENOSPC, EDQUOT) by its errno, path and
+    next step, as the error boundary tells it; anything else by its type and message. Notes follow."""
+    told = storage.disk_full_message(exc) if isinstance(exc, OSError) and storage.is_disk_full(exc) else None
+    return "; ".join([told or f"{type(exc).__name__}: {exc}", *getattr(exc, "__notes__", ())])
 
 
 def _bug_report(identity: str) -> str:

@@ -2,7 +2,9 @@
 
 A builder calls `resolve_version(name, None)`; inside an active build context it gets the
 override for `name` or the run-wide default. An explicit version in code always wins. Overrides
-that no builder consulted are reported so typos do not pass silently.
+that no builder consulted are reported so typos do not pass silently. The shell's recipe
+overrides (`--set dotted.key=value`) travel the same way: an RL spec built in the context takes
+them (`rlaunch.skyrl.values.overrides`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import contextlib
 import contextvars
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from rlaunch.artifacts.identity import validate_version
 
@@ -38,7 +41,11 @@ class VersionCodex:
 
 @dataclass(frozen=True)
 class BuildContext:
+    """What builders read while a main builds its graph: the versions, and the recipe overrides
+    (dotted key -> typed value, in the order given) every RL spec built here lays over its recipe."""
+
     versions: VersionCodex
+    recipe_overrides: Mapping[str, Any] = field(default_factory=dict)
 
 
 _current: contextvars.ContextVar[BuildContext | None] = contextvars.ContextVar("rlaunch_build_context", default=None)

@@ -1,7 +1,7 @@
 """`build_options`: turn an experiment's Click `main` into "print the plan" or "run it".
 
-The decorated main builds the graph inside a build context (so `--version` and `--override`
-reach builders) and returns its terminal handles. Without `--run` the plan is printed; with
+The decorated main builds the graph inside a build context (so `--version`, `--override` and
+`--set` reach builders) and returns its terminal handles. Without `--run` the plan is printed; with
 `--run` an executor takes the handles: the local runner here, cluster submission for RL mains.
 """
 
@@ -27,6 +27,7 @@ from rlaunch.cli import plan_text
 from rlaunch.cli.step_checks import preflight_step_jobs
 from rlaunch.errors import UserError
 from rlaunch.secrets import SecretArgumentError, refuse_secret_arguments
+from rlaunch.skyrl.values import overrides as recipe_overrides
 from rlaunch.submission.invocation import Invocation
 
 if TYPE_CHECKING:
@@ -129,6 +130,22 @@ def parse_overrides(ctx: click.Context, param: click.Parameter, values: tuple[st
     return overrides
 
 
+def parse_recipe_overrides(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
+    """`--set KEY=VALUE`, repeatable: recipe key -> YAML scalar, in the order given. Whether each key
+    is a knob is the RL spec's to say (its runtime's base config): `_plan_or_run` reports it."""
+    found: dict[str, Any] = {}
+    for raw in values:
+        _refuse_credential(raw, "--set")
+        try:
+            override = recipe_overrides.parse(raw)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+        if override.key in found:
+            raise click.BadParameter(f"{override.key} is set twice; keep one --set {override.key}=...")
+        found[override.key] = override.value
+    return found
+
+
 def _option_values(params: Mapping[str, Any]) -> list[str]:
     """Every string option value as `--name=value` (what a command line carried, however it was spelled)."""
     out = []
@@ -218,6 +235,18 @@ def make_build_options(executor: Executor) -> Callable[[Callable[..., Any]], Cal
                 metavar="NAME=VERSION",
                 help="Version for one artifact by its base name; repeatable.",
             ),
+            click.option(
+                "--set",
+                "recipe_overrides",
+                multiple=True,
+                callback=parse_recipe_overrides,
+                metavar="KEY=VALUE",
+                help="Set a recipe key of the RL steps (a dotted key of the runtime's base config, e.g. "
+                "trainer.policy.optimizer_config.lr=2e-6); repeatable. VALUE is read as a YAML scalar: 2e-6 a "
+                "float, true a bool, 8 an int, null none, anything else a string. Keys the role plan renders "
+                "(parallelism, placement, batch sizes) and keys rlaunch sets (paths, seed) are refused. "
+                "Kept in the fingerprint, the plan and the run record.",
+            ),
             click.option("--run", "do_run", is_flag=True, help="Execute the graph instead of printing the plan."),
             click.option(
                 "--max-concurrent",
@@ -249,6 +278,7 @@ class BuildOptions:
 
     default_version: str
     overrides: dict[str, str]
+    recipe_overrides: dict[str, Any]  # `--set`: recipe key -> value, laid over every RL spec's recipe
     do_run: bool
     max_concurrent: int
     plan_format: str
@@ -261,8 +291,9 @@ def _plan_or_run(
     executor_options = {k: kwargs.pop(k) for k in executor.option_names if k in kwargs}
     codex = VersionCodex(options.default_version, options.overrides)
     try:
-        with build_context(BuildContext(codex)), recorded_env_reads() as env_reads:
+        with build_context(BuildContext(codex, options.recipe_overrides)), recorded_env_reads() as env_reads:
             handles = normalise_handles(fn(*args, **kwargs))
+            _refuse_unread_recipe_overrides(handles, options.recipe_overrides)
             built = judged(handles, env_reads)  # a coordinator replaying this main must build the same
         unused = codex.unused_overrides()
         if unused:
@@ -284,6 +315,8 @@ def _plan_or_run(
         preflight_step_jobs(handles)
         planned = plan_graph(handles, invocation.prefix)
         executor.check(handles, invocation)
+    except recipe_overrides.RecipeOverrideError as exc:  # an RL spec's runtime refused a `--set`
+        raise click.BadParameter(str(exc), param_hint="'--set'") from None
     except (ValueError, TypeError, LookupError) as exc:
         if isinstance(exc, (click.ClickException, UserError)):
             raise  # click's own, and expected errors: the boundary prints them (exit 2)
@@ -295,6 +328,27 @@ def _plan_or_run(
         click.echo(render(planned, invocation.prefix, terminal, handles, planning, findings, default_stage_notes()))
         return
     sys.exit(executor.run(handles, invocation, planning))
+
+
+def _refuse_unread_recipe_overrides(handles: list[ArtifactStep[Any]], given: Mapping[str, Any]) -> None:
+    """`--set` on a graph without an RL step would change nothing: refused, like an unused `--override`."""
+    if not given or _rl_steps(handles):
+        return
+    settings = ", ".join(str(recipe_overrides.RecipeOverride(k, v)) for k, v in given.items())
+    raise click.BadParameter(
+        f"{settings}: no RL step reads it; this main builds no skyrl_step, so there is no recipe to set. "
+        "Drop --set, or set the key in the step's own configuration",
+        param_hint="'--set'",
+    )
+
+
+def _rl_steps(handles: list[ArtifactStep[Any]]) -> list[Any]:
+    """The graph's RL steps (none without their module: a main that builds none loads no RL code)."""
+    if "rlaunch.skyrl.plan.rl_step" not in sys.modules:
+        return []
+    from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
+
+    return [s for s in graph_handles(handles) if isinstance(s, SkyRLArtifactStep)]
 
 
 def default_stage() -> tuple[str, str] | None:
@@ -326,13 +380,12 @@ def plan_rl_steps(handles: list[ArtifactStep[Any]], prefix: str) -> Planning | N
     """Every RL step in the graph planned once, with its preflight, before the graph is planned: a
     spec reads nothing when it is built, so what storage holds is read and judged here (one
     PreflightError listing every violation). None: the graph has no RL step."""
-    if "rlaunch.skyrl.plan.rl_step" not in sys.modules:
-        return None  # no RL step exists without its module: a main that builds none loads no RL code
+    steps = _rl_steps(handles)
+    if not steps:
+        return None
     from rlaunch.skyrl.plan.planning import plan
-    from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
 
-    steps = [s for s in graph_handles(handles) if isinstance(s, SkyRLArtifactStep)]
-    return plan(steps, prefix) if steps else None
+    return plan(steps, prefix)
 
 
 build_options = make_build_options(LocalRunExecutor())

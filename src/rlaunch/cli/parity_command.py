@@ -1,7 +1,7 @@
 """`rlaunch parity SMOKE LARGE`: does a smoke rehearse a large run? Exit 0 when parity holds.
 
 Both runs are read from storage (name@version, the artifact's path, or a job id): parity compares
-their launch documents, nothing else. A large run that has not been launched yet is compared in
+their launch documents, nothing else (`rlaunch.judgement.parity`: the fields and why). A large run that has not been launched yet is compared in
 its own plan instead (the dry run prints the smoke gate section).
 """
 
@@ -23,9 +23,10 @@ if TYPE_CHECKING:
 @click.argument("large")
 @prefix_option
 def parity(smoke: str, large: str, prefix: str | None) -> None:
-    """Compare SMOKE with LARGE: runtime, strategy, entrypoint, artifact hand-offs, role geometry,
-    checkpoint and export policy. Scale (nodes, batch sizes, steps) may differ. Exit 1 on a
-    difference, 2 when a run is not found."""
+    """Compare SMOKE with LARGE: runtime, model architecture, accelerator, strategy, entrypoint,
+    algorithm, token lengths, artifact hand-offs, role geometry, checkpoint, export and memory
+    placement. Scale (nodes, batch sizes, steps) may differ. Exit 1 on a difference, 2 when a run
+    is not found."""
     from rlaunch.judgement.parity import differences, shape_of_document
     from rlaunch.rules.document_subject import memory_table
 

@@ -14,6 +14,7 @@ from rlaunch.step_jobs import StepExecution
 if TYPE_CHECKING:
     from rlaunch.judgement.judge import Finding
     from rlaunch.skyrl.plan.planning import Planning
+    from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
 
 Judged = dict[str, "tuple[Finding, ...] | None"]  # identity -> the judgement's findings (None: served)
 
@@ -29,10 +30,19 @@ def _details(planned: list[PlannedStep], planning: Planning | None) -> dict[str,
     """The plan's lines of each RL step of the graph (a declared smoke outside it is not shown)."""
     if planning is None:
         return {}
+    shown = {p.step.identity for p in planned}
+    return {s.identity: step_lines(planning, s) for s in planning.runs if s.identity in shown}
+
+
+def step_lines(planning: Planning, step: SkyRLArtifactStep) -> list[str]:
+    """The plan of one RL step; its smoke gate reads the declared smoke's stored run with the
+    judgement's reader (`observe.launch_evidence`), so the two say the same of parity."""
+    from rlaunch.observe.launch_evidence import smoke_evidence
     from rlaunch.skyrl.views.plan_view import describe_step
 
-    shown = {p.step.identity for p in planned}
-    return {s.identity: describe_step(*planning.view_of(s)) for s in planning.runs if s.identity in shown}
+    planned, facts, smoke = planning.view_of(step)
+    declared = planned.document.gates.smoke
+    return describe_step(planned, facts, smoke, None if declared is None else smoke_evidence(declared))
 
 
 def _numbers(planned: list[PlannedStep], planning: Planning | None) -> dict[str, dict[str, Any]]:

@@ -218,9 +218,9 @@ def dependency_problem(name: str) -> str | None:
 def get_backend(name: str, **options: Any) -> Backend:
     """Construct a backend by name; an optional dependency missing gives an error naming the extra."""
     target = _BACKENDS.get(name)
-    problem = dependency_problem(name)
-    if target is None or problem:
-        raise BackendUnavailableError(problem)
+    if target is None:
+        raise BackendUnavailableError(dependency_problem(name))
+    # A client this interpreter lacks is refused by the backend's constructor, in `dependency_problem`'s words.
     module_name, _, class_name = target.partition(":")
     module = importlib.import_module(module_name)
     backend: Backend = getattr(module, class_name)(**options)

@@ -31,9 +31,11 @@ from rlaunch.waiting import wait_until
 def status(run: str, prefix: str | None, attempt_id: str | None, as_json: bool, watch: bool, interval: float) -> None:
     """Show a run's jobs, model, steps and outputs.
 
-    Job states (coordinator and child, per replica), which replicas and trainer processes joined
-    and when, the model the trainer loaded versus the configured one, optimizer steps (latest,
-    steps per minute, last metrics), checkpoints, the export and the terminal manifest.
+    Job states (coordinator and child, per replica), when each phase of the launch happened,
+    which replicas and trainer processes joined and when, the model the trainer loaded versus the
+    configured one, optimizer steps (latest, last metrics; while the run trains, the recent rate
+    and the ETA of the final step), checkpoints, the export, the W&B run's page and the terminal
+    manifest.
 
     RUN is name@version, the RL artifact's path, or a coordinator or child job id.
     """

@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from rlaunch.observe import run_jobs
-from rlaunch.observe.collect import RunStatus, Terminal, effective_state, observed_failure_class
+from rlaunch.observe.collect import effective_state, observed_failure_class
+from rlaunch.observe.run_status import RunStatus, Terminal
 from rlaunch.processes import actor
 from rlaunch.runs import run_record
 from rlaunch.statefiles import CorruptStateError

@@ -362,6 +362,7 @@ def _record(
         "finished_at": result.finished_at,
         "failure": result.failure,
         "resolved_config_uri": result.resolved_config_uri,
+        "recipe_overrides": dict(doc.run.recipe_overrides),
         **authorisations(doc.gates),
         **({"failure_class": result.failure_class} if result.failure_class else {}),
         **({"resume": result.resume} if result.resume else {}),

@@ -120,7 +120,8 @@ def smoke_problem(large: str | None) -> str | None:
         return None
     return (
         f"this is a large launch ({large}) and it declares no smoke: declare the smoke that rehearses it "
-        "(skyrl_step(..., smoke=<smoke step>): same runtime, strategy, entrypoint and hand-offs, scaled down), "
+        "(skyrl_step(..., smoke=<smoke step>): the same model architecture, accelerator, algorithm, "
+        "token lengths, runtime, strategy, entrypoint and hand-offs, scaled down: the fields parity compares), "
         'or pass --skip-smoke-gate "<reason>" (kept in the run record)'
     )
 

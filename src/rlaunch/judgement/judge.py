@@ -57,7 +57,7 @@ from rlaunch.judgement.gates import (
     smoke_runtime_problem,
     version_problem,
 )
-from rlaunch.judgement.parity import differences, shape_of_document, shape_of_planned
+from rlaunch.judgement.parity import smoke_parity
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.schema import GatesSection, SkyRLLaunchConfig
@@ -92,7 +92,7 @@ class Evidence:
 
 def needed_credentials(planned: PlannedLaunch) -> tuple[str, ...]:
     """Every credential the launch needs where it is submitted: those its document declares and the
-    one its logger reads (`launch_config.gates.logger_credentials`)."""
+    one its logger reads (`judgement.gates.logger_credentials`)."""
     logger = logger_credentials(get_path(planned.composed, "trainer.logger"))
     return tuple(dict.fromkeys((*planned.document.run.credentials, *logger)))
 
@@ -324,7 +324,5 @@ def smoke_problems(planned: PlannedLaunch, smoke: SmokeEvidence | None) -> list[
         if p
     ]
     found += [f"smoke {declared.identity} does not pass verify-smoke: {c}" for c in smoke.failed]
-    if smoke.document is not None:
-        shapes = shape_of_document(smoke.document), shape_of_planned(planned)
-        found += [f"parity with smoke {declared.identity}: {d.line()}" for d in differences(*shapes)]
+    found += smoke_parity(planned, declared.identity, smoke.attempts, smoke.document).problems()
     return found

@@ -40,6 +40,9 @@ class RunSection:
     artifact: str | None = None  # the RL artifact's name@version (the trainer's run name, e.g. on W&B)
     export_hf_default: bool = False  # the experiment left export_hf to its default (readiness says so)
     credentials: tuple[str, ...] = ()  # variables the run needs from its environment (names, never values)
+    # The recipe keys set from the shell (`--set`, dotted key -> value): provenance, for the plan and
+    # the run record; their values are in `skyrl` already (which the trainer reads).
+    recipe_overrides: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -323,9 +326,30 @@ def from_dict(data: Any) -> SkyRLLaunchConfig:
         problem = credential_name_problem(name)
         if problem:
             problems.append(f"run.credentials[{index}]: {problem}")
+    problems += provenance_problems(config)
     if problems:
         raise DocumentError(problems, what="SkyRLLaunchConfig")
     return config
+
+
+def provenance_problems(config: SkyRLLaunchConfig) -> list[str]:
+    """A recipe override the `skyrl` section does not run (a hand-edited document): the record
+    would claim a value the trainer never saw."""
+    from rlaunch.dotted import get_path
+
+    absent = object()
+    return [
+        f"run.recipe_overrides.{key}={value!r} but skyrl.{key} is "
+        f"{'absent' if (ran := get_path(config.skyrl, key, absent)) is absent else repr(ran)}; "
+        f"set skyrl.{key} to {value!r} or drop it from run.recipe_overrides"
+        for key, value in config.run.recipe_overrides.items()
+        if not _same(get_path(config.skyrl, key, absent), value)
+    ]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal and of one kind (True is not 1)."""
+    return type(a) is type(b) and bool(a == b)
 
 
 # Every RunPaths field of ArtifactsSection is a storage location (the rest is retention).

@@ -7,22 +7,38 @@ export and the terminal manifest. Nothing here writes.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from rlaunch import storage
 from rlaunch.artifacts import records as artifact_records
+from rlaunch.cluster.protocol import Backend
 from rlaunch.dotted import get_path
 from rlaunch.launch_config import schema
-from rlaunch.launch_config.failures import FailureClass, classify
+from rlaunch.launch_config.failures import DISK_FULL, UNCLASSIFIED, FailureClass, classify
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.observe import run_jobs
+from rlaunch.observe.pace import pace
 from rlaunch.observe.resolve import RunRef
 from rlaunch.observe.run_files import list_names, read_document, read_json, read_metrics, read_text
-from rlaunch.observe.scores import Score, read_score
+from rlaunch.observe.run_status import (  # the snapshot's types, read here
+    TERMINAL_STATES,
+    WEIGHT_SUFFIXES,
+    Authorised,
+    Cancellation,
+    Checkpoints,
+    Export,
+    Joined,
+    ModelLoad,
+    RunStatus,
+    Steps,
+    Tasks,
+    Terminal,
+)
+from rlaunch.observe.scores import read_score
 from rlaunch.runs.layout import (
     CHECKPOINT_META,
     JOINED,
@@ -39,184 +55,13 @@ from rlaunch.runs.layout import (
     export_root,
     terminal_manifest,
 )
+from rlaunch.runs.run_record import first_step_phase, marker_phases
 
-TERMINAL_STATES = ("succeeded", "failed", "cancelled", "prepared")
-WEIGHT_SUFFIXES = (".safetensors", ".bin")
 MAX_MARKER_READS = 256  # bounded reads: a huge gang's markers beyond this are counted by name only
 _REPLICA_MARKER = re.compile(r"^replica-(\d+)\.json$")
 _TRAINER_MARKER = re.compile(r"^trainer-rank-(\d+)\.json$")
-
-
-@dataclass
-class Joined:
-    rank: int
-    host: str | None = None
-    time: str | None = None
-    pid: int | None = None
-    world_size: int | None = None
-
-
-@dataclass
-class Tasks:
-    """Who joined: every replica of the child gang, and every trainer process."""
-
-    expected_replicas: int | None = None
-    replicas: list[Joined] = field(default_factory=list)
-    expected_trainer_processes: int | None = None
-    trainer_launcher: str | None = None  # "torchrun": one trainer process per device slot
-    trainers: list[Joined] = field(default_factory=list)
-
-    @property
-    def missing_replicas(self) -> list[int]:
-        joined = {j.rank for j in self.replicas}
-        return [r for r in range(self.expected_replicas or 0) if r not in joined]
-
-    @property
-    def missing_trainers(self) -> list[int]:
-        joined = {j.rank for j in self.trainers}
-        return [r for r in range(self.expected_trainer_processes or 0) if r not in joined]
-
-
-@dataclass
-class ModelLoad:
-    """The model the document configured versus the model the trainer recorded loading."""
-
-    configured: str | None = None  # the document's task-relative trainer.policy.model.path
-    input_uri: str | None = None
-    expected_identity: str | None = None
-    recorded: bool = False  # model_load.json exists
-    configured_path: str | None = None  # the staged path the trainer was handed
-    loaded_path: str | None = None
-    identity: str | None = None
-    weights_sha256: str | None = None
-    weight_files: dict[str, str] = field(default_factory=dict)
-    expected_weight_files: dict[str, str] = field(default_factory=dict)  # from the model artifact record
-    resumed_from_step: int | None = None
-    architecture: str | None = None
-    num_parameters: int | None = None
-
-
-@dataclass
-class Steps:
-    """Optimizer steps from the attempt's metrics log."""
-
-    url: str | None = None
-    count: int = 0
-    first_step: int | None = None
-    latest_step: int | None = None
-    latest_training_step: int | None = None  # runtimes with several optimizer steps per training step
-    final_step: int | None = None  # the document's trainer.max_training_steps
-    increasing: bool = True
-    steps_per_minute: float | None = None
-    last: dict[str, Any] | None = None
-    complete: bool = True  # False when a very long log was read as head and tail only
-
-
-@dataclass
-class Checkpoints:
-    root: str | None = None
-    steps: list[int] = field(default_factory=list)  # kept: each with its manifest (rlaunch_checkpoint.json)
-    incomplete: list[int] = field(default_factory=list)  # a directory without its manifest: a save cut short
-    latest_step: int | None = None
-    latest_path: str | None = None
-    latest_meta: dict[str, Any] | None = None  # rlaunch_checkpoint.json of the latest checkpoint
-    marker_error: str | None = None
-
-
-@dataclass
-class Export:
-    wanted: bool = False  # the document asks for an HF export
-    uri: str | None = None
-    files: list[str] = field(default_factory=list)
-
-    @property
-    def present(self) -> bool:
-        return "config.json" in self.files and any(f.endswith(WEIGHT_SUFFIXES) for f in self.files)
-
-
-@dataclass
-class Terminal:
-    uri: str | None = None
-    exists: bool = False
-    state: str | None = None
-    attempt_id: str | None = None
-    global_step: int | None = None
-    failure: str | None = None
-
-
-@dataclass
-class Cancellation:
-    by: str
-    at: str | None
-    reason: str | None = None
-
-
-@dataclass
-class Authorised:
-    """An operator's recorded go-ahead past a gate (`--retry`, `--skip-smoke-gate`)."""
-
-    by: str
-    at: str | None
-    reason: str | None = None
-
-
-@dataclass
-class RunStatus:
-    reference: str
-    output_path: str
-    artifact: str | None = None
-    kind: str = "rl"  # "step": a step job's attempt (resources and jobs; no trainer, checkpoints or export)
-    resources: dict[str, Any] = field(default_factory=dict)  # a step job's, per node
-    run_id: str | None = None
-    attempt_id: str | None = None
-    attempt_number: int = 0  # 1-based position among the recorded attempts
-    attempts_total: int = 0
-    state: str = "unknown"  # the effective state: the record reconciled with the jobs
-    state_reason: str | None = None
-    record_state: str | None = None
-    fingerprint: str | None = None
-    backend: str | None = None
-    runtime_profile: str | None = None
-    runtime_digest: str | None = None
-    topology: dict[str, Any] = field(default_factory=dict)
-    argv: list[str] = field(default_factory=list)
-    submitted_at: str | None = None
-    finished_at: str | None = None
-    failure: str | None = None
-    phases: dict[str, str] = field(default_factory=dict)  # see launch_config.run_record
-    coordinator: run_jobs.JobView | None = None
-    child: run_jobs.JobView | None = None
-    tasks: Tasks = field(default_factory=Tasks)
-    model: ModelLoad = field(default_factory=ModelLoad)
-    steps: Steps = field(default_factory=Steps)
-    checkpoints: Checkpoints = field(default_factory=Checkpoints)
-    export: Export = field(default_factory=Export)
-    terminal: Terminal = field(default_factory=Terminal)
-    cancelled: Cancellation | None = None
-    retry: Authorised | None = None  # this attempt relaunched a failed or cancelled one, by --retry
-    waivers: dict[str, Authorised] = field(default_factory=dict)  # gates let go with a reason (judgement.judge)
-    failure_class: FailureClass | None = None  # deterministic or operational (launch_config.failures)
-    wandb: dict[str, Any] | None = None  # the W&B run the trainer logged to (its evidence, wandb.json)
-    attempt_dir: str | None = None
-    document_uri: str | None = None
-    damage: str | None = None  # the run record is damaged: the attempt shown was rebuilt from other state
-    score: Score | None = None  # an evaluation's accuracy and interval (its report.json), when it wrote one
-
-    @property
-    def is_terminal(self) -> bool:
-        return self.state in TERMINAL_STATES
-
-    def to_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        if self.failure_class is not None:
-            data["failure_class"] = self.failure_class.to_json()
-        data["tasks"]["missing_replicas"] = self.tasks.missing_replicas
-        data["tasks"]["missing_trainer_processes"] = self.tasks.missing_trainers
-        data["export"]["present"] = self.export.present
-        data["is_terminal"] = self.is_terminal
-        if self.score is not None:
-            data["score"]["headline"] = self.score.headline()
-        return data
+WANDB_SITE = "https://wandb.ai"  # a run's page when its evidence names no URL (a self-hosted server records its own)
+OFFLINE_WANDB_MODES = ("offline", "dryrun")
 
 
 def iso_time(value: Any) -> str | None:
@@ -320,7 +165,8 @@ def _model(doc: SkyRLLaunchConfig | None, directory: str | None) -> ModelLoad:
 
 def _steps(doc: SkyRLLaunchConfig | None, directory: str | None) -> Steps:
     final = get_path(doc.skyrl, "trainer.max_training_steps", None) if doc else None
-    steps = Steps(final_step=int(final) if isinstance(final, (int, float)) else None)
+    final_step = int(final) if isinstance(final, (int, float)) else None
+    steps = Steps(final_step=final_step, pace=pace([], final_step))  # no step logged yet: the rate waits
     if not directory:
         return steps
     steps.url = storage.join(directory, METRICS)
@@ -337,9 +183,19 @@ def _steps(doc: SkyRLLaunchConfig | None, directory: str | None) -> Steps:
     training = records[-1].get("training_step")
     steps.latest_training_step = int(training) if isinstance(training, (int, float)) else numbers[-1]
     t0, t1 = records[0].get("time"), records[-1].get("time")
+    steps.first_time = float(t0) if isinstance(t0, (int, float)) else None
     if isinstance(t0, (int, float)) and isinstance(t1, (int, float)) and t1 > t0 and len(records) > 1:
         steps.steps_per_minute = (numbers[-1] - numbers[0]) / (t1 - t0) * 60.0
+    steps.pace = pace([point for record in records if (point := _timed_step(record))], steps.final_step)
     return steps
+
+
+def _timed_step(record: dict[str, Any]) -> tuple[int, float] | None:
+    """(training step, logged time) of a metrics line; None when it carries no time."""
+    at, training = record.get("time"), record.get("training_step")
+    if not isinstance(at, (int, float)):
+        return None
+    return (int(training) if isinstance(training, (int, float)) else record["step"]), float(at)
 
 
 def _checkpoints(doc: SkyRLLaunchConfig | None) -> Checkpoints:
@@ -429,8 +285,11 @@ def effective_state(
     cancelled: Cancellation | None,
     attempt_id: str | None,
 ) -> tuple[str, str | None]:
-    """The run's state: what the record says, corrected by the jobs when the record was never finalised."""
-    if terminal.exists and terminal.state == "succeeded" and terminal.attempt_id == attempt_id:
+    """The run's state: what the record says, corrected by the jobs when the record was never finalised.
+
+    A succeeded terminal manifest makes the attempt succeeded only when it names that attempt: one that
+    names none (the host always writes it) is no attempt's, even an attempt the record lost the id of."""
+    if terminal.exists and terminal.state == "succeeded" and attempt_id and terminal.attempt_id == attempt_id:
         return "succeeded", None
     top = next((j for j in (coordinator, child) if j is not None and j.error is None), None)
     if record_state == "failed" and (cancelled is not None or (top is not None and top.state == "cancelled")):
@@ -488,8 +347,9 @@ def collect(ref: RunRef, reference: str | None = None) -> RunStatus:
         status.attempt_dir = attempt["attempt_dir"]
     if not status.topology and doc is not None:
         status.topology = dataclasses.asdict(doc.cluster.allocation)
+    tried: list[Backend] = []
     if attempt:
-        _, status.coordinator, status.child = run_jobs.run_jobs(attempt, ref.prefix)
+        tried, status.coordinator, status.child = run_jobs.run_jobs(attempt, ref.prefix)
     elif ref.job_id:
         status.coordinator = run_jobs.view("coordinator", ref.job_id, run_jobs.find_job(ref.job_id, ref.prefix))
     status.tasks = _tasks(doc, status.attempt_dir, status.runtime_profile or (doc.runtime.profile if doc else None))
@@ -512,9 +372,16 @@ def collect(ref: RunRef, reference: str | None = None) -> RunStatus:
     status.state, status.state_reason = effective_state(
         status.record_state, status.coordinator, status.child, status.terminal, status.cancelled, attempt_id
     )
+    if status.state == "failed" and FailureClass.from_json(attempt.get("failure_class")) is None:
+        status.failed_jobs_log = _failed_jobs_log(status, tried)
+    if status.state != "running":
+        status.steps.pace = None  # a rate and an ETA describe a run that still trains
+    status.phases = _phases(status.phases, status.attempt_dir, status.steps.first_time, status.cancelled)
     status.failure_class = _failure_class(status, attempt)
     status.wandb = _wandb(attempt, status.attempt_dir)
     status.score = read_score(ref.output_path)
+    status.wandb_url = wandb_url(status.wandb)
+    status.wandb_logger = _logs_to_wandb(doc)
     if ref.damage and not attempt:  # never "pending": the history is unreadable and nothing else names an attempt
         status.state, status.state_reason = "damaged", "no other state of the run names an attempt"
     refusals = (ref.record or {}).get("replay_refusals") or []
@@ -540,6 +407,21 @@ def replay_refusal(entry: Any) -> str:
     )
 
 
+def _phases(
+    recorded: dict[str, str], directory: str | None, first_logged: float | None, cancelled: Cancellation | None
+) -> dict[str, str]:
+    """The recorded phases, with those the attempt directory and the cancel tell that the record does
+    not hold yet: the host records the tasks' phases as the attempt ends, and a cancel may stop it first."""
+    found: dict[str, str] = {}
+    if directory:
+        with contextlib.suppress(OSError):  # an unreadable directory leaves the recorded phases
+            found = marker_phases(directory)
+    found.update(first_step_phase(first_logged))
+    if cancelled is not None and cancelled.at:
+        found["cancelled"] = cancelled.at
+    return {**found, **recorded}
+
+
 def _wandb(attempt: dict[str, Any], directory: str | None) -> dict[str, Any] | None:
     """The W&B run the host recorded, else (a running attempt) what the trainer wrote so far."""
     recorded = attempt.get("wandb")
@@ -547,6 +429,29 @@ def _wandb(attempt: dict[str, Any], directory: str | None) -> dict[str, Any] | N
         return recorded
     found = read_json(storage.join(directory, WANDB_RUN)) if directory else None
     return found if isinstance(found, dict) else None
+
+
+def wandb_url(run: dict[str, Any] | None) -> str | None:
+    """The page of the W&B run: the URL wandb reported, else `https://wandb.ai/<entity>/<project>/runs/<id>`
+    when all three are recorded. An offline run has no page until it is synced: None."""
+    if not run:
+        return None
+    recorded = run.get("url")
+    if isinstance(recorded, str) and recorded.startswith(("https://", "http://")):
+        return recorded
+    if run.get("mode") in OFFLINE_WANDB_MODES:
+        return None
+    parts = [run.get("entity"), run.get("project"), run.get("run_id") or run.get("id")]
+    if not all(isinstance(part, str) and part for part in parts):
+        return None
+    entity, project, run_id = parts
+    return f"{WANDB_SITE}/{entity}/{project}/runs/{run_id}"
+
+
+def _logs_to_wandb(doc: SkyRLLaunchConfig | None) -> bool:
+    """Whether the recipe's `trainer.logger` (one name or a list) names wandb."""
+    logger = get_path(doc.skyrl, "trainer.logger", None) if doc else None
+    return "wandb" in (logger if isinstance(logger, (list, tuple)) else [logger])
 
 
 def _failure_class(status: RunStatus, attempt: dict[str, Any]) -> FailureClass | None:
@@ -558,10 +463,32 @@ def _failure_class(status: RunStatus, attempt: dict[str, Any]) -> FailureClass |
     return recorded if recorded is not None else observed_failure_class(status)
 
 
+FAILED_LOG_LINES = 200  # of each failed job: what a host classifying a failure reads of its child
+
+
+def _failed(status: RunStatus) -> list[run_jobs.JobView]:
+    """The failed jobs, the child's first: a job rlaunch stopped (cancelled: its parent had ended)
+    is no evidence, its SIGTERM was rlaunch's own."""
+    return [job for job in (status.child, status.coordinator) if job is not None and job.state == "failed"]
+
+
+def _failed_jobs_log(status: RunStatus, tried: list[Backend]) -> list[str]:
+    return [line for job in _failed(status) for line in run_jobs.log_tail(job.job_id, tried, FAILED_LOG_LINES)]
+
+
 def observed_failure_class(status: RunStatus) -> FailureClass:
-    """What the failure message and the failed jobs' exit codes (the child's, then the coordinator's:
-    a coordinator killed under its child) say of a failure the host never classified. A job rlaunch
-    stopped (cancelled: its parent had ended) is no evidence: its SIGTERM was rlaunch's own."""
-    failed = [job for job in (status.child, status.coordinator) if job is not None and job.state == "failed"]
+    """What the failure message, the failed jobs' exit codes (the child's, then the coordinator's: a
+    coordinator killed under its child) and their backend's word on why they ended (Slurm's NODE_FAIL
+    on the coordinator's node, which the host it killed could not know) say of a failure the host
+    never classified; where they say nothing, what the failed jobs' last log lines say (a full disk
+    under the prefix kept the host from recording the failure; the logs still name the write). A
+    full disk the logs name decides: what followed it, a supervisor lost or an outcome unrecorded,
+    failed on it too."""
+    failed = _failed(status)
     codes = [r.exit_code for job in failed for r in job.replicas]
-    return classify(status.failure or status.state_reason, exit_codes=codes)
+    said = "\n".join([status.failure or status.state_reason or "", *(job.message for job in failed if job.message)])
+    logged = classify(said, status.failed_jobs_log, codes) if status.failed_jobs_log else None
+    if logged is not None and logged.cause == DISK_FULL:  # what followed it (a lost supervisor) failed on it too
+        return logged
+    found = classify(said, exit_codes=codes)
+    return logged if logged is not None and found.kind == UNCLASSIFIED else found

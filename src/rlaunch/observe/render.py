@@ -11,8 +11,9 @@ import json
 from typing import Any
 
 from rlaunch.intervals import Difference
-from rlaunch.observe.collect import RunStatus
+from rlaunch.observe.pace import Pace
 from rlaunch.observe.run_jobs import JobView
+from rlaunch.observe.run_status import RunStatus
 from rlaunch.observe.scores import Score
 from rlaunch.observe.verdict import Verdict
 from rlaunch.runs.layout import CHECKPOINT_META
@@ -134,7 +135,7 @@ def _steps(s: RunStatus) -> list[str]:
     st = s.steps
     final = "?" if st.final_step is None else str(st.final_step)
     if st.count == 0:
-        return _line("steps", f"none yet (final step {final})")
+        return _line("steps", f"none yet (final step {final})", *(pace_lines(st.pace) if st.pace else []))
     rate = f", {st.steps_per_minute:.1f} steps/min" if st.steps_per_minute else ""
     training = f" (training step {st.latest_training_step})" if st.latest_training_step != st.latest_step else ""
     head = f"latest step {st.latest_step}{training} of {final}; {st.count} recorded{rate}"
@@ -142,7 +143,43 @@ def _steps(s: RunStatus) -> list[str]:
         head += " (long log: head and tail read)"
     last = st.last or {}
     keys = [k for k in ("loss", "reward_mean", "reward_std", "kl", "learning_rate") if k in last]
-    return _line("steps", head, "last       " + "  ".join(f"{k} {_number(last[k])}" for k in keys))
+    lines = [head, "last       " + "  ".join(f"{k} {_number(last[k])}" for k in keys)]
+    return _line("steps", *lines, *(pace_lines(st.pace) if st.pace else []))
+
+
+def pace_lines(p: Pace) -> list[str]:
+    """`rate` and `ETA` of a running attempt (training steps), or why there is no rate yet."""
+    if p.waiting or p.seconds_per_step is None or p.steps_per_hour is None:
+        return [f"rate       {p.waiting}"]
+    rate = (
+        f"rate       {_figure(p.steps_per_hour)} steps/h ({_figure(p.seconds_per_step)} s/step) "
+        f"over the last {p.over_steps} step{'s' if p.over_steps != 1 else ''}"
+    )
+    if p.remaining_steps is None or p.eta_seconds is None:
+        return [rate, "ETA        unknown: no final step configured (trainer.max_training_steps)"]
+    if p.remaining_steps == 0:
+        return [rate, "ETA        the final step is logged"]
+    return [rate, f"ETA        {duration(p.eta_seconds)}, at {p.eta_at} ({p.remaining_steps} steps to go)"]
+
+
+def _figure(value: float) -> str:
+    """Three significant figures, never an exponent above 100 (`7200`, not `7.2e+03`)."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def duration(seconds: float) -> str:
+    """`3d 4h`, `4h 05m`, `5m 07s`, `7s`: the two largest units."""
+    whole = round(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"
 
 
 def _checkpoints(s: RunStatus) -> list[str]:
@@ -263,11 +300,15 @@ def _step_job(s: RunStatus) -> list[str]:
 def _wandb(s: RunStatus) -> list[str]:
     w = s.wandb
     if not w:
-        return []
-    where = w.get("url") or (f"offline run directory {w['offline_dir']}" if w.get("offline_dir") else "-")
+        return (
+            _line("W&B", "logger wandb: no run recorded yet (the trainer records it as training starts)")
+            if s.wandb_logger
+            else []
+        )
+    where = s.wandb_url or (f"offline run directory {w['offline_dir']}" if w.get("offline_dir") else "-")
     return _line(
         "W&B",
-        f"run {w.get('run_id') or '-'}  project {w.get('project') or '-'}  entity {w.get('entity') or '-'}",
+        f"run {w.get('run_id') or w.get('id') or '-'}  project {w.get('project') or '-'}  entity {w.get('entity') or '-'}",
         where,
     )
 
@@ -328,12 +369,20 @@ def _moment(value: str) -> datetime.datetime:
     return datetime.datetime.fromisoformat(value)
 
 
+def _parses(value: Any) -> bool:
+    try:
+        _moment(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def phase_table(phases: dict[str, str]) -> list[tuple[str, str, float, float]]:
     """(phase, time, seconds since the previous phase, seconds since the first), in launch order.
 
     Phases are ordered by the launch's sequence (then by time), so a clock skew between machines
     shows as a negative step instead of reordering the table."""
-    known = [(name, at) for name, at in phases.items() if at]
+    known = [(name, at) for name, at in phases.items() if _parses(at)]  # a damaged time has no place in the table
     known.sort(key=lambda item: (_order(item[0]), _moment(item[1])))
     rows: list[tuple[str, str, float, float]] = []
     for index, (name, at) in enumerate(known):

@@ -152,3 +152,16 @@ def run_jobs(attempt: dict[str, Any], prefix: str | None) -> tuple[list[Backend]
         except Exception as exc:  # noqa: BLE001 - an unreachable cluster is shown, not raised
             views.append(JobView(role, job_id, error=f"{type(exc).__name__}: {exc}"))
     return candidates, views[0], views[1]
+
+
+def log_tail(job_id: str, candidates: list[Backend], lines: int) -> list[str]:
+    """The last `lines` log lines of a job, from the first backend that knows it; [] where none can be
+    read: a log is evidence of why a job failed, never a reason for a view to fail."""
+    for backend in candidates:
+        try:
+            return list(backend.logs(job_id, tail=lines))
+        except JobNotFoundError:
+            continue
+        except Exception:  # noqa: BLE001 - an unreachable cluster or a log already purged
+            return []
+    return []

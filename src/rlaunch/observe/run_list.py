@@ -6,9 +6,10 @@ from typing import Any
 
 from rlaunch.dotted import get_path
 from rlaunch.observe import run_jobs
-from rlaunch.observe.collect import TERMINAL_STATES, Cancellation, Terminal, effective_state
+from rlaunch.observe.collect import effective_state
 from rlaunch.observe.resolve import at_path, prefix_of, run_records
 from rlaunch.observe.run_files import read_json
+from rlaunch.observe.run_status import TERMINAL_STATES, Cancellation, Terminal
 from rlaunch.runs.layout import RUN_RECORD, cancel_record, terminal_manifest
 from rlaunch.statefiles import CorruptStateError
 

@@ -16,7 +16,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rlaunch.observe.collect import RunStatus
+from rlaunch.observe.run_status import RunStatus
 
 RUN_SUCCEEDED = "run succeeded"
 TASKS_JOINED = "all expected tasks joined"
@@ -222,6 +222,8 @@ def terminal_metadata(s: RunStatus) -> Criterion:
         problems.append(f"no terminal manifest at {t.uri}")
     elif t.state != "succeeded":
         problems.append(f"the terminal manifest says {t.state}")
+    elif not t.attempt_id:
+        problems.append(f"the terminal manifest names no attempt, so it is not attempt {s.attempt_id}'s")
     elif s.attempt_id and t.attempt_id != s.attempt_id:
         problems.append(f"the terminal manifest belongs to attempt {t.attempt_id}, not {s.attempt_id}")
     else:

@@ -24,6 +24,7 @@ MODEL_LOAD = "model_load.json"
 WANDB_RUN = "wandb.json"  # the W&B run the trainer logged to, as the runtime's evidence reports it
 JOINED = "joined"
 GANG_OUTCOME = "gang/outcome.json"  # rank 0's verdict, which the other ranks leave with
+GANG_STOPPED = "gang/stopped.json"  # rank 0's runtime stopped from outside (a cancel): its times, no verdict
 RUN_RECORD = "run_record.json"
 TERMINAL_MANIFEST = "terminal.json"
 EXPORTS = "exports"

@@ -18,10 +18,14 @@ Each entry also carries `phases`: when each step of a launch happened (ISO-8601 
     child_submitted       the host submitted the child gang
     replica_<r>_joined    replica r's task began                     (its join marker)
     inputs_staged         the last replica had its inputs staged     (the join markers)
-    trainer_started       rank 0 started the runtime's entrypoint
+    trainer_started       rank 0 started the runtime's entrypoint    (rank 0's outcome, or its stop)
     first_optimizer_step  the trainer logged its first step          (metrics.jsonl)
-    trainer_exited        the runtime's entrypoint exited            (rank 0's outcome)
+    cancelled             `rlaunch cancel` asked for the stop        (the cancel's record; status adds it)
+    trainer_exited        the runtime's entrypoint exited            (rank 0's outcome, or its stop)
     finished              the host recorded the attempt's end
+
+The host records the task phases when the attempt ends; `rlaunch status` reads them from the attempt
+directory as they happen, so a run stopped before its host could record them (a cancel) shows them too.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from rlaunch import storage
-from rlaunch.runs.layout import GANG_OUTCOME, JOINED, METRICS, attempt_dir, run_record
+from rlaunch.runs.layout import GANG_OUTCOME, GANG_STOPPED, JOINED, METRICS, attempt_dir, run_record
 from rlaunch.statefiles import CorruptStateError
 from rlaunch.waiting import WaitTimeout, wait_until
 
@@ -58,6 +62,7 @@ PHASES = (
     "inputs_staged",
     "trainer_started",
     "first_optimizer_step",
+    "cancelled",  # before the exits it causes; what never happened before it is absent
     "trainer_exited",
     "finished",
     "launch_process_exited",  # the benchmark's: when `--run` returned
@@ -84,6 +89,12 @@ def _iso(epoch: float) -> str:
 def task_phases(attempts_root: str, attempt_id: str) -> dict[str, str]:
     """The phases the gang's tasks and the trainer left in the attempt directory (missing: absent)."""
     directory = attempt_dir(attempts_root, attempt_id)
+    first = _first_metrics_line(storage.join(directory, METRICS))
+    return {**marker_phases(directory), **first_step_phase(first.get("time"))}
+
+
+def marker_phases(directory: str) -> dict[str, str]:
+    """The phases the gang's join markers and rank 0's outcome in the attempt `directory` say."""
     phases: dict[str, str] = {}
     joined = storage.join(directory, JOINED)
     staged = []
@@ -92,21 +103,31 @@ def task_phases(attempts_root: str, attempt_id: str) -> dict[str, str]:
         marker = _tolerant_json(storage.join(joined, name)) if match else None
         if not match or not isinstance(marker, dict):
             continue
-        if marker.get("started_at"):
-            phases[f"replica_{match.group(1)}_joined"] = marker["started_at"]
-        if marker.get("time"):
-            staged.append(marker["time"])
+        if started := _moment(marker.get("started_at")):
+            phases[f"replica_{match.group(1)}_joined"] = started
+        if staged_at := _moment(marker.get("time")):
+            staged.append(staged_at)
     if staged:
         phases["inputs_staged"] = max(staged)
-    outcome = _tolerant_json(storage.join(directory, GANG_OUTCOME)) or {}
-    if outcome.get("trainer_started_at"):
-        phases["trainer_started"] = outcome["trainer_started_at"]
-    if outcome.get("time"):
-        phases["trainer_exited"] = outcome["time"]
-    first = _first_metrics_line(storage.join(directory, METRICS))
-    if isinstance(first.get("time"), (int, float)):
-        phases["first_optimizer_step"] = _iso(float(first["time"]))
+    for ended in (GANG_STOPPED, GANG_OUTCOME):  # a trainer stopped from outside leaves no outcome, only its times
+        outcome = _tolerant_json(storage.join(directory, ended)) or {}
+        if started := _moment(outcome.get("trainer_started_at")):
+            phases["trainer_started"] = started
+        if exited := _moment(outcome.get("time")):
+            phases["trainer_exited"] = exited
     return phases
+
+
+def _moment(value: Any) -> str | None:
+    """A marker's time as the phases hold it (ISO-8601); epoch seconds are converted, anything else is absent."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _iso(float(value))
+    return value if isinstance(value, str) and value else None
+
+
+def first_step_phase(logged: Any) -> dict[str, str]:
+    """`first_optimizer_step` at the time the first metrics line carries (epoch seconds), if it has one."""
+    return {"first_optimizer_step": _iso(float(logged))} if isinstance(logged, (int, float)) else {}
 
 
 def _first_metrics_line(url: str) -> dict[str, Any]:

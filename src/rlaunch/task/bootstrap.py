@@ -13,7 +13,8 @@ its single replica runs the driver attached to that cluster.
 
 A cancel signals the task's whole process group. Until the trainer runs, the task stops at once
 (`Signalled`) and still removes its directory; once the trainer runs, the signal is the trainer's
-to act on and the task leaves with it, recording no outcome.
+to act on and the task leaves with it, recording no outcome (only when the trainer started and
+exited, `gang/stopped.json`, which the run's phase table reads).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from rlaunch.launch_config.composition import set_path
 from rlaunch.launch_config.typed import encode
 from rlaunch.names import sanitize_job_name
 from rlaunch.paths import join_inside, remove_inside
-from rlaunch.runs.layout import GANG_OUTCOME, JOINED, attempt_dir
+from rlaunch.runs.layout import GANG_OUTCOME, GANG_STOPPED, JOINED, attempt_dir
 from rlaunch.runs.resume import FINGERPRINT_ENV, RESUME_FROM_ENV
 from rlaunch.runtimes.environment import RuntimeEnvironment, ensure_environment
 from rlaunch.runtimes.registry import RAY_DRIVER, get_profile
@@ -245,6 +246,17 @@ def run_ray_gang(
     )
 
 
+def _record_stop(doc: schema.SkyRLLaunchConfig, code: int, signum: int, phases: dict[str, str]) -> None:
+    """When the stopped trainer started and exited (the run's phase table keeps them); no verdict,
+    so the other ranks, which wait for rank 0's outcome, are not told one. A write that fails loses
+    only these times."""
+    stopped = {"signal": signal.Signals(signum).name, "exit_code": code, "time": utc_now(), **phases}
+    with contextlib.suppress(OSError):
+        storage.write_json_atomic(
+            storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), GANG_STOPPED), stopped
+        )
+
+
 def wait_for_outcome(doc: schema.SkyRLLaunchConfig, poll_seconds: float = 1.0) -> int:
     url = storage.join(attempt_dir(doc.artifacts.attempts_root, doc.run.attempt_id), OUTCOME)
     outcome = wait_until(lambda: storage.read_json(url), None, f"rank 0's outcome at {url}", poll_seconds)
@@ -289,6 +301,7 @@ def _run_task(config_url: str, signalled: Signalled) -> None:
             code = run_entrypoint(doc, final_document(doc, staged), local_root, phases, signalled)
             if signalled.signum:  # stopped from outside: the trainer's exit is not the gang's outcome
                 log(f"entrypoint exited {code} after {signal.Signals(signalled.signum).name}; no outcome recorded")
+                _record_stop(doc, code, signalled.signum, phases)
                 sys.exit(128 + signalled.signum)
         try:
             storage.write_json_atomic(

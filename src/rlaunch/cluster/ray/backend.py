@@ -50,6 +50,7 @@ from rlaunch.cluster.protocol import (
     JobState,
     JobStatus,
     Resources,
+    dependency_problem,
 )
 from rlaunch.cluster.ray.capacity import (
     Fit,
@@ -114,12 +115,13 @@ class RayClusterUnreachableError(UserError, ConnectionError):
 
 
 def require_ray() -> None:
+    if problem := dependency_problem("ray"):  # the words the dry run says too
+        raise RayNotInstalledError(problem)
     try:
         import ray.job_submission  # noqa: F401
     except ImportError as exc:
         raise RayNotInstalledError(
-            f"the ray backend needs Ray, which is not installed in this environment ({exc}). "
-            f"Install the extra: {INSTALL_HINT}  (ray[default]==2.60.0)"
+            f"the ray backend needs Ray, which does not import here ({exc}): {INSTALL_HINT}"
         ) from None
 
 

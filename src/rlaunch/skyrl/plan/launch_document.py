@@ -157,6 +157,7 @@ def render_document(
                 artifact=f"{spec.name}@{spec.version}",
                 export_hf_default=export_hf is None,
                 credentials=spec.credentials,
+                recipe_overrides={o.key: o.value for o in spec.recipe_overrides},
             )
         ),
         "runtime": encode(
@@ -240,8 +241,10 @@ def _drop_derived(sections: dict[str, Any]) -> None:
     """Leave out of the fingerprint what identity already decides: the TTL (like the temporary root
     it names, retention), and the inputs' artifact types and graph (their identities carry them);
     and whether export_hf was stated (its value is in); and the declared credentials (what the run
-    needs from where it runs, not what it computes)."""
+    needs from where it runs, not what it computes); and the recipe overrides' provenance (their
+    values are in `skyrl`: a value set from the shell is the same run as one written in config_yaml)."""
     del sections["run"]["credentials"]
+    del sections["run"]["recipe_overrides"]
     del sections["artifacts"]["temporary_storage_ttl_days"]
     del sections["run"]["export_hf_default"]
     inputs = sections["inputs"]

@@ -63,13 +63,14 @@ class Planning:
         return launch
 
     def view_of(self, step: SkyRLArtifactStep) -> tuple[PlannedLaunch, StoredFacts, PlannedLaunch | None]:
-        """What the plan's views read for `step` (`views.plan_view.describe_step(*planning.view_of(step))`):
-        its planned launch, its stored facts and its declared smoke's planned launch."""
+        """What the plan's views read for `step` (`views.plan_view.describe_step`, beside the declared
+        smoke's stored run: `cli.plan_text.step_lines`): its planned launch, its stored facts and its
+        declared smoke's planned launch."""
         return self.launch(step), self.facts(step), None if step.smoke is None else self.launch(step.smoke)
 
     def numbers(self, step: SkyRLArtifactStep) -> dict[str, Any]:
-        """The plan's numbers for `step` as data (`--plan-format json`): the memory table, and the
-        nearest plans that fit when it does not (`rlaunch.rules.fit`)."""
+        """The plan's numbers for `step` as data (`--plan-format json`): the memory table, the
+        nearest plans that fit when it does not (`rlaunch.rules.fit`), and the recipe overrides."""
         from rlaunch.rules.document_subject import nearest_fits
         from rlaunch.rules.fit import needs_search
 
@@ -77,7 +78,11 @@ class Planning:
         found = (
             nearest_fits(launch.document, launch.profile, dict(launch.composed)) if needs_search(launch.memory) else []
         )
-        return {"memory": launch.memory.as_dict(), "what_would_fit": [f.as_dict() for f in found]}
+        return {
+            "memory": launch.memory.as_dict(),
+            "what_would_fit": [f.as_dict() for f in found],
+            "recipe_overrides": dict(launch.document.run.recipe_overrides),
+        }
 
 
 def stored_facts(spec: SkyRLSpec, prefix: str, smoke: SkyRLSpec | None = None) -> StoredFacts:

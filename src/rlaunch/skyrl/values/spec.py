@@ -9,7 +9,7 @@ are built, and in the launch host on the document.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rlaunch.artifacts import ArtifactStep
@@ -20,6 +20,8 @@ from rlaunch.launch_config.schema import ResumeFrom as ResumeFrom  # exported by
 from rlaunch.launch_config.schema import resume_from_problems
 from rlaunch.secrets import credential_name_problem
 from rlaunch.skyrl.values.config_yaml import entrypoint_of, parse_config_yaml, render_recipe
+from rlaunch.skyrl.values.overrides import RecipeOverride, RecipeOverrideError, from_build_context, refusals
+from rlaunch.skyrl.values.overrides import apply as apply_overrides
 from rlaunch.skyrl.values.retention import SkyRLRetentionPolicy
 from rlaunch.skyrl.values.role_plan import SkyRLTopology
 from rlaunch.skyrl.values.runtime import SkyRLRuntime
@@ -43,6 +45,10 @@ class SkyRLSpec:
     e.g. another version's), checked like its own (`rlaunch.runs.resume`); the run then keeps its
     own checkpoints under a root of its runtime, so it may be reused across a runtime repin. It is
     part of the fingerprint (it decides the starting weights) and needs `resume_mode: latest`.
+
+    `recipe_overrides` are recipe keys set over `config_yaml` (`--set dotted.key=value`: a spec
+    built inside a main takes the shell's by default); each must be a knob of its runtime's base
+    config, not a key the role plan renders or rlaunch owns (`RecipeOverrideError` otherwise).
     """
 
     name: str
@@ -58,6 +64,7 @@ class SkyRLSpec:
     compatible_checkpoint_digests: tuple[str, ...] = ()
     credentials: tuple[str, ...] = ()
     resume_from: ResumeFrom | None = None
+    recipe_overrides: tuple[RecipeOverride, ...] = field(default_factory=from_build_context)
 
     def __post_init__(self) -> None:
         validate_name(self.name, field="SkyRLSpec.name")
@@ -87,6 +94,13 @@ class SkyRLSpec:
             problem = credential_name_problem(name)
             if problem:
                 raise ValueError(f"SkyRLSpec.credentials[{index}]: {problem}")
+        object.__setattr__(self, "recipe_overrides", tuple(self.recipe_overrides))
+        for override in self.recipe_overrides:
+            if not isinstance(override, RecipeOverride):
+                raise TypeError(f"SkyRLSpec.recipe_overrides must hold RecipeOverride values, got {override!r}")
+        refused = refusals(self.recipe_overrides, self.runtime.runtime_profile)
+        if refused:
+            raise RecipeOverrideError("; ".join(refused))
         self.recipe  # noqa: B018 - the recipe parses (a PreflightError naming config_yaml otherwise)
         if self.resume_from is not None:
             if not isinstance(self.resume_from, ResumeFrom):
@@ -103,8 +117,8 @@ class SkyRLSpec:
 
     @functools.cached_property
     def recipe(self) -> dict[str, Any]:
-        """The recipe as written (sparse), parsed from `config_yaml`."""
-        return parse_config_yaml(self.config_yaml)
+        """The recipe as written (sparse), parsed from `config_yaml`, with the overrides set over it."""
+        return apply_overrides(parse_config_yaml(self.config_yaml), self.recipe_overrides)
 
     @property
     def entrypoint(self) -> str:

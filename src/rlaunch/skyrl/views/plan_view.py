@@ -2,13 +2,19 @@
 
 A view of the launch document the step would launch (`planning.planned_document`) and its stored
 facts (`stored_facts`): every number here is one the host will read, so the plan cannot say one
-thing and the run do another. The smoke gate compares that document with the smoke's.
+thing and the run do another. The smoke gate judges parity as the judgement does: against the
+document the declared smoke's latest attempt ran (`judgement.parity.smoke_parity`), read by the
+caller with the judgement's reader (`observe.launch_evidence`); before the smoke has run it says so,
+and previews the smoke as declared.
 """
 
 from __future__ import annotations
 
-from rlaunch.judgement.judge import large
-from rlaunch.judgement.parity import differences, shape_of_planned
+from collections.abc import Mapping
+from typing import Any
+
+from rlaunch.judgement.judge import SmokeEvidence, large
+from rlaunch.judgement.parity import differences, shape_of_planned, smoke_parity
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry, plan_values
@@ -25,9 +31,15 @@ from rlaunch.skyrl.views.readiness import render as render_readiness
 from rlaunch.skyrl.views.resume_check import resume_refusal
 
 
-def describe_step(planned: PlannedLaunch, facts: StoredFacts, smoke: PlannedLaunch | None = None) -> list[str]:
+def describe_step(
+    planned: PlannedLaunch,
+    facts: StoredFacts,
+    smoke: PlannedLaunch | None = None,
+    smoke_run: SmokeEvidence | None = None,
+) -> list[str]:
     """The plan of one RL step: `planned` is what it would launch (composed once), `facts` what
-    storage holds for it, `smoke` what its declared smoke would launch (None: it declares none)."""
+    storage holds for it, `smoke` what its declared smoke would launch and `smoke_run` what storage
+    holds of that smoke's run, as the judgement reads it (both None: it declares none)."""
     document, profile, composed = planned.document, planned.profile, planned.composed
     geo, plan = planned.geometry or Geometry.from_recipe(composed), plan_values(composed)
     alloc, paths, run = document.cluster.allocation, document.artifacts, document.run
@@ -67,6 +79,7 @@ def describe_step(planned: PlannedLaunch, facts: StoredFacts, smoke: PlannedLaun
         ("resume", _resume_line(planned, facts)),
         *plan_rows(document, facts),
         ("seed", str(run.seed)),
+        *_overrides_row(run.recipe_overrides),
     ]
     width = max(len(label) for label, _ in rows)
     lines = [f"{label:<{width}}  {value}" for label, value in rows]
@@ -92,23 +105,46 @@ def describe_step(planned: PlannedLaunch, facts: StoredFacts, smoke: PlannedLaun
         large=large(planned) is not None,
         defaults=relied_defaults(document),
     )
-    return lines + parity_lines(planned, facts, smoke)
+    return lines + parity_lines(planned, facts, smoke, smoke_run)
 
 
-def parity_lines(planned: PlannedLaunch, facts: StoredFacts, smoke: PlannedLaunch | None) -> list[str]:
-    """The smoke gate: whether this launch needs a smoke, whether parity holds with the declared
-    one, difference by difference, and whether that smoke's run is still awaited."""
+def _overrides_row(overrides: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The recipe keys set from the shell, as given (none: no row; the recipe is config_yaml's)."""
+    if not overrides:
+        return []
+    from rlaunch.skyrl.values.overrides import RecipeOverride
+
+    return [("overrides", "  ".join(f"--set {RecipeOverride(k, v)}" for k, v in overrides.items()))]
+
+
+def parity_lines(
+    planned: PlannedLaunch, facts: StoredFacts, smoke: PlannedLaunch | None, smoke_run: SmokeEvidence | None
+) -> list[str]:
+    """The smoke gate: whether this launch needs a smoke and, with one declared, the judgement's
+    parity verdict against the run that smoke stored, difference by difference; before it has run,
+    that it has not, and how the smoke as declared compares."""
     declared = planned.document.gates.smoke
-    if smoke is None or declared is None:
+    if declared is None:
         return [smoke_line(planned, facts)]
-    shapes = shape_of_planned(smoke), shape_of_planned(planned)
-    found = differences(*shapes)
-    run = f"  smoke run: {smoke_line(planned, facts)}"
-    if not found:
-        return [f"smoke gate: {declared.identity}; parity holds (--run also needs its verify-smoke PASS)", run]
+    assert smoke is not None and smoke_run is not None, "a declared smoke is shown with its plan and its stored run"
+    verdict = smoke_parity(planned, declared.identity, smoke_run.attempts, smoke_run.document)
+    head, run = f"smoke gate: {declared.identity}", f"  smoke run: {smoke_line(planned, facts)}"
+    if not verdict.ran:
+        as_declared = differences(shape_of_planned(smoke), shape_of_planned(planned))
+        if not as_declared:
+            return [f"{head}; {verdict.problems()[0]}", "  as declared, it has this launch's shape"]
+        return [
+            f"{head}; {verdict.problems()[0]}",
+            f"  as declared, it differs from this launch in {len(as_declared)} field(s) (its run would fail parity):",
+            *(f"  {d.line()}" for d in as_declared),
+        ]
+    if not verdict.readable:
+        return [f"{head}; {verdict.problems()[0]}", run]
+    if verdict.holds:
+        return [f"{head}; parity holds with the run it stored (--run also needs its verify-smoke PASS)", run]
     return [
-        f"smoke gate: {declared.identity}; parity FAILS, {len(found)} difference(s):",
-        *(f"  {d.line()}" for d in found),
+        f"{head}; parity FAILS with the run it stored, {len(verdict.differences)} difference(s):",
+        *(f"  {d.line()}" for d in verdict.differences),
         run,
     ]
 

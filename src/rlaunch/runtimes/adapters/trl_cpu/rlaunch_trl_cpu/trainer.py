@@ -235,6 +235,11 @@ def run(skyrl: dict[str, Any], *, export_hf: bool = False) -> None:
         f"grad_accum={plan.grpo['gradient_accumulation_steps']} steps_per_generation={plan.grpo['steps_per_generation']} "
         f"beta={plan.grpo['beta']} loss_type={plan.grpo['loss_type']}"
     )
+    ctx.log(  # what it trains with, stated once (a `--set` override is checked here, not in the per-step rate)
+        f"optimizer: learning_rate={plan.grpo['learning_rate']!r} weight_decay={plan.grpo['weight_decay']!r} "
+        f"max_grad_norm={plan.grpo['max_grad_norm']!r} warmup_steps={plan.grpo['warmup_steps']} "
+        f"lr_scheduler_type={plan.grpo['lr_scheduler_type']}"
+    )
     export_root = _location(plan.export_path)
     stage_root = os.path.join(ctx.task_dir, "trl-cpu-stage")
     os.makedirs(stage_root, exist_ok=True)
