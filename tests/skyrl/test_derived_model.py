@@ -175,3 +175,15 @@ def test_a_declared_or_underived_model_is_not_said_undeclared(prefix: str) -> No
         launch = launch_of(skyrl_step(spec(model=model), iris(), export_hf=True))
         assert launch.document.inputs.model.unsized_reason is None
         assert not [f for f in judge(launch, Evidence(), Authorisations()) if f.gate == "memory"]
+
+
+def sft_of_llama_70b() -> ArtifactStep[HfModel]:
+    """A derived model step `rlaunch fit --model` names (`module:attr`)."""
+    base = base_step(LLAMA_31_70B)
+    return sft_step(base, FromBase(base))
+
+
+def test_fit_sizes_a_derived_model_by_its_declaration() -> None:
+    from rlaunch.cli.fit_command import _model_step
+
+    assert _model_step(f"{__name__}:sft_of_llama_70b").config == LLAMA_31_70B
