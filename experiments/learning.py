@@ -30,7 +30,7 @@ from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, resolve_version
 from rlaunch.cli import rl_build_options
 from rlaunch.runtimes.environment import runtime_tool
-from rlaunch.skyrl import HfModel, PromptData, SkyRLRolePlan
+from rlaunch.skyrl import FromBase, HfModel, PromptData, SkyRLRolePlan
 
 # Sums of two operands up to 4: 25 problems, so a short warm start gets the format right and some
 # answers, and every GRPO group of eight holds right and wrong completions (a learning signal).
@@ -122,6 +122,7 @@ def warm_start_step(model: ArtifactStep[HfModel], data: ArtifactStep[PromptData]
             "data_uri": storage.join(ctx.artifact_path(data), "train.jsonl"),
             "seed": seed,
             **WARM_START,
+            **FromBase(model).declaration(ctx),  # supervised steps keep the base's architecture
         },
         deps=(model, data),
     )

@@ -154,7 +154,7 @@ def test_a_derived_model_that_declares_nothing_is_said_in_the_plan_and_refuses_a
     # The 70B model that cannot fit is not seen: no model rule can judge what nothing declares.
     launch = launch_of(skyrl_step(spec(model=sft), iris(), export_hf=True))
     said = (
-        "models/sft@2026.11.30 is a derived model (built from data/sft@2026.11.30, models/base@2026.11.30) whose "
+        "models/sft@2026.11.30 is a derived model (built from models/base@2026.11.30) whose "
         "step declares no architecture; declare it in the step's build config, FromBase(<the model it is built from>) "
         "or FromConfig(<its config.json>), so the context, heads and memory rules judge it before it is built"
     )
@@ -171,7 +171,17 @@ def test_a_derived_model_that_declares_nothing_is_said_in_the_plan_and_refuses_a
 
 def test_a_declared_or_underived_model_is_not_said_undeclared(prefix: str) -> None:
     base = base_step(LLAMA_31_8B)
-    for model in (base, base_step(None, name="models/plain"), sft_step(base, FromBase(base))):
+    tokenizer = ArtifactStep(name="tokenizers/t", version=DAY, artifact_type=Directory, run=lambda c: None,
+                             build_config=lambda ctx: {})  # fmt: skip
+    from_a_tokenizer = ArtifactStep(
+        name="models/fresh",
+        version=DAY,
+        artifact_type=HfModel,
+        run=lambda c: None,
+        build_config=lambda ctx: {"tokenizer": ctx.artifact_path(tokenizer)},
+        deps=(tokenizer,),
+    )  # built from no model (the CPU smoke's fresh tiny model): not derived
+    for model in (base, base_step(None, name="models/plain"), sft_step(base, FromBase(base)), from_a_tokenizer):
         launch = launch_of(skyrl_step(spec(model=model), iris(), export_hf=True))
         assert launch.document.inputs.model.unsized_reason is None
         assert not [f for f in judge(launch, Evidence(), Authorisations()) if f.gate == "memory"]

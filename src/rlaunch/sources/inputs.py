@@ -161,12 +161,13 @@ def declared_architecture(step: ArtifactStep[Any]) -> dict[str, Any] | None:
 
 
 def undeclared_reason(step: ArtifactStep[Any]) -> str | None:
-    """Why nothing is known of a model built from other steps (trained, merged) that declares no
-    architecture, until it is built: no model rule (context, heads, memory) can judge a launch of it."""
-    if not step.deps or declared_config(step) is not None or declared_base(step) is not None:
+    """Why nothing is known, until it is built, of a derived model (built from another model: trained,
+    merged) that declares no architecture: no model rule (context, heads, memory) can judge a launch of it."""
+    models = sorted(d.identity for d in step.deps if issubclass(d.artifact_type, HfModel))
+    if not models or declared_config(step) is not None or declared_base(step) is not None:
         return None
     return (
-        f"{step.identity} is a derived model (built from {', '.join(sorted(d.identity for d in step.deps))}) whose "
+        f"{step.identity} is a derived model (built from {', '.join(models)}) whose "
         "step declares no architecture; declare it in the step's build config, FromBase(<the model it is built "
         "from>) or FromConfig(<its config.json>), so the context, heads and memory rules judge it before it is built"
     )
