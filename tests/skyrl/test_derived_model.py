@@ -13,10 +13,13 @@ import os
 from typing import Any
 
 import pytest
+import yaml
 
 from rlaunch import storage
 from rlaunch.artifacts import ArtifactStep, Directory, RunFailedError, Runner, StepContext, records
 from rlaunch.judgement.judge import NOTE, REFUSED, WAIVED, Authorisations, Evidence, judge, large
+from rlaunch.judgement.planned import PlannedLaunch
+from rlaunch.launch_config import schema
 from rlaunch.skyrl import ArtifactHfModel, HfModel, PreflightError, skyrl_step
 from rlaunch.skyrl.plan.stored_facts import stored_model
 from rlaunch.sources.inputs import FromBase, FromConfig
@@ -162,6 +165,10 @@ def test_a_derived_model_that_declares_nothing_is_said_in_the_plan_and_refuses_a
     (finding,) = [f for f in judge(launch, Evidence(), Authorisations()) if f.gate == "memory"]
     assert finding.status == REFUSED and said in finding.message
     assert finding.message.startswith("this is a large launch (it allocates 8 nodes")
+    # The host judges the document it is handed: the YAML carries the reason, and the same finding.
+    handed = PlannedLaunch.of(schema.from_dict(yaml.safe_load(schema.dumps(launch.document))))
+    assert handed.memory.unsized == launch.memory.unsized
+    assert judge(handed, Evidence(), Authorisations()) == judge(launch, Evidence(), Authorisations())
     waived = judge(launch, Evidence(), Authorisations(waivers={"memory": "sized by hand"}))
     assert [f.status for f in waived if f.gate == "memory"] == [WAIVED]
     small = launch_of(skyrl_step(spec(model=sft, topo=topology()), iris(), export_hf=True))
