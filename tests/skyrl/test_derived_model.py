@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rlaunch import storage
 from rlaunch.artifacts import ArtifactStep, Directory, RunFailedError, Runner, StepContext, records
@@ -23,6 +25,7 @@ from rlaunch.launch_config import schema
 from rlaunch.skyrl import ArtifactHfModel, HfModel, PreflightError, skyrl_step
 from rlaunch.skyrl.plan.stored_facts import stored_model
 from rlaunch.sources.inputs import FromBase, FromConfig
+from rlaunch.sources.model_facts import ModelFacts, architecture_differences
 
 from .helpers import (
     DAY,
@@ -204,3 +207,14 @@ def test_fit_sizes_a_derived_model_by_its_declaration() -> None:
     from rlaunch.cli.fit_command import _model_step
 
     assert _model_step(f"{__name__}:sft_of_llama_70b").config == LLAMA_31_70B
+
+
+@given(
+    key=st.sampled_from(sorted(LLAMA_31_8B)),
+    value=st.one_of(st.integers(-2, 1 << 20), st.sampled_from(["float32", "qwen3", "mixtral"]), st.booleans()),
+)
+def test_a_difference_is_named_with_both_values_exactly_when_the_facts_differ(key: str, value: Any) -> None:
+    built = {**LLAMA_31_8B, key: value}
+    found = architecture_differences(LLAMA_31_8B, built)
+    same = ModelFacts.from_hf_config(built) == ModelFacts.from_hf_config(LLAMA_31_8B)
+    assert found == ([] if same else [f"{key}: declared {LLAMA_31_8B[key]!r}, built {value!r}"])
