@@ -195,6 +195,8 @@ def test_a_declared_or_underived_model_is_not_said_undeclared(prefix: str) -> No
         launch = launch_of(skyrl_step(spec(model=model), iris(), export_hf=True))
         assert launch.document.inputs.model.unsized_reason is None
         assert not [f for f in judge(launch, Evidence(), Authorisations()) if f.gate == "memory"]
+    rl_run = skyrl_step(spec(model=base), iris(), export_hf=True)  # an RL run's policy: not an HfModel step
+    assert stored_model(ArtifactHfModel(rl_run, tokenizer_revision=REVISION)).unsized_reason is None
 
 
 def sft_of_llama_70b() -> ArtifactStep[HfModel]:

@@ -164,7 +164,8 @@ def undeclared_reason(step: ArtifactStep[Any]) -> str | None:
     """Why nothing is known, until it is built, of a derived model (built from another model: trained,
     merged) that declares no architecture: no model rule (context, heads, memory) can judge a launch of it."""
     models = sorted(d.identity for d in step.deps if issubclass(d.artifact_type, HfModel))
-    if not models or declared_config(step) is not None or declared_base(step) is not None:
+    derived = models and issubclass(step.artifact_type, HfModel)  # an RL run (its own type) is not one
+    if not derived or declared_config(step) is not None or declared_base(step) is not None:
         return None
     return (
         f"{step.identity} is a derived model (built from {', '.join(models)}) whose "
