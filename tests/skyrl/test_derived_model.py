@@ -113,6 +113,12 @@ def test_the_declared_base_is_read_as_built_once_it_is(prefix: str) -> None:
     assert stored_model(sft).facts.num_attention_heads == 32
 
 
+def test_a_declaration_that_is_not_a_config_is_refused_naming_it() -> None:
+    with pytest.raises(TypeError) as refused:
+        FromConfig("config.json")  # type: ignore[arg-type]
+    assert str(refused.value) == "FromConfig.config must be the config.json as a dict, got str"
+
+
 def test_a_base_outside_the_steps_dependencies_is_refused() -> None:
     base, other = base_step(LLAMA_31_8B), base_step(LLAMA_31_8B, name="models/other")
     with pytest.raises(ValueError, match="models/other@2026.11.30 is not a declared dependency of models/sft"):
