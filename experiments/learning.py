@@ -35,7 +35,7 @@ from rlaunch.evaluation import EvalReport, Sampling
 from rlaunch.observe.scores import compared, score_of
 from rlaunch.runs.layout import EVALUATION_REPORT
 from rlaunch.runtimes.environment import runtime_tool
-from rlaunch.skyrl import HfModel, PromptData, SkyRLRolePlan
+from rlaunch.skyrl import FromBase, HfModel, PromptData, SkyRLRolePlan
 
 # Sums of two operands up to 4: 25 problems, so a short warm start gets the format right and some
 # answers, and every GRPO group of eight holds right and wrong completions (a learning signal).
@@ -132,6 +132,7 @@ def warm_start_step(model: ArtifactStep[HfModel], data: ArtifactStep[PromptData]
             "data_uri": storage.join(ctx.artifact_path(data), "train.jsonl"),
             "seed": seed,
             **WARM_START,
+            **FromBase(model).declaration(ctx),  # supervised steps keep the base's architecture
         },
         deps=(model, data),
     )

@@ -26,6 +26,7 @@ from rlaunch.sources.hub import (
     hf_dataset_source,
     hf_model_source,
 )
+from rlaunch.sources.inputs import ArchitectureMismatchError
 
 PIN, OTHER = "1" * 40, "2" * 40
 
@@ -132,11 +133,14 @@ def test_a_fetched_model_passes_its_patterns_and_must_match_its_declared_config(
     model = fetch_model(config)
     assert hub["calls"][-1] == ("org/m", {"repo_type": "model", "revision": PIN, "allow_patterns": ["*.json"]})
     assert (model.path, model.revision, model.num_attention_heads) == (str(tmp_path / "o"), PIN, 4)
-    with pytest.raises(HubError) as differs:
-        fetch_model({**config, "config": {"model_type": "qwen3", "num_attention_heads": 8}})
+    declared = {**config, "config": {"model_type": "qwen3", "num_attention_heads": 8}}
+    with pytest.raises(ArchitectureMismatchError) as differs:
+        fetch_model(declared).check_built(declared)  # the runner's check before it records the model
     assert str(differs.value) == (
-        f"org/m@{PIN}: its config.json describes another architecture than the config= the step declares; copy the "
-        "config.json at that commit into the step"
+        f"the config.json of the model built at {tmp_path / 'o'} describes another architecture than the config.json "
+        "its step declares (num_attention_heads: declared 8, built 4): the dry run sized the launch by the "
+        "declaration. Declare the architecture it has (FromConfig with its config.json), or build the model the "
+        "declaration describes"
     )
 
 

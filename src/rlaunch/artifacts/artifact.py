@@ -31,6 +31,12 @@ class Artifact:
     def type_name(cls) -> str:
         return qualified_name(cls)
 
+    def check_built(self, config: Any) -> None:
+        """Refuse (raise a `UserError`) a built value that contradicts what its step's `config` declared
+        of it. The runner calls it before the record is written, so a contradicted build fails its own
+        step instead of a step downstream that trusted the declaration (a model's architecture:
+        `rlaunch.sources.inputs.HfModel`)."""
+
     def values(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "path"}
 

@@ -210,6 +210,7 @@ class Runner:
                 config = step.build_config(ctx)
                 run_here = not isinstance(step.execution, StepExecution)
                 value = _as_artifact(step, step.run(config) if run_here else self._run_job(step, path, config), path)
+                value.check_built(config)
                 records.write_record(path, self._record(step, path, config, value))
             except BaseException as exc:
                 try:

@@ -296,7 +296,7 @@ def _model_step(source: str) -> Model:
     """The config.json a model step of an experiment declares (`module:attr`; the module is imported
     as `python -m` would, from the working directory)."""
     from rlaunch.artifacts import ArtifactStep, BuildContext, VersionCodex, build_context
-    from rlaunch.sources.inputs import ArtifactHfModel, declared_config
+    from rlaunch.sources.inputs import ArtifactHfModel, declared_architecture
 
     module_name, _, attr = source.partition(":")
     if "" not in sys.path and str(Path.cwd()) not in sys.path:
@@ -316,11 +316,12 @@ def _model_step(source: str) -> Model:
     step = found.step if isinstance(found, ArtifactHfModel) else found
     if not isinstance(step, ArtifactStep):
         raise UserError(f"--model {source}: not a model step (an ArtifactStep or ArtifactHfModel): {found!r}")
-    config = declared_config(step)
+    config = declared_architecture(step)
     if config is None:
         raise UserError(
             f"--model {source}: the step {step.name} declares no config.json; pass config= to "
-            "hf_model_source, or pass the model's config.json or directory"
+            "hf_model_source (a derived model: FromBase or FromConfig in its build config), or pass the model's "
+            "config.json or directory"
         )
     return Model(config, f"{source} ({step.name})")
 

@@ -29,7 +29,8 @@ The gates (`rlaunch.judgement.gates` holds the version, retry and smoke rules):
                default thresholds call large says why: `--waive large=REASON` (recorded, never silent)
     storage    its outputs and temporary files can be written where they go
     memory     on a large launch, a memory row estimated over its device refuses unless waived
-               (`--waive memory=REASON`); on a small one it is a note
+               (`--waive memory=REASON`), and so does a derived model whose step declares no
+               architecture (no model rule could judge it); on a small one each is a note
 
 Only what launches is judged: a served version launches nothing, so it has no findings. Large is
 the seed's sense: more nodes or GPUs than the stated thresholds, whatever the accelerator, or than
@@ -258,6 +259,7 @@ def judge(planned: PlannedLaunch, evidence: Evidence, authorisations: Authorisat
             )
         )
     found += memory_findings(planned, why_large, authorisations)
+    found += undeclared_model_findings(planned, why_large, authorisations)
     if why_large and is_mutable(version_name(document)):
         found.append(
             Finding(
@@ -301,6 +303,26 @@ def memory_findings(planned: PlannedLaunch, why_large: str | None, authorisation
             )
         )
     return found
+
+
+def undeclared_model_findings(
+    planned: PlannedLaunch, why_large: str | None, authorisations: Authorisations
+) -> list[Finding]:
+    """A model no rule could judge because its step declares no architecture (a derived model: the
+    document's `inputs.model.unsized_reason`): on a large launch it refuses unless waived, since the
+    context, heads and memory rules all stood aside; on a small one it is a note."""
+    model = planned.document.inputs.model
+    if model.hf_config or not model.unsized_reason:
+        return []
+    if why_large is None:
+        return [Finding("memory", f"{model.unsized_reason}; unchecked on a small launch", NOTE)]
+    return [
+        authorisations.waivable(
+            "memory",
+            f"this is a large launch ({why_large}) and {model.unsized_reason}",
+            'declare it, or pass --waive memory="<reason>" (kept in the run record)',
+        )
+    ]
 
 
 def judge_step_job(

@@ -209,6 +209,9 @@ class ModelInput:
     revision: str | None = None  # the source commit the model artifact recorded, when it has one
     hf_config: Mapping[str, Any] | None = None  # its config.json: the architecture the memory rules size
     artifact_type: str | None = None  # the model artifact's type (smoke parity compares hand-offs)
+    # why no config.json is known before the model is built: a derived model whose step declares no
+    # architecture (the memory table says it; a large launch refuses it unless waived)
+    unsized_reason: str | None = None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 from rlaunch.launch_config.geometry import Geometry, plan_values
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.rules import fit, memory
-from rlaunch.rules.model_shape import from_hf_config
+from rlaunch.rules.model_shape import Unsized, from_hf_config
 from rlaunch.rules.subject import Subject
 from rlaunch.runtimes.registry import RuntimeProfile, UnknownRuntimeError, get_profile
 from rlaunch.units import parse_size
@@ -34,7 +34,11 @@ def document_subject(doc: SkyRLLaunchConfig, profile: RuntimeProfile, composed: 
         seed=doc.run.seed,
         source_digest=doc.runtime.source_digest,
         model=model,
-        architecture=from_hf_config(model.hf_config) if model.hf_config else None,
+        architecture=from_hf_config(model.hf_config)
+        if model.hf_config
+        else Unsized("unknown", model.unsized_reason)
+        if model.unsized_reason
+        else None,
         host_memory_bytes=_host_memory(alloc.memory),
         seed_source="run.seed",
         plan_in_recipe=True,

@@ -29,12 +29,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from rlaunch.skyrl.values.runtime import SkyRLRuntime
     from rlaunch.skyrl.values.spec import ResumeFrom, SkyRLSpec
     from rlaunch.skyrl.views.memory_fit import MemoryReport, memory_report
-    from rlaunch.sources.inputs import ArtifactDataSource, ArtifactHfModel, HfModel, PromptData
+    from rlaunch.sources.inputs import ArtifactDataSource, ArtifactHfModel, FromBase, FromConfig, HfModel, PromptData
     from rlaunch.sources.model_facts import ModelFacts
 
 __all__ = [
     "ArtifactDataSource",
     "ArtifactHfModel",
+    "FromBase",
+    "FromConfig",
     "HfModel",
     "IrisSkyRLExecution",
     "LocalSkyRLExecution",
@@ -75,7 +77,14 @@ __getattr__, __dir__ = lazy_exports(
         "values.retention": ["SkyRLRetentionPolicy"],
         "values.role_plan": ["SkyRLCriticPlan", "SkyRLRolePlan", "SkyRLTopology"],
         "values.runtime": ["SkyRLRuntime"],
-        "rlaunch.sources.inputs": ["ArtifactDataSource", "ArtifactHfModel", "HfModel", "PromptData"],
+        "rlaunch.sources.inputs": [
+            "ArtifactDataSource",
+            "ArtifactHfModel",
+            "FromBase",
+            "FromConfig",
+            "HfModel",
+            "PromptData",
+        ],
         "values.spec": ["ResumeFrom", "SkyRLSpec"],
         "plan.rl_step": ["SkyRLRun", "skyrl_step"],
     },

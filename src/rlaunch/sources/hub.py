@@ -5,7 +5,7 @@
 and records the resolved commit and each file's sha256 (plus the architecture facts the preflight
 checks, from `config.json`: attention heads, context length, and the config itself, which sizes
 the memory rules). `config=` declares the config.json at the pinned commit before anything is
-fetched, so a dry run can size the plan; the fetch refuses a snapshot whose config differs. A calendar (immutable) version
+fetched, so a dry run can size the plan; the step fails on a snapshot whose config differs. A calendar (immutable) version
 must pin a 40-hex commit: a branch or tag moves, so the same identity could later mean other
 weights. A `dev` version may follow a branch; the commit it resolved to is still recorded.
 `hf_dataset_source(name, repo_id, revision, files=...)` does the same for a dataset repository:
@@ -28,7 +28,6 @@ from rlaunch import storage
 from rlaunch.artifacts import ArtifactStep, is_mutable, resolve_version
 from rlaunch.errors import UserError
 from rlaunch.sources.inputs import COMMIT, HfModel, PromptData
-from rlaunch.sources.model_facts import ModelFacts
 
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 
@@ -139,16 +138,11 @@ def fetch_dataset(config: dict[str, Any]) -> PromptData:
 
 
 def fetch_model(config: dict[str, Any]) -> HfModel:
-    """Download the snapshot, verify the commit, publish the files with their checksums."""
+    """Download the snapshot, verify the commit, publish the files with their checksums (a `config=`
+    the step declares is checked against the published config.json by `HfModel.check_built`)."""
     repo_id = config["repo_id"]
     snapshot, commit = _snapshot(repo_id, config["revision"], config["allow_patterns"], "model")
     arch = _architecture(snapshot)
-    declared = config.get("config")
-    if declared is not None and ModelFacts.from_hf_config(declared) != ModelFacts.from_hf_config(arch):
-        raise HubError(
-            f"{repo_id}@{commit}: its config.json describes another architecture than the config= the step declares; "
-            "copy the config.json at that commit into the step"
-        )
     files = _publish(snapshot, config["output_path"])
     return HfModel(
         path=config["output_path"],

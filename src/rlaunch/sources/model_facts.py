@@ -62,6 +62,20 @@ class StoredModel:
     recorded_revision: str | None = None  # what the built artifact recorded (the document carries only this)
     config: Mapping[str, Any] | None = None  # the config.json it recorded, else the one its step declares
     exported_uri: str | None = None  # its own Hugging Face export (a model trained by an RL step)
+    unsized_reason: str | None = None  # why no config.json is known before it is built (a derived model, undeclared)
+
+
+def architecture_differences(declared: Mapping[str, Any], built: Mapping[str, Any]) -> list[str]:
+    """How a built model's `config.json` contradicts the one declared for it, as `key: declared X, built
+    Y` for each key whose built value alone changes the facts the rules read (heads, context, the
+    architecture: dtype and quantization included); [] when the facts agree, whatever else differs
+    (`_name_or_path`, `transformers_version`)."""
+    expected = ModelFacts.from_hf_config(declared)
+    if expected == ModelFacts.from_hf_config(built):
+        return []
+    differing = sorted(k for k in declared.keys() | built.keys() if declared.get(k) != built.get(k))
+    bearing = [k for k in differing if ModelFacts.from_hf_config({**declared, k: built.get(k)}) != expected]
+    return [f"{k}: declared {declared.get(k)!r}, built {built.get(k)!r}" for k in bearing or differing]
 
 
 def _count(value: Any) -> bool:

@@ -19,16 +19,24 @@ gathers it again once its inputs are built, right before it renders the document
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rlaunch import storage
 from rlaunch.artifacts import ArtifactStep, records
 from rlaunch.judgement.gates import recorded_attempts
 from rlaunch.rules.data_rules import DataFacts
+from rlaunch.rules.model_shape import Unsized
 from rlaunch.runs.layout import CheckpointInfo, RunPaths, latest_checkpoint
 from rlaunch.runs.resume import ResumePoint, verified_resume
-from rlaunch.sources.inputs import ArtifactDataSource, ArtifactHfModel, declared_config, pinned_commit
+from rlaunch.sources.inputs import (
+    ArtifactDataSource,
+    ArtifactHfModel,
+    declared_base,
+    declared_config,
+    pinned_commit,
+    undeclared_reason,
+)
 from rlaunch.sources.model_facts import ModelFacts, StoredModel
 
 
@@ -68,17 +76,29 @@ def gather(
 def stored_model(model: ArtifactHfModel, prefix: str | None = None) -> StoredModel:
     """The model's facts from its step's stored record when it has been built; the source revision
     it recorded, else the commit its step pins (so a disagreeing tokenizer revision is caught before
-    anything is fetched); the architecture from the config.json it recorded, else the declared one."""
+    anything is fetched); the architecture from the config.json it recorded, else the declared one
+    (a derived model's `FromBase`: its base's, read the same way). A derived model that declares
+    none is said so (`unsized_reason`), for the memory table and the judgement."""
     result = _result(model.step, prefix)
     recorded = result.get("revision")
-    config = result.get("hf_config") or declared_config(model.step)
+    config = _architecture(model.step, prefix)
     facts = ModelFacts(
         result.get("num_attention_heads"),
         result.get("context_length"),
         recorded or pinned_commit(model.step),
         model.tokenizer_revision,
     ).with_config(config)
-    return StoredModel(facts, recorded, config, result.get("hf_model_uri"))
+    unsized = None if config else undeclared_reason(model.step)
+    if unsized:
+        facts = replace(facts, architecture=Unsized("unknown", unsized))
+    return StoredModel(facts, recorded, config, result.get("hf_model_uri"), unsized)
+
+
+def _architecture(step: ArtifactStep[Any], prefix: str | None) -> dict[str, Any] | None:
+    """The config.json `step` recorded, else the one it declares, else its declared base's."""
+    base = declared_base(step)
+    recorded = _result(step, prefix).get("hf_config")
+    return recorded or declared_config(step) or (_architecture(base, prefix) if base is not None else None)
 
 
 def _data_facts(role: str, source: ArtifactDataSource, prefix: str) -> DataFacts | None:
