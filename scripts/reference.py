@@ -322,7 +322,10 @@ def generated(page: str) -> str:
     def fill(match: re.Match[str]) -> str:
         name = match["name"]
         if name not in REGIONS:
-            raise SystemExit(f"generated region {name!r}: no generator; the names are {sorted(REGIONS)}")
+            raise SystemExit(
+                f"generated region {name!r} has no generator: name one of {sorted(REGIONS)} in its markers, "
+                "or add its generator to REGIONS in scripts/reference.py"
+            )
         return f"{match['begin']}\n{REGIONS[name]().strip()}\n\n{match['end']}"
 
     return _REGION.sub(fill, page)

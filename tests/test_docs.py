@@ -47,6 +47,14 @@ def test_a_stale_region_is_rewritten_and_the_prose_around_it_kept() -> None:
     assert reference.generated(edited) == page.replace(prose, "Each experiment main decorated with")
 
 
+def test_a_region_without_a_generator_is_refused_naming_it_and_the_generators() -> None:
+    page = "prose\n<!-- generated: cli; regenerate with python -m scripts.reference -->\nold\n<!-- end generated: cli -->\n"
+    with pytest.raises(
+        SystemExit, match=r"generated region 'cli' has no generator: name one of \['experiment options'"
+    ):
+        reference.generated(page)
+
+
 def test_the_check_names_a_stale_page_and_the_command_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
