@@ -11,9 +11,10 @@ A page is hand-written prose around regions, each between `<!-- generated: NAME 
   (`rlaunch.rules.CODES` and the literal codes the rules and the experiment side raise), each with
   the fields it names, its message and its fix as the source states them (read with `ast` from the
   call that raises it; `{...}` stands for a value filled in at run time).
-- `rlaunch`, `experiment options` (docs/reference/cli.md): the Click commands' help, as
-  mkdocs-click's plain style wrote it (usage and options as `--help` prints them at 78 columns);
-  a heading is the command's path, so its anchor is the one mkdocs-click gave it.
+- `rlaunch`, `experiment options` (docs/reference/cli.md): the Click commands' help in the layout of
+  mkdocs-click's plain style, which the site used before (usage and options as `--help` prints them
+  at 78 columns; a group lists each subcommand with its first sentence); a heading is the command's
+  path, so its anchor is the one mkdocs-click gave it.
 
 Pure Python over the standard library and Click: no Markdown, MkDocs or third-party renderer.
 """
@@ -258,6 +259,14 @@ def _slug(text: str) -> str:
     return re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", text).strip().lower())
 
 
+def summary(command: click.Command) -> str:
+    """Its short help, else the first sentence of its help: whole, where a first line can stop mid-sentence."""
+    if command.short_help:
+        return command.short_help
+    paragraph = " ".join(inspect.cleandoc(command.help or "").split("\n\n", 1)[0].split())
+    return re.split(r"(?<=[.?!])\s", paragraph, maxsplit=1)[0]
+
+
 def _help_lines(ctx: click.Context, depth: int, list_subcommands: bool) -> Iterator[str]:
     """One command's section, then its subcommands' (sorted by name), each a level deeper."""
     command = ctx.command
@@ -284,26 +293,30 @@ def _help_lines(ctx: click.Context, depth: int, list_subcommands: bool) -> Itera
     if list_subcommands and contexts:
         yield from ("**Subcommands**", "")
         for sub in (c for c in contexts if not c.command.hidden):
-            summary = (sub.command.short_help or sub.command.help or "").splitlines()
-            what = summary[0] if summary else "*No description was provided with this command.*"
+            what = summary(sub.command) or "*No description was provided with this command.*"
             yield f"- *[{sub.info_name}](#{_slug(sub.command_path)})*: {what}"
         yield ""
     for sub in contexts:
         yield from _help_lines(sub, depth + 1, list_subcommands)
 
 
-def command_markdown(target: str, prog_name: str, depth: int = 2, list_subcommands: bool = False) -> str:
-    """The help of the Click command at `module:attribute`, called `prog_name`, and its subcommands."""
-    module, _, attribute = target.partition(":")
-    command: click.Command = getattr(importlib.import_module(module), attribute)
+def command_markdown(command: click.Command, prog_name: str, depth: int = 2, list_subcommands: bool = False) -> str:
+    """The help of `command`, called `prog_name`, and its subcommands' (headings from level `depth` + 1)."""
     ctx = command.context_class(command, info_name=prog_name, terminal_width=WIDTH, **command.context_settings)
     return "\n".join(line for line in _help_lines(ctx, depth, list_subcommands) if line.strip() != "\b")
 
 
+def _command(target: str) -> click.Command:
+    """The Click command at `module:attribute`."""
+    module, _, attribute = target.partition(":")
+    command: click.Command = getattr(importlib.import_module(module), attribute)
+    return command
+
+
 REGIONS: dict[str, Callable[[], str]] = {
     "violation codes": violations_markdown,
-    "rlaunch": lambda: command_markdown("rlaunch.cli.admin:main", "rlaunch", list_subcommands=True),
-    "experiment options": lambda: command_markdown("experiments.smoke:main", "python -m experiments.smoke"),
+    "rlaunch": lambda: command_markdown(_command("rlaunch.cli.admin:main"), "rlaunch", list_subcommands=True),
+    "experiment options": lambda: command_markdown(_command("experiments.smoke:main"), "python -m experiments.smoke"),
 }
 _REGION = re.compile(
     r"(?P<begin><!-- generated: (?P<name>[^;>]+?)(?:;[^>]*)? -->\n)(?s:.*?)(?P<end>^<!-- end generated: (?P=name) -->)",

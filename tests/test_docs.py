@@ -15,6 +15,7 @@ import re
 import shlex
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -76,19 +77,37 @@ def test_the_check_names_a_stale_page_and_the_command_and_writes_nothing(
 
 def test_the_cli_page_does_not_depend_on_the_terminal_it_is_generated_in(monkeypatch: pytest.MonkeyPatch) -> None:
     """Click wraps help to the terminal's width; the page is wrapped at 78 columns wherever it is made."""
-    wide = reference.command_markdown("rlaunch.cli.admin:main", "rlaunch", list_subcommands=True)
+    wide = reference.command_markdown(rlaunch_main, "rlaunch", list_subcommands=True)
     monkeypatch.setenv("COLUMNS", "50")
-    assert reference.command_markdown("rlaunch.cli.admin:main", "rlaunch", list_subcommands=True) == wide
+    assert reference.command_markdown(rlaunch_main, "rlaunch", list_subcommands=True) == wide
     assert max(len(line) for line in wide.split("```text")[1].splitlines()) <= reference.WIDTH
 
 
-def test_a_subcommand_heading_is_its_path_and_the_group_links_to_its_anchor() -> None:
-    """The anchors mkdocs-click gave (`#rlaunch-verify-smoke`, `#rlaunch-jobs-list`) still lead to the commands."""
-    page = CLI_PAGE.read_text(encoding="utf-8")
-    assert "\n#### rlaunch verify-smoke\n" in page
-    assert "- *[verify-smoke](#rlaunch-verify-smoke)*: Check the smoke criteria (exit 0: all hold).\n" in page
-    assert "\n##### rlaunch jobs list\n" in page
-    assert "(#rlaunch-jobs-list)" in page
+@click.group()
+def _tool() -> None:
+    """A tool."""
+
+
+@_tool.group(name="jobs")
+def _jobs() -> None:
+    """Does it fit on N x G GPU for MODEL,
+    and pass the preflight? Then the table.
+
+    More."""
+
+
+@_jobs.command(name="list-all", short_help="List the jobs.")
+def _list_all() -> None:
+    """List every job, newest first. Then more."""
+
+
+def test_a_command_is_headed_by_its_path_and_its_group_links_to_that_anchor_with_its_first_sentence() -> None:
+    """Headings are whole command paths (anchors `#tool-jobs-list-all`, as mkdocs-click gave them); a
+    group's list says each subcommand's short help, else its help's first sentence, however its lines wrap."""
+    page = reference.command_markdown(_tool, "tool", list_subcommands=True)
+    assert "\n#### tool jobs\n" in page and "\n##### tool jobs list-all\n" in page
+    assert "- *[jobs](#tool-jobs)*: Does it fit on N x G GPU for MODEL, and pass the preflight?\n" in page
+    assert "- *[list-all](#tool-jobs-list-all)*: List the jobs.\n" in page
 
 
 @functools.cache
