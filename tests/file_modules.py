@@ -1,4 +1,4 @@
-"""Load a script that is not a package module (a benchmark, the docs' hooks) by its path, so tests
+"""Load a script that is not a package module (a benchmark) by its path, so tests
 can call its functions without running its command line."""
 
 from __future__ import annotations

@@ -49,8 +49,8 @@ def _alive_ranks(client: object) -> list[int]:
 
 
 def wait_nodes(address: str, count: int, timeout: float) -> int:
-    # the GCS client alone: no driver, no job, no workers (ray's _raylet.pyi does not declare it)
-    from ray._raylet import GcsClient  # type: ignore[attr-defined]
+    # the GCS client alone: no driver, no job, no workers
+    from ray._raylet import GcsClient
 
     client = GcsClient(address=address)
     deadline = time.monotonic() + timeout
@@ -101,7 +101,7 @@ def _group(info: dict[str, Any], ranks: dict[str, int]) -> dict[str, Any]:
 
 def placement_groups(address: str, tries: int = 5) -> int:
     from ray._private.state import GlobalState  # the GCS's tables without a driver or a job
-    from ray._raylet import GcsClient, GcsClientOptions  # type: ignore[attr-defined]  # not in ray's _raylet.pyi
+    from ray._raylet import GcsClient, GcsClientOptions
 
     client = GcsClient(address=address)
     state = GlobalState()

@@ -48,7 +48,7 @@ class StatusStore:
     """Reads and writes rlaunch's records in the cluster's internal KV."""
 
     def __init__(self, gcs_address: str) -> None:
-        from ray._raylet import GcsClient  # type: ignore[attr-defined]
+        from ray._raylet import GcsClient
 
         self.address = gcs_address
         self._client = GcsClient(address=gcs_address)

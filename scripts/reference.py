@@ -1,26 +1,47 @@
-"""MkDocs hooks: pages generated from the code, so they cannot drift from it.
+"""The reference pages, generated from the code and committed, so the Markdown reads on its own
+(in the repository as on the site) and cannot drift from the code. Run from the repository root:
 
-`reference/violations.md` carries a marker that is replaced, at every build, by one entry per code
-the rule set can emit (`rlaunch.rules.CODES` and the literal codes the rules and the experiment
-side raise), each with the fields it names, its message and its fix as the source states them
-(read with `ast` from the call that raises it; `{...}` stands for a value filled in at run time).
-tests/test_docs.py compares the page's entries with the rule set.
+    python -m scripts.reference            # rewrite the generated regions of the pages
+    python -m scripts.reference --check    # exit 1 naming each stale page (tests/test_docs.py checks this)
+
+A page is hand-written prose around regions, each between `<!-- generated: NAME ... -->` and
+`<!-- end generated: NAME -->`; only the regions are rewritten, each by its entry in `REGIONS`:
+
+- `violation codes` (docs/reference/violations.md): one entry per code the rule set can emit
+  (`rlaunch.rules.CODES` and the literal codes the rules and the experiment side raise), each with
+  the fields it names, its message and its fix as the source states them (read with `ast` from the
+  call that raises it; `{...}` stands for a value filled in at run time).
+- `rlaunch`, `experiment options` (docs/reference/cli.md): the Click commands' help in the layout of
+  mkdocs-click's plain style, which the site used before (usage and options as `--help` prints them
+  at 78 columns; a group lists each subcommand with its first sentence); a heading is the command's
+  path, so its anchor is the one mkdocs-click gave it.
+
+Pure Python over the standard library and Click: no Markdown, MkDocs or third-party renderer.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import dataclasses
+import functools
 import html
+import importlib
+import inspect
 import re
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "rlaunch"
-VIOLATIONS_MARKER = "<!-- generated: violation codes -->"
+import click
+
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src" / "rlaunch"
+PAGES = (REPO / "docs" / "reference" / "violations.md", REPO / "docs" / "reference" / "cli.md")
+COMMAND = "python -m scripts.reference"
 RAISERS = ("violation", "PreflightError")  # the calls whose first argument is a code
+WIDTH = 78  # click's help width on a terminal of 80 columns or more (mkdocs-click's, in a build)
 
 
 @dataclass(frozen=True)
@@ -132,6 +153,10 @@ def _functions(module: ast.Module) -> Iterator[tuple[str, ast.AST]]:
             yield node.name, node
 
 
+# A code is a literal somewhere in the module that raises it, but for a family's template (`f"{kind}.too_large"`).
+_MAY_RAISE = re.compile(rf"""["'][a-z][a-z0-9_]*\.[a-z][a-z0-9_]*["']|\b(?:{"|".join(RAISERS)})\(\s*f["']""")
+
+
 def sites(src: Path = SRC) -> dict[str, list[Site]]:
     """Every code written at a call in rlaunch (adapters aside), with what each call says of it."""
     out: dict[str, list[Site]] = {}
@@ -139,10 +164,13 @@ def sites(src: Path = SRC) -> dict[str, list[Site]]:
         rel = path.relative_to(src).as_posix()
         if rel.startswith("runtimes/adapters/"):
             continue
-        module = ast.parse(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if not _MAY_RAISE.search(text):  # most modules: parsing and walking them is most of the time
+            continue
+        module = ast.parse(text)
         tables = _tables(module)
         for name, function in _functions(module):
-            names = _assignments(function)
+            names = functools.cache(functools.partial(_assignments, function))  # read only at a raise
             doc = (ast.get_docstring(function) or "").split("\n", 1)[0]
             for node in ast.walk(function):
                 if isinstance(node, (ast.ListComp, ast.GeneratorExp)) and isinstance(node.elt, ast.Call):
@@ -158,12 +186,12 @@ def sites(src: Path = SRC) -> dict[str, list[Site]]:
                 first = node.args[0] if node.args else None
                 if getattr(node.func, "id", None) in RAISERS and isinstance(first, ast.JoinedStr):
                     # f"{kind}.too_large": one call for a family of codes, kept under its template
-                    out.setdefault(_text(first, {}), []).append(_site(node, 0, f"{rel} ({name})", {}, names))
+                    out.setdefault(_text(first, {}), []).append(_site(node, 0, f"{rel} ({name})", {}, names()))
                     continue
                 for i, arg in enumerate(node.args):
                     if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and _looks_like_code(arg.value):
                         if i == 0 or getattr(node.func, "id", None) not in RAISERS:
-                            site = _site(node, i, f"{rel} ({name})", {}, names)
+                            site = _site(node, i, f"{rel} ({name})", {}, names())
                             if site.message:
                                 out.setdefault(arg.value, []).append(dataclasses.replace(site, context=doc))
                         break
@@ -226,8 +254,116 @@ def violations_markdown(src: Path = SRC) -> str:
     return "\n".join(lines)
 
 
-def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    """MkDocs hook: fill the generated sections of a page."""
-    if VIOLATIONS_MARKER in markdown:
-        return markdown.replace(VIOLATIONS_MARKER, violations_markdown())
-    return markdown
+def _slug(text: str) -> str:
+    """The anchor Python-Markdown's toc (and so mkdocs-click) gives a heading."""
+    return re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", text).strip().lower())
+
+
+def summary(command: click.Command) -> str:
+    """Its short help, else the first sentence of its help: whole, where a first line can stop mid-sentence."""
+    if command.short_help:
+        return command.short_help
+    paragraph = " ".join(inspect.cleandoc(command.help or "").split("\n\n", 1)[0].split())
+    return re.split(r"(?<=[.?!])\s", paragraph, maxsplit=1)[0]
+
+
+def _help_lines(ctx: click.Context, depth: int, list_subcommands: bool) -> Iterator[str]:
+    """One command's section, then its subcommands' (sorted by name), each a level deeper."""
+    command = ctx.command
+    if command.hidden:
+        return
+    yield from (f"{'#' * (depth + 1)} {ctx.command_path}", "")
+    description = command.help or command.short_help
+    if description:
+        yield from (*inspect.cleandoc(description).splitlines(), "")
+    formatter = ctx.make_formatter()
+    formatter.write_usage(ctx.command_path, " ".join(command.collect_usage_pieces(ctx)), prefix="")
+    yield from ("**Usage:**", "", "```text", formatter.getvalue().strip(), "```", "")
+    formatter = ctx.make_formatter()
+    click.Command.format_options(command, ctx, formatter)
+    options = formatter.getvalue().splitlines()[1:]  # the first line is the heading "Options:"
+    if options:
+        yield from ("**Options:**", "", "```text", *options, "```", "")
+    contexts: list[click.Context] = []
+    if isinstance(command, click.Group):  # `rlaunch`'s subcommands load lazily: get_command imports each
+        for name in sorted(command.list_commands(ctx)):
+            sub = command.get_command(ctx, name)
+            if sub is not None:
+                contexts.append(sub.context_class(sub, info_name=name, parent=ctx, **sub.context_settings))
+    if list_subcommands and contexts:
+        yield from ("**Subcommands**", "")
+        for sub in (c for c in contexts if not c.command.hidden):
+            what = summary(sub.command) or "*No description was provided with this command.*"
+            yield f"- *[{sub.info_name}](#{_slug(sub.command_path)})*: {what}"
+        yield ""
+    for sub in contexts:
+        yield from _help_lines(sub, depth + 1, list_subcommands)
+
+
+def command_markdown(command: click.Command, prog_name: str, depth: int = 2, list_subcommands: bool = False) -> str:
+    """The help of `command`, called `prog_name`, and its subcommands' (headings from level `depth` + 1)."""
+    ctx = command.context_class(command, info_name=prog_name, terminal_width=WIDTH, **command.context_settings)
+    return "\n".join(line for line in _help_lines(ctx, depth, list_subcommands) if line.strip() != "\b")
+
+
+def _command(target: str) -> click.Command:
+    """The Click command at `module:attribute`."""
+    module, _, attribute = target.partition(":")
+    command: click.Command = getattr(importlib.import_module(module), attribute)
+    return command
+
+
+REGIONS: dict[str, Callable[[], str]] = {
+    "violation codes": violations_markdown,
+    "rlaunch": lambda: command_markdown(_command("rlaunch.cli.admin:main"), "rlaunch", list_subcommands=True),
+    "experiment options": lambda: command_markdown(_command("experiments.smoke:main"), "python -m experiments.smoke"),
+}
+_REGION = re.compile(
+    r"(?P<begin><!-- generated: (?P<name>[^;>]+?)(?:;[^>]*)? -->\n)(?s:.*?)(?P<end>^<!-- end generated: (?P=name) -->)",
+    re.M,
+)
+
+
+def regions(page: str) -> list[str]:
+    """The names of the generated regions of a page, in order."""
+    return [m["name"] for m in _REGION.finditer(page)]
+
+
+def generated(page: str) -> str:
+    """`page` with each generated region rewritten by its generator."""
+
+    def fill(match: re.Match[str]) -> str:
+        name = match["name"]
+        if name not in REGIONS:
+            raise SystemExit(
+                f"generated region {name!r} has no generator: name one of {sorted(REGIONS)} in its markers, "
+                "or add its generator to REGIONS in scripts/reference.py"
+            )
+        return f"{match['begin']}\n{REGIONS[name]().strip()}\n\n{match['end']}"
+
+    return _REGION.sub(fill, page)
+
+
+def stale() -> dict[Path, str]:
+    """Each page whose committed text differs from what the generators write now, with that text."""
+    pages = {page: page.read_text(encoding="utf-8") for page in PAGES}
+    fresh = {page: generated(text) for page, text in pages.items()}
+    return {page: text for page, text in fresh.items() if text != pages[page]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page is stale")
+    check = parser.parse_args(argv).check
+    pages = stale()
+    for page, text in pages.items():
+        if check:
+            print(f"{page.relative_to(REPO)} is stale: regenerate it with `{COMMAND}`")
+        else:
+            page.write_text(text, encoding="utf-8")
+            print(f"{page.relative_to(REPO)} written")
+    return 1 if check and pages else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
