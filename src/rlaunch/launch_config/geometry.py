@@ -17,37 +17,47 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlaunch.launch_config.composition import get_path
+from rlaunch.launch_config.recipe_keys import (
+    ALGORITHM,
+    ASYNC_TRAINER,
+    ENGINE,
+    GENERATOR,
+    PLACEMENT,
+    ROLE,
+    TRAINER,
+    role_key,
+)
 
 FULLY_ASYNC = "fully_async"
 # SkyRL's fully-async trainer asserts this flag; it follows the entrypoint, so rlaunch renders it.
-FULLY_ASYNC_ENABLED_KEY = "trainer.fully_async.enabled"
+FULLY_ASYNC_ENABLED_KEY = ASYNC_TRAINER.ENABLED
 
 # Role-plan field -> the recipe key it is rendered into (SkyRL 0.4.0 key paths).
 ROLE_PLAN_KEYS: dict[str, str] = {
-    "colocate_all": "trainer.placement.colocate_all",
-    "policy_num_nodes": "trainer.placement.policy_num_nodes",
-    "policy_num_gpus_per_node": "trainer.placement.policy_num_gpus_per_node",
-    "num_inference_engines": "generator.inference_engine.num_engines",
-    "inference_engine_tensor_parallel_size": "generator.inference_engine.tensor_parallel_size",
-    "inference_engine_pipeline_parallel_size": "generator.inference_engine.pipeline_parallel_size",
-    "inference_engine_data_parallel_size": "generator.inference_engine.data_parallel_size",
-    "inference_engine_expert_parallel_size": "generator.inference_engine.expert_parallel_size",
-    "train_batch_size": "trainer.train_batch_size",
-    "policy_mini_batch_size": "trainer.policy_mini_batch_size",
-    "micro_train_batch_size_per_gpu": "trainer.micro_train_batch_size_per_gpu",
-    "n_samples_per_prompt": "generator.n_samples_per_prompt",
+    "colocate_all": PLACEMENT.COLOCATE_ALL,
+    "policy_num_nodes": PLACEMENT.POLICY_NUM_NODES,
+    "policy_num_gpus_per_node": PLACEMENT.POLICY_NUM_GPUS_PER_NODE,
+    "num_inference_engines": ENGINE.NUM_ENGINES,
+    "inference_engine_tensor_parallel_size": ENGINE.TENSOR_PARALLEL_SIZE,
+    "inference_engine_pipeline_parallel_size": ENGINE.PIPELINE_PARALLEL_SIZE,
+    "inference_engine_data_parallel_size": ENGINE.DATA_PARALLEL_SIZE,
+    "inference_engine_expert_parallel_size": ENGINE.EXPERT_PARALLEL_SIZE,
+    "train_batch_size": TRAINER.TRAIN_BATCH_SIZE,
+    "policy_mini_batch_size": TRAINER.POLICY_MINI_BATCH_SIZE,
+    "micro_train_batch_size_per_gpu": TRAINER.MICRO_TRAIN_BATCH_SIZE_PER_GPU,
+    "n_samples_per_prompt": GENERATOR.N_SAMPLES_PER_PROMPT,
 }
 
 
 # The critic's plan field -> the recipe key it is rendered into (only when the role plan has a critic).
 CRITIC_KEYS: dict[str, str] = {
-    "num_nodes": "trainer.placement.critic_num_nodes",
-    "num_gpus_per_node": "trainer.placement.critic_num_gpus_per_node",
-    "mini_batch_size": "trainer.critic_mini_batch_size",
+    "num_nodes": PLACEMENT.CRITIC_NUM_NODES,
+    "num_gpus_per_node": PLACEMENT.CRITIC_NUM_GPUS_PER_NODE,
+    "mini_batch_size": TRAINER.CRITIC_MINI_BATCH_SIZE,
 }
 # SkyRL builds a critic exactly when this key is set. The role plan renders it as CRITIC_FROM_POLICY
 # (the critic starts from the policy's model); the launch host replaces that with the staged model path.
-CRITIC_MODEL_KEY = "trainer.critic.model.path"
+CRITIC_MODEL_KEY = role_key("critic", ROLE.MODEL_PATH)
 CRITIC_FROM_POLICY = "rlaunch:policy-model"
 
 
@@ -55,10 +65,10 @@ def rendered_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
     """Every recipe key a role plan (field -> value) decides: its own twelve, plus the reference
     sharing the policy's GPUs and engines running inside the gang, and its critic's keys if it has one."""
     out = {key: plan[name] for name, key in ROLE_PLAN_KEYS.items()}
-    out["trainer.placement.colocate_policy_ref"] = True
-    out["trainer.placement.ref_num_nodes"] = plan["policy_num_nodes"]
-    out["trainer.placement.ref_num_gpus_per_node"] = plan["policy_num_gpus_per_node"]
-    out["generator.inference_engine.run_engines_locally"] = True
+    out[PLACEMENT.COLOCATE_POLICY_REF] = True
+    out[PLACEMENT.REF_NUM_NODES] = plan["policy_num_nodes"]
+    out[PLACEMENT.REF_NUM_GPUS_PER_NODE] = plan["policy_num_gpus_per_node"]
+    out[ENGINE.RUN_ENGINES_LOCALLY] = True
     critic = plan.get("critic")
     if critic:
         out.update({key: critic[name] for name, key in CRITIC_KEYS.items()})
@@ -116,12 +126,12 @@ class Geometry:
         plan = plan_values(recipe)
         critic = plan["critic"] or {}
         return cls(
-            strategy=g("trainer.strategy"),
+            strategy=g(TRAINER.STRATEGY),
             colocate_all=plan["colocate_all"],
             policy_nodes=plan["policy_num_nodes"],
             policy_gpus_per_node=plan["policy_num_gpus_per_node"],
-            ref_nodes=g("trainer.placement.ref_num_nodes"),
-            ref_gpus_per_node=g("trainer.placement.ref_num_gpus_per_node"),
+            ref_nodes=g(PLACEMENT.REF_NUM_NODES),
+            ref_gpus_per_node=g(PLACEMENT.REF_NUM_GPUS_PER_NODE),
             engines=plan["num_inference_engines"],
             tp=plan["inference_engine_tensor_parallel_size"],
             pp=plan["inference_engine_pipeline_parallel_size"],
@@ -131,17 +141,17 @@ class Geometry:
             mini_batch=plan["policy_mini_batch_size"],
             micro_batch=plan["micro_train_batch_size_per_gpu"],
             n_samples=plan["n_samples_per_prompt"],
-            use_reference=bool(g("trainer.algorithm.use_kl_loss")) or bool(g("trainer.algorithm.use_kl_in_reward")),
-            policy_sp=g("trainer.policy.sequence_parallel_size"),
-            ref_sp=g("trainer.ref.sequence_parallel_size"),
-            megatron_policy=_megatron(recipe, "trainer.policy"),
-            megatron_ref=_megatron(recipe, "trainer.ref"),
+            use_reference=bool(g(ALGORITHM.USE_KL_LOSS)) or bool(g(ALGORITHM.USE_KL_IN_REWARD)),
+            policy_sp=g(role_key("policy", ROLE.SEQUENCE_PARALLEL_SIZE)),
+            ref_sp=g(role_key("ref", ROLE.SEQUENCE_PARALLEL_SIZE)),
+            megatron_policy=_megatron(recipe, "policy"),
+            megatron_ref=_megatron(recipe, "ref"),
             trims_tail=not get_path(recipe, FULLY_ASYNC_ENABLED_KEY, False),
             use_critic=bool(critic),
             critic_nodes=critic.get("num_nodes", 0),
             critic_gpus_per_node=critic.get("num_gpus_per_node", 0),
             critic_mini_batch=critic.get("mini_batch_size", 0),
-            critic_sp=get_path(recipe, "trainer.critic.sequence_parallel_size", 1) if critic else 1,
+            critic_sp=get_path(recipe, role_key("critic", ROLE.SEQUENCE_PARALLEL_SIZE), 1) if critic else 1,
         )
 
     # --- GPUs by role -------------------------------------------------------------------------
@@ -273,9 +283,8 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def _megatron(recipe: Mapping[str, Any], role: str) -> tuple[int, int, int]:
-    base = f"{role}.megatron_config"
     return (
-        get_path(recipe, f"{base}.tensor_model_parallel_size", 1),
-        get_path(recipe, f"{base}.pipeline_model_parallel_size", 1),
-        get_path(recipe, f"{base}.context_parallel_size", 1),
+        get_path(recipe, role_key(role, ROLE.MEGATRON_TENSOR_PARALLEL), 1),
+        get_path(recipe, role_key(role, ROLE.MEGATRON_PIPELINE_PARALLEL), 1),
+        get_path(recipe, role_key(role, ROLE.MEGATRON_CONTEXT_PARALLEL), 1),
     )

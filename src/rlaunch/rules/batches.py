@@ -8,6 +8,7 @@ from typing import Any
 
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry
+from rlaunch.launch_config.recipe_keys import ROLE, TRAINER, role_key
 from rlaunch.rules.subject import Violation, divisor_hint, divisors, violation
 
 CODES = (
@@ -55,7 +56,7 @@ def batch_rules(geo: Geometry, composed: Mapping[str, Any]) -> list[Violation]:
                 mini=mini,
             )
         )
-    micro_forward = get_path(composed, "trainer.micro_forward_batch_size_per_gpu")
+    micro_forward = get_path(composed, TRAINER.MICRO_FORWARD_BATCH_SIZE_PER_GPU)
     if micro_forward <= 0:
         out.append(
             violation(
@@ -164,7 +165,7 @@ def strategy_sizes(geo: Geometry, composed: Mapping[str, Any]) -> list[Violation
     out = []
     for role in built_roles(geo):
         for name in MEGATRON_SIZES:
-            key = f"trainer.{role}.megatron_config.{name}"
+            key = role_key(role, f"{ROLE.MEGATRON_CONFIG}.{name}")
             value = get_path(composed, key, 1)
             if value is None and name == "expert_tensor_parallel_size":
                 continue
@@ -210,7 +211,7 @@ def megatron_rules(geo: Geometry, composed: Mapping[str, Any]) -> list[Violation
     shapes = {"policy": (geo.policy_world, geo.megatron_policy), "ref": (geo.ref_world, geo.megatron_ref)}
     for role in built_roles(geo):
         world, (tp, pp, cp) = shapes[role]
-        base = f"trainer.{role}.megatron_config"
+        base = role_key(role, ROLE.MEGATRON_CONFIG)
         if world % (tp * pp * cp):
             out.append(
                 violation(
@@ -249,7 +250,7 @@ def megatron_rules(geo: Geometry, composed: Mapping[str, Any]) -> list[Violation
                 )
             )
     context = {role: shapes[role][1][2] for role in ("policy", "ref") if shapes[role][1][2] > 1}
-    if context and not get_path(composed, "trainer.remove_microbatch_padding"):
+    if context and not get_path(composed, TRAINER.REMOVE_MICROBATCH_PADDING):
         sizes = ", ".join(f"{role} {cp}" for role, cp in context.items())
         out.append(
             violation(

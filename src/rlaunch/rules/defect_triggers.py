@@ -14,6 +14,7 @@ from typing import Any
 
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry
+from rlaunch.launch_config.recipe_keys import GENERATOR
 from rlaunch.rules.subject import Violation, violation
 from rlaunch.runtimes.defects import OPEN, KnownDefect, pinned
 from rlaunch.runtimes.registry import RuntimeProfile
@@ -29,7 +30,7 @@ def _tail_stride(geo: Geometry, composed: Mapping[str, Any]) -> bool:
 
 
 def _step_wise(geo: Geometry, composed: Mapping[str, Any]) -> bool:
-    return bool(get_path(composed, "generator.step_wise_trajectories", False))
+    return bool(get_path(composed, GENERATOR.STEP_WISE_TRAJECTORIES, False))
 
 
 TRIGGERS: Mapping[str, Trigger] = {"tail_stride": _tail_stride, "step_wise_trajectories": _step_wise}

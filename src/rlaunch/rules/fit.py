@@ -36,15 +36,16 @@ from typing import Any
 
 from rlaunch.dotted import get_path, set_path
 from rlaunch.launch_config.geometry import Geometry, rendered_plan
+from rlaunch.launch_config.recipe_keys import ROLE, SAMPLING, role_key
 from rlaunch.rules import memory
 from rlaunch.rules.subject import Subject, divisors
 from rlaunch.rules.topology import engine_tps
 
 MAX_EVALUATIONS = 64  # memory tables a whole search may compute (a handful per direction)
 MAX_EXTRA_NODES = 8  # the fewest-nodes search tries up to this many more policy nodes
-GENERATE_KEY = "generator.sampling_params.max_generate_length"
+GENERATE_KEY = SAMPLING.MAX_GENERATE_LENGTH
 ENGINE, TRAINER = "engine", "trainer"  # the two sides of a table: rollout rows, and every other row
-MEGATRON_OFFLOAD = "trainer.policy.megatron_config.optimizer_config_kwargs.optimizer_cpu_offload"
+MEGATRON_OFFLOAD = role_key("policy", ROLE.MEGATRON_OPTIMIZER_CPU_OFFLOAD)
 OFFLOADED = "offload"
 # What a change's field says it trades, in a plan's label; the engine count goes with its TP.
 KINDS = (
@@ -214,7 +215,7 @@ class _Search:
         offloaded = [
             Change(f"config_yaml.{key}", False)
             for key in (
-                *(f"trainer.{role}.fsdp_config.cpu_offload" for role in ("policy", "ref", "critic")),
+                *(role_key(role, ROLE.FSDP_CPU_OFFLOAD) for role in ("policy", "ref", "critic")),
                 MEGATRON_OFFLOAD,
             )
             if get_path(composed, key, False)
@@ -383,5 +384,5 @@ def _offload_all(composed: Mapping[str, Any], geo: Geometry) -> tuple[Change, ..
     if geo.strategy == "megatron":
         return ()
     roles = ["policy"] + (["ref"] if geo.use_reference else []) + (["critic"] if geo.use_critic else [])
-    keys = [f"trainer.{role}.fsdp_config.cpu_offload" for role in roles]
+    keys = [role_key(role, ROLE.FSDP_CPU_OFFLOAD) for role in roles]
     return tuple(Change(f"config_yaml.{key}", True) for key in keys if not get_path(composed, key, False))

@@ -13,18 +13,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlaunch.launch_config.composition import get_path
+from rlaunch.launch_config.recipe_keys import ENGINE, ROLE, TRAINER, role_key
 from rlaunch.rules.subject import Violation, violation
 
 CODES = ("strategy.megatron_routing_replay", "strategy.megatron_fp8")
 
 ROLES = ("policy", "ref")
 FP8_OFF = frozenset({"", "0", "false", "none", "null", "no", "off"})
-ROUTED_EXPERTS = "generator.inference_engine.enable_return_routed_experts"
+ROUTED_EXPERTS = ENGINE.ENABLE_RETURN_ROUTED_EXPERTS
 
 
 def megatron_rules(composed: Mapping[str, Any]) -> list[Violation]:
     out = _routed_experts(composed)
-    if get_path(composed, "trainer.strategy") != "megatron":
+    if get_path(composed, TRAINER.STRATEGY) != "megatron":
         return out
     for role in ROLES:
         out += _routing_replay(composed, role) + _fp8(composed, role)
@@ -37,9 +38,9 @@ def _routed_experts(composed: Mapping[str, Any]) -> list[Violation]:
     if not get_path(composed, ROUTED_EXPERTS, False):
         return []
     needs = {
-        "generator.inference_engine.distributed_executor_backend": "mp",
-        "trainer.strategy": "megatron",
-        "trainer.policy.megatron_config.moe_enable_routing_replay": True,
+        ENGINE.DISTRIBUTED_EXECUTOR_BACKEND: "mp",
+        TRAINER.STRATEGY: "megatron",
+        role_key("policy", ROLE.MEGATRON_ROUTING_REPLAY): True,
     }
     found = {key: get_path(composed, key, None) for key in needs}
     wrong = [key for key, want in needs.items() if found[key] != want]
@@ -56,7 +57,7 @@ def _routed_experts(composed: Mapping[str, Any]) -> list[Violation]:
 
 
 def _routing_replay(composed: Mapping[str, Any], role: str) -> list[Violation]:
-    base = f"trainer.{role}.megatron_config"
+    base = role_key(role, ROLE.MEGATRON_CONFIG)
     if not get_path(composed, f"{base}.moe_enable_routing_replay", False):
         return []
     kwargs = get_path(composed, f"{base}.transformer_config_kwargs", None) or {}
@@ -102,7 +103,7 @@ def _replay(key: str, message: str, fix: str, **values: Any) -> Violation:
 def _fp8(composed: Mapping[str, Any], role: str) -> list[Violation]:
     """mxfp8 with persistent FP8 parameters (SkyRL's `validate_concrete_fp8_recipe`, on any device),
     and the policy's persistent FP8 parameters without FP8 parameter gathering."""
-    base = f"trainer.{role}.megatron_config"
+    base = role_key(role, ROLE.MEGATRON_CONFIG)
     recipe, param = _fp8_setting(composed, base, "fp8_recipe"), _fp8_setting(composed, base, "fp8_param")
     out = []
     if isinstance(recipe, str) and recipe.strip().lower() == "mxfp8" and _enabled(param):
@@ -120,7 +121,7 @@ def _fp8(composed: Mapping[str, Any], role: str) -> list[Violation]:
     elif (
         role == "policy"
         and _enabled(param)
-        and not get_path(composed, "trainer.policy.inference_only_init", False)
+        and not get_path(composed, role_key("policy", ROLE.INFERENCE_ONLY_INIT), False)
         and not get_path(composed, f"{base}.ddp_config.fp8_param_gather", False)
     ):
         out.append(

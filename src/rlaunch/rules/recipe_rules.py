@@ -9,6 +9,7 @@ from typing import Any
 
 from rlaunch.launch_config.composition import RecipeProblem, get_path, has_path
 from rlaunch.launch_config.geometry import CRITIC_FROM_POLICY, CRITIC_MODEL_KEY, ROLE_PLAN_KEYS, Geometry, rendered_plan
+from rlaunch.launch_config.recipe_keys import ALGORITHM, DATA, ENGINE, GENERATOR, ROLE, SAMPLING, TRAINER, role_key
 from rlaunch.rules.subject import Subject, Violation, divisor_hint, violation
 from rlaunch.rules.topology import engine_tps
 
@@ -40,27 +41,27 @@ CODES = (
 # Injected by the launch host from the launch document; a recipe setting them would point a run
 # at ambient paths or fork the seed and retention away from the spec.
 LAUNCHER_OWNED: dict[str, str] = {
-    "trainer.ckpt_path": "the RL artifact's checkpoint root",
-    "trainer.export_path": "the RL artifact's export root",
-    "trainer.resume_path": "the checkpoint root (resume_mode: latest)",
-    "trainer.max_ckpts_to_keep": "SkyRLRetentionPolicy.resume_checkpoint_count",
-    "trainer.run_name": "the RL artifact's name@version",
-    "trainer.log_path": "the attempt directory",
-    "trainer.policy.model.path": "SkyRLSpec.model (an artifact dependency)",
-    "trainer.ref.model.path": "SkyRLSpec.model (an artifact dependency)",
-    "data.train_data": "SkyRLSpec.train_data (artifact dependencies)",
-    "data.val_data": "SkyRLSpec.validation_data (artifact dependencies)",
+    TRAINER.CKPT_PATH: "the RL artifact's checkpoint root",
+    TRAINER.EXPORT_PATH: "the RL artifact's export root",
+    TRAINER.RESUME_PATH: "the checkpoint root (resume_mode: latest)",
+    TRAINER.MAX_CKPTS_TO_KEEP: "SkyRLRetentionPolicy.resume_checkpoint_count",
+    TRAINER.RUN_NAME: "the RL artifact's name@version",
+    TRAINER.LOG_PATH: "the attempt directory",
+    role_key("policy", ROLE.MODEL_PATH): "SkyRLSpec.model (an artifact dependency)",
+    role_key("ref", ROLE.MODEL_PATH): "SkyRLSpec.model (an artifact dependency)",
+    DATA.TRAIN_DATA: "SkyRLSpec.train_data (artifact dependencies)",
+    DATA.VAL_DATA: "SkyRLSpec.validation_data (artifact dependencies)",
 }
 
 EXPLICIT_KEYS = {
-    "trainer.ckpt_interval": ("explicit.checkpoint_interval", "how often a resumable checkpoint is written"),
-    "trainer.resume_mode": ("explicit.resume_mode", "whether a relaunch resumes (latest) or starts over (none)"),
-    "trainer.hf_save_interval": (
+    TRAINER.CKPT_INTERVAL: ("explicit.checkpoint_interval", "how often a resumable checkpoint is written"),
+    TRAINER.RESUME_MODE: ("explicit.resume_mode", "whether a relaunch resumes (latest) or starts over (none)"),
+    TRAINER.HF_SAVE_INTERVAL: (
         "explicit.export_policy",
         "the HF export policy (SkyRL exports every N steps, at epoch ends and the final step; -1: none during training, and export_hf=True still exports the final step)",
     ),
-    "trainer.max_prompt_length": ("explicit.token_budget", "the request token budget"),
-    "generator.sampling_params.max_generate_length": ("explicit.token_budget", "the response token budget"),
+    TRAINER.MAX_PROMPT_LENGTH: ("explicit.token_budget", "the request token budget"),
+    SAMPLING.MAX_GENERATE_LENGTH: ("explicit.token_budget", "the response token budget"),
 }
 
 
@@ -76,7 +77,7 @@ def plan_disagreements(s: Subject) -> list[Violation]:
         for key in ROLE_PLAN_KEYS.values():
             expected.pop(key)
     if s.seed is not None:
-        expected["trainer.seed"] = s.seed
+        expected[TRAINER.SEED] = s.seed
     # A document runs what it states or else the base-config default; a sparse recipe gets the
     # role plan's values rendered in.
     defaults = s.profile.base_config() if s.plan_in_recipe else None
@@ -89,7 +90,7 @@ def plan_disagreements(s: Subject) -> list[Violation]:
         else:
             continue
         if type(got) is not type(want) or got != want:
-            source = s.seed_source if key == "trainer.seed" else "the role plan"
+            source = s.seed_source if key == TRAINER.SEED else "the role plan"
             out.append(
                 violation(
                     "recipe.disagrees_with_plan",
@@ -148,7 +149,7 @@ def recipe_rules(c: Mapping[str, Any]) -> list[Violation]:
                 value=critic,
             )
         )
-    elif critic and g("trainer.strategy") == "megatron":
+    elif critic and g(TRAINER.STRATEGY) == "megatron":
         out.append(
             violation(
                 "recipe.critic",
@@ -158,7 +159,7 @@ def recipe_rules(c: Mapping[str, Any]) -> list[Violation]:
                 value=critic,
             )
         )
-    if g("trainer.algorithm.use_kl_loss") and g("trainer.algorithm.use_kl_in_reward"):
+    if g(ALGORITHM.USE_KL_LOSS) and g(ALGORITHM.USE_KL_IN_REWARD):
         out.append(
             violation(
                 "recipe.kl_exclusive",
@@ -169,7 +170,7 @@ def recipe_rules(c: Mapping[str, Any]) -> list[Violation]:
                 use_kl_in_reward=True,
             )
         )
-    if g("trainer.algorithm.advantage_estimator") == "gae" and not critic:
+    if g(ALGORITHM.ADVANTAGE_ESTIMATOR) == "gae" and not critic:
         # SkyRL's own rule (`validate_cfg`): GAE's values come from the critic.
         out.append(
             violation(
@@ -181,7 +182,7 @@ def recipe_rules(c: Mapping[str, Any]) -> list[Violation]:
                 value="gae",
             )
         )
-    steps = g("trainer.max_training_steps")
+    steps = g(TRAINER.MAX_TRAINING_STEPS)
     if steps is not None and (not _is_int(steps) or steps <= 0):
         out.append(
             violation(
@@ -192,17 +193,17 @@ def recipe_rules(c: Mapping[str, Any]) -> list[Violation]:
                 value=steps,
             )
         )
-    if g("trainer.resume_mode") not in ("none", "latest", None):
+    if g(TRAINER.RESUME_MODE) not in ("none", "latest", None):
         out.append(
             violation(
                 "recipe.resume_mode",
                 ["config_yaml.trainer.resume_mode"],
-                f"trainer.resume_mode={g('trainer.resume_mode')!r} is not supported",
+                f"trainer.resume_mode={g(TRAINER.RESUME_MODE)!r} is not supported",
                 "use latest (resume from the checkpoint root) or none",
-                value=g("trainer.resume_mode"),
+                value=g(TRAINER.RESUME_MODE),
             )
         )
-    prompt, turns, max_input = g("trainer.max_prompt_length"), g("generator.max_turns"), g("generator.max_input_length")
+    prompt, turns, max_input = g(TRAINER.MAX_PROMPT_LENGTH), g(GENERATOR.MAX_TURNS), g(GENERATOR.MAX_INPUT_LENGTH)
     if max_input is not None and (
         not _is_int(max_input) or (turns == 1 and max_input != prompt) or (turns > 1 and max_input < prompt)
     ):
@@ -216,9 +217,9 @@ def recipe_rules(c: Mapping[str, Any]) -> list[Violation]:
                 value=max_input,
             )
         )
-    engines = g("generator.inference_engine.num_engines")
-    if g("generator.inference_engine.enable_pd"):
-        prefill = g("generator.inference_engine.num_prefill")
+    engines = g(ENGINE.NUM_ENGINES)
+    if g(ENGINE.ENABLE_PD):
+        prefill = g(ENGINE.NUM_PREFILL)
         if engines < 2 or not 0 < prefill < engines:
             out.append(
                 violation(
@@ -230,7 +231,7 @@ def recipe_rules(c: Mapping[str, Any]) -> list[Violation]:
                     num_engines=engines,
                 )
             )
-    if g("generator.inference_engine.external_proxy_url") or g("generator.inference_engine.external_server_urls"):
+    if g(ENGINE.EXTERNAL_PROXY_URL) or g(ENGINE.EXTERNAL_SERVER_URLS):
         out.append(
             violation(
                 "recipe.external_engines",
@@ -240,21 +241,21 @@ def recipe_rules(c: Mapping[str, Any]) -> list[Violation]:
                 value=True,
             )
         )
-    if g("generator.inference_engine.distributed_executor_backend") not in ("ray", "mp"):
+    if g(ENGINE.DISTRIBUTED_EXECUTOR_BACKEND) not in ("ray", "mp"):
         out.append(
             violation(
                 "recipe.executor_backend",
                 ["config_yaml.generator.inference_engine.distributed_executor_backend"],
-                f"distributed_executor_backend must be ray or mp; got {g('generator.inference_engine.distributed_executor_backend')!r}",
+                f"distributed_executor_backend must be ray or mp; got {g(ENGINE.DISTRIBUTED_EXECUTOR_BACKEND)!r}",
                 "use ray (may span nodes) or mp (one node)",
-                value=g("generator.inference_engine.distributed_executor_backend"),
+                value=g(ENGINE.DISTRIBUTED_EXECUTOR_BACKEND),
             )
         )
     return out
 
 
 def wandb_project(s: Subject, composed: Mapping[str, Any]) -> list[Violation]:
-    if get_path(composed, "trainer.logger") != "wandb" or has_path(s.recipe, "trainer.project_name"):
+    if get_path(composed, TRAINER.LOGGER) != "wandb" or has_path(s.recipe, TRAINER.PROJECT_NAME):
         return []
     return [
         violation(
@@ -268,7 +269,7 @@ def wandb_project(s: Subject, composed: Mapping[str, Any]) -> list[Violation]:
 
 def wandb_entity(composed: Mapping[str, Any], entity: str | None, setting: str) -> list[Violation]:
     """W&B logging needs the entity the run is recorded under; `setting` is where to name it."""
-    if get_path(composed, "trainer.logger") != "wandb" or entity:
+    if get_path(composed, TRAINER.LOGGER) != "wandb" or entity:
         return []
     return [
         violation(
@@ -312,7 +313,7 @@ def model_rules(s: Subject, c: Mapping[str, Any], geo: Geometry) -> list[Violati
             )
         )
     context = model.context_length
-    budget = get_path(c, "trainer.max_prompt_length") + get_path(c, "generator.sampling_params.max_generate_length")
+    budget = get_path(c, TRAINER.MAX_PROMPT_LENGTH) + get_path(c, SAMPLING.MAX_GENERATE_LENGTH)
     if context and budget > context:
         out.append(
             violation(

@@ -17,16 +17,17 @@ from typing import Any
 
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry
+from rlaunch.launch_config.recipe_keys import ENGINE, ROLE, role_key
 from rlaunch.rules.subject import Subject, Violation, violation
 
 CODES = ("recipe.critic_sequence_parallel", "recipe.language_model_only", "role_plan.critic_placement", "batch.critic")
 
-LANGUAGE_MODEL_ONLY = "language_model_only"
+POLICY_LANGUAGE_MODEL_ONLY = role_key("policy", ROLE.LANGUAGE_MODEL_ONLY)
 
 
 def role_rules(geo: Geometry, composed: Mapping[str, Any]) -> list[Violation]:
     out = []
-    critic_sp = get_path(composed, "trainer.critic.sequence_parallel_size", 1)
+    critic_sp = get_path(composed, role_key("critic", ROLE.SEQUENCE_PARALLEL_SIZE), 1)
     if critic_sp == 0:
         # `validate_batch_sizes` computes critic_world // critic.sequence_parallel_size whether or
         # not a critic is built: a ZeroDivisionError while validating.
@@ -40,19 +41,20 @@ def role_rules(geo: Geometry, composed: Mapping[str, Any]) -> list[Violation]:
                 value=critic_sp,
             )
         )
-    if get_path(composed, f"trainer.policy.{LANGUAGE_MODEL_ONLY}", False):
-        followers = ["generator.inference_engine"] + (["trainer.ref"] if geo.use_reference else [])
-        lacking = [f"{role}.{LANGUAGE_MODEL_ONLY}" for role in followers]
-        lacking = [key for key in lacking if not get_path(composed, key, False)]
+    if get_path(composed, POLICY_LANGUAGE_MODEL_ONLY, False):
+        followers = [ENGINE.LANGUAGE_MODEL_ONLY] + (
+            [role_key("ref", ROLE.LANGUAGE_MODEL_ONLY)] if geo.use_reference else []
+        )
+        lacking = [key for key in followers if not get_path(composed, key, False)]
         if lacking:
             out.append(
                 violation(
                     "recipe.language_model_only",
                     [f"config_yaml.{key}" for key in lacking],
-                    f"trainer.policy.{LANGUAGE_MODEL_ONLY} is true but {' and '.join(lacking)} "
+                    f"{POLICY_LANGUAGE_MODEL_ONLY} is true but {' and '.join(lacking)} "
                     f"{'is' if len(lacking) == 1 else 'are'} not: SkyRL requires the inference engines, and the "
                     "reference when a KL term builds it, to load the language model alone as well",
-                    f"set {' and '.join(f'{key}: true' for key in lacking)}, or trainer.policy.{LANGUAGE_MODEL_ONLY}: false",
+                    f"set {' and '.join(f'{key}: true' for key in lacking)}, or {POLICY_LANGUAGE_MODEL_ONLY}: false",
                     lacking=lacking,
                 )
             )

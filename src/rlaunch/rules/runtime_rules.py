@@ -8,6 +8,7 @@ from typing import Any
 
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import FULLY_ASYNC, FULLY_ASYNC_ENABLED_KEY, Geometry
+from rlaunch.launch_config.recipe_keys import ALGORITHM, ASYNC_TRAINER, GENERATOR, TRAINER
 from rlaunch.rules.subject import Subject, Violation, violation
 from rlaunch.runtimes.registry import unsupported_settings
 
@@ -96,8 +97,8 @@ def entrypoint_rules(s: Subject, geo: Geometry, composed: Mapping[str, Any]) -> 
                 colocate_all=True,
             )
         )
-    workers = get_path(composed, "trainer.fully_async.num_parallel_generation_workers")
-    staleness = get_path(composed, "trainer.fully_async.max_staleness_steps")
+    workers = get_path(composed, ASYNC_TRAINER.NUM_PARALLEL_GENERATION_WORKERS)
+    staleness = get_path(composed, ASYNC_TRAINER.MAX_STALENESS_STEPS)
     most = geo.mini_batch * (staleness + 1)
     if not geo.mini_batch <= workers <= most:
         out.append(
@@ -111,7 +112,7 @@ def entrypoint_rules(s: Subject, geo: Geometry, composed: Mapping[str, Any]) -> 
                 most=most,
             )
         )
-    loss = get_path(composed, "trainer.algorithm.policy_loss_type")
+    loss = get_path(composed, ALGORITHM.POLICY_LOSS_TYPE)
     if loss not in ROLLOUT_LOGPROB_LOSSES:
         out.append(
             violation(
@@ -122,7 +123,7 @@ def entrypoint_rules(s: Subject, geo: Geometry, composed: Mapping[str, Any]) -> 
                 value=loss,
             )
         )
-    if get_path(composed, "generator.batched"):
+    if get_path(composed, GENERATOR.BATCHED):
         out.append(
             violation(
                 "entrypoint.fully_async_batched",
@@ -138,7 +139,7 @@ def entrypoint_rules(s: Subject, geo: Geometry, composed: Mapping[str, Any]) -> 
 def runtime_rules(s: Subject, composed: Mapping[str, Any]) -> list[Violation]:
     prof = s.profile
     out = []
-    strategy = get_path(composed, "trainer.strategy")
+    strategy = get_path(composed, TRAINER.STRATEGY)
     if strategy != prof.strategy:
         out.append(
             violation(

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlaunch.launch_config.geometry import Geometry
+from rlaunch.launch_config.recipe_keys import ENGINE
 from rlaunch.rules.devices import GIB, Device
 from rlaunch.rules.memory.rows import Keys, Row, gib, max_model_len
 from rlaunch.rules.model_shape import DTYPE_BYTES, Architecture, Quantization
@@ -20,7 +21,7 @@ FLASHMLA_BLOCK = 64  # vLLM forces it for MLA on Hopper (platforms/cuda.py: Flas
 CUDA_GRAPHS = int(0.5 * GIB)  # vLLM's captured graphs, when not in eager mode (estimate)
 NON_TORCH = int(0.5 * GIB)  # CUDA context, NCCL buffers (estimate)
 SAMPLER_ROWS = 10  # vocabulary-wide fp32 rows per sequence at the sampler's warm-up peak (fit, see profile_peak)
-ENGINE_KWARGS = "generator.inference_engine.engine_init_kwargs"
+ENGINE_KWARGS = ENGINE.ENGINE_INIT_KWARGS
 # `engine_init_kwargs.quantization` values with which vLLM quantizes an unquantized checkpoint as it
 # loads it (per-tensor or per-channel fp8 scales, a few bytes a matrix): the linear layers' weights
 # (or the experts' alone) take one byte each; embeddings, LM head, norms and router stay in the dtype.
@@ -190,16 +191,16 @@ def engine_kv(arch: Architecture, geo: Geometry, composed: Mapping[str, Any], de
     k = Keys(composed)
     seq = max_model_len(composed)
     tp, pp, dp, ep = geo.tp, geo.pp, geo.dp, geo.ep
-    wbytes = DTYPE_BYTES.get(str(k("generator.inference_engine.model_dtype", "bfloat16")), 2)
+    wbytes = DTYPE_BYTES.get(str(k(ENGINE.MODEL_DTYPE, "bfloat16")), 2)
     loaded = engine_weights(arch, k)
     expert_shard = tp * dp if ep > 1 else tp
     widths = 1 if ep > 1 else tp  # expert parallelism keeps whole experts, TP splits each one's width
     dense, experts = loaded.arch.stored_bytes(wbytes, widths, hopper=dev.sm == 90)  # packed as vLLM loads them
     weights = max(0, int((dense / tp + experts / expert_shard) / pp) - loaded.offloaded)
-    util = float(k("generator.inference_engine.gpu_memory_utilization", 0.9))
-    batched = int(k("generator.inference_engine.max_num_batched_tokens", 8192))
-    seqs = int(k("generator.inference_engine.max_num_seqs", 256))
-    graphs = 0 if k("generator.inference_engine.enforce_eager", False) else CUDA_GRAPHS
+    util = float(k(ENGINE.GPU_MEMORY_UTILIZATION, 0.9))
+    batched = int(k(ENGINE.MAX_NUM_BATCHED_TOKENS, 8192))
+    seqs = int(k(ENGINE.MAX_NUM_SEQS, 256))
+    graphs = 0 if k(ENGINE.ENFORCE_EAGER, False) else CUDA_GRAPHS
     capacity = kv_capacity(
         arch,
         tp,
@@ -304,5 +305,5 @@ def profile_peak(arch: Architecture, tp: int, batched: int, seqs: int) -> int:
 def kv_cache_bytes(k: Keys, model_bytes: int) -> int:
     """Bytes a KV element takes: vLLM's `kv_cache_dtype`, whose `auto` is the model's activation dtype
     (`model_dtype`), whatever the checkpoint's weights are packed in; fp8* halves it."""
-    kv_dtype = str(k("generator.inference_engine.engine_init_kwargs.kv_cache_dtype", "auto"))
+    kv_dtype = str(k(ENGINE.KV_CACHE_DTYPE, "auto"))
     return 1 if kv_dtype.startswith("fp8") else DTYPE_BYTES.get(kv_dtype, model_bytes)

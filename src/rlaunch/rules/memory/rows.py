@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlaunch.dotted import get_path
+from rlaunch.launch_config.recipe_keys import ENGINE, GENERATOR, SAMPLING, TRAINER
 from rlaunch.rules.devices import GIB
 
 TIGHT_MARGIN = 0.10  # an estimate above 90 % of capacity is tight
@@ -73,8 +74,8 @@ class Keys:
 def max_model_len(composed: Mapping[str, Any]) -> int:
     """vLLM's `max_model_len`: an explicit engine setting, else SkyRL's input + generation budget."""
     k = Keys(composed)
-    explicit = k("generator.inference_engine.engine_init_kwargs.max_model_len")
+    explicit = k(ENGINE.MAX_MODEL_LEN)
     if isinstance(explicit, int) and explicit > 0:
         return explicit
-    prompt = int(k("generator.max_input_length", k("trainer.max_prompt_length", 0)))
-    return prompt + int(k("generator.sampling_params.max_generate_length", 0))
+    prompt = int(k(GENERATOR.MAX_INPUT_LENGTH, k(TRAINER.MAX_PROMPT_LENGTH, 0)))
+    return prompt + int(k(SAMPLING.MAX_GENERATE_LENGTH, 0))

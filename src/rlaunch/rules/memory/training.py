@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from rlaunch.launch_config.geometry import Geometry
+from rlaunch.launch_config.recipe_keys import ROLE, TRAINER, role_key
 from rlaunch.rules.devices import Device
 from rlaunch.rules.memory.rows import Keys, Row, gib
 from rlaunch.rules.model_shape import Architecture
@@ -24,7 +25,7 @@ class TrainingRows:
 
 
 def _lora(k: Keys, role: str) -> bool:
-    return int(k(f"trainer.{role}.model.lora.rank", 0) or 0) > 0
+    return int(k(role_key(role, ROLE.LORA_RANK), 0) or 0) > 0
 
 
 def training_rows(
@@ -35,8 +36,8 @@ def training_rows(
     critic = role == "critic"
     p = arch.params.total - arch.params.lm_head + arch.hidden if critic else arch.params.total
     world, vocab = (geo.critic_world, 1) if critic else (geo.policy_world, arch.vocab)
-    micro = int(k("trainer.micro_train_batch_size_per_gpu", geo.micro_batch))
-    checkpointing = bool(k("trainer.gradient_checkpointing", True))
+    micro = int(k(TRAINER.MICRO_TRAIN_BATCH_SIZE_PER_GPU, geo.micro_batch))
+    checkpointing = bool(k(TRAINER.GRADIENT_CHECKPOINTING, True))
     if geo.strategy == "megatron" and not cpu:
         m = _megatron(arch, k, role, geo.megatron_policy)
         tp, pp, cp = geo.megatron_policy
@@ -44,7 +45,7 @@ def training_rows(
         expert_dp = max(1, world // (m.ep * m.etp * pp))
         optimizer = (
             0
-            if k(f"trainer.{role}.megatron_config.optimizer_config_kwargs.optimizer_cpu_offload", False)
+            if k(role_key(role, ROLE.MEGATRON_OPTIMIZER_CPU_OFFLOAD), False)
             else int(12 * (m.dense / dense_dp + m.experts / expert_dp))
         )
         states = int(6 * m.shard + optimizer) if not _lora(k, role) else int(2 * m.shard)
@@ -58,7 +59,7 @@ def training_rows(
         layers = math.ceil(arch.layers / pp)
     else:
         shard = 1 if cpu else _fsdp_shard(k, role, world)
-        offload = not cpu and bool(k(f"trainer.{role}.fsdp_config.cpu_offload", False))
+        offload = not cpu and bool(k(role_key(role, ROLE.FSDP_CPU_OFFLOAD), False))
         lora = _lora(k, role)
         per_param, certain_per_param = (2, 2) if lora else (FSDP_STATE_BYTES, FSDP_CERTAIN_BYTES)
         states = 0 if offload else p * per_param // shard
@@ -72,7 +73,7 @@ def training_rows(
     micro_tokens = _micro_tokens(k, micro, seq)
     layout = (
         "packed"
-        if k("trainer.remove_microbatch_padding", True)
+        if k(TRAINER.REMOVE_MICROBATCH_PADDING, True)
         else f"padded: {micro} x {seq}, the worst case whatever the lengths"
     )
     tokens = micro_tokens // split.activations
@@ -148,8 +149,8 @@ class _MegatronShard:
 
 def _megatron(arch: Architecture, k: Keys, role: str, sizes: tuple[int, int, int]) -> _MegatronShard:
     tp, pp, _ = sizes
-    ep = int(k(f"trainer.{role}.megatron_config.expert_model_parallel_size", 1))
-    etp = int(k(f"trainer.{role}.megatron_config.expert_tensor_parallel_size", tp))
+    ep = int(k(role_key(role, ROLE.MEGATRON_EXPERT_PARALLEL), 1))
+    etp = int(k(role_key(role, ROLE.MEGATRON_EXPERT_TENSOR_PARALLEL), tp))
     experts = arch.params.experts
     return _MegatronShard((arch.params.total - experts) / (tp * pp), experts / (ep * etp * pp), ep, etp)
 
@@ -176,12 +177,12 @@ def _token_split(geo: Geometry, role: str, cpu: bool) -> _TokenSplit:
 def _micro_tokens(k: Keys, micro: int, seq: int) -> int:
     """Tokens of one micro batch at most: `micro` sequences of `seq`, or SkyRL's token budget
     (`max_tokens_per_microbatch`), which a single longer sequence still exceeds alone."""
-    budget = int(k("trainer.max_tokens_per_microbatch", -1))
+    budget = int(k(TRAINER.MAX_TOKENS_PER_MICROBATCH, -1))
     return max(budget, seq) if budget > 0 else micro * seq
 
 
 def _fsdp_shard(k: Keys, role: str, world: int) -> int:
-    size = int(k(f"trainer.{role}.fsdp_config.fsdp_size", -1))
+    size = int(k(role_key(role, ROLE.FSDP_SIZE), -1))
     return size if 0 < size <= world else max(1, world)
 
 
@@ -321,9 +322,9 @@ def reference_row(arch: Architecture, geo: Geometry, k: Keys, seq: int, dev: Dev
         fsdp = _FsdpPhases(arch, _fsdp_shard(k, "ref", geo.ref_world))
         weights_per_rank = 2 * p / fsdp.shard
         shard = f"{fsdp.shard} GPUs"
-    offload = bool(k("trainer.ref.fsdp_config.cpu_offload", False)) and geo.strategy != "megatron"
+    offload = bool(k(role_key("ref", ROLE.FSDP_CPU_OFFLOAD), False)) and geo.strategy != "megatron"
     weights = 0 if offload else int(weights_per_rank)
-    micro_tokens = _micro_tokens(k, int(k("trainer.micro_forward_batch_size_per_gpu", 1)), seq)
+    micro_tokens = _micro_tokens(k, int(k(TRAINER.MICRO_FORWARD_BATCH_SIZE_PER_GPU, 1)), seq)
     split = _token_split(geo, "ref", cpu=False)
     tokens = micro_tokens // split.activations
     residual = tokens * 2 * arch.hidden
