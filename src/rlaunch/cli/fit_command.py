@@ -28,6 +28,7 @@ import click
 
 from rlaunch.dotted import get_path, set_path
 from rlaunch.errors import UserError
+from rlaunch.launch_config.recipe_keys import ALGORITHM, SAMPLING, TRAINER
 from rlaunch.rules.devices import GIB
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,14 +37,14 @@ if TYPE_CHECKING:  # pragma: no cover
 # The settings `fit` writes into a recipe that lacks them: its token budget, and the explicit
 # settings the preflight asks of every recipe (they decide nothing of memory).
 RECIPE_DEFAULTS = {
-    "trainer.max_prompt_length": 1024,
-    "generator.sampling_params.max_generate_length": 3072,
-    "trainer.ckpt_interval": 20,
-    "trainer.hf_save_interval": -1,
-    "trainer.resume_mode": "latest",
-    "trainer.logger": "console",
+    TRAINER.MAX_PROMPT_LENGTH: 1024,
+    SAMPLING.MAX_GENERATE_LENGTH: 3072,
+    TRAINER.CKPT_INTERVAL: 20,
+    TRAINER.HF_SAVE_INTERVAL: -1,
+    TRAINER.RESUME_MODE: "latest",
+    TRAINER.LOGGER: "console",
 }
-PROMPT, GENERATE = "trainer.max_prompt_length", "generator.sampling_params.max_generate_length"
+PROMPT, GENERATE = TRAINER.MAX_PROMPT_LENGTH, SAMPLING.MAX_GENERATE_LENGTH
 NEAREST = ". Nearest plans that fit: "
 # The flags with a fixed default, printed when the default is used.
 DEFAULTED_FLAGS = (
@@ -223,11 +224,11 @@ def _plan_of(ctx: click.Context, options: dict[str, Any]) -> tuple[SkyRLTopology
         if options[flag] is not None:
             set_path(tree, key, options[flag])
     if options["reference"] is not None:
-        set_path(tree, "trainer.algorithm.use_kl_loss", options["reference"])
+        set_path(tree, ALGORITHM.USE_KL_LOSS, options["reference"])
         if not options["reference"]:
-            set_path(tree, "trainer.algorithm.use_kl_in_reward", False)
+            set_path(tree, ALGORITHM.USE_KL_IN_REWARD, False)
     if options["critic"]:
-        set_path(tree, "trainer.algorithm.advantage_estimator", "gae")
+        set_path(tree, ALGORITHM.ADVANTAGE_ESTIMATOR, "gae")
     defaults = [
         f"--{name.replace('_', '-')} {ctx.params[name]}"
         for name in DEFAULTED_FLAGS
@@ -239,7 +240,7 @@ def _plan_of(ctx: click.Context, options: dict[str, Any]) -> tuple[SkyRLTopology
         if get_path(tree, key, None) is None:
             set_path(tree, key, value)
             defaults.append(f"{key}={value}")
-    if options["reference"] is None and get_path(tree, "trainer.algorithm.use_kl_loss", None) is None:
+    if options["reference"] is None and get_path(tree, ALGORITHM.USE_KL_LOSS, None) is None:
         defaults.append("--reference as SkyRL's trainer.algorithm.use_kl_loss (on)")
     if options["host_memory_gib"] is None:
         defaults.append("--host-memory not known (each offload plan says what it needs)")

@@ -16,6 +16,7 @@ from typing import Any
 from rlaunch import storage
 from rlaunch.launch_config.composition import get_path, set_path
 from rlaunch.launch_config.geometry import CRITIC_FROM_POLICY, CRITIC_MODEL_KEY
+from rlaunch.launch_config.recipe_keys import DATA, ROLE, TRAINER, role_key
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.runs.layout import attempt_dir
 from rlaunch.runs.resume import run_fingerprint
@@ -26,17 +27,17 @@ def injected_values(doc: SkyRLLaunchConfig) -> dict[str, Any]:
     model = inputs.model.local_path
     critic = {CRITIC_MODEL_KEY: model} if get_path(doc.skyrl, CRITIC_MODEL_KEY, None) == CRITIC_FROM_POLICY else {}
     return {
-        "trainer.policy.model.path": model,
-        "trainer.ref.model.path": model,
+        role_key("policy", ROLE.MODEL_PATH): model,
+        role_key("ref", ROLE.MODEL_PATH): model,
         **critic,  # the role plan's critic starts from the policy's model
-        "data.train_data": [storage.join(d.local_path, d.relative_path) for d in inputs.train_data],
-        "data.val_data": [storage.join(d.local_path, d.relative_path) for d in inputs.validation_data],
-        "trainer.ckpt_path": art.checkpoint_root,
-        "trainer.export_path": art.export_root,
-        "trainer.log_path": attempt_dir(art.attempts_root, doc.run.attempt_id),
-        "trainer.max_ckpts_to_keep": art.resume_checkpoint_count,
-        "trainer.run_name": doc.run.artifact or doc.run.id,
-        "trainer.resume_path": None,
+        DATA.TRAIN_DATA: [storage.join(d.local_path, d.relative_path) for d in inputs.train_data],
+        DATA.VAL_DATA: [storage.join(d.local_path, d.relative_path) for d in inputs.validation_data],
+        TRAINER.CKPT_PATH: art.checkpoint_root,
+        TRAINER.EXPORT_PATH: art.export_root,
+        TRAINER.LOG_PATH: attempt_dir(art.attempts_root, doc.run.attempt_id),
+        TRAINER.MAX_CKPTS_TO_KEEP: art.resume_checkpoint_count,
+        TRAINER.RUN_NAME: doc.run.artifact or doc.run.id,
+        TRAINER.RESUME_PATH: None,
     }
 
 

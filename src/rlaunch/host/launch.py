@@ -32,6 +32,7 @@ from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.failures import DISK_FULL, UNCLASSIFIED, FailureClass, classify, disk_full, told
+from rlaunch.launch_config.recipe_keys import TRAINER
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.rules.document_subject import memory_table
 from rlaunch.rules.memory import MemoryTable
@@ -131,7 +132,7 @@ class HostInterrupted(BaseException):
 def _verify_resume(doc: schema.SkyRLLaunchConfig, result: LaunchResult, log: TextIO) -> None:
     """Resume only a checkpoint whose files match its manifest: a damaged latest one is moved aside
     and the newest that verifies is resumed, saying so; with none good the launch is refused."""
-    if get_path(doc.skyrl, "trainer.resume_mode") != "latest":
+    if get_path(doc.skyrl, TRAINER.RESUME_MODE) != "latest":
         return
     root = doc.artifacts.checkpoint_root
     point = verified_resume(root)

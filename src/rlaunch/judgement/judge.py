@@ -61,6 +61,7 @@ from rlaunch.judgement.gates import (
 from rlaunch.judgement.parity import smoke_parity
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
+from rlaunch.launch_config.recipe_keys import TRAINER
 from rlaunch.launch_config.schema import GatesSection, SkyRLLaunchConfig
 from rlaunch.names import is_mutable
 from rlaunch.rules.memory import gib
@@ -94,7 +95,7 @@ class Evidence:
 def needed_credentials(planned: PlannedLaunch) -> tuple[str, ...]:
     """Every credential the launch needs where it is submitted: those its document declares and the
     one its logger reads (`judgement.gates.logger_credentials`)."""
-    logger = logger_credentials(get_path(planned.composed, "trainer.logger"))
+    logger = logger_credentials(get_path(planned.composed, TRAINER.LOGGER))
     return tuple(dict.fromkeys((*planned.document.run.credentials, *logger)))
 
 
@@ -243,7 +244,7 @@ def judge(planned: PlannedLaunch, evidence: Evidence, authorisations: Authorisat
         )
     missing = credentials_problem(document.run.credentials, evidence.credentials)
     found += [Finding("credentials", missing)] if missing else []
-    logger = get_path(planned.composed, "trainer.logger")
+    logger = get_path(planned.composed, TRAINER.LOGGER)
     missing = credentials_problem(logger_credentials(logger), evidence.credentials, logger=logger)
     found += [Finding("credentials", missing)] if missing else []
     found += [Finding("resume", evidence.resume)] if evidence.resume else []

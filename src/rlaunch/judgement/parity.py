@@ -40,6 +40,7 @@ from rlaunch.judgement.gates import smoke_not_run
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry
+from rlaunch.launch_config.recipe_keys import ALGORITHM, ENGINE, ROLE, SAMPLING, TRAINER, role_key
 from rlaunch.launch_config.schema import ModelInput, SkyRLLaunchConfig
 from rlaunch.rules.devices import device
 from rlaunch.rules.model_shape import Architecture, from_hf_config
@@ -95,27 +96,27 @@ class RunShape:
         """The shape of `document`, whose recipe composed to `composed` with geometry `geo`."""
         runtime, inputs = document.runtime, document.inputs
         canonical = get_profile(runtime.profile).canonical_strategy(geo.strategy)
-        interval = get_path(composed, "trainer.ckpt_interval")
-        hf_interval = get_path(composed, "trainer.hf_save_interval")
+        interval = get_path(composed, TRAINER.CKPT_INTERVAL)
+        hf_interval = get_path(composed, TRAINER.HF_SAVE_INTERVAL)
         return cls(
             identity=identity,
             runtime={"profile": runtime.profile, "source_digest": runtime.source_digest},
             model=_model(inputs.model),
             accelerator={"accelerator type": _accelerator(document.cluster.allocation.gpu_variant)},
             strategy={
-                "trainer.strategy": canonical,
+                TRAINER.STRATEGY: canonical,
                 "policy model parallel": geo.megatron_policy if canonical == "megatron" else (geo.policy_sp,),
             },
             entrypoint=runtime.entrypoint,
             algorithm={
-                "advantage estimator": get_path(composed, "trainer.algorithm.advantage_estimator", None),
-                "KL loss": bool(get_path(composed, "trainer.algorithm.use_kl_loss", False)),
-                "KL in reward": bool(get_path(composed, "trainer.algorithm.use_kl_in_reward", False)),
-                "policy loss": get_path(composed, "trainer.algorithm.policy_loss_type", None),
+                "advantage estimator": get_path(composed, ALGORITHM.ADVANTAGE_ESTIMATOR, None),
+                "KL loss": bool(get_path(composed, ALGORITHM.USE_KL_LOSS, False)),
+                "KL in reward": bool(get_path(composed, ALGORITHM.USE_KL_IN_REWARD, False)),
+                "policy loss": get_path(composed, ALGORITHM.POLICY_LOSS_TYPE, None),
             },
             lengths={
-                "max prompt length": get_path(composed, "trainer.max_prompt_length", None),
-                "max generate length": get_path(composed, "generator.sampling_params.max_generate_length", None),
+                "max prompt length": get_path(composed, TRAINER.MAX_PROMPT_LENGTH, None),
+                "max generate length": get_path(composed, SAMPLING.MAX_GENERATE_LENGTH, None),
             },
             handoffs={
                 "graph": tuple(inputs.graph),
@@ -134,7 +135,7 @@ class RunShape:
             },
             checkpoint={
                 "checkpoints written": isinstance(interval, int) and interval > 0,
-                "resume_mode": get_path(composed, "trainer.resume_mode"),
+                "resume_mode": get_path(composed, TRAINER.RESUME_MODE),
             },
             export={
                 "export_hf": bool(document.run.export_hf),
@@ -176,17 +177,15 @@ def _memory_switches(composed: Mapping[str, Any]) -> dict[str, Any]:
     def on(key: str) -> bool:
         return bool(get_path(composed, key, False))
 
-    lora = get_path(composed, "trainer.policy.model.lora.rank", 0)
+    lora = get_path(composed, role_key("policy", ROLE.LORA_RANK), 0)
     return {
-        "policy CPU offload": on("trainer.policy.fsdp_config.cpu_offload"),
-        "reference CPU offload": on("trainer.ref.fsdp_config.cpu_offload"),
-        "critic CPU offload": on("trainer.critic.fsdp_config.cpu_offload"),
-        "gradient checkpointing": on("trainer.gradient_checkpointing"),
+        "policy CPU offload": on(role_key("policy", ROLE.FSDP_CPU_OFFLOAD)),
+        "reference CPU offload": on(role_key("ref", ROLE.FSDP_CPU_OFFLOAD)),
+        "critic CPU offload": on(role_key("critic", ROLE.FSDP_CPU_OFFLOAD)),
+        "gradient checkpointing": on(TRAINER.GRADIENT_CHECKPOINTING),
         "LoRA": isinstance(lora, int) and lora > 0,
-        "engine KV cache dtype": get_path(
-            composed, "generator.inference_engine.engine_init_kwargs.kv_cache_dtype", "auto"
-        ),
-        "engine eager mode": on("generator.inference_engine.enforce_eager"),
+        "engine KV cache dtype": get_path(composed, ENGINE.KV_CACHE_DTYPE, "auto"),
+        "engine eager mode": on(ENGINE.ENFORCE_EAGER),
     }
 
 

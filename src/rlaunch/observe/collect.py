@@ -19,6 +19,7 @@ from rlaunch.cluster.protocol import Backend
 from rlaunch.dotted import get_path
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.failures import DISK_FULL, UNCLASSIFIED, FailureClass, classify
+from rlaunch.launch_config.recipe_keys import ROLE, TRAINER, role_key
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.observe import run_jobs
 from rlaunch.observe.pace import pace
@@ -144,7 +145,7 @@ def _model(doc: SkyRLLaunchConfig | None, directory: str | None) -> ModelLoad:
     model = ModelLoad()
     if doc is not None:
         model.input_uri, model.expected_identity = doc.inputs.model.uri, doc.inputs.model.identity
-        model.configured = get_path(doc.skyrl, "trainer.policy.model.path", None) or doc.inputs.model.local_path
+        model.configured = get_path(doc.skyrl, role_key("policy", ROLE.MODEL_PATH), None) or doc.inputs.model.local_path
     record = read_json(storage.join(directory, MODEL_LOAD)) if directory else None
     if not isinstance(record, dict):
         return model
@@ -164,7 +165,7 @@ def _model(doc: SkyRLLaunchConfig | None, directory: str | None) -> ModelLoad:
 
 
 def _steps(doc: SkyRLLaunchConfig | None, directory: str | None) -> Steps:
-    final = get_path(doc.skyrl, "trainer.max_training_steps", None) if doc else None
+    final = get_path(doc.skyrl, TRAINER.MAX_TRAINING_STEPS, None) if doc else None
     final_step = int(final) if isinstance(final, (int, float)) else None
     steps = Steps(final_step=final_step, pace=pace([], final_step))  # no step logged yet: the rate waits
     if not directory:
@@ -450,7 +451,7 @@ def wandb_url(run: dict[str, Any] | None) -> str | None:
 
 def _logs_to_wandb(doc: SkyRLLaunchConfig | None) -> bool:
     """Whether the recipe's `trainer.logger` (one name or a list) names wandb."""
-    logger = get_path(doc.skyrl, "trainer.logger", None) if doc else None
+    logger = get_path(doc.skyrl, TRAINER.LOGGER, None) if doc else None
     return "wandb" in (logger if isinstance(logger, (list, tuple)) else [logger])
 
 

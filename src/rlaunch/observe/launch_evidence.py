@@ -15,6 +15,7 @@ from rlaunch.judgement.gates import recorded_attempts
 from rlaunch.judgement.judge import Evidence, SmokeEvidence, credentials_present, needed_credentials
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
+from rlaunch.launch_config.recipe_keys import TRAINER
 from rlaunch.launch_config.schema import DeclaredSmoke
 from rlaunch.observe.collect import collect, launch_document
 from rlaunch.observe.resolve import at_path
@@ -53,7 +54,7 @@ def resume_evidence(planned: PlannedLaunch) -> str | None:
         fingerprint=run_fingerprint(document.to_dict()),
         compatible=runtime.compatible_checkpoint_digests,
         pin=None if pin is None else (pin.checkpoint_root, pin.step, pin.runtime_digest),
-        resume_mode=get_path(planned.composed, "trainer.resume_mode"),
+        resume_mode=get_path(planned.composed, TRAINER.RESUME_MODE),
     )
 
 

@@ -39,6 +39,7 @@ from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV, RANK_ENV, WORLD_SI
 from rlaunch.cluster.ray.contract import GCS_ADDRESS_ENV as RAY_GCS_ADDRESS_ENV
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.composition import set_path
+from rlaunch.launch_config.recipe_keys import DATA, ROLE, role_key
 from rlaunch.launch_config.typed import encode
 from rlaunch.names import sanitize_job_name
 from rlaunch.paths import join_inside, remove_inside
@@ -124,9 +125,9 @@ def final_document(doc: schema.SkyRLLaunchConfig, staged: dict[str, str]) -> dic
     """The resolved document with task-local paths patched into the recipe."""
     skyrl = copy.deepcopy(dict(doc.skyrl))
     model_path = staged[doc.inputs.model.local_path]
-    set_path(skyrl, "trainer.policy.model.path", model_path)
-    set_path(skyrl, "trainer.ref.model.path", model_path)
-    for key, sources in (("data.train_data", doc.inputs.train_data), ("data.val_data", doc.inputs.validation_data)):
+    set_path(skyrl, role_key("policy", ROLE.MODEL_PATH), model_path)
+    set_path(skyrl, role_key("ref", ROLE.MODEL_PATH), model_path)
+    for key, sources in ((DATA.TRAIN_DATA, doc.inputs.train_data), (DATA.VAL_DATA, doc.inputs.validation_data)):
         set_path(
             skyrl,
             key,

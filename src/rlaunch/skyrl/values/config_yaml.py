@@ -16,6 +16,7 @@ from typing import Any
 
 from rlaunch.launch_config.composition import get_path, has_path, set_path
 from rlaunch.launch_config.geometry import FULLY_ASYNC, FULLY_ASYNC_ENABLED_KEY, ROLE_PLAN_KEYS, rendered_plan
+from rlaunch.launch_config.recipe_keys import TRAINER
 from rlaunch.runtimes.registry import RuntimeProfile
 from rlaunch.skyrl.values.preflight_error import PreflightError
 from rlaunch.skyrl.values.role_plan import SkyRLRolePlan
@@ -67,15 +68,15 @@ def render_recipe(recipe: Mapping[str, Any], plan: SkyRLRolePlan, profile: Runti
     entrypoint = rendered.pop(ENTRYPOINT_KEY, DEFAULT_ENTRYPOINT)
     for key, value in rendered_plan(dataclasses.asdict(plan)).items():
         set_path(rendered, key, value)
-    strategy = get_path(rendered, "trainer.strategy", None)
+    strategy = get_path(rendered, TRAINER.STRATEGY, None)
     set_path(
         rendered,
-        "trainer.strategy",
+        TRAINER.STRATEGY,
         profile.canonical_strategy(strategy) if isinstance(strategy, str) else profile.strategy,
     )
-    if not has_path(rendered, "trainer.micro_forward_batch_size_per_gpu"):
-        set_path(rendered, "trainer.micro_forward_batch_size_per_gpu", plan.micro_train_batch_size_per_gpu)
-    set_path(rendered, "trainer.seed", seed)
+    if not has_path(rendered, TRAINER.MICRO_FORWARD_BATCH_SIZE_PER_GPU):
+        set_path(rendered, TRAINER.MICRO_FORWARD_BATCH_SIZE_PER_GPU, plan.micro_train_batch_size_per_gpu)
+    set_path(rendered, TRAINER.SEED, seed)
     if entrypoint == FULLY_ASYNC:
         set_path(rendered, FULLY_ASYNC_ENABLED_KEY, True)
     return rendered

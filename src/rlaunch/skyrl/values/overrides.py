@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rlaunch.launch_config.recipe_keys import TRAINER
+
 if TYPE_CHECKING:
     from rlaunch.runtimes.registry import RuntimeProfile
 
@@ -63,7 +65,7 @@ def rendered_keys() -> dict[str, str]:
         key: f"SkyRLRolePlan.{source}" if source in fields else "the role plan (SkyRLRolePlan), always"
         for key, source in by_field.items()
     }
-    out["trainer.seed"] = "SkyRLSpec.seed"
+    out[TRAINER.SEED] = "SkyRLSpec.seed"
     out[FULLY_ASYNC_ENABLED_KEY] = "the recipe's entrypoint (entrypoint: fully_async in config_yaml)"
     out.update(LAUNCHER_OWNED)
     return out

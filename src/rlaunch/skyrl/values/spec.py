@@ -16,6 +16,7 @@ from rlaunch.artifacts import ArtifactStep
 from rlaunch.artifacts.identity import validate_name, validate_version
 from rlaunch.field_checks import require_int, require_str
 from rlaunch.launch_config.composition import get_path
+from rlaunch.launch_config.recipe_keys import TRAINER
 from rlaunch.launch_config.schema import ResumeFrom as ResumeFrom  # exported by rlaunch.skyrl
 from rlaunch.launch_config.schema import resume_from_problems
 from rlaunch.secrets import credential_name_problem
@@ -106,7 +107,7 @@ class SkyRLSpec:
             if not isinstance(self.resume_from, ResumeFrom):
                 raise TypeError(f"SkyRLSpec.resume_from must be a ResumeFrom, got {self.resume_from!r}")
             problems = resume_from_problems(self.resume_from, "SkyRLSpec.resume_from")
-            mode = get_path(self.composed_recipe, "trainer.resume_mode")
+            mode = get_path(self.composed_recipe, TRAINER.RESUME_MODE)
             if mode != "latest":
                 problems.append(
                     f"SkyRLSpec.resume_from needs trainer.resume_mode: latest (the recipe has {mode!r}): a run that "

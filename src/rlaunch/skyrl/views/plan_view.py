@@ -18,6 +18,7 @@ from rlaunch.judgement.parity import differences, shape_of_planned, smoke_parity
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry, plan_values
+from rlaunch.launch_config.recipe_keys import SAMPLING, TRAINER
 from rlaunch.launch_config.schema import DataInput, SkyRLLaunchConfig
 from rlaunch.rules.document_subject import nearest_fits
 from rlaunch.rules.fit import needs_search
@@ -64,7 +65,7 @@ def describe_step(
         ),
         (
             "token budget",
-            f"prompt {get_path(composed, 'trainer.max_prompt_length')} + response {get_path(composed, 'generator.sampling_params.max_generate_length')} tokens",
+            f"prompt {get_path(composed, TRAINER.MAX_PROMPT_LENGTH)} + response {get_path(composed, SAMPLING.MAX_GENERATE_LENGTH)} tokens",
         ),
         ("model", _model_line(document, facts)),
         ("train data", _data_line(document.inputs.train_data)),
@@ -72,7 +73,7 @@ def describe_step(
         ("outputs", paths.output_path),
         (
             "checkpoints",
-            f"{paths.checkpoint_root} (keep {paths.resume_checkpoint_count}, every {get_path(composed, 'trainer.ckpt_interval')} steps, resume_mode {get_path(composed, 'trainer.resume_mode')})",
+            f"{paths.checkpoint_root} (keep {paths.resume_checkpoint_count}, every {get_path(composed, TRAINER.CKPT_INTERVAL)} steps, resume_mode {get_path(composed, TRAINER.RESUME_MODE)})",
         ),
         ("exports", f"{paths.export_root} (export_hf={run.export_hf})"),
         ("terminal manifest", paths.terminal_manifest_uri),

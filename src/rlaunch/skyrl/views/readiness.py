@@ -20,6 +20,7 @@ from typing import Any
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry
+from rlaunch.launch_config.recipe_keys import ENGINE, SAMPLING, TRAINER
 from rlaunch.launch_config.schema import RunSection, SkyRLLaunchConfig
 from rlaunch.rules.defect_triggers import findings
 from rlaunch.rules.memory import MemoryTable, gib
@@ -31,7 +32,7 @@ from rlaunch.skyrl.plan.stored_facts import StoredFacts
 OK, MISSING, WARN, DEFAULT = "ok", "missing", "warn", "default"
 HOST_FIELDS = ("cpu", "memory", "disk")
 COORDINATOR_FIELDS = ("coordinator_cpu", "coordinator_memory", "coordinator_disk", "coordinator_timeout_hours")
-ENGINE_MAX_LEN = "generator.inference_engine.engine_init_kwargs.max_model_len"
+ENGINE_MAX_LEN = ENGINE.MAX_MODEL_LEN
 
 
 @dataclass(frozen=True)
@@ -163,8 +164,8 @@ def _credentials(document: SkyRLLaunchConfig, composed: Mapping[str, Any]) -> li
 
 
 def _context_budget(document: SkyRLLaunchConfig, facts: StoredFacts, composed: Mapping[str, Any]) -> ReadinessItem:
-    prompt = get_path(composed, "trainer.max_prompt_length")
-    generate = get_path(composed, "generator.sampling_params.max_generate_length")
+    prompt = get_path(composed, TRAINER.MAX_PROMPT_LENGTH)
+    generate = get_path(composed, SAMPLING.MAX_GENERATE_LENGTH)
     budget = (prompt or 0) + (generate or 0)
     limits, sources = [], []
     context = facts.model.facts.context_length
@@ -212,15 +213,15 @@ def _checkpoint_policy(document: SkyRLLaunchConfig, composed: Mapping[str, Any])
     retention = document.artifacts
     return ReadinessItem(
         "checkpoints",
-        f"every {get_path(composed, 'trainer.ckpt_interval')} step(s), resume_mode "
-        f"{get_path(composed, 'trainer.resume_mode')}, keep {retention.resume_checkpoint_count}, "
+        f"every {get_path(composed, TRAINER.CKPT_INTERVAL)} step(s), resume_mode "
+        f"{get_path(composed, TRAINER.RESUME_MODE)}, keep {retention.resume_checkpoint_count}, "
         f"temporary storage {retention.temporary_storage_ttl_days} day(s)",
         "recipe trainer.ckpt_interval/resume_mode; SkyRLSpec.retention",
     )
 
 
 def _export_policy(composed: Mapping[str, Any], run: RunSection) -> ReadinessItem:
-    interval = get_path(composed, "trainer.hf_save_interval")
+    interval = get_path(composed, TRAINER.HF_SAVE_INTERVAL)
     cadence = f"every {interval} step(s)" if isinstance(interval, int) and interval > 0 else "no periodic export"
     final = "a Hugging Face export of the final step" if run.export_hf else "no terminal export"
     if run.export_hf_default:
@@ -236,7 +237,7 @@ def _export_policy(composed: Mapping[str, Any], run: RunSection) -> ReadinessIte
 def _wandb_identity(document: SkyRLLaunchConfig, composed: Mapping[str, Any]) -> ReadinessItem:
     if not _uses_wandb(composed):
         return ReadinessItem("W&B identity", "not used (trainer.logger is not wandb)", "recipe trainer.logger")
-    entity, project = document.cluster.wandb_entity, get_path(composed, "trainer.project_name")
+    entity, project = document.cluster.wandb_entity, get_path(composed, TRAINER.PROJECT_NAME)
     value = f"entity {entity or '?'}, project {project or '?'}, run {document.run.artifact or document.run.id}"
     state = OK if entity and project else MISSING
     return ReadinessItem(
@@ -262,5 +263,5 @@ def _backend_fixes(profile: RuntimeProfile, composed: Mapping[str, Any], geo: Ge
 
 
 def _uses_wandb(composed: Mapping[str, Any]) -> bool:
-    logger = get_path(composed, "trainer.logger")
+    logger = get_path(composed, TRAINER.LOGGER)
     return logger == "wandb" or (isinstance(logger, (list, tuple)) and "wandb" in logger)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
+from rlaunch.launch_config.recipe_keys import TRAINER
 from rlaunch.runs.resume import accepts, pinned_problem, refusal, run_fingerprint
 from rlaunch.skyrl.plan.stored_facts import StoredFacts
 
@@ -22,7 +23,7 @@ def resume_refusal(planned: PlannedLaunch, facts: StoredFacts) -> str | None:
     info, pin = facts.checkpoint, planned.document.runtime.resume_from
     if info is None and pin is not None:
         return pinned_problem(pin.checkpoint_root, pin.step, pin.runtime_digest)
-    if info is None or get_path(planned.composed, "trainer.resume_mode") != "latest":
+    if info is None or get_path(planned.composed, TRAINER.RESUME_MODE) != "latest":
         return None
     document = planned.document
     runtime, fingerprint = document.runtime, run_fingerprint(document.to_dict())
