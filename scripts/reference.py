@@ -65,12 +65,34 @@ def _text(node: ast.expr, names: dict[str, ast.expr]) -> str:
         inner = node.value
         if isinstance(inner, ast.Name) and inner.id in names:
             return _text(names[inner.id], {})
-        return "{" + ast.unparse(inner) + "}"
+        return "{" + ast.unparse(_RecipeKeys().visit(inner)) + "}"
     if isinstance(node, ast.IfExp):
         return f"{_text(node.body, names)}; otherwise {_text(node.orelse, names)}"
     if isinstance(node, ast.Name) and node.id in names:
         return _text(names[node.id], {})
-    return "{" + ast.unparse(node) + "}"
+    key = _recipe_key(node)
+    if key is not None:
+        return key
+    return "{" + ast.unparse(_RecipeKeys().visit(node)) + "}"
+
+
+def _recipe_key(node: ast.AST) -> str | None:
+    """The key a recipe key constant names (`TRAINER.RESUME_MODE`: "trainer.resume_mode"): the
+    page shows the key a rule reports, not the constant's name."""
+    from rlaunch.launch_config import recipe_keys
+
+    if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
+        return None
+    namespace = next((ns for ns in recipe_keys.NAMESPACES if ns.__name__ == node.value.id), None)
+    return recipe_keys.namespace_keys(namespace).get(node.attr) if namespace else None
+
+
+class _RecipeKeys(ast.NodeTransformer):
+    """Each recipe key constant inside an expression written as its key (`g('trainer.resume_mode')`)."""
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
+        key = _recipe_key(node)
+        return ast.Constant(key) if key is not None else node
 
 
 def _is_text(node: ast.expr) -> bool:

@@ -51,10 +51,10 @@ def role_rules(geo: Geometry, composed: Mapping[str, Any]) -> list[Violation]:
                 violation(
                     "recipe.language_model_only",
                     [f"config_yaml.{key}" for key in lacking],
-                    f"{POLICY_LANGUAGE_MODEL_ONLY} is true but {' and '.join(lacking)} "
+                    f"trainer.policy.language_model_only is true but {' and '.join(lacking)} "
                     f"{'is' if len(lacking) == 1 else 'are'} not: SkyRL requires the inference engines, and the "
                     "reference when a KL term builds it, to load the language model alone as well",
-                    f"set {' and '.join(f'{key}: true' for key in lacking)}, or {POLICY_LANGUAGE_MODEL_ONLY}: false",
+                    f"set {' and '.join(f'{key}: true' for key in lacking)}, or trainer.policy.language_model_only: false",
                     lacking=lacking,
                 )
             )
