@@ -70,6 +70,8 @@ class ROLE:
     FSDP_SIZE: Final = "fsdp_config.fsdp_size"
     MEGATRON_CONFIG: Final = "megatron_config"
     MEGATRON_ROUTING_REPLAY: Final = "megatron_config.moe_enable_routing_replay"
+    MEGATRON_TRANSFORMER_CONFIG_KWARGS: Final = "megatron_config.transformer_config_kwargs"
+    MEGATRON_FP8_PARAM_GATHER: Final = "megatron_config.ddp_config.fp8_param_gather"
     MEGATRON_OPTIMIZER_CPU_OFFLOAD: Final = "megatron_config.optimizer_config_kwargs.optimizer_cpu_offload"
     MEGATRON_TENSOR_PARALLEL: Final = "megatron_config.tensor_model_parallel_size"
     MEGATRON_PIPELINE_PARALLEL: Final = "megatron_config.pipeline_model_parallel_size"
@@ -145,10 +147,11 @@ class ENGINE:
     MAX_NUM_SEQS: Final = "generator.inference_engine.max_num_seqs"
     LANGUAGE_MODEL_ONLY: Final = "generator.inference_engine.language_model_only"
     ENFORCE_EAGER: Final = "generator.inference_engine.enforce_eager"
-    # A free-form mapping (the base config's `open_mappings`): vLLM's own engine arguments.
-    ENGINE_INIT_KWARGS: Final = "generator.inference_engine.engine_init_kwargs"
+    # Under a free-form mapping (the base config's `open_mappings`): vLLM's own engine arguments.
     KV_CACHE_DTYPE: Final = "generator.inference_engine.engine_init_kwargs.kv_cache_dtype"
     MAX_MODEL_LEN: Final = "generator.inference_engine.engine_init_kwargs.max_model_len"
+    QUANTIZATION: Final = "generator.inference_engine.engine_init_kwargs.quantization"
+    CPU_OFFLOAD_GB: Final = "generator.inference_engine.engine_init_kwargs.cpu_offload_gb"
 
 
 class DATA:

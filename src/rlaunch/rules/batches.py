@@ -223,8 +223,8 @@ def megatron_rules(geo: Geometry, composed: Mapping[str, Any]) -> list[Violation
                     model_parallel=tp * pp * cp,
                 )
             )
-        ep = get_path(composed, f"{base}.expert_model_parallel_size")
-        etp = get_path(composed, f"{base}.expert_tensor_parallel_size") or tp
+        ep = get_path(composed, role_key(role, ROLE.MEGATRON_EXPERT_PARALLEL))
+        etp = get_path(composed, role_key(role, ROLE.MEGATRON_EXPERT_TENSOR_PARALLEL)) or tp
         if world % (pp * ep * etp):
             out.append(
                 violation(

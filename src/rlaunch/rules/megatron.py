@@ -58,9 +58,9 @@ def _routed_experts(composed: Mapping[str, Any]) -> list[Violation]:
 
 def _routing_replay(composed: Mapping[str, Any], role: str) -> list[Violation]:
     base = role_key(role, ROLE.MEGATRON_CONFIG)
-    if not get_path(composed, f"{base}.moe_enable_routing_replay", False):
+    if not get_path(composed, role_key(role, ROLE.MEGATRON_ROUTING_REPLAY), False):
         return []
-    kwargs = get_path(composed, f"{base}.transformer_config_kwargs", None) or {}
+    kwargs = get_path(composed, role_key(role, ROLE.MEGATRON_TRANSFORMER_CONFIG_KWARGS), None) or {}
     out = []
     if kwargs.get("moe_router_fusion"):
         out.append(
@@ -122,7 +122,7 @@ def _fp8(composed: Mapping[str, Any], role: str) -> list[Violation]:
         role == "policy"
         and _enabled(param)
         and not get_path(composed, role_key("policy", ROLE.INFERENCE_ONLY_INIT), False)
-        and not get_path(composed, f"{base}.ddp_config.fp8_param_gather", False)
+        and not get_path(composed, role_key(role, ROLE.MEGATRON_FP8_PARAM_GATHER), False)
     ):
         out.append(
             violation(

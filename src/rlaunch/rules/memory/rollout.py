@@ -21,7 +21,6 @@ FLASHMLA_BLOCK = 64  # vLLM forces it for MLA on Hopper (platforms/cuda.py: Flas
 CUDA_GRAPHS = int(0.5 * GIB)  # vLLM's captured graphs, when not in eager mode (estimate)
 NON_TORCH = int(0.5 * GIB)  # CUDA context, NCCL buffers (estimate)
 SAMPLER_ROWS = 10  # vocabulary-wide fp32 rows per sequence at the sampler's warm-up peak (fit, see profile_peak)
-ENGINE_KWARGS = ENGINE.ENGINE_INIT_KWARGS
 # `engine_init_kwargs.quantization` values with which vLLM quantizes an unquantized checkpoint as it
 # loads it (per-tensor or per-channel fp8 scales, a few bytes a matrix): the linear layers' weights
 # (or the experts' alone) take one byte each; embeddings, LM head, norms and router stay in the dtype.
@@ -240,9 +239,9 @@ def engine_weights(arch: Architecture, k: Keys) -> EngineWeights:
     unquantized checkpoint (`ONLINE_QUANTIZATION`; a quantized checkpoint is loaded as it is packed,
     whatever the setting names), and `cpu_offload_gb`, the GiB of weights each device leaves in CPU
     memory (vLLM streams them in for every forward)."""
-    method = str(k(f"{ENGINE_KWARGS}.quantization", "") or "").lower()
+    method = str(k(ENGINE.QUANTIZATION, "") or "").lower()
     online = ONLINE_QUANTIZATION.get(method) if arch.quantization is None else None
-    offload_gb = float(k(f"{ENGINE_KWARGS}.cpu_offload_gb", 0) or 0)
+    offload_gb = float(k(ENGINE.CPU_OFFLOAD_GB, 0) or 0)
     offloaded = int(offload_gb * GIB) if offload_gb > 0 else 0
     how = (f", {online.method}" if online else "") + (f", {offload_gb:g} GiB offloaded to the CPU" if offloaded else "")
     unsized = ""
