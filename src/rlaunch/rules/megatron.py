@@ -104,7 +104,7 @@ def _fp8(composed: Mapping[str, Any], role: str) -> list[Violation]:
     """mxfp8 with persistent FP8 parameters (SkyRL's `validate_concrete_fp8_recipe`, on any device),
     and the policy's persistent FP8 parameters without FP8 parameter gathering."""
     base = role_key(role, ROLE.MEGATRON_CONFIG)
-    recipe, param = _fp8_setting(composed, base, "fp8_recipe"), _fp8_setting(composed, base, "fp8_param")
+    recipe, param = _fp8_setting(composed, role, "fp8_recipe"), _fp8_setting(composed, role, "fp8_param")
     out = []
     if isinstance(recipe, str) and recipe.strip().lower() == "mxfp8" and _enabled(param):
         out.append(
@@ -136,9 +136,9 @@ def _fp8(composed: Mapping[str, Any], role: str) -> list[Violation]:
     return out
 
 
-def _fp8_setting(composed: Mapping[str, Any], base: str, key: str) -> Any:
-    kwargs = get_path(composed, f"{base}.transformer_config_kwargs", None) or {}
-    return kwargs[key] if key in kwargs else get_path(composed, f"{base}.{key}", None)
+def _fp8_setting(composed: Mapping[str, Any], role: str, key: str) -> Any:
+    kwargs = get_path(composed, role_key(role, ROLE.MEGATRON_TRANSFORMER_CONFIG_KWARGS), None) or {}
+    return kwargs[key] if key in kwargs else get_path(composed, role_key(role, f"{ROLE.MEGATRON_CONFIG}.{key}"), None)
 
 
 def _enabled(value: Any) -> bool:
