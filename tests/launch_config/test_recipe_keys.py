@@ -11,7 +11,7 @@ import pytest
 
 from rlaunch.dotted import set_path
 from rlaunch.launch_config import recipe_keys
-from rlaunch.launch_config.recipe_keys import ROLE, ROLES, TRAINER, namespace_keys, role_key
+from rlaunch.launch_config.recipe_keys import ROLE, TRAINER, namespace_keys, role_key
 from rlaunch.runtimes.registry import RuntimeProfile, get_profile, profile_names
 
 SRC = Path(recipe_keys.__file__).parents[1]
@@ -79,7 +79,7 @@ def test_a_role_leaf_only_some_roles_have_is_absent_for_the_others(profiles: lis
     fsdp = get_profile("fsdp")
     assert knows(fsdp, role_key("policy", ROLE.MEGATRON_CONFIG))
     assert not knows(fsdp, role_key("critic", ROLE.MEGATRON_CONFIG))
-    assert [role_key(role, ROLE.MODEL_PATH) for role in ROLES] == [
+    assert [role_key(role, ROLE.MODEL_PATH) for role in ("policy", "ref", "critic")] == [
         "trainer.policy.model.path",
         "trainer.ref.model.path",
         "trainer.critic.model.path",

@@ -5,7 +5,8 @@ A recipe key is a dotted path into the SkyRL recipe every runtime composes over 
 launch config, the host, the judgement, the views and observe address the recipe through these
 constants and nowhere else, so a key SkyRL renames is one edit here, and
 tests/launch_config/test_recipe_keys.py checks every key against the base config of every runtime
-(and fails naming the key and the runtime that lacks it).
+(a role's leaves under the policy, which has them all) and fails naming the key and the runtimes
+that lack it.
 
 The keys are plain strings (`get_path`, `set_path`, dict keys, YAML and JSON take them unchanged),
 grouped by the section of the recipe they live in. A key of a trainer role (policy, ref, critic)
@@ -21,12 +22,9 @@ from __future__ import annotations
 
 from typing import Final
 
-# The trainer roles with a section of their own under `trainer.`.
-ROLES: Final = ("policy", "ref", "critic")
-
 
 def role_key(role: str, leaf: str) -> str:
-    """`trainer.<role>.<leaf>`: a key every trainer role may carry (`leaf` one of `ROLE`'s)."""
+    """`trainer.<role>.<leaf>` for a trainer role (policy, ref, critic) and one of `ROLE`'s leaves."""
     return f"trainer.{role}.{leaf}"
 
 
