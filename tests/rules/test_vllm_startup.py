@@ -59,7 +59,7 @@ class StartUpLog:
 
     @property
     def id(self) -> str:
-        return f"{self.source.rsplit('/', 1)[-1]} {self.release.version} tp{self.tp} {self.available_gib}GiB"
+        return f"{self.source.rsplit('/', 1)[-1]} {self.release.version} tp{self.tp} {self.max_model_len} {self.available_gib}GiB"
 
 
 LOGS = [
@@ -70,7 +70,7 @@ LOGS = [
     StartUpLog("https://github.com/vllm-project/vllm/issues/10517", V0, LLAMA_31_8B, "RTX3090", 0.9, 20000, 20000,
                14.9888, 3.81, 1952 * 16),
     # same, --max-model-len 29000: "peak_torch_memory=17.98GiB ... kv_cache_size=2.89GiB", "# GPU blocks: 1478"
-    StartUpLog("https://github.com/vllm-project/vllm/issues/10517#29000", V0, LLAMA_31_8B, "RTX3090", 0.9, 29000,
+    StartUpLog("https://github.com/vllm-project/vllm/issues/10517", V0, LLAMA_31_8B, "RTX3090", 0.9, 29000,
                29000, 14.9888, 2.89, 1478 * 16),
     # vllm-project/vllm#13061, V0 (0.7.x), deepseek-ai/DeepSeek-R1-Distill-Qwen-14B on two RTX 4090s,
     # --tensor_parallel_size 2 --gpu_memory_utilization=0.98, max seq len 131072 (chunked prefill, 2048 tokens):
@@ -179,6 +179,6 @@ def test_the_sampler_warm_up_follows_the_release_and_its_kernel() -> None:
 def test_the_table_is_ten_public_logs_of_five_architectures_and_two_releases() -> None:
     """Issue 41's bar, as far as the public logs found reach (see the report): every row cited."""
     assert all(log.source.startswith("https://") for log in LOGS)
-    assert len({log.source.split("#")[0] for log in LOGS}) >= 7
+    assert len({log.source for log in LOGS}) >= 7
     assert len({log.release.version for log in LOGS}) >= 2
     assert len({arch(log.config).model_type for log in LOGS}) >= 3
