@@ -171,7 +171,7 @@ def test_the_sampler_warm_up_follows_the_release_and_its_kernel() -> None:
     PyTorch top-k/top-p path five times FlashInfer's (the A100 40GB log, without FlashInfer)."""
     assert V0.sampler_rows == 0
     assert V1_0_10.sampler_rows == memory.SAMPLER_ROWS == 5 * V1_0_10_FLASHINFER.sampler_rows
-    assert memory.LOCKED_VLLM.sampler_rows == memory.SAMPLER_ROWS
+    assert memory.LOCKED_VLLM.sampler_rows == memory.FLASHINFER_SAMPLER_ROWS  # the lock carries flashinfer-python
     no_flashinfer = LOGS[6]
     assert misses(replace(no_flashinfer, release=V1_0_10_FLASHINFER)), "the PyTorch sampler's peak is needed"
 

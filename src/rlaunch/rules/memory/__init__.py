@@ -35,8 +35,9 @@ What is counted, per device (SkyRL 0.4.0 keys, `skyrl_040_keys.md`):
   an unquantized checkpoint online (`engine_init_kwargs.quantization`: `ONLINE_QUANTIZATION`), less
   the `cpu_offload_gb` each device leaves in CPU memory; the budget
   `gpu_memory_utilization x capacity`, an estimate of the profiling peak (`profile_peak`: from the
-  model, TP, `max_num_batched_tokens`, `max_num_seqs`), CUDA graphs and non-torch memory, and the KV
-  cache that is left, with vLLM V1's own arithmetic (`kv_capacity`, held to published start-up logs):
+  model, TP, `max_num_batched_tokens`, `max_num_seqs`), non-torch memory and CUDA graphs as the
+  locked vLLM release counts them (`VllmRelease`, `LOCKED_VLLM`; each term held to public start-up
+  logs end to end in tests/rules/test_vllm_startup.py), and the KV cache that is left, with vLLM V1's own arithmetic (`kv_capacity`, held to published start-up logs):
   the KV dtype (`auto` is the activation dtype), 16-token blocks (64 for MLA on Hopper:
   `kv_block_size`), the layers of the first pipeline stage, hybrid groups of sliding-window and full
   layers (`kv_groups`), MLA's latent replicated over TP; tokens and maximum-length sequences

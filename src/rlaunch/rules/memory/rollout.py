@@ -72,9 +72,10 @@ class VllmRelease:
         return FLASHINFER_SAMPLER_ROWS if self.flashinfer_sampler else SAMPLER_ROWS
 
 
-# The release the SkyRL runtimes lock (runtimes/fsdp and megatron lock.txt: vllm==0.30.0): CUDA graphs
-# profiled into the budget, the PyTorch sampler (FlashInfer's is opt-in: VLLM_USE_FLASHINFER_SAMPLER).
-LOCKED_VLLM = VllmRelease("0.30.0")
+# The release the SkyRL runtimes lock (runtimes/fsdp and megatron lock.txt: vllm==0.30.0, with
+# flashinfer-python): CUDA graphs profiled into the budget, and FlashInfer's sampler, on by default
+# where FlashInfer is installed (vllm/v1/sample/ops/topk_topp_sampler.py `flashinfer_sampler_supported`).
+LOCKED_VLLM = VllmRelease("0.30.0", flashinfer_sampler=True)
 
 
 @dataclass(frozen=True)
