@@ -73,7 +73,7 @@ class StartUpLog:
     available_gib: float  # "kv_cache_size" / "Available KV cache memory" (per device)
     tokens: int | None = None  # "GPU KV cache size: N tokens" (V0: "# GPU blocks" x 16)
     tp: int = 1
-    seqs: int = 256  # max_num_seqs (vLLM's default in every log here)
+    seqs: int = 256  # max_num_seqs: vLLM's default (1024 for `vllm serve` on a GPU of 70 GiB or more, A100s aside)
     eager: bool = False  # enforce_eager (no log here runs eager)
 
     @property
