@@ -399,8 +399,10 @@ def test_an_engine_that_alone_does_not_fit_is_offered_wider_engines_and_nothing_
     table = memory.table_for(subject, Geometry.from_recipe(composed), composed)
     assert [(r.role, r.phase) for r in table.rows if r.status != "ok"] == [("rollout", "KV of one sequence")]
     plans = {f.direction: [c.text() for c in f.changes] for f in nearest_of(topo, written)}
-    # wider engines alone fit at 8000 tokens: no shorter generation is offered beside them
-    assert list(plans) == ["fewest nodes", "largest micro batch", "smallest engine TP"]
+    # wider engines alone fit at 8000 tokens: no shorter generation is offered beside them; at TP 1 the
+    # engine holds one sequence of 2656 generated tokens (its profiling peak: FlashInfer's sampler)
+    assert list(plans) == ["fewest nodes", "largest micro batch", "longest generation", "smallest engine TP"]
+    assert plans["longest generation"] == ["config_yaml.generator.sampling_params.max_generate_length=2656"]
     assert plans["smallest engine TP"] == [
         "role_plan.inference_engine_tensor_parallel_size=2",
         "role_plan.num_inference_engines=4",

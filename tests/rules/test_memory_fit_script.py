@@ -171,7 +171,7 @@ def _expected_kv_tokens() -> int:
         device=CAPACITY,
         budget=int(0.5 * CAPACITY),
         weights=int(dense + experts),
-        overhead=memory.profile_peak(arch, 1, 8192, 256) + memory.NON_TORCH,
+        overhead=memory.profile_peak(arch, 1, 8192, 256, memory.LOCKED_VLLM.sampler_rows) + memory.non_torch(1),
     )
     return kv.tokens
 

@@ -51,7 +51,12 @@ DEVICES: dict[str, Device] = {
         Device("A10", 23028 * MIB, "nvidia-smi total, A10 24GB", sm=86),
         # vLLM #10517: "total_gpu_memory=23.58GiB" on an RTX 3090.
         Device("RTX3090", int(23.58 * GIB), "vLLM start-up log, RTX 3090 (vllm-project/vllm#10517)", sm=86),
-        Device("RTX4090", 24564 * MIB, "nvidia-smi total, RTX 4090 24GB", sm=89),
+        Device(
+            "RTX4090",
+            int(23.55 * GIB),
+            "vLLM start-up log, RTX 4090: 0.98 x 23.55 GiB = 23.08 GiB (vllm-project/vllm#13061)",
+            sm=89,
+        ),
         # Ada consumer cards: nvidia-smi totals are the memory less 0.5 MiB a GiB (as the RTX 4090's 24564MiB).
         Device("RTX4080", 16376 * MIB, "nvidia-smi total, RTX 4080 16GB", sm=89),
         Device("RTX4080Super", 16376 * MIB, "nvidia-smi total, RTX 4080 Super 16GB", sm=89),

@@ -35,8 +35,9 @@ What is counted, per device (SkyRL 0.4.0 keys, `skyrl_040_keys.md`):
   an unquantized checkpoint online (`engine_init_kwargs.quantization`: `ONLINE_QUANTIZATION`), less
   the `cpu_offload_gb` each device leaves in CPU memory; the budget
   `gpu_memory_utilization x capacity`, an estimate of the profiling peak (`profile_peak`: from the
-  model, TP, `max_num_batched_tokens`, `max_num_seqs`), CUDA graphs and non-torch memory, and the KV
-  cache that is left, with vLLM V1's own arithmetic (`kv_capacity`, held to published start-up logs):
+  model, TP, `max_num_batched_tokens`, `max_num_seqs`), non-torch memory and CUDA graphs as the
+  locked vLLM release counts them (`VllmRelease`, `LOCKED_VLLM`; each term held to public start-up
+  logs end to end in tests/rules/test_vllm_startup.py), and the KV cache that is left, with vLLM V1's own arithmetic (`kv_capacity`, held to published start-up logs):
   the KV dtype (`auto` is the activation dtype), 16-token blocks (64 for MLA on Hopper:
   `kv_block_size`), the layers of the first pipeline stage, hybrid groups of sliding-window and full
   layers (`kv_groups`), MLA's latent replicated over TP; tokens and maximum-length sequences
@@ -55,16 +56,21 @@ what they share.
 from rlaunch.rules.devices import GIB
 from rlaunch.rules.memory.rollout import (
     CUDA_GRAPHS,
+    FLASHINFER_SAMPLER_ROWS,
     FLASHMLA_BLOCK,
+    LOCKED_VLLM,
     NON_TORCH,
+    NON_TORCH_TP,
     ONLINE_QUANTIZATION,
     SAMPLER_ROWS,
     VLLM_BLOCK,
     EngineWeights,
     KvCapacity,
     KvGroups,
+    VllmRelease,
     engine_kv,
     engine_weights,
+    forward_peak,
     kv_block_size,
     kv_bytes_per_token,
     kv_cache_bytes,
@@ -72,8 +78,10 @@ from rlaunch.rules.memory.rollout import (
     kv_groups,
     kv_tokens,
     max_concurrency,
+    non_torch,
     profile_peak,
     rollout_rows,
+    sampler_peak,
 )
 from rlaunch.rules.memory.rows import TIGHT_MARGIN, Keys, Row, gib, max_model_len
 from rlaunch.rules.memory.table import CODES, MemoryTable, estimate, memory_rules, table_for, violations
@@ -83,11 +91,14 @@ __all__ = [
     "ADAM_STEP_BYTES",
     "CODES",
     "CUDA_GRAPHS",
+    "FLASHINFER_SAMPLER_ROWS",
     "FLASHMLA_BLOCK",
     "FSDP_CERTAIN_BYTES",
     "FSDP_STATE_BYTES",
     "GIB",
+    "LOCKED_VLLM",
     "NON_TORCH",
+    "NON_TORCH_TP",
     "ONLINE_QUANTIZATION",
     "SAMPLER_ROWS",
     "TIGHT_MARGIN",
@@ -98,9 +109,11 @@ __all__ = [
     "KvGroups",
     "MemoryTable",
     "Row",
+    "VllmRelease",
     "engine_kv",
     "engine_weights",
     "estimate",
+    "forward_peak",
     "gib",
     "kv_block_size",
     "kv_bytes_per_token",
@@ -111,8 +124,10 @@ __all__ = [
     "max_concurrency",
     "max_model_len",
     "memory_rules",
+    "non_torch",
     "profile_peak",
     "rollout_rows",
+    "sampler_peak",
     "table_for",
     "violations",
 ]

@@ -1,6 +1,25 @@
 """The rollout engine's memory (vLLM): its weights per shard, its utilization budget, the
-profiling peak and the KV cache that is left, with vLLM V1's own arithmetic (see the package's
-docstring)."""
+profiling peak and the KV cache that is left, with vLLM's own arithmetic (see the package's
+docstring).
+
+What vLLM subtracts from `gpu_memory_utilization x total` before it sizes the KV cache, term by term
+(V0: vllm/worker/worker.py `determine_num_available_blocks`; V1: vllm/v1/worker/gpu_worker.py
+`determine_available_memory` over `memory_profiling`, with gpu_model_runner.py `profile_run`), each
+held to the public start-up logs of tests/rules/test_vllm_startup.py:
+
+* the loaded weights (`engine_weights`, "Model loading took X GiB");
+* the torch peak of the profiling run beyond them: the larger of the forward over
+  `max_num_batched_tokens` (`forward_peak`) and, in V1, the sampler's warm-up over `max_num_seqs`
+  rows of the vocabulary (`sampler_peak`, `_dummy_sampler_run`), which runs after the forward's
+  activations are freed; V0's profiling run shows no sampler peak (vllm-project/vllm#10517: 15.05 GiB
+  peak over 14.99 GiB of weights with 256 sequences of a 128k vocabulary);
+* the memory outside torch's allocator that grew since the worker started (`non_torch`: cuBLAS
+  workspaces, NCCL and custom all-reduce buffers with TP);
+* CUDA graphs, only where the release estimates them before it sizes the KV cache (`VllmRelease`):
+  before 0.21 vLLM captures them after the KV cache is allocated, out of the utilization budget's
+  margin (the 0.10.1.1 logs print "Graph capturing finished ... took 0.50 GiB" after "Available KV
+  cache memory"); since 0.21 it profiles them first and subtracts them (noonghunna/club-3090#127:
+  "CUDA graph memory profiling is enabled (default since v0.21.0)")."""
 
 from __future__ import annotations
 
@@ -18,9 +37,11 @@ from rlaunch.rules.model_shape import DTYPE_BYTES, Architecture, Quantization
 
 VLLM_BLOCK = 16  # tokens per KV block (vLLM's default block size)
 FLASHMLA_BLOCK = 64  # vLLM forces it for MLA on Hopper (platforms/cuda.py: FlashMLA, the default MLA backend there)
-CUDA_GRAPHS = int(0.5 * GIB)  # vLLM's captured graphs, when not in eager mode (estimate)
-NON_TORCH = int(0.5 * GIB)  # CUDA context, NCCL buffers (estimate)
-SAMPLER_ROWS = 10  # vocabulary-wide fp32 rows per sequence at the sampler's warm-up peak (fit, see profile_peak)
+CUDA_GRAPHS = int(0.5 * GIB)  # captured graphs, not in eager mode (the 0.10.1.1 logs: "took 0.50 GiB" at TP1)
+NON_TORCH = int(0.3 * GIB)  # memory outside torch grown by profiling, one device (#10517 logs 0.35 GiB)
+NON_TORCH_TP = int(0.4 * GIB)  # ... with TP, NCCL and custom all-reduce buffers as well (#13061 logs 0.25 GiB + graphs)
+SAMPLER_ROWS = 10  # vocabulary-wide fp32 rows per sequence at the PyTorch top-k/top-p sampler's warm-up peak
+FLASHINFER_SAMPLER_ROWS = 2  # ... with FlashInfer's sampler: the fp32 logits and their probabilities
 # `engine_init_kwargs.quantization` values with which vLLM quantizes an unquantized checkpoint as it
 # loads it (per-tensor or per-channel fp8 scales, a few bytes a matrix): the linear layers' weights
 # (or the experts' alone) take one byte each; embeddings, LM head, norms and router stay in the dtype.
@@ -31,6 +52,30 @@ ONLINE_QUANTIZATION = {
     "ptpc_fp8": Quantization("ptpc_fp8 (online)", 1.0),
     "experts_int8": Quantization("experts_int8 (online)", 1.0, ("experts",)),
 }
+
+
+@dataclass(frozen=True)
+class VllmRelease:
+    """What of vLLM's start-up arithmetic depends on the release (and the sampler it runs): whether
+    it warms the sampler up while profiling (V1) and with which kernel, and whether it subtracts CUDA
+    graphs before sizing the KV cache (V1 from 0.21)."""
+
+    version: str
+    sampler_warmup: bool = True
+    flashinfer_sampler: bool = False  # V1 logs "Using FlashInfer for top-p & top-k sampling"
+    graphs_in_budget: bool = True
+
+    @property
+    def sampler_rows(self) -> int:
+        if not self.sampler_warmup:
+            return 0
+        return FLASHINFER_SAMPLER_ROWS if self.flashinfer_sampler else SAMPLER_ROWS
+
+
+# The release the SkyRL runtimes lock (runtimes/fsdp and megatron lock.txt: vllm==0.30.0, with
+# flashinfer-python): CUDA graphs profiled into the budget, and FlashInfer's sampler, on by default
+# where FlashInfer is installed (vllm/v1/sample/ops/topk_topp_sampler.py `flashinfer_sampler_supported`).
+LOCKED_VLLM = VllmRelease("0.30.0", flashinfer_sampler=True)
 
 
 @dataclass(frozen=True)
@@ -185,8 +230,11 @@ def rollout_rows(kv: KvCapacity, geo: Geometry) -> list[Row]:
     ]
 
 
-def engine_kv(arch: Architecture, geo: Geometry, composed: Mapping[str, Any], dev: Device) -> KvCapacity:
-    """One rollout engine device: its utilization budget, weights, estimated overhead and KV cache."""
+def engine_kv(
+    arch: Architecture, geo: Geometry, composed: Mapping[str, Any], dev: Device, release: VllmRelease = LOCKED_VLLM
+) -> KvCapacity:
+    """One rollout engine device of `release`: its utilization budget, weights, estimated overhead
+    (the module docstring's terms) and the KV cache that is left."""
     k = Keys(composed)
     seq = max_model_len(composed)
     tp, pp, dp, ep = geo.tp, geo.pp, geo.dp, geo.ep
@@ -199,7 +247,8 @@ def engine_kv(arch: Architecture, geo: Geometry, composed: Mapping[str, Any], de
     util = float(k(ENGINE.GPU_MEMORY_UTILIZATION, 0.9))
     batched = int(k(ENGINE.MAX_NUM_BATCHED_TOKENS, 8192))
     seqs = int(k(ENGINE.MAX_NUM_SEQS, 256))
-    graphs = 0 if k(ENGINE.ENFORCE_EAGER, False) else CUDA_GRAPHS
+    eager = bool(k(ENGINE.ENFORCE_EAGER, False))
+    graphs = CUDA_GRAPHS if release.graphs_in_budget and not eager else 0
     capacity = kv_capacity(
         arch,
         tp,
@@ -211,7 +260,7 @@ def engine_kv(arch: Architecture, geo: Geometry, composed: Mapping[str, Any], de
         device=dev.bytes,
         budget=int(util * dev.bytes),
         weights=weights,
-        overhead=profile_peak(arch, tp, batched, seqs) + graphs + NON_TORCH,
+        overhead=profile_peak(arch, tp, batched, seqs, release.sampler_rows) + non_torch(tp) + graphs,
     )
     state = (
         f"the {arch.linear_layers} linear-attention layers' state, {gib(arch.linear_state * kv_cache_bytes(k, wbytes))} "
@@ -291,14 +340,32 @@ def kv_block_size(arch: Architecture, dev: Device) -> int:
     return FLASHMLA_BLOCK if arch.kv_latent and dev.sm == 90 else VLLM_BLOCK
 
 
-def profile_peak(arch: Architecture, tp: int, batched: int, seqs: int) -> int:
-    """What vLLM's profiling run peaks at beyond the weights (fit to published V0 logs, see
-    tests/rules/test_memory_model.py): the larger of a forward over `max_num_batched_tokens` (the MLP's
-    gate/up and activation over TP, two hidden-wide buffers) and the sampler's warm-up over
-    `max_num_seqs` rows of the vocabulary (fp32 logits, probabilities, sorted values and int64 indices,
-    log-probabilities: gathered, not sharded), which runs after the forward's activations are freed."""
-    forward = batched * 2 * (3 * arch.mlp_width // max(1, tp) + 2 * arch.hidden)
-    return max(forward, seqs * arch.vocab * 4 * SAMPLER_ROWS)
+def profile_peak(arch: Architecture, tp: int, batched: int, seqs: int, sampler_rows: int = SAMPLER_ROWS) -> int:
+    """What vLLM's profiling run peaks at beyond the weights: the larger of its forward and its
+    sampler's warm-up, which runs after the forward's activations are freed."""
+    return max(forward_peak(arch, tp, batched), sampler_peak(arch, seqs, sampler_rows))
+
+
+def forward_peak(arch: Architecture, tp: int, batched: int) -> int:
+    """The profiling forward over `max_num_batched_tokens` (bf16): the MLP's gate/up and activation
+    over TP, the attention's q, k and v over TP, and two hidden-wide buffers (the residual stream and
+    the layer's output). vllm-project/vllm#10517 logs 2.07 and 2.99 GiB at 20,000 and 29,000 tokens of
+    Llama-3.1-8B (this: 2.14 and 3.10)."""
+    qkv = (arch.heads + 2 * arch.kv_heads) * arch.head_dim
+    return batched * 2 * ((3 * arch.mlp_width + qkv) // max(1, tp) + 2 * arch.hidden)
+
+
+def sampler_peak(arch: Architecture, seqs: int, rows: int = SAMPLER_ROWS) -> int:
+    """V1's sampler warm-up (`_dummy_sampler_run`): `rows` fp32 tensors of `max_num_seqs` x the
+    vocabulary, gathered (not sharded over TP). The PyTorch top-k/top-p path sorts the logits (values
+    and int64 indices), takes their softmax and cumulative sum and scatters them back: ten rows fit
+    the 0.10.1.1 log without FlashInfer (tests/rules/test_vllm_startup.py); FlashInfer's keeps two."""
+    return seqs * arch.vocab * 4 * rows
+
+
+def non_torch(tp: int) -> int:
+    """Memory outside torch's allocator that profiling grew: more with TP (NCCL, custom all-reduce)."""
+    return NON_TORCH_TP if tp > 1 else NON_TORCH
 
 
 def kv_cache_bytes(k: Keys, model_bytes: int) -> int:
