@@ -81,7 +81,7 @@ def test_override_submits_and_keeps_the_reason(launcher: Launcher) -> None:
 def test_an_empty_override_reason_is_refused(launcher: Launcher) -> None:
     done = launcher.run("-m", GATED, "--version", DAY, "--run", "--skip-smoke-gate", " ")
     assert done.returncode == 2
-    assert "--skip-smoke-gate needs a reason" in done.stderr
+    assert "Invalid value for '--skip-smoke-gate': needs a reason (it is kept in the run record)" in done.stderr
     assert _jobs(launcher) == []
 
 
