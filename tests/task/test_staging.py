@@ -96,6 +96,23 @@ def test_a_file_the_record_does_not_list_is_copied_unchecked(tmp_path: Path) -> 
     assert lines[-1] == f"staged models/tiny@2026.12.01 -> {target}, 1 checksum(s) verified"
 
 
+def test_only_the_files_the_record_lists_pass_through_the_hashing_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unlisted file is copied inside the kernel, byte for byte past any chunk size; hashing it
+    would cost CPU (staging's bottleneck) and check nothing."""
+    big = os.urandom((1 << 20) + 17)
+    files = {"config.json": b'{"layers": 2}', "model.safetensors": big}
+    uri, identity = make_artifact(tmp_path / "art", files, checksums={"config.json": sha256(files["config.json"])})
+    hashed: list[str] = []
+    copy_hashed = storage.copy_hashed
+    monkeypatch.setattr(storage, "copy_hashed", lambda url, local: hashed.append(url) or copy_hashed(url, local))
+    target = staged(tmp_path, uri, identity)
+    assert hashed == [f"{uri}/config.json"]
+    assert (target / "model.safetensors").read_bytes() == big
+    assert json.loads((target / MANIFEST).read_text())["bytes"] == len(big) + len(files["config.json"])
+
+
 def test_a_missing_file_the_record_lists_is_refused(tmp_path: Path) -> None:
     checksums = {rel: sha256(d) for rel, d in WEIGHTS.items()} | {"model-2.safetensors": "a" * 64}
     uri, identity = make_artifact(tmp_path / "art", WEIGHTS, checksums=checksums)
