@@ -402,7 +402,7 @@ def _sendfile_hashed(source: int, out: int, local: str, digest: hashlib._Hash, b
             return size
         end = size + sent
         while size < end:
-            n = os.preadv(out, [buffer[: min(len(buffer), end - size)]], size)
+            n = os.preadv(out, [buffer], size)  # the copy ends at `end`: no read past it
             if not n:
                 raise OSError(errno.EIO, "the staged copy shrank while it was being hashed", local)
             digest.update(buffer[:n])
