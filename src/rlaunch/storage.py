@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 from rlaunch.errors import UserError
 
 if TYPE_CHECKING:  # pragma: no cover
+    import hashlib
+
     import fsspec
 
 PREFIX_ENV = "RLAUNCH_PREFIX"
@@ -331,7 +333,8 @@ def find(url: Location) -> list[str]:
 
 
 def get_file(url: Location, local: str) -> None:
-    """Copy the file at `url` to the local path `local` (a plain copy for local storage)."""
+    """Copy the file at `url` to the local path `local`: for local storage inside the kernel
+    (`shutil.copyfile` uses sendfile on Linux), the bytes never copied through Python."""
     fs, path = _route(url)
     if fs is None:
         shutil.copyfile(path, local)
@@ -352,26 +355,58 @@ def hashed(url: Location, *, chunk: int = 1 << 20) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
+KERNEL_STEP = 32 << 20  # copied inside the kernel at a time, then hashed while still in the page cache
+NO_SENDFILE_ERRNOS = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})
+
+
 def copy_hashed(url: Location, local: str, *, chunk: int = 256 << 10) -> tuple[str, int]:
-    """Copy the file at `url` to the local path `local`, hashing the bytes as they pass: one read of
-    the source, no read-back; returns (sha256 hex, size). A chunk small enough to stay in the CPU's
-    cache between hashing and writing (8 MiB measured twice as slow as 256 KiB). Thread-friendly:
-    file I/O and hashlib release the GIL on large buffers, so several copies run in parallel."""
+    """Copy the file at `url` to the local path `local`; returns (sha256 hex, size) of the bytes that
+    landed. A local source is copied inside the kernel (sendfile) `KERNEL_STEP` at a time, each step
+    hashed from the copy right after, while it is still in memory: the source is read once, the copy
+    never from the disk, and it costs a quarter less CPU than passing the bytes through Python
+    (benchmarks/README.md). Any other source (fsspec), or a filesystem the kernel cannot sendfile
+    from, streams through a `chunk` buffer hashed as it passes: a chunk small enough to stay in the
+    CPU's cache (8 MiB measured twice as slow as 256 KiB). Thread-friendly: sendfile, file I/O and
+    hashlib release the GIL on large buffers, so several copies run in parallel."""
     import hashlib
 
     fs, path = _route(url)
-    digest, size = hashlib.sha256(), 0
-    buffer = bytearray(chunk)
-    view = memoryview(buffer)
+    digest = hashlib.sha256()
+    buffer = memoryview(bytearray(chunk))
+    if fs is None:
+        with open(path, "rb") as source, open(local, "w+b") as out:
+            size = _sendfile_hashed(source.fileno(), out.fileno(), local, digest, buffer)
+        if size is not None:
+            return digest.hexdigest(), size
+    size = 0
     with open(path, "rb") if fs is None else fs.open(path, "rb") as source, open(local, "wb") as out:
-        while True:
-            n = source.readinto(buffer)
-            if not n:
-                break
-            digest.update(view[:n])
-            out.write(view[:n])
+        while n := source.readinto(buffer):
+            digest.update(buffer[:n])
+            out.write(buffer[:n])
             size += n
     return digest.hexdigest(), size
+
+
+def _sendfile_hashed(source: int, out: int, local: str, digest: hashlib._Hash, buffer: memoryview) -> int | None:
+    """Bytes copied from `source` to `out` in the kernel, each step hashed from `out`; None when the
+    kernel refuses sendfile before anything was copied (the caller streams instead)."""
+    size = 0
+    while True:
+        try:
+            sent = os.sendfile(out, source, size, KERNEL_STEP)
+        except OSError as exc:
+            if size == 0 and exc.errno in NO_SENDFILE_ERRNOS:
+                return None
+            raise
+        if not sent:
+            return size
+        end = size + sent
+        while size < end:
+            n = os.preadv(out, [buffer], size)  # the copy ends at `end`: no read past it
+            if not n:
+                raise OSError(errno.EIO, "the staged copy shrank while it was being hashed", local)
+            digest.update(buffer[:n])
+            size += n
 
 
 READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})

@@ -7,6 +7,7 @@ not) left on disk.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
@@ -94,6 +95,23 @@ def test_a_file_the_record_does_not_list_is_copied_unchecked(tmp_path: Path) -> 
     target = staged(tmp_path, uri, identity, lines)
     assert (target / "model.safetensors").read_bytes() == b"changed, but nobody listed it"
     assert lines[-1] == f"staged models/tiny@2026.12.01 -> {target}, 1 checksum(s) verified"
+
+
+def test_only_the_files_the_record_lists_pass_through_the_hashing_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unlisted file is copied inside the kernel, byte for byte past any chunk size; hashing it
+    would cost CPU (staging's bottleneck) and check nothing."""
+    big = os.urandom((1 << 20) + 17)
+    files = {"config.json": b'{"layers": 2}', "model.safetensors": big}
+    uri, identity = make_artifact(tmp_path / "art", files, checksums={"config.json": sha256(files["config.json"])})
+    hashed: list[str] = []
+    copy_hashed = storage.copy_hashed
+    monkeypatch.setattr(storage, "copy_hashed", lambda url, local: hashed.append(url) or copy_hashed(url, local))
+    target = staged(tmp_path, uri, identity)
+    assert hashed == [f"{uri}/config.json"]
+    assert (target / "model.safetensors").read_bytes() == big
+    assert json.loads((target / MANIFEST).read_text())["bytes"] == len(big) + len(files["config.json"])
 
 
 def test_a_missing_file_the_record_lists_is_refused(tmp_path: Path) -> None:
@@ -240,6 +258,55 @@ def test_copy_hashed_copies_and_hashes_files_larger_than_one_chunk(tmp_path: Pat
     digest, size = storage.copy_hashed(str(tmp_path / "big"), str(tmp_path / "copy"), chunk=1 << 16)
     assert (digest, size) == (sha256(data), len(data))
     assert (tmp_path / "copy").read_bytes() == data
+
+
+STEP = 1 << 18
+
+
+@pytest.mark.parametrize("size", [0, 1, STEP - 1, STEP, STEP + 1, 3 * STEP + 17])
+def test_copy_hashed_copies_in_kernel_steps_and_hashes_what_landed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    """A local source goes through sendfile a step at a time, each step hashed from the copy: every
+    step boundary, a partial last step and an empty file keep each byte and the sha256."""
+    monkeypatch.setattr(storage, "KERNEL_STEP", STEP)
+    data = os.urandom(size)
+    (tmp_path / "big").write_bytes(data)
+    digest, copied = storage.copy_hashed(str(tmp_path / "big"), str(tmp_path / "copy"), chunk=1 << 16)
+    assert (digest, copied) == (sha256(data), size)
+    assert (tmp_path / "copy").read_bytes() == data
+
+
+def test_copy_hashed_streams_where_the_kernel_cannot_sendfile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(*args: int) -> int:
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(os, "sendfile", refused)
+    data = os.urandom((1 << 20) + 17)
+    (tmp_path / "big").write_bytes(data)
+    assert storage.copy_hashed(str(tmp_path / "big"), str(tmp_path / "copy"), chunk=1 << 16) == (
+        sha256(data),
+        len(data),
+    )
+    assert (tmp_path / "copy").read_bytes() == data
+
+
+def test_copy_hashed_raises_a_sendfile_failure_after_bytes_were_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Streaming again would hash a file the kernel half wrote: only a refusal before any byte streams."""
+    monkeypatch.setattr(storage, "KERNEL_STEP", STEP)
+    sendfile = os.sendfile
+
+    def fails_second(out: int, source: int, offset: int, count: int) -> int:
+        if offset:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return sendfile(out, source, offset, count)
+
+    monkeypatch.setattr(os, "sendfile", fails_second)
+    (tmp_path / "big").write_bytes(os.urandom(2 * STEP))
+    with pytest.raises(OSError, match="Invalid argument"):
+        storage.copy_hashed(str(tmp_path / "big"), str(tmp_path / "copy"))
 
 
 def test_copy_hashed_reads_through_fsspec(tmp_path: Path) -> None:

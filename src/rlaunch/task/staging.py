@@ -1,12 +1,14 @@
 """Stage an artifact directory to a task-local path, verifying what was copied.
 
 The source artifact's record must carry the identity (name@version and fingerprint) the launch
-document expects. Files are copied through fsspec several at a time (`COPIES_IN_FLIGHT`), each
-hashed by sha256 as its bytes pass (one read of the source, no read-back), and every checksum the
-record lists is verified before anything is renamed into place. The copy lands in a temporary
-directory beside the target; a failure stops the copies still in flight, waits for them, and
-removes that directory, so a half-staged input is never used or left behind. An already staged,
-matching input is reused. Staging writes and deletes only inside the task's root (`rlaunch.paths`).
+document expects. Files are copied several at a time (`COPIES_IN_FLIGHT`; sendfile and hashlib
+release the GIL, so the copies spread over the cores): each one the record lists a checksum for
+is hashed by sha256 as it is copied (`storage.copy_hashed`: the bytes that landed, read once from
+memory), any other copied inside the kernel unhashed, and every checksum the record lists is
+verified before anything is renamed into place. The copy lands in a temporary directory beside
+the target; a failure stops the copies still in flight, waits for them, and removes that
+directory, so a half-staged input is never used or left behind. An already staged, matching
+input is reused. Staging writes and deletes only inside the task's root (`rlaunch.paths`).
 """
 
 from __future__ import annotations
@@ -94,10 +96,15 @@ def _copy_all(
     returns the bytes copied. The first failure cancels the copies not started and waits for the
     running ones, so nothing writes into `tmp` once this returns or raises."""
 
-    def one(rel: str) -> tuple[str, str, int]:
-        local = os.path.join(tmp, rel)
+    def one(rel: str) -> tuple[str, str | None, int]:
+        """A file the record lists is hashed as it is copied; any other is copied inside the kernel
+        (sendfile), unhashed: hashing is what makes staging slower than `cp`."""
+        source, local = storage.join(uri, rel), os.path.join(tmp, rel)
         os.makedirs(os.path.dirname(local), exist_ok=True)
-        digest, size = storage.copy_hashed(storage.join(uri, rel), local)
+        if rel not in expected:
+            storage.get_file(source, local)
+            return rel, None, os.path.getsize(local)
+        digest, size = storage.copy_hashed(source, local)
         return rel, digest, size
 
     total = done = 0
