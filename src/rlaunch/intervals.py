@@ -97,7 +97,8 @@ def wilson(p: float, n: float, z: float = Z95) -> tuple[float, float]:
     """Wilson's score interval of a proportion `p` over `n` (possibly effective, fractional) samples."""
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    # Wilson's interval holds p; in floating point its ends may miss it by an ulp (p = 0 gives 5.6e-17).
+    return (max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half)))
 
 
 @dataclass(frozen=True)

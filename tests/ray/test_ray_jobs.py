@@ -26,7 +26,7 @@ def test_entrypoint_job_replays_its_argv_with_entrypoint_resources_and_an_isolat
         print(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ)}))
     """
     spec = JobSpec(
-        name="Coordinator Replay!",
+        name="coordinator-replay",
         argv=(*py(code), "--flag", "two words", "it's"),
         env={"MY_SETTING": "x", "WANDB_API_KEY": "wandb-secret-123456"},
         working_dir=str(tmp_path),

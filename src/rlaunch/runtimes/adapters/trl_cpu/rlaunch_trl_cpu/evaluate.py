@@ -103,7 +103,7 @@ def clustered_accuracy(scores: list[list[float]], z: float = Z95) -> dict:
     half = z * math.sqrt(p * (1 - p) / n_eff + z * z / (4 * n_eff * n_eff)) / (1 + z * z / n_eff)
     return {
         "accuracy": p,
-        "accuracy_interval": [max(0.0, centre - half), min(1.0, centre + half)],
+        "accuracy_interval": [max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))],  # holds p exactly
         "stderr": stderr,
         "n": n,
         "n_prompts": len(prompts),
