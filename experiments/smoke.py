@@ -38,6 +38,7 @@ from rlaunch.runtimes.environment import runtime_tool
 from rlaunch.skyrl import (
     ArtifactDataSource,
     ArtifactHfModel,
+    FromConfig,
     HfModel,
     IrisSkyRLExecution,
     LocalSkyRLExecution,
@@ -58,6 +59,7 @@ from rlaunch.step_jobs import StepExecution
 
 RUNTIME = "trl-cpu"
 TOKENIZER_REVISION = "smoke-bpe-512-seed0"
+TOKENIZER_VOCAB = 512
 RECIPE = """
 trainer:
   algorithm: {advantage_estimator: grpo, use_kl_loss: true, kl_loss_coef: 0.04}
@@ -150,12 +152,34 @@ def tokenizer_step() -> ArtifactStep[Tokenizer]:
         version=resolve_version("smoke/tokenizer", None),
         artifact_type=Tokenizer,
         run=build_tokenizer,
-        build_config=lambda ctx: {"output_path": ctx.output_path, "seed": 0, "vocab_size": 512},
+        build_config=lambda ctx: {"output_path": ctx.output_path, "seed": 0, "vocab_size": TOKENIZER_VOCAB},
     )
+
+
+def tiny_qwen3_config(architecture: dict[str, int], vocab_size: int) -> dict[str, Any]:
+    """The config.json `rlaunch_trl_cpu.tiny model` writes for `architecture`: declared by the model
+    step, so the dry run sizes every launch of it (and of models trained from it) before it is built,
+    and the runner checks the built model against it."""
+    hidden, heads = architecture["hidden_size"], architecture["heads"]
+    return {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "dtype": "float32",
+        "vocab_size": vocab_size,
+        "hidden_size": hidden,
+        "intermediate_size": hidden * 2,
+        "num_hidden_layers": architecture["layers"],
+        "num_attention_heads": heads,
+        "num_key_value_heads": architecture["kv_heads"],
+        "head_dim": hidden // heads,
+        "max_position_embeddings": architecture["context_length"],
+        "tie_word_embeddings": True,
+    }
 
 
 def model_step(tokenizer: ArtifactStep[Tokenizer]) -> ArtifactStep[HfModel]:
     architecture = {"hidden_size": 64, "layers": 2, "heads": 4, "kv_heads": 2, "context_length": 512}
+    declared = FromConfig(tiny_qwen3_config(architecture, vocab_size=TOKENIZER_VOCAB))
     return ArtifactStep(
         name="smoke/model",
         version=resolve_version("smoke/model", None),
@@ -166,6 +190,7 @@ def model_step(tokenizer: ArtifactStep[Tokenizer]) -> ArtifactStep[HfModel]:
             "tokenizer_path": ctx.artifact_path(tokenizer),
             "seed": 0,
             "architecture": architecture,
+            **declared.declaration(ctx),
         },
         deps=(tokenizer,),
     )

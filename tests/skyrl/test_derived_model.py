@@ -226,3 +226,23 @@ def test_a_difference_is_named_with_both_values_exactly_when_the_facts_differ(ke
     found = architecture_differences(LLAMA_31_8B, built)
     same = ModelFacts.from_hf_config(built) == ModelFacts.from_hf_config(LLAMA_31_8B)
     assert found == ([] if same else [f"{key}: declared {LLAMA_31_8B[key]!r}, built {value!r}"])
+
+
+def test_the_learning_examples_rl_step_is_sized_before_its_warm_start_is_built(prefix: str) -> None:
+    """The CPU `sft -> rl -> eval` example: its RL step trains the SFT step's output, which declares its
+    base (`FromBase`), whose step declares the config.json it writes (`FromConfig`), so the dry run
+    of an empty prefix has the RL step's memory rows although neither model exists yet."""
+    from click.testing import CliRunner
+
+    from experiments.learning import main
+
+    done = CliRunner().invoke(main, ["--version", DAY, "--plan-format", "json"])
+    assert done.exit_code == 0, done.output
+    plan = json.loads(done.stdout)
+    assert not any(step["action"] == "served" for step in plan["steps"])  # nothing is built yet
+    memory = plan["facts"][f"learning/rl@{DAY}"]["memory"]
+    assert {(row["role"], row["phase"]) for row in memory["rows"]} >= {
+        ("policy", "model states"),
+        ("policy", "training step"),
+    }
+    assert all(row["status"] == "ok" for row in memory["rows"])
