@@ -1,6 +1,6 @@
 """vLLM's start-up predicted end to end: from a model's `config.json`, the engine's knobs and the
 device alone, the loaded weights (within 3 %) and the available KV cache memory (within 5 %) of public
-start-up logs, each cited, and the KV tokens where the log states them.
+start-up logs, each cited, and the KV tokens, each where the log states it.
 
 Nothing of a log's outcome is fed in: each row states what a launch states (the model, the GPU, TP,
 `gpu_memory_utilization`, `max_model_len`, `max_num_batched_tokens`, `max_num_seqs`, the vLLM
@@ -139,8 +139,9 @@ LOGS = [
                tp=2, seqs=1024),
     # vllm-project/vllm#20665, vLLM 0.9.2 (a dev build after it), deepseek-ai/DeepSeek-V2-Lite (MLA, 64 routed experts)
     # on four L4s, --tensor-parallel-size 2 --pipeline-parallel-size 2 --max-model-len 1024, the defaults otherwise
-    # (utilization 0.9; `vllm serve` on a GPU under 70 GiB: max_num_batched_tokens 2048, max_num_seqs 256), "FlashInfer
-    # is not available. Falling back to the PyTorch-native implementation of top-p & top-k sampling": the first stage
+    # (utilization 0.9; `vllm serve` on a GPU under 70 GiB: max_num_batched_tokens 2048, max_num_seqs 256; the LLM
+    # class's 8192 tokens predict 12.19 GiB, as close), "FlashInfer is not available. Falling back to the
+    # PyTorch-native implementation of top-p & top-k sampling": the first stage
     # (14 of 27 layers, no sampler) "Available KV cache memory: 12.13 GiB", the last (13 layers and the sampler)
     # "11.33 GiB", "GPU KV cache size: 807,792 tokens" (the first stage's blocks). The thread as published shows no
     # "Model loading took" line: the weights are checked through the available KV alone.
