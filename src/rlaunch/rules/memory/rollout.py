@@ -388,7 +388,9 @@ def stage_sampler_rows(release: VllmRelease, layers: int, pp: int) -> int:
     holds as many layers as any and the sampler besides: it sizes the engine. Where they do not, the
     fullest stage (whose layers `kv_capacity` sizes) warms no sampler up: vllm-project/vllm#20665's
     DeepSeek-V2-Lite at TP2 x PP2 logs 12.13 GiB on the first stage's 14 layers and 11.33 GiB on the
-    last stage's 13, and the first stage's fewer blocks a layer size the engine."""
+    last stage's 13, and the first stage's fewer blocks a layer size the engine. (The last stage, a
+    layer short and sampling, is taken not to bind, as there; a sampler larger than a layer's KV
+    share could make it bind, which this does not compare.)"""
     return release.sampler_rows if pp == 1 or layers % pp == 0 else 0
 
 
