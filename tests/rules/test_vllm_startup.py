@@ -1,6 +1,6 @@
 """vLLM's start-up predicted end to end: from a model's `config.json`, the engine's knobs and the
 device alone, the loaded weights (within 3 %) and the available KV cache memory (within 5 %) of public
-start-up logs, each cited, and the KV tokens where the log states them.
+start-up logs, each cited, and the KV tokens, each where the log states it.
 
 Nothing of a log's outcome is fed in: each row states what a launch states (the model, the GPU, TP,
 `gpu_memory_utilization`, `max_model_len`, `max_num_batched_tokens`, `max_num_seqs`, the vLLM
@@ -19,7 +19,7 @@ from rlaunch.rules import memory
 from rlaunch.rules.devices import GIB, device
 from rlaunch.rules.memory import rollout
 from tests.rules.test_memory import composed_of
-from tests.rules.test_memory_model import FP8_CHANNEL, GPT_OSS_20B, GPT_OSS_120B, QWEN2_7B, arch
+from tests.rules.test_memory_model import DEEPSEEK_V2_LITE, FP8_CHANNEL, GPT_OSS_20B, GPT_OSS_120B, QWEN2_7B, arch
 from tests.skyrl.helpers import LLAMA_31_8B, LLAMA_31_70B, plan, recipe, topology
 
 # deepseek-ai/DeepSeek-R1-Distill-Qwen-14B config.json (the Qwen2.5-14B layout; no sliding window in use)
@@ -49,6 +49,9 @@ V0 = memory.VllmRelease("V0", sampler_warmup=False, graphs_in_budget=False)
 # V1 0.10.1.1: the sampler warmed up at max_num_seqs, graphs captured after the KV cache is sized.
 V1_0_10 = memory.VllmRelease("0.10.1.1", graphs_in_budget=False)
 V1_0_10_FLASHINFER = memory.VllmRelease("0.10.1.1", flashinfer_sampler=True, graphs_in_budget=False)
+# V1 0.9.2 (a dev build after it) without FlashInfer ("FlashInfer is not available. Falling back to the PyTorch-native
+# implementation of top-p & top-k sampling"): the PyTorch sampler, graphs captured after the KV cache is sized.
+V0_9 = memory.VllmRelease("0.9.2", graphs_in_budget=False)
 # V1 0.11.0: FlashInfer's sampler opt-in (VLLM_USE_FLASHINFER_SAMPLER), so the PyTorch one; graphs after.
 V1_0_11 = memory.VllmRelease("0.11.0", graphs_in_budget=False)
 DENNISLEE = "https://github.com/dennislee22/vLLM-benchmarking/blob/main/log/"
@@ -69,16 +72,20 @@ class StartUpLog:
     util: float  # gpu_memory_utilization
     max_model_len: int
     batched: int  # max_num_batched_tokens as the log's scheduler states it (V0: max_model_len unless chunked)
-    weights_gib: float  # "Loading model weights took" / "Model loading took" (per device)
+    weights_gib: float | None  # "Loading model weights took" / "Model loading took" (per device); None: not published
     available_gib: float  # "kv_cache_size" / "Available KV cache memory" (per device)
     tokens: int | None = None  # "GPU KV cache size: N tokens" (V0: "# GPU blocks" x 16)
     tp: int = 1
+    pp: int = 1  # the logged stage is the first (the most layers: the one that sizes the KV cache)
     seqs: int = 256  # max_num_seqs: vLLM's default (1024 for `vllm serve` on a GPU of 70 GiB or more, A100s aside)
     eager: bool = False  # enforce_eager (no log here runs eager)
 
     @property
     def id(self) -> str:
-        return f"{self.source.rsplit('/', 1)[-1]} {self.release.version} tp{self.tp} {self.max_model_len} {self.available_gib}GiB"
+        return (
+            f"{self.source.rsplit('/', 1)[-1]} {self.release.version} tp{self.tp}pp{self.pp} {self.max_model_len} "
+            f"{self.available_gib}GiB"
+        )
 
 
 LOGS = [
@@ -130,6 +137,16 @@ LOGS = [
     # llm-d: RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic, TP2, "33.88 GiB", "4.84 GiB" peak activation, "32.0 GiB"
     StartUpLog(LLMD + "#llama-33-70b-fp8-tp2", V1_0_11, LLAMA_33_70B_FP8, "H100", 0.9, 16000, 8192, 33.88, 32.0,
                tp=2, seqs=1024),
+    # vllm-project/vllm#20665, vLLM 0.9.2 (a dev build after it), deepseek-ai/DeepSeek-V2-Lite (MLA, 64 routed experts)
+    # on four L4s, --tensor-parallel-size 2 --pipeline-parallel-size 2 --max-model-len 1024, the defaults otherwise
+    # (utilization 0.9; `vllm serve` on a GPU under 70 GiB: max_num_batched_tokens 2048, max_num_seqs 256; the LLM
+    # class's 8192 tokens predict 12.19 GiB, as close), "FlashInfer is not available. Falling back to the
+    # PyTorch-native implementation of top-p & top-k sampling": the first stage
+    # (14 of 27 layers, no sampler) "Available KV cache memory: 12.13 GiB", the last (13 layers and the sampler)
+    # "11.33 GiB", "GPU KV cache size: 807,792 tokens" (the first stage's blocks). The thread as published shows no
+    # "Model loading took" line: the weights are checked through the available KV alone.
+    StartUpLog("https://github.com/vllm-project/vllm/pull/20665", V0_9, DEEPSEEK_V2_LITE, "L4", 0.9, 1024, 2048,
+               None, 12.13, 807792, tp=2, pp=2),
 ]  # fmt: skip
 
 # Logs the chain misses, kept with how far: a small KV cache magnifies the overhead's error (here 0.27 GiB:
@@ -143,9 +160,12 @@ MISSES = [
 def predicted(log: StartUpLog) -> memory.KvCapacity:
     """The whole chain: the launch's recipe composed on the runtime's base config, its geometry, the
     device, then the memory model (nothing of the log's outcome goes in)."""
-    topo = topology(
-        plan(num_inference_engines=8 // log.tp, inference_engine_tensor_parallel_size=log.tp), gpu_variant=log.gpu
+    shape = plan(
+        num_inference_engines=8 // (log.tp * log.pp),
+        inference_engine_tensor_parallel_size=log.tp,
+        inference_engine_pipeline_parallel_size=log.pp,
     )
+    topo = topology(shape, gpu_variant=log.gpu)
     engine = {
         "gpu_memory_utilization": log.util,
         "max_num_batched_tokens": log.batched,
@@ -163,7 +183,7 @@ def misses(log: StartUpLog) -> list[str]:
     """What of `log` the chain misses: weights beyond 3 %, available KV or tokens beyond 5 %."""
     kv = predicted(log)
     found = []
-    if abs(kv.weights / GIB - log.weights_gib) > 0.03 * log.weights_gib:
+    if log.weights_gib is not None and abs(kv.weights / GIB - log.weights_gib) > 0.03 * log.weights_gib:
         found.append(f"weights {kv.weights / GIB:.2f} GiB, logged {log.weights_gib}")
     if abs(kv.available / GIB - log.available_gib) > 0.05 * log.available_gib:
         found.append(f"available KV {kv.available / GIB:.2f} GiB, logged {log.available_gib}")
@@ -221,10 +241,55 @@ def test_the_sampler_warm_up_follows_the_release_and_its_kernel() -> None:
     assert misses(replace(no_flashinfer, release=V1_0_10_FLASHINFER)), "the PyTorch sampler's peak is needed"
 
 
-def test_the_table_is_ten_public_logs_of_four_architectures_and_four_releases() -> None:
-    """Issue 41 asks for ten logs of five architectures: the public logs found that state the model, the
-    device, the utilization and the knobs together reach four (llama, qwen2, qwen3, gpt_oss)."""
+@pytest.mark.parametrize(
+    ("engine", "rows"),
+    [
+        ({}, memory.FLASHINFER_SAMPLER_ROWS),
+        ({"enable_return_sample_support_set": True}, memory.SAMPLER_ROWS),
+        ({"engine_init_kwargs": {"logprobs_mode": "processed_logits"}}, memory.SAMPLER_ROWS),
+        ({"engine_init_kwargs": {"logprobs_mode": "raw_logprobs"}}, memory.FLASHINFER_SAMPLER_ROWS),
+        # SkyRL applies engine_init_kwargs after its own setting: the explicit mode wins
+        (
+            {"enable_return_sample_support_set": True, "engine_init_kwargs": {"logprobs_mode": "raw_logprobs"}},
+            memory.FLASHINFER_SAMPLER_ROWS,
+        ),
+    ],
+)
+def test_the_locked_release_samples_with_pytorch_where_processed_logprobs_are_asked_for(
+    engine: dict, rows: int
+) -> None:
+    """FlashInfer's kernel returns no processed logprobs, so vLLM 0.30.0 falls back to PyTorch's
+    sampler (and its larger warm-up) where `logprobs_mode` asks for them."""
+    settings = {"max_num_seqs": 1024, **engine}
+    composed = composed_of(topology(), recipe(generator={"inference_engine": settings}))
+    a = arch(QWEN3_06B)  # a peak its sampler decides: 1024 sequences of a 152k vocabulary
+    kv = memory.engine_kv(a, Geometry.from_recipe(composed), composed, device("H100"))
+    sampler = memory.sampler_peak(a, 1024, rows)
+    assert sampler > memory.forward_peak(a, 1, 8192)
+    assert kv.overhead == sampler + memory.non_torch(1) + memory.CUDA_GRAPHS
+
+
+def test_with_pipeline_stages_the_stage_that_sizes_the_kv_cache_samples_only_if_it_is_the_last() -> None:
+    """vLLM gives the layers that do not divide to the stages before the last, and only the last
+    samples: DeepSeek-V2-Lite's 27 layers over two stages leave the sampler off the fuller first
+    stage (#20665 logs the last stage 0.8 GiB below it); 26 layers make the last stage as full as
+    any, and its sampler counts, as it does without PP."""
+    (log,) = [log for log in LOGS if log.pp > 1]
+    a, tp = arch(log.config), log.tp
+    forward, base = memory.forward_peak(a, tp, log.batched), memory.non_torch(tp)
+    sampler = memory.sampler_peak(a, log.seqs, log.release.sampler_rows)
+    assert a.layers % log.pp == 1 and sampler > forward  # the case where the sampler decides the peak
+    assert predicted(log).overhead == forward + base
+    even = replace(log, config={**log.config, "num_hidden_layers": 26})
+    assert predicted(even).overhead == sampler + base
+    assert predicted(replace(log, pp=1)).overhead == sampler + base
+
+
+def test_the_table_is_ten_public_logs_of_five_architectures_and_four_releases() -> None:
+    """Issue 41's acceptance: ten cited logs of five architectures (llama, qwen2, qwen3, gpt_oss and
+    deepseek_v2's multi-head latent attention), each passing the whole chain, over four releases."""
     assert all(log.source.startswith("https://") for log in LOGS)
     assert len({log.source for log in LOGS}) >= 10
-    assert len({log.release.version for log in LOGS}) >= 3
-    assert len({arch(log.config).model_type for log in LOGS}) >= 4
+    assert len({log.release.version for log in LOGS}) >= 4
+    assert len({arch(log.config).model_type for log in LOGS}) >= 5
+    assert sum(log.weights_gib is not None for log in LOGS) >= 10  # loaded weights checked on ten of them

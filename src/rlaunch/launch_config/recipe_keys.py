@@ -145,11 +145,13 @@ class ENGINE:
     MAX_NUM_SEQS: Final = "generator.inference_engine.max_num_seqs"
     LANGUAGE_MODEL_ONLY: Final = "generator.inference_engine.language_model_only"
     ENFORCE_EAGER: Final = "generator.inference_engine.enforce_eager"
+    RETURN_SAMPLE_SUPPORT_SET: Final = "generator.inference_engine.enable_return_sample_support_set"
     # Under a free-form mapping (the base config's `open_mappings`): vLLM's own engine arguments.
     KV_CACHE_DTYPE: Final = "generator.inference_engine.engine_init_kwargs.kv_cache_dtype"
     MAX_MODEL_LEN: Final = "generator.inference_engine.engine_init_kwargs.max_model_len"
     QUANTIZATION: Final = "generator.inference_engine.engine_init_kwargs.quantization"
     CPU_OFFLOAD_GB: Final = "generator.inference_engine.engine_init_kwargs.cpu_offload_gb"
+    LOGPROBS_MODE: Final = "generator.inference_engine.engine_init_kwargs.logprobs_mode"
 
 
 class DATA:

@@ -11,15 +11,32 @@ held to the public start-up logs of tests/rules/test_vllm_startup.py:
 * the torch peak of the profiling run beyond them: the larger of the forward over
   `max_num_batched_tokens` (`forward_peak`) and, in V1, the sampler's warm-up over `max_num_seqs`
   rows of the vocabulary (`sampler_peak`, `_dummy_sampler_run`), which runs after the forward's
-  activations are freed; V0's profiling run shows no sampler peak (vllm-project/vllm#10517: 15.05 GiB
-  peak over 14.99 GiB of weights with 256 sequences of a 128k vocabulary);
+  activations are freed, on the last pipeline stage alone (`stage_sampler_rows`); V0's profiling run
+  shows no sampler peak (vllm-project/vllm#10517: 15.05 GiB peak over 14.99 GiB of weights with 256
+  sequences of a 128k vocabulary);
 * the memory outside torch's allocator that grew since the worker started (`non_torch`: cuBLAS
   workspaces, NCCL and custom all-reduce buffers with TP);
 * CUDA graphs, only where the release estimates them before it sizes the KV cache (`VllmRelease`):
   before 0.21 vLLM captures them after the KV cache is allocated, out of the utilization budget's
   margin (the 0.10.1.1 logs print "Graph capturing finished ... took 0.50 GiB" after "Available KV
   cache memory"); since 0.21 it profiles them first and subtracts them (noonghunna/club-3090#127:
-  "CUDA graph memory profiling is enabled (default since v0.21.0)")."""
+  "CUDA graph memory profiling is enabled (default since v0.21.0)").
+
+The sampler of the locked release (0.30.0, `LOCKED_VLLM`) is FlashInfer's. vllm-project/vllm#40376
+("Enable FlashInfer top-k/top-p sampler by default", merged before vllm-project/vllm#42472 of
+2026-05-13, which builds on it) turned `VLLM_USE_FLASHINFER_SAMPLER` from opt-in (since
+vllm-project/vllm#26859 of 2025-10) to on unless set to 0 (vllm/envs.py: "Enabled by default when the
+hardware supports it"). vllm/v1/sample/ops/topk_topp_sampler.py (`TopKTopPSampler.__init__`,
+`flashinfer_sampler_supported`; vllm-project/vllm snapshot 01fa3fe) then uses it on CUDA unless the
+variable is 0, FlashInfer is missing (the runtimes lock flashinfer-python), the GPU's compute
+capability is not FlashInfer's, the GPU has 16 SMs or fewer, FlashInfer's JIT cannot build its
+sampling kernel, or `logprobs_mode` asks for processed logprobs (`engine_release`). The warm-up
+passes top-k and top-p with no per-request generators (gpu_model_runner.py `_dummy_sampler_run`), so
+`forward_cuda` reaches FlashInfer's kernel. SkyRL 0.4.0 never sets `VLLM_USE_FLASHINFER_SAMPLER` (its
+inference servers set other VLLM_* variables only), and asks for processed logprobs only with
+`generator.inference_engine.enable_return_sample_support_set`. The PyTorch fallback's ten rows are
+0.10.1.1's sort (tests/rules/test_vllm_startup.py); 0.30.0's native path filters with Triton from 8
+rows on, unmeasured here, so ten rows stay its conservative estimate."""
 
 from __future__ import annotations
 
@@ -73,9 +90,11 @@ class VllmRelease:
 
 
 # The release the SkyRL runtimes lock (runtimes/fsdp and megatron lock.txt: vllm==0.30.0, with
-# flashinfer-python): CUDA graphs profiled into the budget, and FlashInfer's sampler, on by default
-# where FlashInfer is installed (vllm/v1/sample/ops/topk_topp_sampler.py `flashinfer_sampler_supported`).
+# flashinfer-python==0.6.18.post1): CUDA graphs profiled into the budget, and FlashInfer's sampler (see
+# the module docstring for where vLLM picks it and where it does not).
 LOCKED_VLLM = VllmRelease("0.30.0", flashinfer_sampler=True)
+# vLLM's PROCESSED_LOGPROBS_MODES: logprobs after top-k/top-p, which FlashInfer's kernel does not return
+PROCESSED_LOGPROBS = ("processed_logits", "processed_logprobs")
 
 
 @dataclass(frozen=True)
@@ -236,6 +255,7 @@ def engine_kv(
     """One rollout engine device of `release`: its utilization budget, weights, estimated overhead
     (the module docstring's terms) and the KV cache that is left."""
     k = Keys(composed)
+    release = engine_release(release, k)
     seq = max_model_len(composed)
     tp, pp, dp, ep = geo.tp, geo.pp, geo.dp, geo.ep
     wbytes = DTYPE_BYTES.get(str(k(ENGINE.MODEL_DTYPE, "bfloat16")), 2)
@@ -260,7 +280,9 @@ def engine_kv(
         device=dev.bytes,
         budget=int(util * dev.bytes),
         weights=weights,
-        overhead=profile_peak(arch, tp, batched, seqs, release.sampler_rows) + non_torch(tp) + graphs,
+        overhead=profile_peak(arch, tp, batched, seqs, stage_sampler_rows(release, arch.layers, pp))
+        + non_torch(tp)
+        + graphs,
     )
     state = (
         f"the {arch.linear_layers} linear-attention layers' state, {gib(arch.linear_state * kv_cache_bytes(k, wbytes))} "
@@ -270,6 +292,18 @@ def engine_kv(
     )
     unsized = "; ".join(note for note in (loaded.unsized, state) if note)
     return dataclasses.replace(capacity, weights_how=loaded.how, unsized=unsized)
+
+
+def engine_release(release: VllmRelease, k: Keys) -> VllmRelease:
+    """`release` as the engine's settings run its sampler: FlashInfer's kernel cannot return processed
+    logprobs, so vLLM samples with PyTorch's where `logprobs_mode` asks for them (TopKTopPSampler).
+    SkyRL's `enable_return_sample_support_set` passes `logprobs_mode=processed_logprobs`, and
+    `engine_init_kwargs` are applied after it (skyrl inference_servers/utils.py `build_vllm_cli_args`)."""
+    asked = "processed_logprobs" if k(ENGINE.RETURN_SAMPLE_SUPPORT_SET, False) else "raw_logprobs"
+    mode = str(k(ENGINE.LOGPROBS_MODE, asked))
+    if release.flashinfer_sampler and mode in PROCESSED_LOGPROBS:
+        return dataclasses.replace(release, flashinfer_sampler=False)
+    return release
 
 
 @dataclass(frozen=True)
@@ -344,6 +378,20 @@ def profile_peak(arch: Architecture, tp: int, batched: int, seqs: int, sampler_r
     """What vLLM's profiling run peaks at beyond the weights: the larger of its forward and its
     sampler's warm-up, which runs after the forward's activations are freed."""
     return max(forward_peak(arch, tp, batched), sampler_peak(arch, seqs, sampler_rows))
+
+
+def stage_sampler_rows(release: VllmRelease, layers: int, pp: int) -> int:
+    """The sampler rows on the stage that sizes the KV cache. Only the last pipeline stage samples
+    (gpu_model_runner.py `profile_run`: the sampler warm-up runs under `get_pp_group().is_last_rank`),
+    and vLLM never gives it one of the layers that do not divide evenly (distributed/utils.py
+    `get_pp_indices` adds them from the second-to-last stage back). Where they divide, the last stage
+    holds as many layers as any and the sampler besides: it sizes the engine. Where they do not, the
+    fullest stage (whose layers `kv_capacity` sizes) warms no sampler up: vllm-project/vllm#20665's
+    DeepSeek-V2-Lite at TP2 x PP2 logs 12.13 GiB on the first stage's 14 layers and 11.33 GiB on the
+    last stage's 13, and the first stage's fewer blocks a layer size the engine. (The last stage, a
+    layer short and sampling, is taken not to bind, as there; a sampler larger than a layer's KV
+    share could make it bind, which this does not compare.)"""
+    return release.sampler_rows if pp == 1 or layers % pp == 0 else 0
 
 
 def forward_peak(arch: Architecture, tp: int, batched: int) -> int:
