@@ -105,7 +105,7 @@ def _variant(
     doc, _ = launch_document(latest, ref.output_path) if latest else (None, None)
     evaluated = evaluations_of(ref.artifact, scored) if ref.artifact else []
     only = evaluated[0] if len(evaluated) == 1 else None
-    several = ", ".join(name for name, _ in evaluated) if len(evaluated) > 1 else None
+    several = ", ".join(sorted(name for name, _ in evaluated)) if len(evaluated) > 1 else None
     return VariantResult(
         variant=row["sweep"]["variant"],
         settings=row["sweep"]["settings"],
