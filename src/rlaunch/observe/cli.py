@@ -231,8 +231,8 @@ def plot(run: str, prefix: str | None, attempt_id: str | None, out_path: str) ->
 
 
 @click.command()
-@click.argument("a", metavar="A", required=False)
-@click.argument("b", metavar="B", required=False)
+@click.argument("a", metavar="[A]", required=False)
+@click.argument("b", metavar="[B]", required=False)
 @prefix_option
 @click.option("--sweep", "sweep", default=None, metavar="NAME", help="The variants of sweep NAME, instead of A and B.")
 @click.option(
