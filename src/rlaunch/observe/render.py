@@ -382,22 +382,23 @@ def verdict_text(s: RunStatus, verdict: Verdict) -> str:
 
 def runs_rows(runs: list[dict[str, Any]]) -> str:
     """One line per run; a sweep's variants under one line for the sweep (its name, how many variants
-    in which states), each indented, with its label and settings in a last column."""
+    in which states), each indented, with its label and settings in a last column (only when a run
+    listed is a sweep's: a list without sweeps reads as it always did)."""
     shown = grouped(runs)
     in_sweeps = any(isinstance(item, SweepGroup) for item in shown)
-    rows = [["ARTIFACT", "STATE", "ATTEMPT", "SUBMITTED", "COORDINATOR", "CHILD", *(["VARIANT"] * in_sweeps)]]
+    rows = [["ARTIFACT", "STATE", "ATTEMPT", "SUBMITTED", "COORDINATOR", "CHILD"] + (["VARIANT"] if in_sweeps else [])]
     group_at: dict[int, SweepGroup] = {}  # the table row a group's line goes above
     for item in shown:
         if isinstance(item, SweepGroup):
             group_at[len(rows)] = item
         for r in item.rows if isinstance(item, SweepGroup) else (item,):
             member = r["sweep"] if isinstance(item, SweepGroup) else None
-            variant = [f"{member['variant']}  {settings_text(member['settings'])}" if member else ""]
+            variant = f"{member['variant']}  {settings_text(member['settings'])}" if member else ""
             rows.append([
                 ("  " if member else "") + (r["artifact"] or r["output_path"]), r["state"],
                 f"{r['attempt_id']} ({r['attempts']})", r["submitted_at"] or "-",
-                r["coordinator_job_id"] or "-", r["child_job_id"] or "-", *(variant * in_sweeps),
-            ])  # fmt: skip
+                r["coordinator_job_id"] or "-", r["child_job_id"] or "-",
+            ] + ([variant] if in_sweeps else []))  # fmt: skip
     lines = table(rows).splitlines()
     for index in sorted(group_at, reverse=True):
         lines.insert(index, f"sweep {group_at[index].name}  {group_at[index].states_text()}")

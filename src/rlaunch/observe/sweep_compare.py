@@ -25,6 +25,8 @@ from rlaunch.observe.resolve import RunRef, run_records
 from rlaunch.observe.run_list import summary
 from rlaunch.observe.run_status import TERMINAL_STATES
 from rlaunch.observe.scores import Score, evaluations, evaluations_of
+from rlaunch.observe.sweeps import MalformedSweepError, sweep_of
+from rlaunch.runs.layout import run_record
 from rlaunch.statefiles import CorruptStateError
 
 Curve = tuple[tuple[int, float], ...]  # (optimizer step, reward_mean)
@@ -73,27 +75,31 @@ class SweepComparison:
 
 
 def compare_sweep(prefix: str, name: str, now: datetime.datetime | None = None) -> SweepComparison:
-    """The variants of the sweep `name` under `prefix`; NoSweepError when no record carries it."""
-    at = now or datetime.datetime.now(datetime.UTC)
+    """The variants of the sweep `name` under `prefix`; NoSweepError when no record carries it.
+    Only the variants' jobs are asked for their state."""
     damaged: list[CorruptStateError] = []
-    found = [
-        (row, RunRef(output_path=path, prefix=prefix, artifact=row["artifact"], record=record))
-        for path, record in run_records(prefix, damaged)
-        if (row := summary(path, record, prefix)) is not None
-    ]
-    problems = tuple([str(exc) for exc in damaged] + [row["sweep_problem"] for row, _ in found if row["sweep_problem"]])
-    members = sorted(
-        ((row, ref) for row, ref in found if (row["sweep"] or {}).get("name") == name),
-        key=lambda member: (member[0]["sweep"]["variant"], member[0]["output_path"]),
-    )
+    members: list[tuple[dict[str, Any], RunRef]] = []
+    problems: list[str] = []
+    known: set[str] = set()
+    for path, record in run_records(prefix, damaged):
+        try:
+            member = sweep_of(record, run_record(path))
+        except MalformedSweepError as exc:
+            problems.append(str(exc))
+            continue
+        known |= {member.name} if member else set()
+        if member is not None and member.name == name and (row := summary(path, record, prefix)) is not None:
+            members.append((row, RunRef(output_path=path, prefix=prefix, artifact=row["artifact"], record=record)))
     if not members:
-        known = sorted({row["sweep"]["name"] for row, _ in found if row["sweep"]})
         raise NoSweepError(
-            f"no run under {prefix} is a variant of sweep {name!r}; sweeps there: {', '.join(known) or 'none'} "
+            f"no run under {prefix} is a variant of sweep {name!r}; sweeps there: {', '.join(sorted(known)) or 'none'} "
             "(`rlaunch runs` shows each sweep's name above its variants)"
         )
+    members.sort(key=lambda found: (found[0]["sweep"]["variant"], found[0]["output_path"]))
     scored = evaluations(prefix)
-    return SweepComparison(name, tuple(_variant(row, ref, scored, at) for row, ref in members), problems)
+    at = now or datetime.datetime.now(datetime.UTC)
+    variants = tuple(_variant(row, ref, scored, at) for row, ref in members)
+    return SweepComparison(name, variants, tuple([str(exc) for exc in damaged] + problems))
 
 
 def _variant(
