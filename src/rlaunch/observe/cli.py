@@ -69,7 +69,7 @@ def runs(prefix: str | None, name_prefix: str | None, sweep: str | None, as_json
     from rlaunch.statefiles import CorruptStateError
 
     damaged: list[CorruptStateError] = []
-    rows = list_runs(default_prefix(prefix), name_prefix, damaged, sweep)
+    rows = list_runs(default_prefix(prefix), name_prefix, damaged, sweep=sweep)
     if as_json:
         click.echo(dumps(rows))
     elif not rows:
