@@ -142,6 +142,14 @@ def test_a_variant_two_evaluations_scored_names_both_and_shows_neither(sweep: di
     )
 
 
+def test_an_older_report_shows_its_accuracy_without_an_interval(sweep: dict[str, Any]) -> None:
+    evaluation(sweep["prefix"], f"eval/lr-b@{VERSION}", f"sweeps/rl-b@{VERSION}:f1", right=5)
+    report = Path(sweep["prefix"]) / "eval" / "lr-b" / VERSION / "report.json"
+    report.write_text(json.dumps({k: v for k, v in json.loads(report.read_text()).items() if k != "n_prompts"}))
+    row = next(line for line in rlaunch("compare", "--sweep", "lr-sweep").stdout.splitlines() if line.startswith("b "))
+    assert columns(row)[5] == "0.250 (no interval)"
+
+
 def test_an_unknown_sweep_is_refused_naming_the_sweeps_there(sweep: dict[str, Any]) -> None:
     done = CliRunner().invoke(main, ["compare", "--sweep", "lr"])
     assert done.exit_code != 0

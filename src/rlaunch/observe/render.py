@@ -346,7 +346,8 @@ def compare_text(a: tuple[str, Score], b: tuple[str, Score], found: Difference) 
 
 def sweep_compare_text(found: SweepComparison) -> str:
     """One row per variant: label, settings, state, training steps done of planned, the reward last
-    logged, the evaluation's accuracy with its 95 % interval, GPU-hours used; then what has no row."""
+    logged, the evaluation's accuracy with its 95 % interval, GPU-hours used; then each variant's
+    artifact and the evaluation read for it (or why none is)."""
     rows = [["VARIANT", "SETTINGS", "STATE", "STEPS", "REWARD", "EVALUATION", "GPU-HOURS"]]
     for v in found.variants:
         steps = f"{_number(v.steps_done)}/{'?' if v.steps_planned is None else v.steps_planned}"
