@@ -79,7 +79,9 @@ def test_an_unexpected_error_names_its_saved_traceback(env: dict[str, str], monk
 
     secret = "hf_" + "Qx" * 17
 
-    def broken(prefix: str, name_prefix: str | None = None, damaged: list | None = None) -> list:
+    def broken(
+        prefix: str, name_prefix: str | None = None, damaged: list | None = None, sweep: str | None = None
+    ) -> list:
         raise RuntimeError(f"disk on fire while reading {secret}")
 
     monkeypatch.setattr(run_list, "list_runs", broken)

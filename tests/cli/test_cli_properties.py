@@ -26,6 +26,7 @@ from tests.polling import py
 
 REPO = Path(__file__).resolve().parents[2]
 VERSION = "2026.11.30"
+SWEEP = "demo-sweep"
 EXAMPLES = int(os.environ.get("RLAUNCH_CLI_PROPERTY_EXAMPLES", "500"))
 
 
@@ -43,6 +44,9 @@ class World:
         self.job_id = backend.submit(JobSpec(name="finished", argv=py("print('a line')\nprint('another')")))
         backend.wait(self.job_id, timeout=60)
         self.ok = self._run(VERSION, "succeeded", terminal=True)
+        record = json.loads((self.ok / "run_record.json").read_text())
+        record["sweep"] = {"name": SWEEP, "variant": "a", "settings": {"trainer.seed": 1}}  # a sweep's variant
+        (self.ok / "run_record.json").write_text(json.dumps(record))
         self.failed = self._run("2026.11.29", "failed", job=self.job_id)
         self.env = {
             "RLAUNCH_PREFIX": str(self.prefix),
@@ -106,6 +110,7 @@ def world_strategies(world: World) -> dict[str, st.SearchStrategy[str]]:
         "prefix": st.one_of(prefixes, anything()),
         "int": numbers(),
         "text": anything(),
+        "sweep": st.one_of(st.just(SWEEP), anything()),
         "output": outputs,
         "job": st.one_of(st.sampled_from([world.job_id, "j" * 300, "../x", "nope", ""]), anything()),
         "backend": st.sampled_from(["local", "iris", "nonesuch", ""]),
@@ -127,7 +132,14 @@ def argv_strategy(world: World) -> st.SearchStrategy[list[str]]:
         return parts.map(lambda p: [name, *p[0], *[x for o in p[1:] for x in o]])
 
     top = st.one_of(
-        command("runs", [], opt("--prefix", s["prefix"]), opt("--name", s["text"]), flag("--json")),
+        command(
+            "runs", [], opt("--prefix", s["prefix"]), opt("--name", s["text"]), opt("--sweep", s["sweep"]),
+            flag("--json"),
+        ),
+        command(
+            "compare", [], opt("--sweep", s["sweep"]), opt("--prefix", s["prefix"]), opt("--plot", s["output"]),
+            flag("--json"),
+        ),
         command("status", [s["run"]], opt("--prefix", s["prefix"]), opt("--attempt", s["text"]), flag("--json")),
         command("verify-smoke", [s["run"]], opt("--prefix", s["prefix"]), opt("--attempt", s["text"]), flag("--json")),
         command(

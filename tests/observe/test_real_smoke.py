@@ -7,6 +7,7 @@ runtime cache ($RLAUNCH_RUNTIME_CACHE, else ~/.cache/rlaunch/runtimes).
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -18,11 +19,16 @@ RUN = f"smoke/rl@{VERSION}"
 SMOKE_TIMEOUT = 1800
 
 
-@pytest.mark.e2e
-def test_real_smoke_passes_verify_smoke_renders_fast_and_plots(lab: Lab, tmp_path) -> None:
+@pytest.fixture(scope="module")
+def smoke(lab: Lab) -> str:
+    """The CPU smoke's RL stage, launched once for the tests of this module that read it."""
     launch = lab.start(SMOKE, VERSION, "--stage", "rl")
     assert launch.wait(SMOKE_TIMEOUT) == 0, lab.launch_log(SMOKE, VERSION)[-6000:]
+    return RUN
 
+
+@pytest.mark.e2e
+def test_real_smoke_passes_verify_smoke_renders_fast_and_plots(lab: Lab, smoke: str, tmp_path) -> None:
     result = lab.rlaunch("verify-smoke", RUN)
     assert result.exit_code == 0, result.output
     assert result.output.count("[ok]") == 5
@@ -50,3 +56,36 @@ def test_real_smoke_passes_verify_smoke_renders_fast_and_plots(lab: Lab, tmp_pat
     assert out.read_bytes()[:4] == b"\x89PNG"
     listed = json.loads(lab.rlaunch("runs", "--json", "--name", "smoke/").output)
     assert [r["artifact"] for r in listed] == [RUN] and listed[0]["state"] == "succeeded"
+
+
+@pytest.mark.e2e
+def test_a_real_run_record_with_the_sweep_field_is_grouped_and_compared(lab: Lab, smoke: str, tmp_path) -> None:
+    """The smoke's own run record, given the field a sweep writes, in a prefix of its own (the lab's
+    stays as launched): `runs` lists it under the sweep, `compare --sweep` reads its metrics."""
+    prefix = tmp_path / "prefix"
+    variant = prefix / "smoke" / "rl" / VERSION
+    shutil.copytree(lab.output_path("smoke/rl", VERSION), variant)
+    record = json.loads((variant / "run_record.json").read_text())
+    settings = {"trainer.policy.optimizer_config.lr": 0.001}
+    record["sweep"] = {"name": "smoke-lr", "variant": "lr-1e-3", "settings": settings}
+    (variant / "run_record.json").write_text(json.dumps(record))
+
+    listed = lab.rlaunch("runs", "--prefix", str(prefix))
+    assert listed.exit_code == 0 and listed.stderr == "", listed.output
+    assert listed.stdout.splitlines()[1:3] == [
+        "sweep smoke-lr  1 variant: 1 succeeded",
+        listed.stdout.splitlines()[2],
+    ] and listed.stdout.splitlines()[2].startswith(f"  {RUN}  succeeded  ")
+    assert listed.stdout.splitlines()[2].endswith("lr-1e-3  trainer.policy.optimizer_config.lr=0.001")
+
+    plot = tmp_path / "rewards.png"
+    done = lab.rlaunch("compare", "--sweep", "smoke-lr", "--prefix", str(prefix), "--json", "--plot", str(plot))
+    assert done.exit_code == 0, done.output
+    (shown,) = json.loads(done.stdout)["variants"]
+    (attempt,) = record["attempts"]
+    (logged,) = lab.prefix.glob(f".tmp/ttl=*/smoke/rl/{VERSION}/attempts/{attempt['attempt_id']}/metrics.jsonl")
+    last = json.loads(logged.read_text().splitlines()[-1])
+    assert (shown["variant"], shown["settings"], shown["state"]) == ("lr-1e-3", settings, "succeeded")
+    assert shown["steps_done"] == shown["steps_planned"] == 4 and shown["final_reward"] == last["reward_mean"]
+    assert shown["gpu_hours"] == 0.0  # a CPU gang holds no GPU
+    assert plot.read_bytes()[:4] == b"\x89PNG"

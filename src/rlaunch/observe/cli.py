@@ -1,4 +1,4 @@
-"""`rlaunch runs | verify-smoke | logs | plot | compare`: read-only views of runs and evaluations.
+"""`rlaunch runs | verify-smoke | logs | plot | compare`: read-only views of runs, sweeps and evaluations.
 
 A RUN is `name@version` (under --prefix, else $RLAUNCH_PREFIX), the RL artifact's path, or a
 coordinator or child job id. Everything here reads; `rlaunch status`, which closes an attempt whose
@@ -10,11 +10,15 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from rlaunch.observe.resolve import RunRef, default_prefix, resolve
 from rlaunch.processes import interrupt_exit, interruptible
+
+if TYPE_CHECKING:
+    from rlaunch.observe.sweep_compare import SweepComparison
 
 TAIL = click.IntRange(min=0, max=10**9)  # a deque of the last N lines: bounded, so a huge N is a clear error
 
@@ -51,24 +55,31 @@ def resolve_run(run: str, prefix: str | None, attempt_id: str | None = None) -> 
 @click.option(
     "--name", "name_prefix", default=None, metavar="PREFIX", help="Only artifacts whose name starts with PREFIX."
 )
+@click.option("--sweep", "sweep", default=None, metavar="NAME", help="Only the variants of sweep NAME.")
 @json_option
-def runs(prefix: str | None, name_prefix: str | None, as_json: bool) -> None:
+def runs(prefix: str | None, name_prefix: str | None, sweep: str | None, as_json: bool) -> None:
     """List RL runs under the prefix, newest first.
 
-    One line per run: its latest attempt, state (reconciled with the jobs) and job ids.
+    One line per run: its latest attempt, state (reconciled with the jobs) and job ids. The variants
+    of a sweep are listed together under one line for the sweep (its name, how many variants in
+    which states), each indented, with its label and settings.
     """
     from rlaunch.observe.render import dumps, runs_rows
     from rlaunch.observe.run_list import list_runs
     from rlaunch.statefiles import CorruptStateError
 
     damaged: list[CorruptStateError] = []
-    rows = list_runs(default_prefix(prefix), name_prefix, damaged)
+    rows = list_runs(default_prefix(prefix), name_prefix, damaged, sweep=sweep)
     if as_json:
         click.echo(dumps(rows))
     elif not rows:
-        click.echo(f"no runs under {default_prefix(prefix)}")
+        of_sweep = f" of sweep {sweep}" if sweep is not None else ""
+        click.echo(f"no runs{of_sweep} under {default_prefix(prefix)}")
     else:
         click.echo(runs_rows(rows))
+    for row in rows:  # listed as a run of no sweep
+        if row["sweep_problem"]:
+            click.echo(f"warning: {row['sweep_problem']}", err=True)
     for problem in damaged:  # the others are listed; each damaged record is named with its fix
         click.echo(f"error: {problem}", err=True)
     if damaged:
@@ -220,12 +231,24 @@ def plot(run: str, prefix: str | None, attempt_id: str | None, out_path: str) ->
 
 
 @click.command()
-@click.argument("a", metavar="A")
-@click.argument("b", metavar="B")
+@click.argument("a", metavar="[A]", required=False)
+@click.argument("b", metavar="[B]", required=False)
 @prefix_option
+@click.option("--sweep", "sweep", default=None, metavar="NAME", help="The variants of sweep NAME, instead of A and B.")
+@click.option(
+    "--plot",
+    "plot_path",
+    default=None,
+    metavar="PATH",
+    type=click.Path(dir_okay=False),
+    callback=lambda ctx, param, value: None if value is None else writable_output(value),
+    help="With --sweep: the PNG of the variants' reward curves (default ./NAME-rewards.png).",
+)
 @json_option
-def compare(a: str, b: str, prefix: str | None, as_json: bool) -> None:
-    """Two evaluations side by side, and whether B - A exceeds the noise.
+def compare(
+    a: str | None, b: str | None, prefix: str | None, sweep: str | None, plot_path: str | None, as_json: bool
+) -> None:
+    """Two evaluations side by side, and whether B - A exceeds the noise; or a sweep's variants.
 
     Accuracy with its 95% interval clustered by prompt, n, the scorer, the sampling, and the model
     and data each scored; then B - A with its 95% interval, paired by prompt when both scored the
@@ -234,7 +257,21 @@ def compare(a: str, b: str, prefix: str | None, as_json: bool) -> None:
 
     A and B are evaluation steps (name@version or their paths), or RL versions (or any model
     artifact): each is replaced by the one evaluation step job under the prefix that scored it.
+
+    With --sweep NAME (no A and B): one row per variant of the sweep: its label and settings, state,
+    training steps done of planned, the reward last logged, the accuracy with its 95% interval of
+    the one evaluation that scored it, and the GPU-hours its attempts held; and a PNG of the
+    variants' reward curves (--plot).
     """
+    if sweep is not None:
+        if a is not None or b is not None:
+            raise click.UsageError("give two evaluations A B, or --sweep NAME, not both")
+        compare_sweep(sweep, prefix, plot_path, as_json)
+        return
+    if plot_path is not None:
+        raise click.UsageError("--plot draws a sweep's reward curves: give it with --sweep NAME")
+    if a is None or b is None:
+        raise click.UsageError("give two evaluations A B (or two RL versions), or --sweep NAME")
     from rlaunch.observe.render import compare_text, dumps
     from rlaunch.observe.scores import compared, evaluation_of
 
@@ -246,3 +283,41 @@ def compare(a: str, b: str, prefix: str | None, as_json: bool) -> None:
         click.echo(dumps({**data, "difference": dataclasses.asdict(found), "verdict": found.verdict()}))
     else:
         click.echo(compare_text((name_a, score_a), (name_b, score_b), found))
+
+
+def compare_sweep(name: str, prefix: str | None, plot_path: str | None, as_json: bool) -> None:
+    """`rlaunch compare --sweep NAME`: the table (or its JSON) and the reward curves' PNG. Without
+    matplotlib the table is still printed; a plot asked for by --plot is then an error, the default
+    one a note."""
+    from rlaunch.observe.render import dumps, sweep_compare_text
+    from rlaunch.observe.sweep_compare import compare_sweep as compared_sweep
+
+    found = compared_sweep(default_prefix(prefix), name)
+    if not as_json:
+        click.echo(sweep_compare_text(found))
+    for problem in found.problems:  # a record that may be a variant and cannot be read as one
+        click.echo(f"warning: {problem}", err=True)
+    wrote, said = _reward_plot(found, plot_path)
+    if as_json:
+        click.echo(dumps({"sweep": name, "variants": [v.to_json() for v in found.variants], "plot": wrote}))
+    click.echo(said, err=as_json)
+
+
+def _reward_plot(found: SweepComparison, plot_path: str | None) -> tuple[str | None, str]:
+    """(the PNG written, else None; what to say of it)."""
+    from rlaunch.observe.plot import draw_rewards
+    from rlaunch.observe.sweep_compare import default_plot_path
+
+    out_path = plot_path or default_plot_path(found.name)
+    curves = [(v.variant, v.rewards) for v in found.variants]
+    if not any(points for _, points in curves):
+        return None, f"no plot written: no variant of {found.name} has logged a reward yet"
+    try:
+        drawn = draw_rewards(curves, f"sweep {found.name}: reward per optimizer step", out_path)
+    except ModuleNotFoundError as exc:
+        if plot_path is not None:
+            raise click.ClickException(f"{exc}; plotting needs matplotlib: pip install 'rlaunch[plot]'") from None
+        return None, f"no plot written: {exc}; pip install 'rlaunch[plot]' for it"
+    except (ValueError, OSError) as exc:
+        raise click.ClickException(f"cannot write the plot to {out_path}: {exc}") from None
+    return out_path, f"wrote {out_path}: {drawn} reward curve(s), one per variant that logged a reward"

@@ -164,10 +164,15 @@ def _model(doc: SkyRLLaunchConfig | None, directory: str | None) -> ModelLoad:
     return model
 
 
-def _steps(doc: SkyRLLaunchConfig | None, directory: str | None) -> Steps:
+def final_step(doc: SkyRLLaunchConfig | None) -> int | None:
+    """The training step the document's run ends at (`trainer.max_training_steps`), when it says."""
     final = get_path(doc.skyrl, TRAINER.MAX_TRAINING_STEPS, None) if doc else None
-    final_step = int(final) if isinstance(final, (int, float)) else None
-    steps = Steps(final_step=final_step, pace=pace([], final_step))  # no step logged yet: the rate waits
+    return int(final) if isinstance(final, (int, float)) else None
+
+
+def _steps(doc: SkyRLLaunchConfig | None, directory: str | None) -> Steps:
+    last = final_step(doc)
+    steps = Steps(final_step=last, pace=pace([], last))  # no step logged yet: the rate waits
     if not directory:
         return steps
     steps.url = storage.join(directory, METRICS)

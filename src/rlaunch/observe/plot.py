@@ -1,7 +1,9 @@
-"""Reward, loss and KL against optimizer step, as a PNG (matplotlib is imported only here)."""
+"""Reward, loss and KL against optimizer step, and a sweep's reward curves, as PNGs (matplotlib is
+imported only here, when a plot is drawn)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,10 +52,7 @@ def merged(series: list[Series]) -> list[dict[str, Any]]:
 
 def draw(series: list[Series], title: str, out_path: str) -> list[str]:
     """Write the PNG; returns the panels drawn (a metric no record carries is left out)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
     from matplotlib.ticker import MaxNLocator
 
     points = merged(series)
@@ -90,3 +89,37 @@ def draw(series: list[Series], title: str, out_path: str) -> list[str]:
     fig.savefig(out_path, format="png", dpi=110)
     plt.close(fig)
     return [label for _, label in panels]
+
+
+def draw_rewards(curves: Sequence[tuple[str, Sequence[tuple[int, float]]]], title: str, out_path: str) -> int:
+    """Write one PNG with a reward curve per (label, points), on one axis so variants compare at a
+    glance; returns the curves drawn (a label without points is left out)."""
+    plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
+    drawn = [(label, points) for label, points in curves if points]
+    if not drawn:
+        raise ValueError("no curve has a point: no variant logged reward_mean")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for label, points in drawn:
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, linewidth=1.2, label=label)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("reward")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out_path, format="png", dpi=110)
+    plt.close(fig)
+    return len(drawn)
+
+
+def _pyplot() -> Any:
+    """matplotlib's pyplot without a display (ModuleNotFoundError without the `plot` extra)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt

@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import datetime
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.intervals import Difference
 from rlaunch.observe.pace import Pace
 from rlaunch.observe.run_jobs import JobView
 from rlaunch.observe.run_status import RunStatus
 from rlaunch.observe.scores import Score
+from rlaunch.observe.sweeps import SweepGroup, grouped, settings_text
 from rlaunch.observe.verdict import Verdict
 from rlaunch.runs.layout import CHECKPOINT_META
 from rlaunch.runs.run_record import PHASES
+
+if TYPE_CHECKING:
+    from rlaunch.observe.sweep_compare import SweepComparison
 
 LABEL_WIDTH = 12
 MAX_FAILURE_LINES = 8
@@ -340,6 +344,34 @@ def compare_text(a: tuple[str, Score], b: tuple[str, Score], found: Difference) 
     return "\n".join(lines)
 
 
+def sweep_compare_text(found: SweepComparison) -> str:
+    """One row per variant: label, settings, state, training steps done of planned, the reward last
+    logged, the evaluation's accuracy with its 95 % interval, GPU-hours used; then each variant's
+    artifact and the evaluation read for it (or why none is)."""
+    rows = [["VARIANT", "SETTINGS", "STATE", "STEPS", "REWARD", "EVALUATION", "GPU-HOURS"]]
+    for v in found.variants:
+        steps = f"{_number(v.steps_done)}/{'?' if v.steps_planned is None else v.steps_planned}"
+        rows.append([
+            v.variant, settings_text(v.settings), v.state, steps, _number(v.final_reward), _accuracy(v.score),
+            f"{v.gpu_hours:.2f}",
+        ])  # fmt: skip
+    lines = [f"sweep {found.name}: {len(found.variants)} variant(s)", table(rows), ""]
+    width = max(len(v.variant) for v in found.variants)
+    for v in found.variants:
+        evaluated = f"evaluated by {v.evaluation}" if v.evaluation else (v.evaluation_note or "no evaluation")
+        lines.append(f"{v.variant:<{width}}  {v.artifact or v.output_path}  ({evaluated})")
+    return "\n".join(lines)
+
+
+def _accuracy(score: Score | None) -> str:
+    """`0.412 [0.371, 0.453]`; an older report's accuracy without its interval; `-` for none."""
+    if score is None:
+        return "-"
+    if score.accuracy is None:
+        return "-" if score.reported_accuracy is None else f"{score.reported_accuracy:.3f} (no interval)"
+    return f"{score.accuracy.accuracy:.3f} [{score.accuracy.low:.3f}, {score.accuracy.high:.3f}]"
+
+
 def verdict_text(s: RunStatus, verdict: Verdict) -> str:
     head = f"smoke verdict for {s.artifact or s.reference} attempt {s.attempt_id or '-'}: {'PASS' if verdict.ok else 'FAIL'}"
     lines = [head]
@@ -350,13 +382,28 @@ def verdict_text(s: RunStatus, verdict: Verdict) -> str:
 
 
 def runs_rows(runs: list[dict[str, Any]]) -> str:
-    rows = [["ARTIFACT", "STATE", "ATTEMPT", "SUBMITTED", "COORDINATOR", "CHILD"]]
-    for r in runs:
-        rows.append([
-            r["artifact"] or r["output_path"], r["state"], f"{r['attempt_id']} ({r['attempts']})", r["submitted_at"] or "-",
-            r["coordinator_job_id"] or "-", r["child_job_id"] or "-",
-        ])  # fmt: skip
-    return table(rows)
+    """One line per run; a sweep's variants under one line for the sweep (its name, how many variants
+    in which states), each indented, with its label and settings in a last column (only when a run
+    listed is a sweep's: a list without sweeps reads as it always did)."""
+    shown = grouped(runs)
+    in_sweeps = any(isinstance(item, SweepGroup) for item in shown)
+    rows = [["ARTIFACT", "STATE", "ATTEMPT", "SUBMITTED", "COORDINATOR", "CHILD"] + (["VARIANT"] if in_sweeps else [])]
+    group_at: dict[int, SweepGroup] = {}  # the table row a group's line goes above
+    for item in shown:
+        if isinstance(item, SweepGroup):
+            group_at[len(rows)] = item
+        for r in item.rows if isinstance(item, SweepGroup) else (item,):
+            member = r["sweep"] if isinstance(item, SweepGroup) else None
+            variant = f"{member['variant']}  {settings_text(member['settings'])}" if member else ""
+            rows.append([
+                ("  " if member else "") + (r["artifact"] or r["output_path"]), r["state"],
+                f"{r['attempt_id']} ({r['attempts']})", r["submitted_at"] or "-",
+                r["coordinator_job_id"] or "-", r["child_job_id"] or "-",
+            ] + ([variant] if in_sweeps else []))  # fmt: skip
+    lines = table(rows).splitlines()
+    for index in sorted(group_at, reverse=True):
+        lines.insert(index, f"sweep {group_at[index].name}  {group_at[index].states_text()}")
+    return "\n".join(lines)
 
 
 def _order(name: str) -> int:

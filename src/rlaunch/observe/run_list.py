@@ -1,4 +1,5 @@
-"""`rlaunch runs`: the list of every run recorded under a prefix, newest first, with its state and job ids."""
+"""`rlaunch runs`: the list of every run recorded under a prefix, newest first, with its state, job ids
+and the sweep it belongs to."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from rlaunch.observe.collect import effective_state
 from rlaunch.observe.resolve import at_path, prefix_of, run_records
 from rlaunch.observe.run_files import read_json
 from rlaunch.observe.run_status import TERMINAL_STATES, Cancellation, Terminal
-from rlaunch.runs.layout import RUN_RECORD, cancel_record, terminal_manifest
+from rlaunch.observe.sweeps import MalformedSweepError, sweep_of
+from rlaunch.runs.layout import RUN_RECORD, cancel_record, run_record, terminal_manifest
 from rlaunch.statefiles import CorruptStateError
 
 _ROW_KEYS = (
@@ -30,6 +32,8 @@ _ROW_KEYS = (
     "runtime_profile",
     "runtime_digest",
     "fingerprint",
+    "sweep",
+    "sweep_problem",
 )
 
 
@@ -52,6 +56,11 @@ def summary(output_path: str, record: dict[str, Any], prefix: str | None) -> dic
         )
         cancelled = Cancellation(by="?", at=cancel.get("at")) if isinstance(cancel, dict) else None
         state, reason = effective_state(state, coordinator, child, terminal, cancelled, attempt_id)
+    try:
+        member = sweep_of(record, run_record(output_path))
+        sweep, sweep_problem = (member.to_dict() if member else None), None
+    except MalformedSweepError as exc:  # told by the caller; the run is listed as one of no sweep
+        sweep, sweep_problem = None, str(exc)
     return {
         "artifact": latest.get("artifact"),
         "output_path": output_path,
@@ -69,13 +78,19 @@ def summary(output_path: str, record: dict[str, Any], prefix: str | None) -> dic
         "runtime_profile": latest.get("runtime_profile"),
         "runtime_digest": latest.get("runtime_digest"),
         "fingerprint": latest.get("fingerprint"),
+        "sweep": sweep,
+        "sweep_problem": sweep_problem,
     }
 
 
 def list_runs(
-    prefix: str, name_prefix: str | None = None, damaged: list[CorruptStateError] | None = None
+    prefix: str,
+    name_prefix: str | None = None,
+    damaged: list[CorruptStateError] | None = None,
+    sweep: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Runs under `prefix` (optionally only artifacts whose name starts with `name_prefix`), newest first.
+    """Runs under `prefix` (optionally only artifacts whose name starts with `name_prefix`, only the
+    variants of the sweep named `sweep`), newest first.
 
     A run whose record is damaged is listed as `damaged` (its latest attempt rebuilt from the run's
     other durable state, `observe.recover`) and its error added to `damaged` for the caller to report.
@@ -86,7 +101,13 @@ def list_runs(
     if damaged is not None:
         damaged.extend(found)
     return sorted(
-        (r for r in rows if r is not None and (r["artifact"] or "").startswith(name_prefix or "")),
+        (
+            r
+            for r in rows
+            if r is not None
+            and (r["artifact"] or "").startswith(name_prefix or "")
+            and (sweep is None or (r["sweep"] or {}).get("name") == sweep)
+        ),
         key=lambda r: r["submitted_at"] or "",
         reverse=True,
     )

@@ -118,11 +118,7 @@ def evaluation_of(ref: RunRef) -> tuple[str, Score]:
         raise NoEvaluationError(
             f"{ref.output_path} holds no {EVALUATION_REPORT}: give an evaluation step (name@version or its path)"
         )
-    found = [
-        (_artifact_of(record) or path, score)
-        for path, record in run_records(ref.prefix)
-        if (score := read_score(path)) is not None and (score.model or "").startswith(ref.artifact + ":")
-    ]
+    found = evaluations_of(ref.artifact, evaluations(ref.prefix))
     if len(found) != 1:
         listed = ", ".join(name for name, _ in found) or "none"
         raise NoEvaluationError(
@@ -130,6 +126,21 @@ def evaluation_of(ref: RunRef) -> tuple[str, Score]:
             f"({listed}); give the evaluation's name@version or path"
         )
     return found[0]
+
+
+def evaluations(prefix: str) -> list[tuple[str, Score]]:
+    """Every evaluation under `prefix` that wrote its report: (its name@version, else its path; its score)."""
+    return [
+        (_artifact_of(record) or path, score)
+        for path, record in run_records(prefix)
+        if (score := read_score(path)) is not None
+    ]
+
+
+def evaluations_of(model: str, found: list[tuple[str, Score]]) -> list[tuple[str, Score]]:
+    """Those of `found` that scored the artifact `model` (name@version): the whole identity their
+    report names, a fingerprint after it, never a version that only starts the same."""
+    return [(name, score) for name, score in found if (score.model or "").startswith(model + ":")]
 
 
 def _artifact_of(record: Mapping[str, Any]) -> str | None:
