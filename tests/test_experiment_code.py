@@ -24,31 +24,13 @@ from rlaunch.experiment_code import (
     publish,
     stage,
 )
-
-REWARDS = "def exact(completion, truth):\n    return float(completion == truth)\n"
+from tests.shipped_code import REWARDS, experiment_tree
 
 
 @pytest.fixture
 def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A working tree, the current directory and first on the path, holding the package `shipexp`:
-    `rewards.py`, `helpers/{__init__,maths}.py`, a stale `__pycache__` and a README."""
-    work = tmp_path / "work"
-    files = {
-        "shipexp/__init__.py": "",
-        "shipexp/rewards.py": REWARDS,
-        "shipexp/helpers/__init__.py": "",
-        "shipexp/helpers/maths.py": "TWO = 2\n",
-        "shipexp/helpers/__pycache__/maths.cpython-311.pyc": "stale",
-        "shipexp/README.md": "not code\n",
-    }
-    for rel, text in files.items():
-        (work / rel).parent.mkdir(parents=True, exist_ok=True)
-        (work / rel).write_text(text)
-    monkeypatch.chdir(work)
-    monkeypatch.syspath_prepend(str(work))
-    yield work
-    for name in [m for m in sys.modules if m == "shipexp" or m.startswith("shipexp.")]:
-        del sys.modules[name]
+    """A working tree holding the package `shipexp` (tests/shipped_code.py)."""
+    yield from experiment_tree(tmp_path, monkeypatch)
 
 
 def digest(*modules: str) -> str:
