@@ -105,6 +105,7 @@ def job_document(request: StepJobRequest, attempt_id: str, result_url: str) -> d
     """What the task reads: the function by name, the config, the inputs by identity, and where the
     experiment's shipped code is (by its digest; none: the function comes from the working directory)."""
     code = request.code
+    shipped = {} if code is None else {"code": {"uri": code_uri(request.prefix, code.digest), "digest": code.digest}}
     return {
         "identity": request.identity,
         "run_id": step_run_id(request),
@@ -114,7 +115,7 @@ def job_document(request: StepJobRequest, attempt_id: str, result_url: str) -> d
         "inputs": [{"identity": i.identity, "uri": i.uri} for i in request.inputs],
         "runtime": request.execution.runtime,
         "result_uri": result_url,
-        "code": None if code is None else {"uri": code_uri(request.prefix, code.digest), "digest": code.digest},
+        **shipped,
     }
 
 
