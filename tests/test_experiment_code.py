@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from rlaunch.artifacts import Artifact, ArtifactStep
+from rlaunch.artifacts.judged import judged, replay_check
 from rlaunch.experiment_code import (
     CODE_PATH_ENV,
     MANIFEST,
@@ -208,3 +209,12 @@ def test_a_step_refuses_code_that_is_not_an_experiment_code() -> None:
 
 def test_the_code_path_env_is_rlaunchs_own() -> None:
     assert CODE_PATH_ENV.startswith("RLAUNCH_")  # task_env may not set it (launch_config.task_env)
+
+
+def test_a_coordinator_replaying_over_edited_code_is_refused_naming_the_code(tree: Path) -> None:
+    submitted = judged([step(ExperimentCode(modules=("shipexp.rewards",)))], {})
+    (tree / "shipexp/rewards.py").write_text(REWARDS + "# edited after --run\n")
+    replay = replay_check(submitted, judged([step(ExperimentCode(modules=("shipexp.rewards",)))], {}), {})
+    (difference,) = replay.steps
+    assert difference.field == "code" and difference.judged != difference.replayed
+    assert replay_check(submitted, submitted, {}).problems() == []

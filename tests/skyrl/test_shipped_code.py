@@ -14,11 +14,15 @@ from rlaunch.experiment_code import ExperimentCode, ExperimentCodeError, code_ur
 from rlaunch.launch_config import schema
 from rlaunch.skyrl import skyrl_step
 from rlaunch.skyrl.plan.launch_document import code_section
+from rlaunch.skyrl.views.plan_view import describe_step
 from tests.shipped_code import REWARDS, experiment_tree
 
-from .helpers import cpu_topology, local, spec
+from .helpers import cpu_topology, local, planned_view_of, spec
 
-CODE = ExperimentCode(modules=("shipexp",))
+
+def shipped() -> ExperimentCode:
+    """The package `shipexp`, read afresh (a value caches the files it found)."""
+    return ExperimentCode(modules=("shipexp",))
 
 
 @pytest.fixture
@@ -43,7 +47,7 @@ def test_a_reward_whose_module_is_not_shipped_is_refused_naming_the_declaration_
 
 def test_a_reward_on_a_runtime_that_calls_none_is_refused() -> None:
     with pytest.raises(ValueError, match=r"runtime 'fsdp' does not call a reward function of the shipped code"):
-        spec(code=CODE, reward="shipexp.rewards:exact")
+        spec(code=shipped(), reward="shipexp.rewards:exact")
 
 
 def test_code_that_is_not_an_experiment_code_is_refused() -> None:
@@ -56,10 +60,10 @@ def fingerprint_document(s) -> dict:  # noqa: ANN001
 
 
 def test_the_document_carries_the_code_by_digest_and_the_reward_by_name(tree: Path) -> None:
-    document = fingerprint_document(cpu_spec(code=CODE, reward="shipexp.rewards:exact"))
+    document = fingerprint_document(cpu_spec(code=shipped(), reward="shipexp.rewards:exact"))
     assert document["code"] == {
-        "uri": code_uri("<prefix>", CODE.digest),
-        "digest": ExperimentCode(modules=("shipexp",)).digest,
+        "uri": code_uri("<prefix>", shipped().digest),
+        "digest": shipped().digest,
         "modules": ["shipexp"],
         "reward": "shipexp.rewards:exact",
     }
@@ -79,12 +83,14 @@ def test_the_fingerprint_of_the_rl_step_moves_with_its_reward_source(tree: Path)
 
 def test_a_reward_its_module_does_not_define_is_refused_when_the_document_is_rendered(tree: Path) -> None:
     with pytest.raises(ExperimentCodeError, match=r"shipexp/rewards.py defines no top-level 'exac'"):
-        fingerprint_document(cpu_spec(code=CODE, reward="shipexp.rewards:exac"))
+        fingerprint_document(cpu_spec(code=shipped(), reward="shipexp.rewards:exac"))
 
 
 def test_a_live_document_names_the_bundle_under_the_prefix(tree: Path, tmp_path: Path) -> None:
-    section = code_section(cpu_spec(code=CODE, reward="shipexp.rewards:exact"), str(tmp_path / "prefix"))
-    assert section.uri == f"{tmp_path / 'prefix'}/.code/{CODE.digest}" and section.reward == "shipexp.rewards:exact"
+    section = code_section(cpu_spec(code=shipped(), reward="shipexp.rewards:exact"), str(tmp_path / "prefix"))
+    assert (
+        section.uri == f"{tmp_path / 'prefix'}/.code/{shipped().digest}" and section.reward == "shipexp.rewards:exact"
+    )
 
 
 @pytest.mark.parametrize(("uri", "refused"), [("/prefix/.code/d", False), ("prefix/.code/d", True)])
@@ -103,3 +109,16 @@ def test_a_document_whose_code_is_not_at_a_storage_location_is_refused(
 def test_a_document_whose_code_digest_is_not_a_sha256_is_refused(digest: str) -> None:
     with pytest.raises(ValueError, match=r"code.digest=.* must be the 64-hex sha256 of the shipped code"):
         schema.CodeSection(uri="/prefix/.code/x", digest=digest)
+
+
+def test_the_plan_names_the_shipped_code_and_the_reward_and_a_run_without_code_no_row(prefix: str, tree: Path) -> None:
+    digest = shipped().digest
+    plan = describe_step(
+        *planned_view_of(skyrl_step(cpu_spec(code=shipped(), reward="shipexp.rewards:exact"), local()))
+    )
+    (row,) = [line for line in plan if line.startswith("shipped code")]
+    assert row.split(None, 2)[2] == (
+        f"shipexp (sha256 {digest[:16]}) -> {prefix}/.code/{digest}; reward shipexp.rewards:exact"
+    )
+    plain = describe_step(*planned_view_of(skyrl_step(cpu_spec(), local())))
+    assert not [line for line in plain if line.startswith("shipped code")]
