@@ -8,8 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
+from click.testing import CliRunner
 
+from rlaunch.cli import rl_build_options
 from rlaunch.experiment_code import ExperimentCode, ExperimentCodeError, code_uri
 from rlaunch.launch_config import schema
 from rlaunch.skyrl import skyrl_step
@@ -122,3 +125,26 @@ def test_the_plan_names_the_shipped_code_and_the_reward_and_a_run_without_code_n
     )
     plain = describe_step(*planned_view_of(skyrl_step(cpu_spec(), local())))
     assert not [line for line in plain if line.startswith("shipped code")]
+
+
+@click.command()
+@click.option("--module", default="shipexp.rewards")
+@rl_build_options
+def experiment(module: str) -> Any:
+    return skyrl_step(cpu_spec(code=ExperimentCode(modules=(module,)), reward=f"{module}:exact"), local())
+
+
+@pytest.mark.parametrize(("module", "refused"), [("shipexp.rewards", False), ("shipexp.rewardz", True)])
+def test_the_dry_run_refuses_a_module_it_cannot_find_naming_it_and_the_fix(
+    prefix: str, tree: Path, module: str, refused: bool
+) -> None:
+    result = CliRunner().invoke(experiment, ["--version", "2026.12.07", "--module", module])
+    if not refused:
+        assert result.exit_code == 0 and "shipped code       shipexp.rewards (sha256 " in result.output, result.output
+        return
+    assert result.exit_code != 0
+    assert (
+        "ExperimentCode: module 'shipexp.rewardz' is not found on the path of this process (from "
+        f"{tree}); run the experiment from the directory that holds it"
+    ) in result.output, result.output
+    assert not Path(prefix).exists() or not any(Path(prefix).iterdir())  # a dry run writes nothing
