@@ -34,6 +34,7 @@ from rlaunch import evaluation, storage
 from rlaunch.artifacts import Artifact, ArtifactStep, resolve_version
 from rlaunch.cli import rl_build_options
 from rlaunch.evaluation import EvalReport, Sampling
+from rlaunch.experiment_code import ExperimentCode
 from rlaunch.runtimes.environment import runtime_tool
 from rlaunch.skyrl import (
     ArtifactDataSource,
@@ -269,9 +270,12 @@ def rl_step(
     recipe: str = RECIPE,
     roles: SkyRLRolePlan | None = None,
     seed: int = 0,
+    code: ExperimentCode | None = None,
+    reward: str | None = None,
 ) -> SkyRLArtifactStep:
-    """The RL step; `experiments.cpu_scaled` reuses it for a larger run of the same shape and
-    `experiments.learning` with its own recipe (`%(steps)d` in it) and role plan."""
+    """The RL step; `experiments.cpu_scaled` reuses it for a larger run of the same shape,
+    `experiments.learning` with its own recipe (`%(steps)d` in it) and role plan, and
+    `experiments.custom_reward` with its own reward function (`reward`, shipped as `code`)."""
     spec = SkyRLSpec(
         name=name,
         version=resolve_version(name, None),
@@ -285,6 +289,8 @@ def rl_step(
         ),
         retention=SkyRLRetentionPolicy(resume_checkpoint_count=2, temporary_storage_ttl_days=7),
         seed=seed,
+        code=code,
+        reward=reward,
     )
     return skyrl_step(spec, execution(backend, slots), export_hf=True, smoke=smoke)
 

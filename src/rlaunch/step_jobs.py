@@ -7,7 +7,8 @@ inputs by identity, runs the step's function on rank 0 in a task, and hands its 
 back; the runner records the artifact exactly as for a step run in the coordinator.
 
 `StepJobRequest` is what the runner hands the step-job path (`StepJobs`), as plain values: the
-function by import path, the config as built in the coordinator, the inputs' identities.
+function by import path, the config as built in the coordinator, the inputs' identities, and the
+experiment's code the step ships (`ExperimentCode`), which the job imports before its function.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rlaunch.errors import UserError
+from rlaunch.experiment_code import ExperimentCode
 from rlaunch.units import parse_size
 
 
@@ -132,6 +134,7 @@ class StepJobRequest:
     config: Mapping[str, Any]
     inputs: tuple[StepInput, ...]
     execution: StepExecution
+    code: ExperimentCode | None = None
 
 
 class StepJobs(Protocol):

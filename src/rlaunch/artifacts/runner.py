@@ -261,6 +261,7 @@ class Runner:
             config=canonical_value(config),
             inputs=inputs,
             execution=step.execution,
+            code=step.code,
         )
         values = self.step_jobs.run(request, self._say)
         return step.artifact_type(path=path, **values)

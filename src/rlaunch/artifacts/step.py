@@ -14,6 +14,7 @@ from rlaunch.artifacts.context import StepContext
 from rlaunch.artifacts.fingerprint import canonical_json, canonical_value, fingerprint_hash
 from rlaunch.artifacts.identity import validate_name, validate_version
 from rlaunch.errors import UserError
+from rlaunch.experiment_code import ExperimentCode
 from rlaunch.names import is_mutable
 from rlaunch.step_jobs import StepExecution, function_path
 
@@ -32,6 +33,8 @@ class ArtifactStep(Generic[A]):
     Handles compare by identity (two handles are equal only if they are the same object) and
     every dependency the config reads must be listed in `deps`. `execution` says where `run` runs:
     None in the coordinator, a `StepExecution` as a step job; placement, never part of the fingerprint.
+    `code` is the experiment's own code the step ships (`ExperimentCode`): its digest is part of the
+    fingerprint, and a step job imports it (its `run` function included) from the shipped copy.
     """
 
     name: str
@@ -43,6 +46,7 @@ class ArtifactStep(Generic[A]):
     runtime_args: Mapping[str, Any] = field(default_factory=dict)
     expected_fingerprint: str | None = None
     execution: Any = None  # where `run` runs: None (the coordinator) or an `execution_type`
+    code: ExperimentCode | None = None
     execution_type: ClassVar[type] = StepExecution
     submitted_by: ClassVar[str | None] = None  # the only path that may launch it (None: any runner)
 
@@ -61,6 +65,8 @@ class ArtifactStep(Generic[A]):
                 f"{self.name}: execution must be a {self.execution_type.__name__} (or None: run in the coordinator); "
                 f"got {self.execution!r}"
             )
+        if self.code is not None and not isinstance(self.code, ExperimentCode):
+            raise TypeError(f"{self.name}: code must be an ExperimentCode (or None); got {self.code!r}")
         if isinstance(self.execution, StepExecution):
             function_path(self.run, self.name)  # a task imports it by name: refuse a lambda now, not in the job
         object.__setattr__(self, "runtime_args", types.MappingProxyType(dict(self.runtime_args)))
@@ -87,14 +93,16 @@ class ArtifactStep(Generic[A]):
     @functools.cached_property
     def fingerprint_payload(self) -> str:
         # The dependencies' identities enter too, so bumping a dependency's version changes the
-        # fingerprint even when the config never reads that dependency's path.
-        return canonical_json(
-            {
-                "type": self.artifact_type.type_name(),
-                "config": canonical_value(self.fingerprint_config),
-                "deps": sorted({dep.identity for dep in self.deps}),
-            }
-        )
+        # fingerprint even when the config never reads that dependency's path. Shipped code enters
+        # by its digest, and only when declared: a step without it keeps the fingerprint it had.
+        payload = {
+            "type": self.artifact_type.type_name(),
+            "config": canonical_value(self.fingerprint_config),
+            "deps": sorted({dep.identity for dep in self.deps}),
+        }
+        if self.code is not None:
+            payload["code"] = self.code.digest
+        return canonical_json(payload)
 
     @functools.cached_property
     def fingerprint(self) -> str:

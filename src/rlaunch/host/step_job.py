@@ -37,6 +37,7 @@ from rlaunch.cluster.protocol import (
     single_replica_lines,
 )
 from rlaunch.errors import UserError
+from rlaunch.experiment_code import code_uri, publish
 from rlaunch.judgement.gates import recorded_attempts
 from rlaunch.judgement.judge import Authorisations, judge_step_job
 from rlaunch.launch_config.failures import classify
@@ -101,7 +102,10 @@ def gang_for_check(execution: StepExecution, name: str) -> JobSpec:
 
 
 def job_document(request: StepJobRequest, attempt_id: str, result_url: str) -> dict[str, Any]:
-    """What the task reads: the function by name, the config, the inputs by identity."""
+    """What the task reads: the function by name, the config, the inputs by identity, and where the
+    experiment's shipped code is (by its digest; none: the function comes from the working directory)."""
+    code = request.code
+    shipped = {} if code is None else {"code": {"uri": code_uri(request.prefix, code.digest), "digest": code.digest}}
     return {
         "identity": request.identity,
         "run_id": step_run_id(request),
@@ -111,6 +115,7 @@ def job_document(request: StepJobRequest, attempt_id: str, result_url: str) -> d
         "inputs": [{"identity": i.identity, "uri": i.uri} for i in request.inputs],
         "runtime": request.execution.runtime,
         "result_uri": result_url,
+        **shipped,
     }
 
 
@@ -141,6 +146,8 @@ class StepJobLauncher:
         result_url = storage.join(directory, STEP_JOB_RESULT)
         document = job_document(request, attempt_id, result_url)
         refuse_secrets_in(document, f"the step job document of {request.identity}")  # stored: no credentials
+        if request.code is not None:  # the files fingerprinted, stored by their digest before the job reads them
+            publish(request.code, document["code"]["uri"], document["code"]["digest"])
         storage.write_json_atomic(document_url, document)
         backend = self.backend or backend_from_env() or get_backend("local")
         spec = step_job_spec(request, attempt_id, document_url, self.working_dir or os.getcwd())

@@ -264,6 +264,23 @@ class DeclaredSmoke:
                 raise ValueError(f"gates.smoke.{name}={getattr(self, name)} cannot be negative (0: not stated)")
 
 
+@dataclass(frozen=True)
+class CodeSection:
+    """The experiment's own code shipped with the run (`rlaunch.experiment_code`): the bundle at
+    `uri`, whose identity is `digest`, staged by every task and put on the trainer's PYTHONPATH;
+    `reward` (`module:function`, a function of that code) is what the trainer scores completions
+    with instead of the recipe's built-in `environment.env_class` (a runtime that can: trl-cpu)."""
+
+    uri: str
+    digest: str
+    modules: tuple[str, ...] = ()
+    reward: str | None = None
+
+    def __post_init__(self) -> None:
+        if not _DIGEST.fullmatch(self.digest):
+            raise ValueError(f"code.digest={self.digest!r} must be the 64-hex sha256 of the shipped code")
+
+
 WAIVABLE = ("large", "memory")  # the gates `--waive GATE=REASON` lets go (`rlaunch.judgement.judge`)
 
 
@@ -303,6 +320,7 @@ class SkyRLLaunchConfig:
     skyrl: Mapping[str, Any]
     ray: RaySection = field(default_factory=RaySection)
     gates: GatesSection = field(default_factory=GatesSection)
+    code: CodeSection | None = None  # none: the trainer runs only the runtime's own code
 
     def __post_init__(self) -> None:
         if self.schema_version != SCHEMA_VERSION:
@@ -383,6 +401,8 @@ def confinement_problems(config: SkyRLLaunchConfig) -> list[str]:
         relative = getattr(source, "relative_path", "")
         if relative and (problem := relative_path_problem(relative)):
             problems.append(f"{where}.relative_path={relative!r} {problem}")
+    if config.code is not None and (problem := location_problem(config.code.uri)):
+        problems.append(f"code.uri={config.code.uri!r} {problem}")
     if not ATTEMPT_ID.fullmatch(config.run.attempt_id):
         problems.append(
             f"run.attempt_id={config.run.attempt_id!r} must be 1-64 letters, digits, '_' or '-' (it names "

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlaunch import storage
+from rlaunch.experiment_code import CODE_PATH_ENV
 from rlaunch.runtimes.lockfile import read_lock
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,8 +98,9 @@ class RuntimeEnvironment:
     venv_built: bool = False  # this call built the venv
 
     def process_env(self, extra: Mapping[str, str] | None = None, *, inherit: bool = False) -> dict[str, str]:
-        """Variables a runtime process needs: PYTHONPATH = the adapter dir (an `extra` PYTHONPATH is
-        appended after it), offline flags for HF libraries, `RLAUNCH_BASE_CONFIG`,
+        """Variables a runtime process needs: PYTHONPATH = the adapter dir, then the experiment's
+        staged code (`$RLAUNCH_EXPERIMENT_CODE`, from `extra` or an inherited environment), then an
+        `extra` PYTHONPATH; offline flags for HF libraries, `RLAUNCH_BASE_CONFIG`,
         `RLAUNCH_RUNTIME_PROFILE`, then `extra`.
 
         An overlay by default (merge it onto the parent environment); `inherit=True` returns
@@ -114,6 +116,9 @@ class RuntimeEnvironment:
         if self.kind == "venv":
             env["PYTHONNOUSERSITE"] = "1"
         paths = [self.adapter_dir]
+        code = extra.get(CODE_PATH_ENV) or env.get(CODE_PATH_ENV)
+        if code:  # the adapter's own modules cannot be shadowed by the experiment's
+            paths.append(code)
         if extra.get("PYTHONPATH"):
             paths.append(extra.pop("PYTHONPATH"))
         else:

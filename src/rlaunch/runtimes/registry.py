@@ -53,6 +53,8 @@ class Capabilities:
     `honoured_keys`: dotted base-config keys (`prefix.*` wildcards allowed) the runtime acts on;
     None means every key. A key outside it must keep its base-config default.
     `allowed_values`: dotted key -> the only values accepted for that (honoured) key.
+    `shipped_reward`: the trainer scores with a reward function of the experiment's shipped code
+    (the document's `code.reward`, `SkyRLSpec(reward=...)`) instead of the built-in env class.
     """
 
     accelerator: str  # "cpu" (device slots are processes) or "gpu"
@@ -63,6 +65,7 @@ class Capabilities:
     max_nodes: int | None = None
     honoured_keys: tuple[str, ...] | None = None  # None: every base-config key is honoured
     allowed_values: Mapping[str, tuple[Any, ...]] | None = None  # None: any value of an honoured key
+    shipped_reward: bool = False
 
     def __post_init__(self) -> None:
         if self.honoured_keys is not None and not isinstance(self.honoured_keys, tuple):

@@ -1,6 +1,7 @@
 """`python -m rlaunch.task --config URL`: what every replica of the child gang runs.
 
-Every replica stages the model and data, and writes a join marker. Rank 0 writes the task-local
+Every replica stages the model and data (and the experiment's shipped code, which goes on the
+trainer's PYTHONPATH after the adapter's), and writes a join marker. Rank 0 writes the task-local
 final document (staged paths patched in), builds or reuses the runtime environment, and runs the
 runtime entrypoint (`run(cfg.skyrl)`) in it; when it ends, rank 0 publishes the gang's outcome.
 Other ranks join the gang and leave with rank 0's outcome. The task-local directory (staged
@@ -37,6 +38,8 @@ import click
 from rlaunch import storage
 from rlaunch.cluster.protocol import BACKEND_ENV, JOB_ID_ENV, RANK_ENV, WORLD_SIZE_ENV
 from rlaunch.cluster.ray.contract import GCS_ADDRESS_ENV as RAY_GCS_ADDRESS_ENV
+from rlaunch.experiment_code import CODE_PATH_ENV
+from rlaunch.experiment_code import stage as stage_shipped
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.composition import set_path
 from rlaunch.launch_config.recipe_keys import DATA, ROLE, role_key
@@ -55,6 +58,7 @@ STAGING_ENV = "RLAUNCH_STAGING_ROOT"
 KEEP_ENV = "RLAUNCH_KEEP_TASK_DIR"  # keep staged inputs and trainer scratch for debugging
 OUTCOME = GANG_OUTCOME
 FINAL_FILE = "final-launch.yaml"
+CODE_DIR = "shipped-code"  # the experiment's code under the task's directory, on the trainer's PYTHONPATH
 
 
 def log(message: str) -> None:
@@ -121,6 +125,16 @@ def stage_inputs(doc: schema.SkyRLLaunchConfig, local_root: str) -> dict[str, st
     return staged
 
 
+def stage_code(doc: schema.SkyRLLaunchConfig, local_root: str) -> None:
+    """Stage the experiment's shipped code (by its digest) where the trainer imports it from (`code_dir`)."""
+    if doc.code is not None:
+        stage_shipped(doc.code.uri, doc.code.digest, code_dir(local_root), log, root=local_root)
+
+
+def code_dir(local_root: str) -> str:
+    return join_inside(local_root, CODE_DIR, field="code")
+
+
 def final_document(doc: schema.SkyRLLaunchConfig, staged: dict[str, str]) -> dict[str, Any]:
     """The resolved document with task-local paths patched into the recipe."""
     skyrl = copy.deepcopy(dict(doc.skyrl))
@@ -171,6 +185,7 @@ def runtime_process_env(doc: schema.SkyRLLaunchConfig, env: RuntimeEnvironment, 
             RESUME_FROM_ENV: json.dumps(encode(doc.runtime.resume_from)) if doc.runtime.resume_from else "",
             "RLAUNCH_MODEL_IDENTITY": doc.inputs.model.identity,
             "RLAUNCH_TASK_DIR": local_root,
+            **({CODE_PATH_ENV: code_dir(local_root)} if doc.code is not None else {}),
         },
         inherit=True,
     )
@@ -288,6 +303,7 @@ def _run_task(config_url: str, signalled: Signalled) -> None:
         ) from None
     try:
         staged = stage_inputs(doc, local_root)
+        stage_code(doc, local_root)
         write_join_marker(doc, rank, world, started_at)
         log(f"joined gang as rank {rank} of {world}")
         ray_driver = get_profile(doc.runtime.profile).launcher == RAY_DRIVER

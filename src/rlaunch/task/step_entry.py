@@ -6,7 +6,10 @@ Every input's record must carry the identity the coordinator planned with (name@
 fingerprint, `rlaunch.task.staging`): a substituted input is refused before the function runs.
 Each place the config points into an input is staged (verified, checksummed) under the task's
 local root, and the function is given the config with those places rewritten to the local copies;
-its output path is not an input and stays as it was. Rank 0 builds the runtime's environment when
+its output path is not an input and stays as it was. The experiment's code the step ships
+(`rlaunch.experiment_code`) is staged by its digest and put first on the import path (and on the
+PYTHONPATH of the runtime tools the function starts), so the function and what it imports come
+from the files the coordinator fingerprinted, not from the working directory. Rank 0 builds the runtime's environment when
 the job names one, runs the function and writes its artifact's value fields; other ranks stage
 their inputs and leave. The task's local root is removed afterwards (`RLAUNCH_KEEP_TASK_DIR=1`
 keeps it).
@@ -26,6 +29,8 @@ from rlaunch.artifacts.artifact import Artifact
 from rlaunch.artifacts.fingerprint import canonical_value
 from rlaunch.boundary import error_boundary
 from rlaunch.cluster.protocol import RANK_ENV
+from rlaunch.experiment_code import on_path
+from rlaunch.experiment_code import stage as stage_code
 from rlaunch.names import sanitize_job_name
 from rlaunch.paths import join_inside, remove_inside
 from rlaunch.task.bootstrap import KEEP_ENV, Signalled, staging_root
@@ -85,8 +90,8 @@ def load_function(path: str) -> Callable[[Any], Any]:
         return function
     except (ImportError, AttributeError) as exc:
         raise StagingError(
-            f"the step job cannot import its function {path} ({exc}); the job's working directory must hold the "
-            "experiment's code, as the coordinator's does"
+            f"the step job cannot import its function {path} ({exc}); ship its module with the step "
+            "(`code=ExperimentCode(modules=(...))`), or run from a working directory that holds it"
         ) from exc
 
 
@@ -95,13 +100,18 @@ def run_step(document: dict[str, Any], rank: int, root: str) -> None:
     if rank != 0:
         log(f"rank {rank}: inputs staged; rank 0 runs {document['identity']}")
         return
+    code = document.get("code")
+    if code:
+        on_path(stage_code(code["uri"], code["digest"], join_inside(root, "code", field="code"), log, root=root))
     if document.get("runtime"):
         from rlaunch.runtimes.environment import ensure_environment
         from rlaunch.runtimes.registry import get_profile
 
         ensure_environment(get_profile(document["runtime"]), progress=log)
-    log(f"running {document['function']} for {document['identity']}")
-    value = load_function(document["function"])(config)
+    function = load_function(document["function"])
+    where = getattr(sys.modules.get(function.__module__), "__file__", None)
+    log(f"running {document['function']} for {document['identity']}" + (f" (from {where})" if code else ""))
+    value = function(config)
     values = value.values() if isinstance(value, Artifact) else {}
     storage.write_json_atomic(document["result_uri"], {"values": canonical_value(values, "result")})
     log(f"{document['identity']}: result written to {document['result_uri']}")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlaunch import storage
 from rlaunch.artifacts import StepContext
+from rlaunch.experiment_code import ExperimentCodeError, code_uri
 from rlaunch.judgement.gates import AUTHORISED_ENV, GATE_OPTIONS
 from rlaunch.launch_config.schema import (
     SCHEMA_VERSION,
@@ -27,6 +28,7 @@ from rlaunch.launch_config.schema import (
     ArtifactsSection,
     Authorisation,
     ClusterSection,
+    CodeSection,
     CoordinatorSection,
     DeclaredSmoke,
     GatesSection,
@@ -115,6 +117,16 @@ def gates_section(
         skip_smoke_gate=given.get("skip_smoke_gate"),
         waivers={**in_code, **submitted},
     )
+
+
+def code_section(spec: SkyRLSpec, prefix: str) -> CodeSection:
+    """The shipped code's section: its bundle under `prefix` by digest (the files are found and
+    hashed here, so a module that is missing or outside the working tree is refused in the dry run)."""
+    code = spec.code
+    assert code is not None
+    if spec.reward is not None and (problem := code.function_problem(spec.reward, "SkyRLSpec.reward")):
+        raise ExperimentCodeError(problem)
+    return CodeSection(uri=code_uri(prefix, code.digest), digest=code.digest, modules=code.modules, reward=spec.reward)
 
 
 def allocation(spec: SkyRLSpec, execution: SkyRLExecution) -> Allocation:
@@ -225,6 +237,8 @@ def render_document(
         )
     )
     sections["skyrl"] = spec.rendered_recipe()
+    if spec.code is not None:  # only when declared: a run without it keeps the fingerprint it had
+        sections["code"] = encode(code_section(spec, ctx.prefix))
     if ctx.is_fingerprint:
         _drop_derived(sections)
     if execution is not None:

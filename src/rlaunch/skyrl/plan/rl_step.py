@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep, StepContext, records
+from rlaunch.experiment_code import ExperimentCode, publish
 from rlaunch.judgement.gates import authorisations
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.failures import classify
@@ -150,6 +151,9 @@ def run_skyrl(config: dict[str, Any]) -> SkyRLRun:
 
     document = schema.from_dict(config["launch_document"])
     art, run = document.artifacts, document.run
+    if document.code is not None:  # the files fingerprinted, stored by their digest before a task stages them
+        code = document.code
+        publish(ExperimentCode(code.modules), code.uri, code.digest)
     url = storage.join(attempt_dir(art.attempts_root, run.attempt_id), HANDED_DOCUMENT)
     storage.write_text_atomic(url, schema.dumps(document))
     status = records.read_status(art.output_path) or {}

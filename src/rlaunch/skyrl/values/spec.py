@@ -14,6 +14,7 @@ from typing import Any
 
 from rlaunch.artifacts import ArtifactStep
 from rlaunch.artifacts.identity import validate_name, validate_version
+from rlaunch.experiment_code import ExperimentCode, function_reference
 from rlaunch.field_checks import require_int, require_str
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.recipe_keys import TRAINER
@@ -50,6 +51,12 @@ class SkyRLSpec:
     `recipe_overrides` are recipe keys set over `config_yaml` (`--set dotted.key=value`: a spec
     built inside a main takes the shell's by default); each must be a knob of its runtime's base
     config, not a key the role plan renders or rlaunch owns (`RecipeOverrideError` otherwise).
+
+    `code` is the experiment's own code shipped with the run (`ExperimentCode`): staged by its
+    digest into every task and put on the trainer's PYTHONPATH; its digest is in the launch
+    document, so in the fingerprint. `reward` (`"module:function"`, a function of that code, called
+    as `reward(completion, ground_truth) -> float`) is what the trainer scores with instead of
+    `environment.env_class`, on a runtime that can (`capabilities.shipped_reward`: trl-cpu).
     """
 
     name: str
@@ -66,6 +73,8 @@ class SkyRLSpec:
     credentials: tuple[str, ...] = ()
     resume_from: ResumeFrom | None = None
     recipe_overrides: tuple[RecipeOverride, ...] = field(default_factory=from_build_context)
+    code: ExperimentCode | None = None
+    reward: str | None = None
 
     def __post_init__(self) -> None:
         validate_name(self.name, field="SkyRLSpec.name")
@@ -102,6 +111,7 @@ class SkyRLSpec:
         refused = refusals(self.recipe_overrides, self.runtime.runtime_profile)
         if refused:
             raise RecipeOverrideError("; ".join(refused))
+        self._check_code()
         self.recipe  # noqa: B018 - the recipe parses (a PreflightError naming config_yaml otherwise)
         if self.resume_from is not None:
             if not isinstance(self.resume_from, ResumeFrom):
@@ -115,6 +125,27 @@ class SkyRLSpec:
                 )
             if problems:
                 raise ValueError("; ".join(problems))
+
+    def _check_code(self) -> None:
+        """`code` is an ExperimentCode; `reward` names a function of it, for a runtime that calls one."""
+        if self.code is not None and not isinstance(self.code, ExperimentCode):
+            raise TypeError(f"SkyRLSpec.code must be an ExperimentCode, got {self.code!r}")
+        if self.reward is None:
+            return
+        module = function_reference(self.reward, "SkyRLSpec.reward").partition(":")[0]
+        if self.code is None or not self.code.covers(module):
+            declared = self.code.modules if self.code is not None else ()
+            raise ValueError(
+                f"SkyRLSpec.reward={self.reward!r}: its module is not shipped with the run; declare "
+                f"code=ExperimentCode(modules={(*declared, module)!r})"
+            )
+        profile = self.runtime.runtime_profile
+        if not profile.capabilities.shipped_reward:
+            raise ValueError(
+                f"SkyRLSpec.reward={self.reward!r}: runtime {profile.name!r} does not call a reward function of the "
+                "shipped code (capabilities.shipped_reward); register an environment with the runtime and name it "
+                "in environment.env_class, or train on a runtime that does (trl-cpu)"
+            )
 
     @functools.cached_property
     def recipe(self) -> dict[str, Any]:

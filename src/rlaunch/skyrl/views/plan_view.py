@@ -19,7 +19,7 @@ from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.geometry import Geometry, plan_values
 from rlaunch.launch_config.recipe_keys import SAMPLING, TRAINER
-from rlaunch.launch_config.schema import DataInput, SkyRLLaunchConfig
+from rlaunch.launch_config.schema import CodeSection, DataInput, SkyRLLaunchConfig
 from rlaunch.rules.document_subject import nearest_fits
 from rlaunch.rules.fit import needs_search
 from rlaunch.runs.resume import run_fingerprint
@@ -81,6 +81,7 @@ def describe_step(
         *plan_rows(document, facts),
         ("seed", str(run.seed)),
         *_overrides_row(run.recipe_overrides),
+        *_code_row(document.code),
     ]
     width = max(len(label) for label, _ in rows)
     lines = [f"{label:<{width}}  {value}" for label, value in rows]
@@ -116,6 +117,14 @@ def _overrides_row(overrides: Mapping[str, Any]) -> list[tuple[str, str]]:
     from rlaunch.skyrl.values.overrides import RecipeOverride
 
     return [("overrides", "  ".join(f"--set {RecipeOverride(k, v)}" for k, v in overrides.items()))]
+
+
+def _code_row(code: CodeSection | None) -> list[tuple[str, str]]:
+    """The experiment's shipped code by digest, and the reward the trainer calls (none: no row)."""
+    if code is None:
+        return []
+    reward = f"; reward {code.reward}" if code.reward else ""
+    return [("shipped code", f"{', '.join(code.modules)} (sha256 {code.digest[:16]}) -> {code.uri}{reward}")]
 
 
 def parity_lines(

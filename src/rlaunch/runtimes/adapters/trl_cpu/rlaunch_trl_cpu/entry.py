@@ -1,7 +1,8 @@
 """`python -m rlaunch_trl_cpu.entry --config FINAL.yaml`
 
 FINAL.yaml (a local path or fsspec URL) is the full launch document, a mapping; its `skyrl`
-section is the composed recipe handed to `trainer.run`. Exit status: 0 trained (or nothing left to
+section is the composed recipe handed to `trainer.run`, with its `code.reward` (the experiment's
+shipped reward, if it names one). Exit status: 0 trained (or nothing left to
 train), 2 refused before training (recipe, data, reward, or checkpoint digest; the reason is on
 stderr), 1 crashed. Under torchrun (WORLD_SIZE > 1) the process leaves with `os._exit` after
 flushing, skipping a torch.distributed teardown that can deadlock.
@@ -50,7 +51,11 @@ def main(argv: list[str] | None = None) -> int:
         return REFUSED_EXIT
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     try:
-        run(doc["skyrl"], export_hf=bool((doc.get("run") or {}).get("export_hf")))
+        run(
+            doc["skyrl"],
+            export_hf=bool((doc.get("run") or {}).get("export_hf")),
+            reward=(doc.get("code") or {}).get("reward"),
+        )
         code = 0
     except (RecipeRefused, ResumeRefused, DataError, UnknownRewardError) as exc:
         sys.stderr.write(f"rlaunch_trl_cpu: refused: {exc}\n")

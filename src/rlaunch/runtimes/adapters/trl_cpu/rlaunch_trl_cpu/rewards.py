@@ -2,11 +2,14 @@
 
 A reward is a plain function `(completion: str, ground_truth: str) -> float`. Register one with
 `@register("name")`. Pure Python: the same functions score training completions (wrapped for TRL
-in `trainer`) and evaluation generations (`evaluate`).
+in `trainer`) and evaluation generations (`evaluate`). The experiment's own reward (the launch
+document's `code.reward`, `module:function` of the code shipped on PYTHONPATH) is registered under
+that name by `shipped`, and scores every row in place of its env class.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable
 
@@ -39,6 +42,24 @@ def get(name: str) -> RewardFn:
             f"environment.env_class = {name!r} has no reward registered in the trl-cpu runtime; registered: {names()}"
         )
     return _REGISTRY[name]
+
+
+def shipped(path: str) -> str:
+    """Import the experiment's reward `module:function` and register it under `path`; returns `path`."""
+    module, _, name = path.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise UnknownRewardError(
+            f"code.reward = {path!r} cannot be imported from the shipped code ({type(exc).__name__}: {exc}); "
+            "ship its module with SkyRLSpec(code=ExperimentCode(modules=(...)))"
+        ) from exc
+    if not callable(fn):
+        raise UnknownRewardError(
+            f"code.reward = {path!r} is {type(fn).__name__}, not a function (completion, ground_truth) -> float"
+        )
+    _REGISTRY[path] = fn
+    return path
 
 
 def _same_number(text: str, truth: str) -> bool:

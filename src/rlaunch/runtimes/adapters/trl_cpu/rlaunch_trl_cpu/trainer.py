@@ -176,8 +176,14 @@ def env_reward(completions: list[Any], ground_truth: list[str], env_class: list[
     return out
 
 
-def run(skyrl: dict[str, Any], *, export_hf: bool = False) -> None:
-    """Train the composed SkyRL recipe `skyrl` with TRL GRPO on CPU (`export_hf`: the document's run.export_hf). Raises `recipe.RecipeRefused`,
+def _scored_by(rows: list[dict[str, Any]], reward: str | None) -> list[dict[str, Any]]:
+    """The rows, each scored by the shipped reward when there is one (in place of its env class)."""
+    return rows if reward is None else [{**row, "env_class": reward} for row in rows]
+
+
+def run(skyrl: dict[str, Any], *, export_hf: bool = False, reward: str | None = None) -> None:
+    """Train the composed SkyRL recipe `skyrl` with TRL GRPO on CPU (`export_hf`: the document's run.export_hf;
+    `reward`: its code.reward, the experiment's shipped reward that scores every row). Raises `recipe.RecipeRefused`,
     `checkpoints.ResumeRefused`, `data.DataError` or `rewards.UnknownRewardError` on refusal."""
     started = time.time()
     ctx = Context.from_env()
@@ -185,6 +191,11 @@ def run(skyrl: dict[str, Any], *, export_hf: bool = False) -> None:
     ctx.log(f"joined as rank {ctx.rank} of {ctx.world_size} (pid {os.getpid()})", every_rank=True)
     plan = recipe.check_and_translate(skyrl, ctx.world_size, export_hf=export_hf)
     rewards.get(plan.env_class)
+    if reward is not None:
+        rewards.shipped(reward)
+        ctx.log(
+            f"reward: {reward} from {sys.modules[reward.partition(':')[0]].__file__} (the experiment's shipped code)"
+        )
     store = CheckpointStore(_location(plan.ckpt_path))
     resume_step: int | None = None
     resume_store = store
@@ -210,7 +221,7 @@ def run(skyrl: dict[str, Any], *, export_hf: bool = False) -> None:
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
 
-    rows = data.load_rows([os.path.expanduser(p) for p in plan.train_data], plan.env_class)
+    rows = _scored_by(data.load_rows([os.path.expanduser(p) for p in plan.train_data], plan.env_class), reward)
     for row in rows:
         rewards.get(row["env_class"])
     kept = [r for r in rows if _prompt_length(tokenizer, r["prompt"]) <= plan.max_prompt_length]
@@ -218,7 +229,7 @@ def run(skyrl: dict[str, Any], *, export_hf: bool = False) -> None:
         ctx.log(f"dropped {len(rows) - len(kept)} of {len(rows)} prompts longer than trainer.max_prompt_length")
     val_rows: list[dict[str, Any]] = []
     if plan.val_data:
-        val_all = data.load_rows([os.path.expanduser(p) for p in plan.val_data], plan.env_class)
+        val_all = _scored_by(data.load_rows([os.path.expanduser(p) for p in plan.val_data], plan.env_class), reward)
         for row in val_all:
             rewards.get(row["env_class"])
         val_rows = [r for r in val_all if _prompt_length(tokenizer, r["prompt"]) <= plan.max_prompt_length]
