@@ -25,8 +25,8 @@ from rlaunch.skyrl import ResumeFrom
 from rlaunch.skyrl.views.gate_checks import plan_rows
 from rlaunch.skyrl.views.plan_view import _resume_line
 from rlaunch.skyrl.views.resume_check import resume_refusal
-from tests.gates.judged import run_refusals
-from tests.gates.test_host_gates import _launch
+from tests.judgement.judged import run_refusals
+from tests.judgement.test_host_gates import _launch
 from tests.skyrl.helpers import planned_view, spec
 
 for _name in ("trl-cpu", "fsdp"):

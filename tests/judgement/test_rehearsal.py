@@ -26,7 +26,7 @@ from rlaunch.runs.run_record import update_attempt
 from rlaunch.skyrl import HfModel, skyrl_step
 from rlaunch.skyrl.plan import planning
 from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
-from tests.gates.judged import run_refusals
+from tests.judgement.judged import run_refusals
 from tests.skyrl import helpers as h
 
 pytestmark = pytest.mark.parity

@@ -2,7 +2,7 @@
 the default thresholds call large, and a large launch whose memory is estimated over its device,
 refuse until a reason lets them go (`--waive GATE=REASON`, or `skyrl_step(waivers=...)`); the plan
 says "waived" with the reason, the document carries it to the host, the run record keeps it and
-`rlaunch status` shows it. The cross-caller words are in tests/gates/test_one_judgement.py."""
+`rlaunch status` shows it. The cross-caller words are in tests/judgement/test_one_judgement.py."""
 
 from __future__ import annotations
 

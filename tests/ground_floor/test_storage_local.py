@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from rlaunch import storage
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 @pytest.mark.parametrize("url", ["rel/x", "rel/x/", "./a/../b", "~/x", "/a/b/", "/", "", "file:///tmp/x", "/t/a b"])

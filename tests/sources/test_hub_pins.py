@@ -1,7 +1,7 @@
 """A hub source's pins in process, against a scripted `snapshot_download`: what it is asked for,
 the commit a snapshot resolved to verified against the pin (a branch may move, a commit may not),
 what is published (patterns, the hub's own cache left out), and each refusal word for word.
-tests/parity/test_hub_source.py and tests/gates/test_pinned_data.py fetch from a real offline cache.
+tests/sources/test_hub_source.py and tests/sources/test_pinned_data.py fetch from a real offline cache.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ scripted backend: what is judged and refused before anything is submitted, the c
 asked for (its argv, environment, resources, time limit and labels), the capacity checks beside
 it, a refusal by the backend, detaching, following to the end, and an interrupt. The marker
 experiment builds the graph exactly as `python -m tests.experiments.marker` does; whole `--run`
-invocations on the real backends are in tests/launch and tests/gates/test_served_step.py.
+invocations on the real backends are in tests/launch and tests/judgement/test_served_step.py.
 """
 
 from __future__ import annotations

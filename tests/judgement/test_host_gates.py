@@ -1,7 +1,7 @@
 """`rlaunch launch --config` applies the gates `--run` applies, to the document it is given: a
 version is one runtime, a retry is authorised, a large launch declares a smoke or skips it with a
 reason, a declared smoke passes verify-smoke and has parity. A hand-written document cannot go
-around them (tests/gates/test_one_judgement.py: the same words as `--run`)."""
+around them (tests/judgement/test_one_judgement.py: the same words as `--run`)."""
 
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ from rlaunch.launch_config.typed import DocumentError
 from rlaunch.secrets import FORWARD_ENV, Scrubber, secret_values
 from rlaunch.skyrl import skyrl_step
 from rlaunch.skyrl.views.readiness import MISSING, OK, readiness
-from tests.gates.judged import run_refusals
-from tests.gates.test_host_gates import _launch
+from tests.judgement.judged import run_refusals
+from tests.judgement.test_host_gates import _launch
 from tests.skyrl.helpers import iris, planned_view, spec
 
 SANDBOX = "E2B_SANDBOX"  # a name that does not look like a credential: declaring it makes it one
