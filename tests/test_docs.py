@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from rlaunch import rules
 from rlaunch.cli.admin import main as rlaunch_main
 from scripts import reference
-from tests.host.test_host_rules import EXPERIMENT_SIDE_CODES, RECIPE_TEXT_CODES
+from tests.support.violation_codes import EXPERIMENT_SIDE_CODES, RECIPE_TEXT_CODES
 
 REPO = Path(__file__).resolve().parents[1]
 CLI_PAGE = REPO / "docs" / "reference" / "cli.md"

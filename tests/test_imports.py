@@ -13,7 +13,7 @@ import pathlib
 
 import pytest
 
-from tests.polling import run_python
+from tests.support.polling import run_python
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "ray", "transformers", "trl", "vllm", "skyrl")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rlaunch.cli.plan_text import step_gpu_hours, step_placement
 from rlaunch.skyrl import skyrl_step
-from tests.skyrl import helpers as h
+from tests.support import specs as h
 
 
 def test_an_rl_step_without_a_child_timeout_is_charged_its_coordinators_deadline() -> None:

@@ -11,7 +11,7 @@ from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.evaluation import Sampling, evaluation_step
 from rlaunch.evaluation.eval_step import TOOLS, evaluate, evaluation_tool
 from rlaunch.step_jobs import StepExecution
-from tests.runtimes.helpers import import_adapter
+from tests.support.adapters import import_adapter
 
 VERSION = "2026.11.30"
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from rlaunch.intervals import Accuracy, clustered_accuracy, difference, pairable, wilson
 from rlaunch.runtimes.registry import get_profile
-from tests.runtimes.helpers import import_adapter
+from tests.support.adapters import import_adapter
 
 sys.path.insert(0, str(get_profile("fsdp").adapter_dir))
 from rlaunch_skyrl import evaluate as skyrl_evaluate  # noqa: E402

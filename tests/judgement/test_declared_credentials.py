@@ -16,9 +16,9 @@ from rlaunch.launch_config.typed import DocumentError
 from rlaunch.secrets import FORWARD_ENV, Scrubber, secret_values
 from rlaunch.skyrl import skyrl_step
 from rlaunch.skyrl.views.readiness import MISSING, OK, readiness
-from tests.judgement.judged import run_refusals
-from tests.judgement.test_host_gates import _launch
-from tests.skyrl.helpers import iris, planned_view, spec
+from tests.support.host_launches import launch_edited
+from tests.support.refusals import run_refusals
+from tests.support.specs import iris, planned_view, spec
 
 SANDBOX = "E2B_SANDBOX"  # a name that does not look like a credential: declaring it makes it one
 VALUE = "sandbox-value-7f3a9c"
@@ -112,10 +112,10 @@ def test_the_host_refuses_a_document_whose_credential_is_missing(prefix: str, mo
         doc["run"]["credentials"] = [SANDBOX]
 
     monkeypatch.setenv(SANDBOX, "")
-    code, result, _ = _launch(prefix, declare)
+    code, result, _ = launch_edited(prefix, declare)
     assert code == 2 and f"{SANDBOX} (set but empty)" in result["failure"]
     monkeypatch.setenv(SANDBOX, VALUE)
-    code, result, _ = _launch(prefix, declare)
+    code, result, _ = launch_edited(prefix, declare)
     assert code == 0 and result["state"] == "prepared", result
 
 

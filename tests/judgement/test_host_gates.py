@@ -5,31 +5,15 @@ around them (tests/judgement/test_one_judgement.py: the same words as `--run`)."
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from rlaunch.host.cli import launch
-from rlaunch.launch_config.loader import dump_yaml
 from rlaunch.runs.run_record import update_attempt
-from tests.documents import rendered_document
+from tests.support.host_launches import launch_edited
 
 pytestmark = pytest.mark.usefixtures("signal_handlers")
-
-
-def _launch(prefix: str, edit: Callable[[dict[str, Any]], None]) -> tuple[int, dict[str, Any], str]:
-    doc = rendered_document(prefix)
-    doc["run"]["submission"] = "prepare"  # builds the child job, submits nothing
-    doc["cluster"].update(backend="local", placement={})
-    edit(doc)
-    path = Path(prefix).parent / "doc.yaml"
-    path.write_text(dump_yaml(doc))
-    done = CliRunner().invoke(launch, ["--config", str(path)])
-    return done.exit_code, json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
 
 
 def _earlier(prefix: str, doc: dict[str, Any], **fields: Any) -> None:
@@ -37,13 +21,13 @@ def _earlier(prefix: str, doc: dict[str, Any], **fields: Any) -> None:
 
 
 def test_a_large_document_without_a_smoke_or_a_skip_is_refused(prefix: str) -> None:
-    code, result, stderr = _launch(prefix, lambda d: d.pop("gates"))
+    code, result, stderr = launch_edited(prefix, lambda d: d.pop("gates"))
     assert code == 2
     assert (
         "large launch (it allocates 8 nodes (more than the smoke gate's threshold of 1)) and it declares no smoke"
         in (result["failure"])
     )
-    code, result, _ = _launch(prefix, lambda d: None)  # the same document with --skip-smoke-gate's authorisation
+    code, result, _ = launch_edited(prefix, lambda d: None)  # the same document with --skip-smoke-gate's authorisation
     assert code == 0 and result["state"] == "prepared", result
 
 
@@ -51,7 +35,7 @@ def test_a_declared_smoke_that_has_not_run_is_refused(prefix: str) -> None:
     def declare(doc: dict[str, Any]) -> None:
         doc["gates"] = {"smoke": {"identity": "smoke/rl@2026.11.30", "output_path": f"{prefix}/smoke/rl/2026.11.30"}}
 
-    code, result, _ = _launch(prefix, declare)
+    code, result, _ = launch_edited(prefix, declare)
     assert code == 2 and "the declared smoke smoke/rl@2026.11.30 has not run" in result["failure"]
 
 
@@ -59,13 +43,13 @@ def test_a_failed_version_needs_the_retry_authorisation_in_the_document(prefix: 
     def failed_before(doc: dict[str, Any]) -> None:
         _earlier(prefix, doc, state="failed", runtime_digest=doc["runtime"]["source_digest"])
 
-    code, result, _ = _launch(prefix, failed_before)
+    code, result, _ = launch_edited(prefix, failed_before)
     assert code == 2 and "relaunching it is a retry" in result["failure"]
 
     def authorised(doc: dict[str, Any]) -> None:
         doc["gates"]["retry"] = {"reason": "preempted", "by": {"user": "op"}, "at": "2026-11-30T01:00:00"}
 
-    code, result, _ = _launch(prefix, authorised)
+    code, result, _ = launch_edited(prefix, authorised)
     assert code == 0 and result["state"] == "prepared", result
 
 
@@ -73,13 +57,13 @@ def test_an_attempt_under_another_runtime_refuses_the_version(prefix: str) -> No
     def other_runtime(doc: dict[str, Any]) -> None:
         _earlier(prefix, doc, state="succeeded", runtime_digest="f" * 64)
 
-    code, result, _ = _launch(prefix, other_runtime)
+    code, result, _ = launch_edited(prefix, other_runtime)
     assert code == 2 and "a version is one runtime" in result["failure"] and "ffffffffffffffff" in result["failure"]
 
     def declared(doc: dict[str, Any]) -> None:
         doc["runtime"]["compatible_checkpoint_digests"] = ["f" * 64]
 
-    code, result, _ = _launch(prefix, declared)
+    code, result, _ = launch_edited(prefix, declared)
     assert code == 0 and result["state"] == "prepared", result
 
 
@@ -87,21 +71,21 @@ def test_large_is_more_nodes_or_gpus_than_the_thresholds_and_never_a_declared_sm
     def thresholds(nodes: int, gpus: int, **more: Any) -> Callable[[dict[str, Any]], None]:
         return lambda doc: doc.update(gates={"smoke_gate_nodes": nodes, "smoke_gate_gpus": gpus, **more})
 
-    code, result, _ = _launch(prefix, thresholds(8, 63))  # 8 nodes x 8 GPUs: one GPU over
+    code, result, _ = launch_edited(prefix, thresholds(8, 63))  # 8 nodes x 8 GPUs: one GPU over
     assert code == 2 and "(it allocates 64 GPUs (more than the smoke gate's threshold of 63))" in result["failure"]
-    code, result, _ = _launch(prefix, thresholds(7, 64))  # one node over
+    code, result, _ = launch_edited(prefix, thresholds(7, 64))  # one node over
     assert code == 2 and "(it allocates 8 nodes (more than the smoke gate's threshold of 7))" in result["failure"]
-    code, result, _ = _launch(prefix, thresholds(8, 64))  # at both thresholds: small, by a declaration
+    code, result, _ = launch_edited(prefix, thresholds(8, 64))  # at both thresholds: small, by a declaration
     assert code == 2 and result["failure"].startswith(
         "large: its execution raises the smoke gate's thresholds (smoke_gate_nodes=8, smoke_gate_gpus=64), yet it "
         "allocates 8 nodes (more than the default threshold of 1)"
     ), result
     waived = {"waivers": {"large": {"reason": "a throughput test of the whole pod"}}}
-    code, result, _ = _launch(prefix, thresholds(8, 64, **waived))  # the declaration says why
+    code, result, _ = launch_edited(prefix, thresholds(8, 64, **waived))  # the declaration says why
     assert code == 0 and result["state"] == "prepared", result
-    code, result, _ = _launch(prefix, thresholds(1, 8, is_smoke=True))  # a smoke rehearses; it is never large...
+    code, result, _ = launch_edited(prefix, thresholds(1, 8, is_smoke=True))  # a smoke rehearses; it is never large...
     assert code == 2 and result["failure"].startswith("large: it is declared a smoke (is_smoke=True), yet it allocates")
-    code, result, _ = _launch(prefix, thresholds(1, 8, is_smoke=True, **waived))  # ...once it says why it is one
+    code, result, _ = launch_edited(prefix, thresholds(1, 8, is_smoke=True, **waived))  # ...once it says why it is one
     assert code == 0 and result["state"] == "prepared", result
 
 
@@ -114,12 +98,12 @@ def test_a_wandb_document_without_its_key_is_refused_as_an_environment_problem(
     def wandb(doc: dict[str, Any]) -> None:
         doc["skyrl"].setdefault("trainer", {}).update(logger="wandb", project_name="gsm8k-grpo")
 
-    code, result, _ = _launch(prefix, wandb)
+    code, result, _ = launch_edited(prefix, wandb)
     assert code == 2 and result["failure"].startswith(
         "credentials: trainer.logger is 'wandb', which needs WANDB_API_KEY (not set) here."
     ), result
     assert result["failure_class"]["kind"] == "environment", result["failure_class"]
     assert result["failure_class"]["advice"].startswith("fix the environment the launch is submitted from")
     monkeypatch.setenv("WANDB_API_KEY", "set-here")  # the advice, followed
-    code, result, _ = _launch(prefix, wandb)
+    code, result, _ = launch_edited(prefix, wandb)
     assert code == 0 and result["state"] == "prepared", result

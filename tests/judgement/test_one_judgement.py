@@ -27,7 +27,7 @@ from rlaunch.runs.run_record import update_attempt
 from rlaunch.skyrl import ResumeFrom, skyrl_step
 from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
 from rlaunch.submission.submission import judged_launch as judgement
-from tests.skyrl.helpers import DAY, WANDB_RECIPE, iris, launch_of, spec, topology
+from tests.support.specs import DAY, WANDB_RECIPE, iris, launch_of, spec, topology
 
 pytestmark = pytest.mark.usefixtures("signal_handlers")
 

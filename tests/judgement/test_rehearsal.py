@@ -26,8 +26,8 @@ from rlaunch.runs.run_record import update_attempt
 from rlaunch.skyrl import HfModel, skyrl_step
 from rlaunch.skyrl.plan import planning
 from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
-from tests.judgement.judged import run_refusals
-from tests.skyrl import helpers as h
+from tests.support import specs as h
+from tests.support.refusals import run_refusals
 
 pytestmark = pytest.mark.parity
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.launching import Launcher
+from tests.support.launchers import Launcher
 
 DAY = "2026.11.30"
 EXPERIMENT = ("-m", "tests.experiments.served_eval", "--version", DAY)

@@ -11,7 +11,7 @@ from rlaunch import storage
 from rlaunch.artifacts import Artifact, ArtifactStep
 from rlaunch.judgement.parity import Difference, RunShape, differences, shape_of_document
 from rlaunch.skyrl import SkyRLRuntime, skyrl_step
-from tests.skyrl import helpers as h
+from tests.support import specs as h
 
 pytestmark = pytest.mark.parity
 

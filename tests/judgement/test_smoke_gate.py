@@ -19,8 +19,8 @@ from rlaunch.skyrl.plan import planning
 from rlaunch.submission import Given, Invocation, prepare
 from rlaunch.submission.smoke_override import record_override
 from rlaunch.submission.submission import judged_launch as judgement
-from tests.launching import Launcher
-from tests.skyrl import helpers as h
+from tests.support import specs as h
+from tests.support.launchers import Launcher
 
 DAY = "2026.11.30"
 MARKER = ("-m", "tests.experiments.marker", "--version", DAY, "--replicas", "2")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.launching import Launcher
+from tests.support.launchers import Launcher
 
 pytestmark = [pytest.mark.parity, pytest.mark.e2e]
 

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from tests.launching import Launcher
-from tests.polling import wait_for
+from tests.support.launchers import Launcher
+from tests.support.polling import wait_for
 
 DAY = "2026.11.30"
 MARKER = ("-m", "tests.experiments.marker", "--version", DAY, "--step-job")

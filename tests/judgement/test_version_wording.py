@@ -10,7 +10,7 @@ from rlaunch.runs.run_record import update_attempt
 from rlaunch.skyrl.plan.launch_document import live_run_paths
 from rlaunch.skyrl.views.gate_checks import plan_rows
 from rlaunch.skyrl.views.plan_view import _resume_line
-from tests.skyrl import helpers as h
+from tests.support import specs as h
 
 OLD = "0123456789abcdef" * 4
 

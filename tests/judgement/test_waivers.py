@@ -27,7 +27,7 @@ from rlaunch.runs.run_record import update_attempt
 from rlaunch.skyrl import skyrl_step
 from rlaunch.skyrl.plan.launch_document import gates_section
 from rlaunch.submission import Given
-from tests.skyrl import helpers as h
+from tests.support import specs as h
 
 
 def _planned(document: dict[str, Any], **gates: Any) -> PlannedLaunch:

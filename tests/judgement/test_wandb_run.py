@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.launching import Launcher
+from tests.support.launchers import Launcher
 
 pytestmark = pytest.mark.e2e
 DAY = "2026.11.30"

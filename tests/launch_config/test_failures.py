@@ -9,7 +9,7 @@ import json
 import pytest
 
 from rlaunch.launch_config.failures import DETERMINISTIC, OPERATIONAL, UNCLASSIFIED, classify
-from tests.launching import Launcher
+from tests.support.launchers import Launcher
 
 DAY = "2026.11.30"
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.loader import dump_yaml, load_yaml
 from rlaunch.launch_config.typed import DocumentError
-from tests.documents import rendered_document
+from tests.support.documents import rendered_document
 
 
 @pytest.fixture

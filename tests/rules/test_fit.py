@@ -6,7 +6,6 @@ change it prints to the spec's topology and recipe and run the whole preflight o
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 from collections.abc import Callable
@@ -30,28 +29,10 @@ from rlaunch.skyrl.values.config_yaml import parse_config_yaml, render_recipe
 from rlaunch.skyrl.views.plan_view import describe_step
 from rlaunch.sources.hub import hf_model_source
 from tests.rules.test_memory import QWEN3_14B, one_node
-from tests.skyrl.helpers import DAY, iris, planned_launch_view, recipe, spec, topology
+from tests.support.specs import DAY, applied, iris, planned_launch_view, recipe, spec, topology
 
 QWEN3_8B = ModelFacts.from_hf_config(example.QWEN3_8B_CONFIG)
 QWEN3_14B_FACTS = ModelFacts.from_hf_config(QWEN3_14B)
-
-
-def applied(topo: SkyRLTopology, written: dict[str, Any], changes: list[str]) -> tuple[SkyRLTopology, dict[str, Any]]:
-    """`topo` and `written` with each printed change (`field=value`) pasted in, as a user would."""
-    plan_changes: dict[str, Any] = {}
-    tree = copy.deepcopy(written)
-    for change in changes:
-        field, _, text = change.partition("=")
-        value: Any = {"true": True, "false": False}.get(text, int(text) if text.lstrip("-").isdigit() else text)
-        section, _, name = field.partition(".")
-        if section == "role_plan":
-            plan_changes[name] = value
-        elif section == "topology":
-            topo = dataclasses.replace(topo, **{name: value})
-        else:
-            assert section == "config_yaml", change
-            set_path(tree, name, value)
-    return dataclasses.replace(topo, role_plan=dataclasses.replace(topo.role_plan, **plan_changes)), tree
 
 
 def nearest(found: list[PreflightError]) -> list[list[str]]:

@@ -16,8 +16,8 @@ from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import ModelFacts
 from rlaunch.skyrl.preflight import subject_of
 from rlaunch.skyrl.values.config_yaml import render_recipe
-from tests.rules.built_counts import BASE
-from tests.skyrl.helpers import BASE_RECIPE, cpu_topology
+from tests.support.built_counts import BASE
+from tests.support.specs import BASE_RECIPE, cpu_topology
 
 H100 = device("H100")
 

@@ -22,8 +22,7 @@ from rlaunch.skyrl import skyrl_step
 from rlaunch.skyrl.plan import planning, stored_facts
 from rlaunch.skyrl.views.plan_view import describe_step
 from rlaunch.skyrl.views.readiness import DEFAULT, MISSING, readiness
-
-from .helpers import DAY, iris, launch_of, planned_view, spec
+from tests.support.specs import DAY, iris, launch_of, planned_view, spec
 
 DIRECTORY = "rlaunch.artifacts.artifact.Directory"
 

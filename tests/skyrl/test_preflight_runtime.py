@@ -7,8 +7,7 @@ import pytest
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import check_plan
 from rlaunch.skyrl.values.config_yaml import render_recipe
-
-from .helpers import (
+from tests.support.specs import (
     BASE_RECIPE,
     WANDB_RECIPE,
     assert_useful,

@@ -15,8 +15,8 @@ from rlaunch.runtimes.lockfile import read_lock
 from rlaunch.runtimes.registry import get_profile, profile_names
 from rlaunch.skyrl import check_plan
 from rlaunch.skyrl.views.readiness import DEFAULT, MISSING, OK, WARN, readiness, relied_defaults, render
-from tests.launching import REPO
-from tests.skyrl import helpers as h
+from tests.support import specs as h
+from tests.support.launchers import REPO
 
 pytestmark = pytest.mark.parity
 

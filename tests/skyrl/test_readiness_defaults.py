@@ -10,7 +10,7 @@ from typing import Any
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.skyrl.views.readiness import DEFAULT, MISSING, OK, ReadinessItem, launch_values, readiness, relied_defaults
-from tests.skyrl import helpers as h
+from tests.support import specs as h
 
 
 def _document(**spec_kwargs: Any) -> SkyRLLaunchConfig:

@@ -16,9 +16,8 @@ from click.testing import CliRunner
 from rlaunch.artifacts import ArtifactStep
 from rlaunch.cli import rl_build_options
 from rlaunch.skyrl import LocalSkyRLExecution, skyrl_step
-from tests.polling import run_python
-
-from .helpers import DAY, data_step, iris, spec
+from tests.support.polling import run_python
+from tests.support.specs import DAY, data_step, iris, spec
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -127,7 +126,7 @@ def test_preflight_failure_fails_the_plan_listing_every_violation() -> None:
     @click.command()
     @rl_build_options
     def broken() -> Any:
-        from .helpers import seed_topology
+        from tests.support.specs import seed_topology
 
         return skyrl_step(
             spec(topo=seed_topology(inference_engine_data_parallel_size=1, micro_train_batch_size_per_gpu=3)), iris()

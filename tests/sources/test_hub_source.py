@@ -13,8 +13,8 @@ from rlaunch.artifacts import ArtifactStep, RunFailedError, Runner, records
 from rlaunch.skyrl import ArtifactHfModel, HfModel, ModelFacts, PreflightError
 from rlaunch.skyrl.plan.stored_facts import stored_model
 from rlaunch.sources.hub import UnpinnedRevisionError, fetch_model, hf_model_source
-from tests.hub_cache import use_offline_hub_cache
-from tests.skyrl import helpers as h
+from tests.support import specs as h
+from tests.support.hub_cache import use_offline_hub_cache
 
 pytestmark = pytest.mark.parity
 

@@ -19,8 +19,8 @@ from rlaunch.artifacts import ArtifactStep, RunFailedError, Runner, records
 from rlaunch.skyrl import ArtifactDataSource, PreflightError, PromptData
 from rlaunch.skyrl.plan import planning
 from rlaunch.sources.hub import UnpinnedRevisionError, hf_dataset_source
-from tests.hub_cache import use_offline_hub_cache
-from tests.skyrl import helpers as h
+from tests.support import specs as h
+from tests.support.hub_cache import use_offline_hub_cache
 
 REPO_ID = "tiny-org/prompts"
 PINNED, OTHER = "4" * 40, "5" * 40

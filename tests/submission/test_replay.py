@@ -23,8 +23,8 @@ from rlaunch.cluster.protocol import JOB_ID_ENV
 from rlaunch.submission import submission
 from tests.experiments.env_read import STEPS_ENV
 from tests.experiments.marker import marker_rl
-from tests.observe.lab import isolated_runtime_registry
 from tests.submission.test_submit_coordinator import Scripted
+from tests.support.runtime_registry import isolated_runtime_registry
 
 VERSION = "2026.12.07"
 RUN = f"marker/rl@{VERSION}"

@@ -28,7 +28,7 @@ from rlaunch.runs import run_record
 from rlaunch.submission import Invocation
 from rlaunch.submission import submission as submission_prepare
 from rlaunch.submission.invocation import without_max_concurrent
-from tests.observe.lab import isolated_runtime_registry
+from tests.support.runtime_registry import isolated_runtime_registry
 
 VERSION = "2026.12.07"
 RUN = f"marker/rl@{VERSION}"

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MARKER_PLUGIN = "tests.plugins.marker_runtime"
 # A multi-node launch is a large launch: the smoke gate needs a smoke or a reason. The launcher's own
 # multi-node tests rehearse the launch path on a test runtime that trains nothing, and say so.

@@ -9,7 +9,7 @@ by one test of the README's test command.
 
 API (one module-level `Tier` and one driver test per tier)::
 
-    from tests.py312_tier import Tier, run_tier
+    from tests.support.py312_tier import Tier, run_tier
 
     SKYRL = Tier(
         name="skyrl",                                   # also the pytest marker of its tests
@@ -25,7 +25,7 @@ API (one module-level `Tier` and one driver test per tier)::
 
 and in the tier directory's `conftest.py`, so its tests are collected only inside the tier::
 
-    from tests.py312_tier import collect_only_inside
+    from tests.support.py312_tier import collect_only_inside
     collect_ignore_glob = collect_only_inside("skyrl")
 
 * `find_python312()` -> `Interpreter`: `$RLAUNCH_PYTHON312` when set (it must run as 3.12; a
@@ -58,7 +58,7 @@ import pytest
 
 from rlaunch.runtimes.environment import build_venv
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PYTHON_ENV = "RLAUNCH_PYTHON312"
 TIER_ENV = "RLAUNCH_PY312_TIER"
 VERSION = "3.12"

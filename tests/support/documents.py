@@ -14,7 +14,7 @@ from rlaunch.artifacts import ArtifactStep, StepContext
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.launch_config import schema
 from rlaunch.skyrl import SkyRLRetentionPolicy, SkyRLRolePlan, skyrl_step
-from tests.skyrl.helpers import DAY, SMOKE_PLAN, iris, model_step, spec, topology
+from tests.support.specs import DAY, SMOKE_PLAN, iris, model_step, spec, topology
 
 NAME = "checkpoints/gsm8k-grpo"
 SMOKE_RECIPE = """

@@ -6,6 +6,7 @@ changes exactly the number its rule is about.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any
 
@@ -13,6 +14,7 @@ import yaml
 
 from rlaunch import storage
 from rlaunch.artifacts import ArtifactStep, Directory
+from rlaunch.dotted import set_path
 from rlaunch.judgement.planned import PlannedLaunch
 from rlaunch.launch_config.schema import SkyRLLaunchConfig
 from rlaunch.skyrl import (
@@ -322,3 +324,21 @@ def launch_of(step: SkyRLArtifactStep, prefix: str | None = None) -> PlannedLaun
 def planned_launch_view(s: SkyRLSpec, *, prefix: str | None = None) -> tuple[PlannedLaunch, StoredFacts]:
     """What the plan view reads for `s`: the planned launch (composed once) and the stored facts."""
     return planned_view_of(skyrl_step(s, iris(), export_hf=True), prefix)
+
+
+def applied(topo: SkyRLTopology, written: dict[str, Any], changes: list[str]) -> tuple[SkyRLTopology, dict[str, Any]]:
+    """`topo` and `written` with each printed change (`field=value`) pasted in, as a user would."""
+    plan_changes: dict[str, Any] = {}
+    tree = copy.deepcopy(written)
+    for change in changes:
+        field, _, text = change.partition("=")
+        value: Any = {"true": True, "false": False}.get(text, int(text) if text.lstrip("-").isdigit() else text)
+        section, _, name = field.partition(".")
+        if section == "role_plan":
+            plan_changes[name] = value
+        elif section == "topology":
+            topo = dataclasses.replace(topo, **{name: value})
+        else:
+            assert section == "config_yaml", change
+            set_path(tree, name, value)
+    return dataclasses.replace(topo, role_plan=dataclasses.replace(topo.role_plan, **plan_changes)), tree
