@@ -27,6 +27,7 @@ from rlaunch.runs.run_record import update_attempt
 from rlaunch.skyrl import ResumeFrom, skyrl_step
 from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
 from rlaunch.submission.submission import judged_launch as judgement
+from tests.support.compositions import counted_compositions
 from tests.support.specs import DAY, WANDB_RECIPE, iris, launch_of, spec, topology
 
 pytestmark = pytest.mark.usefixtures("signal_handlers")
@@ -375,26 +376,10 @@ def test_a_mutable_version_is_a_note_for_a_smoke_and_refuses_nothing(prefix: str
 def test_the_host_plans_the_document_it_is_handed_once(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Validation, composition, the judgement and the run record's memory table read one
     `PlannedLaunch`: the host composes the recipe once and builds its geometry once."""
-    from rlaunch.launch_config.geometry import Geometry
-    from rlaunch.runtimes.registry import RuntimeProfile
-
     _failed_before(prefix)  # refused by the retry gate, after every reading of the document
     step = large_step(smoke=False)
     path, expected = _handed(step, prefix), launch_of(step, prefix).memory.as_dict()
-    composed: list[str] = []
-    geometries: list[str] = []
-    real_compose, real_geometry = RuntimeProfile.compose, Geometry.from_recipe.__func__  # type: ignore[attr-defined]
-
-    def compose(self: RuntimeProfile, recipe: Any) -> Any:
-        composed.append(self.name)
-        return real_compose(self, recipe)
-
-    def geometry(cls: type[Geometry], recipe: Any) -> Geometry:
-        geometries.append(cls.__name__)
-        return real_geometry(cls, recipe)
-
-    monkeypatch.setattr(RuntimeProfile, "compose", compose)
-    monkeypatch.setattr(Geometry, "from_recipe", classmethod(geometry))
+    composed, geometries = counted_compositions(monkeypatch)
     done = CliRunner().invoke(launch, ["--config", str(path)])
     assert done.exit_code == 2, done.output
     assert json.loads(done.stdout.strip().splitlines()[-1])["failure"].startswith("retry: the latest attempt earlier")

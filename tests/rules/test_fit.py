@@ -82,8 +82,9 @@ def test_a_plan_that_fits_gets_no_suggestion_and_no_search(monkeypatch: pytest.M
     assert called == []
 
 
-def test_the_search_is_bounded_by_its_evaluation_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    tables = []
+def counted_tables(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    """The arguments of every memory table computed from now on, appended as each is."""
+    tables: list[tuple[Any, ...]] = []
     real = memory.table_for
 
     def counting(*args: Any) -> memory.MemoryTable:
@@ -91,6 +92,11 @@ def test_the_search_is_bounded_by_its_evaluation_budget(monkeypatch: pytest.Monk
         return real(*args)
 
     monkeypatch.setattr(memory, "table_for", counting)
+    return tables
+
+
+def test_the_search_is_bounded_by_its_evaluation_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    tables = counted_tables(monkeypatch)
     topo, written = example_plan("long-generation-24gb")
     check_plan(topo, written, "fsdp", seed=17, model=QWEN3_8B)
     # the plan's own table (the rules' and the search's), the budget, and one table per direction shown
@@ -227,14 +233,7 @@ def test_every_nearest_plan_fits_and_passes_the_preflight_the_plan_passes_but_fo
 def test_huge_sizes_keep_the_search_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """A micro batch or generation budget of 2**40 (refused by other rules, still searched) costs no
     more memory tables than the budget: divisors and bisection steps, never a count-down."""
-    tables = []
-    real = memory.table_for
-
-    def counting(*args: Any) -> memory.MemoryTable:
-        tables.append(args)
-        return real(*args)
-
-    monkeypatch.setattr(memory, "table_for", counting)
+    tables = counted_tables(monkeypatch)
     topo, written = example_plan("one-node-24gb")
     huge = dataclasses.replace(
         topo, role_plan=dataclasses.replace(topo.role_plan, micro_train_batch_size_per_gpu=2**40)

@@ -14,9 +14,7 @@ import pytest
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules import memory
 from rlaunch.rules.devices import GIB, device
-from rlaunch.rules.model_shape import Architecture
-from rlaunch.skyrl import ModelFacts
-from tests.rules.test_memory import composed_of
+from tests.rules.test_memory import arch, composed_of
 from tests.support.specs import recipe, topology
 
 # Qwen/Qwen3-30B-A3B config.json: every layer MoE (decoder_sparse_step 1, no mlp_only_layers), yet the
@@ -50,12 +48,6 @@ QWEN3_235B_A22B_FP8 = {
     "num_attention_heads": 64,
     "quantization_config": FP8_BLOCK,
 }
-
-
-def arch(config: dict) -> Architecture:
-    found = ModelFacts.from_hf_config(config).architecture
-    assert isinstance(found, Architecture), found
-    return found
 
 
 def table(config: dict, tree: dict | None = None, variant: str = "H100") -> memory.MemoryTable:
@@ -789,5 +781,8 @@ def test_the_device_table_knows_the_gpus_rl_users_run_on(variant: str, gib: floa
     assert found is not None and round(found.bytes / GIB, 2) == gib
 
 
-def test_amd_instinct_gpus_are_not_sized_skyrls_stack_does_not_run_there() -> None:
-    assert device("MI300X") is None and device("MI325X") is None
+@pytest.mark.parametrize(
+    "variant", ["MI300X", "MI325X", "cpu"], ids=["amd-instinct-skyrls-stack-does-not-run-there", "mi325x", "not-a-gpu"]
+)
+def test_a_device_not_in_the_table_is_not_sized(variant: str) -> None:
+    assert device(variant) is None

@@ -54,16 +54,15 @@ def test_a_main_that_builds_no_skyrl_step_is_an_error() -> None:
     assert "skyrl_step(" in result.output
 
 
-def test_multiple_cluster_routes_are_an_error() -> None:
-    result = invoke("--shape", "two-routes")
+@pytest.mark.parametrize(
+    ("shape", "error"),
+    [("two-routes", "multiple cluster routes"), ("two-priorities", "multiple coordinator priorities")],
+    ids=["cluster-routes", "priorities"],
+)
+def test_multiple_cluster_routes_or_priorities_are_an_error(shape: str, error: str) -> None:
+    result = invoke("--shape", shape)
     assert result.exit_code != 0
-    assert "multiple cluster routes" in result.output
-
-
-def test_multiple_priorities_are_an_error() -> None:
-    result = invoke("--shape", "two-priorities")
-    assert result.exit_code != 0
-    assert "multiple coordinator priorities" in result.output
+    assert error in result.output
 
 
 def test_steps_on_one_route_with_other_host_sizes_are_fine() -> None:

@@ -16,6 +16,7 @@ from rlaunch.artifacts import Runner
 from rlaunch.artifacts.plan import SubmissionPathError
 from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.cli import build_options
+from tests.support.written_files import written
 
 DAY = "2026.11.30"
 
@@ -31,17 +32,13 @@ def plain_main() -> object:
     return smoke_rl()
 
 
-def _written(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else []
-
-
 @pytest.mark.parametrize("run", [True, False], ids=["run", "plan"])
 def test_a_build_options_main_refuses_an_rl_step_before_building_anything(prefix: str, run: bool) -> None:
     done = CliRunner().invoke(plain_main, ["--version", DAY, *(["--run"] if run else [])])
     assert done.exit_code == 2, done.output
     assert "smoke/rl@2026.11.30 (launched only by @rl_build_options)" in done.output
     assert "decorate the experiment's main with @rl_build_options" in done.output
-    assert _written(Path(prefix)) == []  # not even the model and data steps before it
+    assert written(Path(prefix)) == []  # not even the model and data steps before it
 
 
 def test_the_artifact_runner_refuses_an_rl_step_it_would_build(prefix: str) -> None:
@@ -49,7 +46,7 @@ def test_the_artifact_runner_refuses_an_rl_step_it_would_build(prefix: str) -> N
         step = smoke_rl()
     with pytest.raises(SubmissionPathError, match="@rl_build_options"):
         Runner(prefix, report=lambda line: None).run([step])
-    assert _written(Path(prefix)) == []
+    assert written(Path(prefix)) == []
 
 
 def test_a_graph_without_rl_still_runs_under_build_options(prefix: str) -> None:
