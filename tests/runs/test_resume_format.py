@@ -2,7 +2,7 @@
 
 Fingerprints are recorded in every checkpoint, so what goes into one (and how it is encoded) is
 part of the format: a change would make every existing checkpoint foreign. Pinned here on a small
-document; tests/launch_config/test_resume_identity.py checks what changes it on a real one.
+document; tests/runs/test_resume_identity.py checks what changes it on a real one.
 """
 
 from __future__ import annotations

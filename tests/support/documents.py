@@ -60,7 +60,7 @@ def rendered_document(prefix: str, ttl_days: int = 14) -> dict[str, Any]:
     """The 64-GPU launch document as plain data, for a run into `prefix`.
 
     This 64-GPU document declares no smoke, so it carries a `--skip-smoke-gate` authorisation:
-    the tests that use it exercise the host's other checks (tests/launch_config/test_gates.py the gate)."""
+    the tests that use it exercise the host's other checks (tests/judgement/test_host_gates.py the gate)."""
     step = rl_step(ttl_days)
     document = step.build_config(StepContext.for_run(step, prefix))["launch_document"]
     document["gates"]["skip_smoke_gate"] = {
