@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from rlaunch.runtimes.environment import build_venv  # noqa: E402
-from tests.py312_tier import find_python312  # noqa: E402
+from tests.support.py312_tier import find_python312  # noqa: E402
 
 TARGETS = {  # name -> (lock, Python)
     "trl-cpu": (REPO / "src" / "rlaunch" / "runtimes" / "trl_cpu" / "lock.txt", "3.11"),

@@ -110,13 +110,13 @@ AREAS = (
                 )
             ),
             "tests/host/test_host_rules.py",
-            "tests/parity/test_readiness.py",
+            "tests/skyrl/test_readiness.py",
         ),
         (
             "tests/host/test_host_rules.py::test_every_code_a_rule_or_the_preflight_writes_is_registered",
             "tests/host/test_host_rules.py::test_the_reproducer_through_the_real_command",
             "tests/host/test_host_rules.py::test_the_repository_experiments_render_documents_the_host_accepts",
-            "tests/parity/test_readiness.py::test_every_rl_experiment_plan_has_the_readiness_section",
+            "tests/skyrl/test_readiness.py::test_every_rl_experiment_plan_has_the_readiness_section",
         ),
     ),
     Area(
@@ -127,6 +127,8 @@ AREAS = (
             "src/rlaunch/launch_config/recipe.py",
         ),
         ("tests/launch_config",),
+        # gate 7's failure classes, launches among them: the failures area runs them
+        ("tests/launch_config/test_failures.py",),
     ),
     Area(
         "host",
@@ -158,20 +160,20 @@ AREAS = (
     Area(
         "secrets",
         ("src/rlaunch/secrets.py",),
-        ("tests/cluster/test_secret_values.py", "tests/cluster/test_secrets.py"),
+        ("tests/ground_floor/test_secret_values.py", "tests/cluster/test_secrets.py"),
         # a 1.5 MiB line through a real job: slow, and its cut is tested in process beside it
         ("tests/cluster/test_secrets.py::test_a_secret_across_a_read_boundary_in_a_long_line_is_scrubbed_whole",),
     ),
     Area(
         "statefiles",
         ("src/rlaunch/statefiles.py",),
-        ("tests/cluster/test_statefiles_parser.py", "tests/cluster/test_state_files.py"),
+        ("tests/ground_floor/test_statefiles_parser.py", "tests/cluster/test_state_files.py"),
     ),
     Area(
         "paths",
         ("src/rlaunch/paths.py",),
         (
-            "tests/launch_config/test_paths_unit.py",
+            "tests/ground_floor/test_paths_unit.py",
             "tests/launch_config/test_confinement.py",
             "tests/task/test_staging.py",
         ),
@@ -179,7 +181,11 @@ AREAS = (
     Area(
         "storage_atomic",
         ("src/rlaunch/storage.py",),
-        ("tests/test_storage_atomic.py", "tests/test_storage_local.py", "tests/artifacts/test_storage.py"),
+        (
+            "tests/ground_floor/test_storage_atomic.py",
+            "tests/ground_floor/test_storage_local.py",
+            "tests/artifacts/test_storage.py",
+        ),
         only=tuple(
             f"rlaunch.storage.x_{f}__mutmut_*"
             for f in (
@@ -197,7 +203,7 @@ AREAS = (
         "resume",
         ("src/rlaunch/runs/resume.py",),
         (
-            "tests/launch_config/test_resume_format.py",
+            "tests/runs/test_resume_format.py",
             "tests/runs/test_resume_identity.py",
             "tests/host/test_host_units.py",
             "tests/runs/test_resume_from_pin.py",
@@ -261,8 +267,8 @@ AREAS = (
     Area(
         "readiness_defaults",
         ("src/rlaunch/skyrl/views/readiness.py",),
-        ("tests/parity/test_readiness.py", "tests/parity/test_readiness_defaults.py"),
-        ("tests/parity/test_readiness.py::test_every_rl_experiment_plan_has_the_readiness_section",),
+        ("tests/skyrl/test_readiness.py", "tests/skyrl/test_readiness_defaults.py"),
+        ("tests/skyrl/test_readiness.py::test_every_rl_experiment_plan_has_the_readiness_section",),
         # the promise: every host resource left to its execution's default is marked so, per role
         only=tuple(
             f"rlaunch.skyrl.views.readiness.x_{f}__mutmut_*"
@@ -308,10 +314,10 @@ AREAS = (
             "src/rlaunch/submission/authorised.py",
         ),
         (
-            "tests/gates/test_submit_coordinator.py",
-            "tests/gates/test_waivers.py",
-            "tests/gates/test_replay.py",
-            "tests/gates/test_one_judgement.py",
+            "tests/submission/test_submit_coordinator.py",
+            "tests/judgement/test_waivers.py",
+            "tests/submission/test_replay.py",
+            "tests/judgement/test_one_judgement.py",
         ),
         # `--run`'s submission: every step that launches judged, the coordinator job, its replay, following it
         only=(
@@ -360,13 +366,13 @@ AREAS = (
         "judgement",
         ("src/rlaunch/judgement/judge.py", "src/rlaunch/judgement/parity.py", "src/rlaunch/judgement/gates.py"),
         (
-            "tests/gates/test_smoke_gate.py",
-            "tests/gates/test_host_gates.py",
-            "tests/gates/test_one_judgement.py",
-            "tests/gates/test_version_wording.py",
-            "tests/gates/test_declared_credentials.py",
-            "tests/gates/test_gate_words.py",
-            "tests/parity/test_shapes.py",
+            "tests/judgement/test_smoke_gate.py",
+            "tests/judgement/test_host_gates.py",
+            "tests/judgement/test_one_judgement.py",
+            "tests/judgement/test_version_wording.py",
+            "tests/judgement/test_declared_credentials.py",
+            "tests/judgement/test_gate_words.py",
+            "tests/judgement/test_shapes.py",
             "tests/runs/test_resume_from_pin.py",
         ),
         # the comparisons: what each gate and the judgement refuse, and how parity compares two runs
@@ -392,23 +398,23 @@ AREAS = (
         "parity",
         ("src/rlaunch/judgement/parity.py",),
         (
-            "tests/parity/test_shapes.py",
-            "tests/parity/test_rehearsal.py",
-            "tests/parity/test_smoke_gate_verdict.py",
-            "tests/gates/test_gate_words.py",
-            "tests/gates/test_smoke_evidence_edges.py",
+            "tests/judgement/test_shapes.py",
+            "tests/judgement/test_rehearsal.py",
+            "tests/judgement/test_smoke_gate_verdict.py",
+            "tests/judgement/test_gate_words.py",
+            "tests/judgement/test_smoke_evidence_edges.py",
         ),
         # the shipped experiments' smokes (experiments/ is not importable under mutmut)
         (
-            "tests/parity/test_shapes.py::test_cpu_smoke_rehearses_the_scaled_cpu_run",
-            "tests/parity/test_rehearsal.py::test_every_shipped_experiments_smoke_rehearses_its_launch",
+            "tests/judgement/test_shapes.py::test_cpu_smoke_rehearses_the_scaled_cpu_run",
+            "tests/judgement/test_rehearsal.py::test_every_shipped_experiments_smoke_rehearses_its_launch",
         ),
     ),
     Area(
         "failures",
         ("src/rlaunch/launch_config/failures.py",),
         (
-            "tests/gates/test_failures.py",
+            "tests/launch_config/test_failures.py",
             "tests/launch_config/test_fault_classes.py",
             "tests/launch_config/test_failure_words.py",
             "tests/cluster/test_slurm_units.py",
@@ -430,7 +436,7 @@ AREAS = (
             "tests/artifacts/test_step_execution.py",
             "tests/artifacts/test_fingerprint.py",
             "tests/artifacts/test_plan.py",
-            "tests/gates/test_submission_path.py",
+            "tests/submission/test_submission_path.py",
             "tests/artifacts/test_submission_words.py",
         ),
         # the promises' holders: a step's identity and fingerprint, and the submission path's refusal
@@ -439,7 +445,7 @@ AREAS = (
     Area(
         "hub_sources",
         ("src/rlaunch/sources/hub.py",),
-        ("tests/parity/test_hub_source.py", "tests/parity/test_hub_pins.py", "tests/gates/test_pinned_data.py"),
+        ("tests/sources/test_hub_source.py", "tests/sources/test_hub_pins.py", "tests/sources/test_pinned_data.py"),
     ),
     Area(
         "memory",

@@ -21,7 +21,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rlaunch.skyrl import check_plan  # noqa: E402
-from tests.skyrl.helpers import BASE_RECIPE, cpu_topology, plan, recipe, seed_topology, topology  # noqa: E402
+from tests.support.specs import BASE_RECIPE, cpu_topology, plan, recipe, seed_topology, topology  # noqa: E402
 
 BUDGET_S = 0.010
 PRIME = 2**61 - 1

@@ -112,7 +112,7 @@ def interpreter(version: str) -> str:
     if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
         return sys.executable
     sys.path.insert(0, str(REPO))
-    from tests.py312_tier import find_python312
+    from tests.support.py312_tier import find_python312
 
     found = find_python312()
     if found.path is None:
@@ -164,7 +164,7 @@ def contract_venv(python: str) -> str:
     """The contract tier's venv python (skyrl 0.4.0 and its CPU stack), built on first use."""
     sys.path.insert(0, str(REPO))
     from tests.contract.skyrl_tier import SKYRL_TIER
-    from tests.py312_tier import tier_environment
+    from tests.support.py312_tier import tier_environment
 
     return tier_environment(SKYRL_TIER, python)
 

@@ -12,8 +12,8 @@ import pytest
 
 from rlaunch import storage
 from tests import scheduling
-from tests.documents import rendered_document
-from tests.launching import Launcher
+from tests.support.documents import rendered_document
+from tests.support.launchers import Launcher
 
 # Developer settings a test must not inherit: where runs go, how jobs are reached, credentials.
 UNSET = (

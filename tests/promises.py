@@ -115,13 +115,13 @@ _TRL = "src/rlaunch/runtimes/adapters/trl_cpu/rlaunch_trl_cpu/checkpoints.py"
 _SKYRL = "src/rlaunch/runtimes/adapters/skyrl/rlaunch_skyrl/checkpoints.py"
 
 _GATES = "src/rlaunch/judgement/gates.py"
-_HOST_GATES = "tests/gates/test_host_gates.py"
+_HOST_GATES = "tests/judgement/test_host_gates.py"
 _JUDGE = "src/rlaunch/judgement/judge.py"
-_JUDGE_TABLE = "tests/gates/test_one_judgement.py::test_the_dry_run_run_and_the_host_find_the_same_words"
-_PINNED = "tests/gates/test_pinned_data.py"
-_FAILURES = "tests/gates/test_failures.py"
+_JUDGE_TABLE = "tests/judgement/test_one_judgement.py::test_the_dry_run_run_and_the_host_find_the_same_words"
+_PINNED = "tests/sources/test_pinned_data.py"
+_FAILURES = "tests/launch_config/test_failures.py"
 _STEP_JOBS = "tests/cluster/test_step_jobs.py"
-_CREDENTIALS = "tests/gates/test_declared_credentials.py"
+_CREDENTIALS = "tests/judgement/test_declared_credentials.py"
 _PIN = "tests/runs/test_resume_from_pin.py"
 _READ_ONLY = "tests/launch/test_read_only_prefix.py"
 _OBSERVED = "tests/observe/test_observed_failure_class.py"
@@ -480,8 +480,8 @@ PROMISES = (
                 "    if foreign:\n",
                 "    if False:\n",
                 "any runner may build an RL step",
-                "tests/gates/test_submission_path.py::test_a_build_options_main_refuses_an_rl_step_before_building_anything",
-                "tests/gates/test_submission_path.py::test_the_artifact_runner_refuses_an_rl_step_it_would_build",
+                "tests/submission/test_submission_path.py::test_a_build_options_main_refuses_an_rl_step_before_building_anything",
+                "tests/submission/test_submission_path.py::test_the_artifact_runner_refuses_an_rl_step_it_would_build",
             ),
         ),
     ),
@@ -494,7 +494,7 @@ PROMISES = (
                 "    if True:\n        return None",
                 "attempts under another runtime digest ignored",
                 f"{_HOST_GATES}::test_an_attempt_under_another_runtime_refuses_the_version",
-                "tests/gates/test_version_wording.py::test_without_the_declaration_the_version_is_refused",
+                "tests/judgement/test_version_wording.py::test_without_the_declaration_the_version_is_refused",
             ),
         ),
     ),
@@ -570,7 +570,7 @@ PROMISES = (
                 "    if smoke is not None and smoke.gpus and allocated > smoke.gpus:",
                 "    if False:",
                 "a launch on more GPUs than its smoke judged small",
-                "tests/gates/test_gate_words.py::test_a_launch_bigger_than_its_smoke_is_large_and_one_its_size_is_not",
+                "tests/judgement/test_gate_words.py::test_a_launch_bigger_than_its_smoke_is_large_and_one_its_size_is_not",
             ),
             _one(
                 f"{_JUDGE}::_larger_than",
@@ -578,7 +578,7 @@ PROMISES = (
                 "    if False:",
                 "a launch on more nodes than its smoke judged small",
                 f"{_JUDGE_TABLE}[bigger-than-its-smoke]",
-                "tests/gates/test_gate_words.py::test_a_launch_bigger_than_its_smoke_is_large_and_one_its_size_is_not",
+                "tests/judgement/test_gate_words.py::test_a_launch_bigger_than_its_smoke_is_large_and_one_its_size_is_not",
             ),
             _one(
                 f"{_JUDGE}::_larger_than",
@@ -586,7 +586,7 @@ PROMISES = (
                 "    if False:",
                 "the GPU threshold ignored",
                 f"{_HOST_GATES}::test_large_is_more_nodes_or_gpus_than_the_thresholds_and_never_a_declared_smoke",
-                "tests/gates/test_smoke_gate.py::test_large_is_the_users_thresholds_whatever_the_accelerator",
+                "tests/judgement/test_smoke_gate.py::test_large_is_the_users_thresholds_whatever_the_accelerator",
             ),
             _one(
                 f"{_JUDGE}::large",
@@ -594,7 +594,7 @@ PROMISES = (
                 "    if planned.profile.rehearsal:",
                 "a declared smoke judged large",
                 f"{_HOST_GATES}::test_large_is_more_nodes_or_gpus_than_the_thresholds_and_never_a_declared_smoke",
-                "tests/gates/test_smoke_gate.py::test_large_is_the_users_thresholds_whatever_the_accelerator",
+                "tests/judgement/test_smoke_gate.py::test_large_is_the_users_thresholds_whatever_the_accelerator",
             ),
         ),
     ),
@@ -618,7 +618,7 @@ PROMISES = (
                 "    if why_large and authorisations.default_stage:",
                 "    if False:",
                 "a large launch on a defaulted --stage let through",
-                "tests/gates/test_one_judgement.py::test_a_large_launch_whose_terminal_stage_came_from_its_default_is_refused[large-default-stage]",
+                "tests/judgement/test_one_judgement.py::test_a_large_launch_whose_terminal_stage_came_from_its_default_is_refused[large-default-stage]",
             ),
         ),
     ),
@@ -630,7 +630,7 @@ PROMISES = (
                 "        if any(step is p for p in pending):",
                 "        if True:",
                 "a served step's resume check refuses the graph",
-                "tests/gates/test_served_step.py::test_a_served_rl_step_is_not_resumed_and_gates_nothing_downstream",
+                "tests/judgement/test_served_step.py::test_a_served_rl_step_is_not_resumed_and_gates_nothing_downstream",
             ),
         ),
     ),
@@ -731,7 +731,7 @@ PROMISES = (
                 'return f"{text} [default]" if name in defaults else text',
                 "return text",
                 "defaults shown like stated values",
-                "tests/parity/test_readiness.py::test_host_resources_mark_every_default_for_every_role_and_the_coordinator",
+                "tests/skyrl/test_readiness.py::test_host_resources_mark_every_default_for_every_role_and_the_coordinator",
             ),
         ),
     ),
@@ -776,7 +776,7 @@ PROMISES = (
                 'extra["wandb"] = wandb  # the run the trainer actually logged to',
                 "pass",
                 "the trainer's W&B evidence not recorded",
-                "tests/gates/test_wandb_run.py::test_the_wandb_run_the_trainer_used_is_in_the_run_record_and_status",
+                "tests/judgement/test_wandb_run.py::test_the_wandb_run_the_trainer_used_is_in_the_run_record_and_status",
             ),
         ),
     ),
@@ -877,7 +877,7 @@ PROMISES = (
                 "            if _replay_refused(handles, invocation, planning):",
                 "            if False:",
                 "the coordinator's replay check deleted",
-                "tests/gates/test_replay.py::"
+                "tests/submission/test_replay.py::"
                 "test_a_coordinator_whose_replay_built_another_graph_refuses_before_building_anything",
                 "tests/launch/test_replay_refused.py::"
                 "test_a_graph_built_from_an_unforwarded_variable_is_refused_by_its_coordinator",

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from types import ModuleType
 
-from tests import file_modules
+from tests.support import file_modules
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FORBIDDEN = (

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from rlaunch import rules
 from rlaunch.cli.admin import main as rlaunch_main
 from scripts import reference
-from tests.host.test_host_rules import EXPERIMENT_SIDE_CODES, RECIPE_TEXT_CODES
+from tests.support.violation_codes import EXPERIMENT_SIDE_CODES, RECIPE_TEXT_CODES
 
 REPO = Path(__file__).resolve().parents[1]
 CLI_PAGE = REPO / "docs" / "reference" / "cli.md"
@@ -132,17 +132,29 @@ def test_every_entry_states_where_what_it_means_and_the_fix() -> None:
             assert line.removeprefix(f"- {part}:").strip(), f"{code}: no {part} in its entry"
 
 
-def test_the_batch_rule_entry_is_the_rules_own_text() -> None:
-    body = _entries()["batch.train_mini"]
-    assert "must be divisible by policy\\_mini\\_batch\\_size={mini}" in body
-    assert "choose a mini batch among the divisors of {train}" in body
-
-
-def test_a_code_chosen_from_a_table_gets_each_rows_text() -> None:
-    """`explicit.token_budget` is raised for two recipe keys from EXPLICIT_KEYS: both are on the page."""
-    body = _entries()["explicit.token_budget"]
-    assert "trainer.max\\_prompt\\_length is not set explicitly" in body
-    assert "generator.sampling\\_params.max\\_generate\\_length is not set explicitly" in body
+@pytest.mark.parametrize(
+    ("code", "texts"),
+    [
+        (
+            "batch.train_mini",
+            (
+                "must be divisible by policy\\_mini\\_batch\\_size={mini}",
+                "choose a mini batch among the divisors of {train}",
+            ),
+        ),
+        (  # raised for two recipe keys from EXPLICIT_KEYS: both are on the page
+            "explicit.token_budget",
+            (
+                "trainer.max\\_prompt\\_length is not set explicitly",
+                "generator.sampling\\_params.max\\_generate\\_length is not set explicitly",
+            ),
+        ),
+    ],
+    ids=["the-batch-rule-entry-is-the-rules-own-text", "a-code-chosen-from-a-table-gets-each-rows-text"],
+)
+def test_an_entry_holds_the_text_its_code_is_raised_with(code: str, texts: tuple[str, ...]) -> None:
+    body = _entries()[code]
+    assert [text for text in texts if text not in body] == []
 
 
 def test_the_readme_is_short_and_keeps_the_two_set_up_commands() -> None:

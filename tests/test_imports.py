@@ -13,7 +13,7 @@ import pathlib
 
 import pytest
 
-from tests.polling import run_python
+from tests.support.polling import run_python
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "ray", "transformers", "trl", "vllm", "skyrl")
@@ -59,23 +59,21 @@ def test_importing_rlaunch_and_its_cli_imports_nothing_heavy(stubs, tmp_path):
     )
 
 
-def test_a_hello_dry_run_imports_nothing_heavy(stubs, tmp_path):
-    code = (
+@pytest.mark.parametrize(
+    "code",
+    [
         "import sys\n"
         "from experiments.hello import main\n"
         "main(['--version', '2026.11.30'], standalone_mode=False)\n"
-        "main(['--version', 'dev', '--plan-format', 'json'], standalone_mode=False)\n"
-    )
-    assert heavy_imported(code, stubs, tmp_path) == []
-
-
-def test_hello_as_main_dry_run_imports_nothing_heavy(stubs, tmp_path):
-    code = (
+        "main(['--version', 'dev', '--plan-format', 'json'], standalone_mode=False)\n",
         "import runpy, sys\n"
         "sys.argv = ['experiments.hello', '--version', '2026.11.30']\n"
         "try:\n"
         "    runpy.run_module('experiments.hello', run_name='__main__', alter_sys=True)\n"
         "except SystemExit as exc:\n"
-        "    assert exc.code in (0, None), exc.code\n"
-    )
+        "    assert exc.code in (0, None), exc.code\n",
+    ],
+    ids=["main-called", "run-as-main"],
+)
+def test_a_hello_dry_run_imports_nothing_heavy(stubs, tmp_path, code):
     assert heavy_imported(code, stubs, tmp_path) == []

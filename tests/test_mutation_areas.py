@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import fnmatch
 
-from tests import file_modules
 from tests.promises import PROMISES
+from tests.support import file_modules
 
 
 def _areas() -> tuple:

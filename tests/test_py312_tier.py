@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.py312_tier import (
+from tests.support.py312_tier import (
     PYTHON_ENV,
     REPO,
     TIER_ENV,

@@ -24,7 +24,7 @@ which removes the prompts' shared difficulty from the noise (Miller, "paired dif
 difference's interval is normal, d +- z SE; it exceeds the noise when it excludes 0.
 
 `rlaunch_trl_cpu.evaluate` and `rlaunch_skyrl.evaluate` carry copies (ARCHITECTURE.md, "Copies the
-adapter boundary forces"); tests/test_intervals.py holds the three together.
+adapter boundary forces"); tests/ground_floor/test_intervals.py holds the three together.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import pytest
 
 from rlaunch import storage
 from rlaunch.artifacts.lock import StepLock
-from tests.faults import fill, small_tmpfs
+from tests.support.faults import fill, small_tmpfs
 
 
 @pytest.fixture

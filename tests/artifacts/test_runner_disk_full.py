@@ -1,7 +1,7 @@
 """A step that fails on a full disk under the prefix is told by its errno, path and next step, and
 the failed status that no longer fits is told after it, never instead of it (the submitter's last
 word was once the raw `OSError: [Errno 28] ... .status.json` of that status, the step's own failure
-lost). The prefix is a real small tmpfs (tests/faults.py), filled by the step as a trainer saving a
+lost). The prefix is a real small tmpfs (tests/support/faults.py), filled by the step as a trainer saving a
 checkpoint fills it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from rlaunch.artifacts import RunFailedError, Runner
-from tests.faults import fill, small_tmpfs
+from tests.support.faults import fill, small_tmpfs
 
 from .helpers import DAY, make_step, quiet
 

@@ -1,6 +1,6 @@
 """The submission path's refusal in process: which planned actions of a step only its coordinator
 may launch are refused (run and rebuild, never a served one), every such step named, and a step's
-version refused naming the step. tests/gates/test_submission_path.py goes through the CLI.
+version refused naming the step. tests/submission/test_submission_path.py goes through the CLI.
 """
 
 from __future__ import annotations

@@ -209,12 +209,13 @@ def test_a_version_that_is_no_name_is_refused_naming_the_option(prefix, version,
     assert CALLS == [] and not os.path.exists(prefix)
 
 
-def test_max_concurrent_must_be_positive():
-    assert invoke(experiment, "--version", DAY, "--max-concurrent", "0").exit_code == 2
-
-
-def test_plan_format_is_text_or_json():
-    assert invoke(experiment, "--version", DAY, "--plan-format", "yaml").exit_code == 2
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--max-concurrent", "0"), ("--plan-format", "yaml")],
+    ids=["max-concurrent-must-be-positive", "plan-format-is-text-or-json"],
+)
+def test_an_option_outside_its_values_is_refused(option: str, value: str) -> None:
+    assert invoke(experiment, "--version", DAY, option, value).exit_code == 2
 
 
 # --- the plan ----------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from rlaunch.artifacts import records
 from rlaunch.cli.admin import main as rlaunch_main
 from rlaunch.cluster.local.backend import LocalBackend
 from rlaunch.cluster.protocol import JobSpec
-from tests.polling import py
+from tests.support.polling import py
 
 REPO = Path(__file__).resolve().parents[2]
 VERSION = "2026.11.30"

@@ -19,7 +19,7 @@ from experiments import rl_plan_example as example
 from rlaunch.cli.admin import main as rlaunch_main
 from rlaunch.dotted import set_path
 from rlaunch.skyrl import ModelFacts, SkyRLCriticPlan, SkyRLRolePlan, SkyRLTopology, check_plan
-from tests.rules.test_fit import applied
+from tests.support.specs import applied
 
 REPO = Path(__file__).resolve().parents[2]
 QWEN3_8B_JSON = "experiments/configs/qwen3-8b/config.json"

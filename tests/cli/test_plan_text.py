@@ -3,18 +3,22 @@ for the coordinator's deadline (the most the child can run: the coordinator wait
 
 from __future__ import annotations
 
+import pytest
+
 from rlaunch.cli.plan_text import step_gpu_hours, step_placement
 from rlaunch.skyrl import skyrl_step
-from tests.skyrl import helpers as h
+from tests.support import specs as h
 
 
-def test_an_rl_step_without_a_child_timeout_is_charged_its_coordinators_deadline() -> None:
-    step = skyrl_step(h.spec(), h.iris(job_timeout_seconds=0, coordinator_timeout_hours=1.5), export_hf=True)
-    assert step_gpu_hours(step) == 64 * 1.5  # 8 nodes x 8 H100
-    assert step_placement(step).endswith(", deadline 1.5h")
-
-
-def test_an_rl_step_with_a_child_timeout_is_charged_that_timeout_not_the_deadline() -> None:
-    step = skyrl_step(h.spec(), h.iris(job_timeout_seconds=1800, coordinator_timeout_hours=1.5), export_hf=True)
-    assert step_gpu_hours(step) == 64 * 0.5
-    assert step_placement(step).endswith(", limit 1800s")
+@pytest.mark.parametrize(
+    ("job_timeout_seconds", "gpu_hours", "placement"),
+    [(0, 64 * 1.5, ", deadline 1.5h"), (1800, 64 * 0.5, ", limit 1800s")],
+    ids=["without-a-child-timeout-its-coordinators-deadline", "with-a-child-timeout-that-timeout-not-the-deadline"],
+)
+def test_an_rl_step_is_charged_its_child_timeout_or_else_its_coordinators_deadline(
+    job_timeout_seconds: int, gpu_hours: float, placement: str
+) -> None:
+    execution = h.iris(job_timeout_seconds=job_timeout_seconds, coordinator_timeout_hours=1.5)
+    step = skyrl_step(h.spec(), execution, export_hf=True)
+    assert step_gpu_hours(step) == gpu_hours  # 8 nodes x 8 H100
+    assert step_placement(step).endswith(placement)

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tests.polling import pid_alive, py, read_pids, wait_for  # noqa: F401 - shared by the cluster tests
+from tests.support.polling import pid_alive, py, read_pids, wait_for  # noqa: F401 - shared by the cluster tests
 
 T = TypeVar("T")
 

@@ -22,7 +22,7 @@ from rlaunch.cluster.protocol import get_backend
 from rlaunch.errors import UserError
 from rlaunch.names import MAX_JOB_NAME, name_refusal, sanitize_job_name
 from rlaunch.skyrl import IrisSkyRLExecution
-from tests.launching import REPO
+from tests.support.launchers import REPO
 
 
 def test_choosing_iris_on_python_311_names_the_requirement(monkeypatch: pytest.MonkeyPatch) -> None:

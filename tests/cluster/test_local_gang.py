@@ -12,7 +12,7 @@ import pytest
 
 from rlaunch.cluster.local.backend import LocalBackend
 from rlaunch.cluster.protocol import JobSpec, JobState
-from tests.polling import HANDSHAKE
+from tests.support.polling import HANDSHAKE
 
 from .helpers import job_file, py
 

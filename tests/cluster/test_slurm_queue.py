@@ -19,7 +19,7 @@ from rlaunch.cluster.slurm import commands
 from rlaunch.cluster.slurm.backend import SlurmBackend
 from rlaunch.cluster.slurm.commands import ENDED, QueueEntry, SlurmError
 from rlaunch.launch_config.failures import LOST_BY_SCHEDULER, OPERATIONAL, classify
-from tests.slurm.scripted_slurm import FakeSlurm, fresh_answers, pending_job, scripted
+from tests.support.scripted_slurm import FakeSlurm, fresh_answers, pending_job, scripted
 
 
 @pytest.fixture

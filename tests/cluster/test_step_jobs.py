@@ -22,7 +22,7 @@ from rlaunch.observe.resolve import resolve
 from rlaunch.runs import run_record
 from rlaunch.step_jobs import StepExecution
 from tests.cluster import _step_functions as fns
-from tests.polling import wait_for
+from tests.support.polling import wait_for
 
 REPO = str(Path(__file__).resolve().parents[2])
 SMALL = StepExecution(cpu=1.0, memory="256MB", disk="1GB", time_limit_seconds=120)

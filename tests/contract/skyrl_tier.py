@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from tests.py312_tier import REPO, Tier
+from tests.support.py312_tier import REPO, Tier
 
 SKYRL_TIER = Tier(
     name="skyrl", lock=REPO / "tests" / "contract" / "skyrl" / "lock.txt", tests=("tests/contract/skyrl",)

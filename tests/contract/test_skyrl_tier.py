@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.contract.skyrl_tier import SKYRL_TIER
-from tests.py312_tier import run_tier
+from tests.support.py312_tier import run_tier
 
 
 @pytest.mark.skyrl

@@ -1,4 +1,4 @@
-"""Runs whose jobs are Slurm jobs of a scripted Slurm (`tests.slurm.scripted_slurm`), under the test's
+"""Runs whose jobs are Slurm jobs of a scripted Slurm (`tests.support.scripted_slurm`), under the test's
 isolated prefix: the control commands read and stop them through the real Slurm backend, in process."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from rlaunch.cluster.gang.engine import KILL_GRACE_ENV
 from rlaunch.cluster.protocol import JobSpec
 from rlaunch.cluster.slurm.backend import SlurmBackend
 from rlaunch.runs import run_record
-from tests.slurm.scripted_slurm import FakeSlurm, fresh_answers, pending_job, scripted
+from tests.support.scripted_slurm import FakeSlurm, fresh_answers, pending_job, scripted
 
 RUN = "marker/rl@1"
 

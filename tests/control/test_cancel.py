@@ -22,7 +22,7 @@ from rlaunch.observe.render import format_phase_table
 from rlaunch.observe.resolve import resolve
 from rlaunch.processes import actor
 from rlaunch.runs import run_record
-from tests.slurm.scripted_slurm import FakeSlurm
+from tests.support.scripted_slurm import FakeSlurm
 
 from .conftest import RUN, attempt, coordinator, output_path, record_attempt
 

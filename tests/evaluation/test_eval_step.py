@@ -11,7 +11,7 @@ from rlaunch.artifacts.versions import BuildContext, VersionCodex, build_context
 from rlaunch.evaluation import Sampling, evaluation_step
 from rlaunch.evaluation.eval_step import TOOLS, evaluate, evaluation_tool
 from rlaunch.step_jobs import StepExecution
-from tests.runtimes.helpers import import_adapter
+from tests.support.adapters import import_adapter
 
 VERSION = "2026.11.30"
 
@@ -25,14 +25,17 @@ def test_a_runtimes_tool_is_found_by_its_adapter() -> None:
     assert evaluation_tool("fsdp", "gsm8k") == "skyrl"
 
 
-def test_a_scorer_the_runtime_does_not_know_is_refused_by_name() -> None:
-    with pytest.raises(ValueError, match=r"scorer='arithmetic' is not scored by runtime 'fsdp'.*\['gsm8k'\]"):
-        evaluation_tool("fsdp", "arithmetic")
-
-
-def test_an_evaluation_without_a_runtime_is_refused() -> None:
-    with pytest.raises(ValueError, match=r"execution.runtime=None.*StepExecution\(runtime='trl-cpu'\)"):
-        evaluation_tool(None, "gsm8k")
+@pytest.mark.parametrize(
+    ("runtime", "scorer", "refusal"),
+    [
+        ("fsdp", "arithmetic", r"scorer='arithmetic' is not scored by runtime 'fsdp'.*\['gsm8k'\]"),
+        (None, "gsm8k", r"execution.runtime=None.*StepExecution\(runtime='trl-cpu'\)"),
+    ],
+    ids=["a-scorer-the-runtime-does-not-know-by-name", "without-a-runtime"],
+)
+def test_an_evaluation_no_runtime_can_score_is_refused(runtime: str | None, scorer: str, refusal: str) -> None:
+    with pytest.raises(ValueError, match=refusal):
+        evaluation_tool(runtime, scorer)
 
 
 @pytest.mark.parametrize(

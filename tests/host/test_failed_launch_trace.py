@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from tests.launching import Launcher
+from tests.support.launchers import Launcher
 
 pytestmark = pytest.mark.launch
 

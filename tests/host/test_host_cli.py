@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.launching import Launcher
+from tests.support.launchers import Launcher
 
 pytestmark = pytest.mark.launch
 

@@ -17,7 +17,7 @@ from rlaunch.launch_config import schema
 from rlaunch.launch_config.loader import dump_yaml, load_yaml
 from rlaunch.launch_config.typed import DocumentError
 from rlaunch.names import MAX_JOB_NAME, MAX_LABEL, name_refusal
-from tests.documents import rendered_document
+from tests.support.documents import rendered_document
 
 # The ray backend's first refusal: without the ray extra (mypy and the fast lane need only `.[test]`), Ray's absence.
 RAY_REFUSAL = (

@@ -40,7 +40,7 @@ from rlaunch.rules.recipe_rules import EXPLICIT_KEYS
 from rlaunch.runtimes.defects import KnownDefect
 from rlaunch.runtimes.registry import get_profile, register_profile
 from rlaunch.skyrl import skyrl_step
-from tests.skyrl.helpers import (
+from tests.support.specs import (
     BASE_RECIPE,
     LLAMA_31_8B,
     LLAMA_31_70B,
@@ -51,17 +51,12 @@ from tests.skyrl.helpers import (
     spec,
     topology,
 )
+from tests.support.violation_codes import EXPERIMENT_SIDE_CODES, RECIPE_TEXT_CODES
 
 pytestmark = pytest.mark.usefixtures("signal_handlers")  # the host installs its own SIGTERM handler
 Doc = dict[str, Any]
 Edit = Callable[[Doc], None]
 SRC = Path(__file__).resolve().parents[2] / "src" / "rlaunch"
-# Codes about the recipe's YAML text, raised while parsing or rendering `config_yaml`; a launch
-# document has no such text (its `skyrl` section is typed as a mapping by the schema).
-RECIPE_TEXT_CODES = {"recipe.not_text", "recipe.invalid_yaml", "recipe.not_mapping"}
-# Judged on the experiment side only: the facts data artifacts recorded (rlaunch.rules.data_rules), read by
-# the plan and by the RL step once its inputs are built, before the host is handed the document.
-EXPERIMENT_SIDE_CODES = {"data.missing_field"}
 # The fsdp runtime with an open upstream defect that a tail-stride geometry triggers (same files,
 # so the same source digest): what `defect.open` refuses.
 OPEN_DEFECT_PROFILE = "fsdp-with-an-open-defect"
@@ -445,7 +440,7 @@ def test_a_document_runs_its_base_defaults_so_a_missing_seed_disagrees(
 def test_the_preflight_and_the_host_agree_on_a_broken_plan(module_prefix: str, bases: dict[str, Doc]) -> None:
     """The same mistakes, made once through the experiment side and once by hand, get the same codes."""
     from rlaunch.skyrl import check_plan
-    from tests.skyrl.helpers import seed_topology
+    from tests.support.specs import seed_topology
 
     broken = seed_topology(train_batch_size=250, inference_engine_data_parallel_size=1)
     preflight = sorted(v.code for v in check_plan(broken, recipe(trainer={"max_training_steps": 0}), "fsdp", seed=17))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.iris.iris_cluster import IrisCluster, iris_importable, start, stop
-from tests.live_clusters import cluster_env, jobs_finished_by_the_test, stopped_at_the_end
+from tests.support.live_clusters import cluster_env, jobs_finished_by_the_test, stopped_at_the_end
 
 if not iris_importable():
     collect_ignore_glob = ["test_*.py"]
@@ -48,7 +48,7 @@ def home_under_tmp() -> Iterator[Path]:
     there, as it is when HOME (and so the runtime cache) lives under /tmp. The venv is linked, and its
     pyvenv.cfg is found next to the link, so `venv/bin/python` is a complete environment whose
     `sys.executable` stays under /tmp."""
-    assert sys.prefix != sys.base_prefix, "the Iris tier runs in a virtualenv (tests/py312_tier.py)"
+    assert sys.prefix != sys.base_prefix, "the Iris tier runs in a virtualenv (tests/support/py312_tier.py)"
     root = Path(tempfile.mkdtemp(prefix="rlaunch-iris-home-", dir="/tmp"))
     (root / "venv").symlink_to(sys.prefix, target_is_directory=True)
     try:

@@ -17,7 +17,7 @@ import pytest
 from rlaunch.cluster.job_environment import job_environment
 from rlaunch.cluster.protocol import CapacityError, JobSpec, JobState, Resources
 from tests.iris.iris_cluster import CANARY, IrisCluster
-from tests.polling import py, wait_for
+from tests.support.polling import py, wait_for
 
 pytestmark = pytest.mark.iris
 

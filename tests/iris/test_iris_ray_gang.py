@@ -15,7 +15,7 @@ import os
 import pytest
 
 from tests.iris.iris_cluster import IrisCluster
-from tests.launching import MULTINODE_SKIP, REPO, Launcher
+from tests.support.launchers import MULTINODE_SKIP, REPO, Launcher
 
 pytestmark = [
     pytest.mark.iris,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.iris.iris_cluster import IrisCluster
-from tests.launching import checkout_launcher, cpu_smoke_through
+from tests.support.launchers import checkout_launcher, cpu_smoke_through
 
 pytestmark = [pytest.mark.iris, pytest.mark.e2e]
 

@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.launching import Launcher
+from tests.support.launchers import Launcher
 
 
 def latest_attempt(launcher: Launcher, version: str) -> dict:

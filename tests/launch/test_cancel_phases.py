@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from tests.launch.attempt_phases import PHASES, SLOW_PHASES, child_job, latest_attempt, replica_pid, staging_copies
-from tests.launching import REPO, Launcher
-from tests.polling import wait_for
+from tests.support.launchers import REPO, Launcher
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.launch
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.launching import REPO, Launcher
+from tests.support.launchers import REPO, Launcher
 
 pytestmark = pytest.mark.launch
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults import small_tmpfs
-from tests.launching import Launcher, checkout_launcher
+from tests.support.faults import small_tmpfs
+from tests.support.launchers import Launcher, checkout_launcher
 
 pytestmark = pytest.mark.launch
 

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from tests.launch.attempt_phases import PHASES, latest_attempt, trained_steps
-from tests.launching import REPO, Launcher
-from tests.polling import wait_for
+from tests.support.launchers import REPO, Launcher
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.launch
 

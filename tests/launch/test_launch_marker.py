@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.launching import MULTINODE_SKIP, Launcher
+from tests.support.launchers import MULTINODE_SKIP, Launcher
 
 pytestmark = pytest.mark.launch
 

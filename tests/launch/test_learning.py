@@ -13,7 +13,7 @@ import pytest
 
 from experiments.learning import judge
 from rlaunch.intervals import clustered_accuracy
-from tests.launching import Launcher
+from tests.support.launchers import Launcher
 
 pytestmark = pytest.mark.launch
 

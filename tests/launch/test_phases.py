@@ -9,7 +9,7 @@ from datetime import datetime
 
 import pytest
 
-from tests.launching import REPO, Launcher
+from tests.support.launchers import REPO, Launcher
 
 pytestmark = pytest.mark.launch
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.launch.test_kill9 import RUN, Run
-from tests.launching import Launcher
+from tests.support.launchers import Launcher
 
 pytestmark = pytest.mark.launch
 

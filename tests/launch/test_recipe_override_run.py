@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.launching import REPO, Launcher
+from tests.support.launchers import REPO, Launcher
 
 pytestmark = pytest.mark.launch
 

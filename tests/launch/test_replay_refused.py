@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.launching import SMOKE_VERSION, checkout_launcher, replay_refused_through
+from tests.support.launchers import SMOKE_VERSION, checkout_launcher, replay_refused_through
 
 pytestmark = pytest.mark.launch
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.launching import Launcher, copied_marker_launcher, release_copied_marker
+from tests.support.launchers import Launcher, copied_marker_launcher, release_copied_marker
 
 pytestmark = pytest.mark.launch
 

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from tests.experiments.fixed_reward import SCORE
-from tests.launching import REPO, Launcher
+from tests.support.launchers import REPO, Launcher
 
 pytestmark = pytest.mark.launch
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.launching import Launcher
+from tests.support.launchers import Launcher
 
 pytestmark = pytest.mark.launch
 

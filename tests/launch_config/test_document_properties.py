@@ -22,7 +22,7 @@ from rlaunch.errors import UserError
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.composition import leaves
 from rlaunch.paths import join_inside
-from tests.documents import rendered_document
+from tests.support.documents import rendered_document
 
 PREFIX = "/rlaunch-property-prefix"  # never created: loading a document touches no storage
 _BASE: list[dict[str, Any]] = []

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.loader import dump_yaml, load_yaml
 from rlaunch.launch_config.typed import DocumentError
-from tests.documents import rendered_document
+from tests.support.documents import rendered_document
 
 
 @pytest.fixture
@@ -47,19 +47,21 @@ def test_core_scalars(yaml_text: str, value: Any) -> None:
     assert load_yaml(yaml_text, source="x.yaml") == {"a": value}
 
 
-def test_sexagesimal_is_not_a_number_in_a_typed_field(text: str) -> None:
-    problem = refused(text.replace("seed: 17", "seed: 1:30"))
-    assert "run.seed: expected an integer, got '1:30'" in problem
+@pytest.mark.parametrize(
+    ("line", "written", "problem"),
+    [
+        ("seed: 17", "seed: 1:30", "run.seed: expected an integer, got '1:30'"),
+        ("  seed: 17\n", "  seed: 17\n  seed: 18\n", "(run.seed): duplicate key 'seed'"),
+    ],
+    ids=["sexagesimal-is-not-a-number-in-a-typed-field", "a-duplicate-key"],
+)
+def test_yaml_the_document_cannot_mean_is_refused(text: str, line: str, written: str, problem: str) -> None:
+    assert problem in refused(text.replace(line, written))
 
 
 def test_an_octal_looking_integer_is_refused(text: str) -> None:
     problem = refused(text.replace("seed: 17", "seed: 010"))
     assert "(run.seed): 010 refused" in problem and "write 10, or quote it" in problem
-
-
-def test_a_duplicate_key_is_refused(text: str) -> None:
-    problem = refused(text.replace("  seed: 17\n", "  seed: 17\n  seed: 18\n"))
-    assert "(run.seed): duplicate key 'seed'" in problem
 
 
 @pytest.mark.parametrize("value", [".nan", ".inf", "-.Inf", "1e400"])

@@ -9,7 +9,7 @@ from rlaunch.host.allocate import child_job_spec
 from rlaunch.launch_config import schema
 from rlaunch.launch_config.task_env import check_task_env, passed_through, task_environment
 from rlaunch.skyrl import LocalSkyRLExecution
-from tests.documents import rendered_document
+from tests.support.documents import rendered_document
 
 
 def test_passthrough_copies_matching_names_and_never_credentials() -> None:
@@ -63,7 +63,7 @@ def test_rendering_puts_fixed_and_passed_through_values_in_the_document_not_the_
 
     from rlaunch.artifacts import StepContext
     from rlaunch.skyrl import skyrl_step
-    from tests.documents import rl_step
+    from tests.support.documents import rl_step
 
     monkeypatch.setenv("NCCL_IB_HCA", "mlx5")
     monkeypatch.setenv("NCCL_SECRET_TOKEN", "never-forwarded-123")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rlaunch.host.allocate import child_job_spec, driver_job_spec, drives_existing_cluster
 from rlaunch.launch_config import schema
-from tests.documents import rendered_document
+from tests.support.documents import rendered_document
 
 
 def document(tmp_path: Path, backend: str, profile: str = "fsdp") -> schema.SkyRLLaunchConfig:

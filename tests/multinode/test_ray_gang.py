@@ -29,9 +29,9 @@ import yaml
 
 from rlaunch.cluster.protocol import JobSpec, JobState
 from rlaunch.task.rendezvous import HeadRecord, StorageRendezvous
-from tests.launching import MULTINODE_SKIP, REPO, Launcher
-from tests.live_clusters import free_port
-from tests.polling import pid_alive
+from tests.support.launchers import MULTINODE_SKIP, REPO, Launcher
+from tests.support.live_clusters import free_port
+from tests.support.polling import pid_alive
 
 pytestmark = [
     pytest.mark.multinode,

@@ -21,8 +21,8 @@ from rlaunch.runtimes.environment import venv_key
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.task import ray_cluster, rehearsal
 from rlaunch.task.ray_cluster import DriverResult
-from tests.documents import rendered_document
-from tests.launching import Launcher
+from tests.support.documents import rendered_document
+from tests.support.launchers import Launcher
 
 REPO = Path(__file__).resolve().parents[2]
 FLASH_ATTN = "ModuleNotFoundError: No module named 'flash_attn'"

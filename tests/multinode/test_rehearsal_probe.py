@@ -19,7 +19,7 @@ import pytest
 from rlaunch.task import rehearsal
 from rlaunch.task.ray_node import NodeSpec, RayNode
 from tests.multinode.test_ray_gang import free_port
-from tests.polling import wait_for
+from tests.support.polling import wait_for
 
 pytestmark = [
     pytest.mark.multinode,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.polling import wait_for
+from tests.support.polling import wait_for
 
 from .lab import Lab
 

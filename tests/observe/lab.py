@@ -5,14 +5,12 @@ all under one temporary prefix, observed through the real `rlaunch` commands.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,27 +20,12 @@ from rlaunch.cli.admin import main as rlaunch_main
 from rlaunch.cluster.gang.procs import group_alive, process_alive
 from rlaunch.cluster.local.backend import LocalBackend
 from rlaunch.runs.layout import JOINED
-from rlaunch.runtimes import registry
-from tests.launching import MULTINODE_SKIP
+from tests.support.launchers import MULTINODE_SKIP
+from tests.support.runtime_registry import isolated_runtime_registry
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_SECRET = "hf_observe_lab_secret_0123456789"
 T = TypeVar("T")
-
-
-@contextlib.contextmanager
-def isolated_runtime_registry() -> Iterator[None]:
-    profiles, plugins = dict(registry._registry), list(registry._plugins_loaded)
-    modules = set(sys.modules)
-    try:
-        yield
-    finally:
-        registry._registry.clear()
-        registry._registry.update(profiles)
-        registry._plugins_loaded[:] = plugins
-        for name in set(sys.modules) - modules:
-            if name.startswith("tests.plugins"):
-                del sys.modules[name]
 
 
 class Lab:

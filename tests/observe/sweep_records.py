@@ -17,7 +17,7 @@ from rlaunch.artifacts import records
 from rlaunch.intervals import Accuracy, clustered_accuracy
 from rlaunch.launch_config import schema
 from rlaunch.runs import layout, run_record
-from tests.documents import NAME
+from tests.support.documents import NAME
 
 VERSION = "2026.11.30"  # the seed document's version
 LR = "trainer.policy.optimizer_config.lr"

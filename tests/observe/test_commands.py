@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.polling import wait_for
+from tests.support.polling import wait_for
 
 from .conftest import RL, Runs
 from .lab import REPO, Lab

@@ -18,7 +18,7 @@ from rlaunch.observe.resolve import RunRef
 from rlaunch.observe.run_jobs import JobView, ReplicaView
 from rlaunch.observe.run_status import RunStatus
 from rlaunch.runs import run_record
-from tests.polling import py
+from tests.support.polling import py
 
 NEVER_FINALISED = "jobs ended (coordinator failed) but the run record was never finalised (running)"
 STATUS = "/data/prefix/marker/rl/2026.12.04/.status.json"

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from rlaunch.cluster.local.backend import LocalBackend
-from tests.polling import wait_for
+from tests.support.polling import wait_for
 
 from .conftest import RL
 from .lab import REPO, Lab

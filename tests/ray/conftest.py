@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 from ray_clusters import RAY_MISSING, RayCluster, cluster_environment, ray_importable, start_head, stop
 
-from tests.live_clusters import cluster_env, jobs_finished_by_the_test, stopped_at_the_end
+from tests.support.live_clusters import cluster_env, jobs_finished_by_the_test, stopped_at_the_end
 
 CLUSTER_CPUS = 4
 CLUSTER_MEMORY = 8 * 10**9

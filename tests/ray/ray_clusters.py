@@ -26,7 +26,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.live_clusters import free_ports
+from tests.support.live_clusters import free_ports
 
 CLUSTER_ONLY_VARIABLE = "RLAUNCH_TEST_CLUSTER_ONLY"
 RAY_MISSING = "ray is not installed here; install the extra: pip install -e '.[ray]'"

@@ -7,8 +7,8 @@ import json
 from collections.abc import Callable
 from typing import TypeVar
 
-from tests.polling import pid_alive, py, read_pids  # noqa: F401 - shared by the Ray tests
-from tests.polling import wait_for as _wait_for
+from tests.support.polling import pid_alive, py, read_pids  # noqa: F401 - shared by the Ray tests
+from tests.support.polling import wait_for as _wait_for
 
 T = TypeVar("T")
 

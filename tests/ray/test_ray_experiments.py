@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from ray_clusters import RayCluster
 
-from tests.launching import MULTINODE_SKIP, checkout_launcher, replay_refused_through
-from tests.polling import run_python
+from tests.support.launchers import MULTINODE_SKIP, checkout_launcher, replay_refused_through
+from tests.support.polling import run_python
 
 pytestmark = pytest.mark.ray
 

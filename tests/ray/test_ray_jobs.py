@@ -13,7 +13,7 @@ from ray_clusters import CLUSTER_ONLY_VARIABLE, RayCluster
 from ray_helpers import pid_alive, py, ray_job_record, read_pids, wait_for
 
 from rlaunch.cluster.protocol import CapacityError, JobSpec, JobState, Resources
-from tests.polling import HANDSHAKE
+from tests.support.polling import HANDSHAKE
 
 pytestmark = pytest.mark.ray
 

@@ -208,7 +208,7 @@ def test_bad_addresses_and_owned_variables_are_refused_before_contacting_anythin
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from rlaunch.cluster.ray.backend import RayBackend, RayClusterUnreachableError
-    from tests.live_clusters import free_port
+    from tests.support.live_clusters import free_port
 
     for name in [k for k in os.environ if k.startswith(("RLAUNCH_", "RAY_"))]:
         monkeypatch.delenv(name)

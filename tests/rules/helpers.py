@@ -1,4 +1,4 @@
-"""Cases for the rule tests: plans built from the plans the preflight accepts (tests/skyrl/helpers).
+"""Cases for the rule tests: plans built from the plans the preflight accepts (tests/support/specs.py).
 
 Each case changes the number or setting its rule is about; `verdict` runs it through the whole
 preflight (`check_plan`) or, for what only a launch document states (its source digest, the role
@@ -16,7 +16,7 @@ from rlaunch.runtimes.registry import Capabilities, RuntimeProfile, get_profile
 from rlaunch.skyrl import ModelFacts, SkyRLTopology, check_plan
 from rlaunch.skyrl.preflight import subject_of
 from rlaunch.skyrl.values.config_yaml import render_recipe
-from tests.skyrl.helpers import (
+from tests.support.specs import (
     BASE_RECIPE,
     plan,
     recipe,

@@ -1,5 +1,5 @@
 """The architecture facts equal what transformers builds, exactly, for a small config of every
-family and each knob that changes a count (the numbers: tests/rules/built_counts.py, rebuilt with
+family and each knob that changes a count (the numbers: tests/support/built_counts.py, rebuilt with
 transformers by tests/runtimes/test_architecture_counts.py). The published totals of
 test_memory_model.py hold full-size checkpoints to 2 %; these hold every term to the parameter."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from rlaunch.rules import memory
 from rlaunch.rules.model_shape import FAMILIES, Architecture, from_hf_config
-from tests.rules.built_counts import BUILT, Built
+from tests.support.built_counts import BUILT, Built
 
 
 def _arch(built: Built) -> Architecture:

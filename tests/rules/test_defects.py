@@ -15,7 +15,7 @@ import pytest
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules.defect_triggers import defect_rules, findings
 from rlaunch.runtimes.defects import FIXED, OPEN, UNVERIFIED, WORKED_AROUND, KnownDefect
-from tests.skyrl.helpers import recipe
+from tests.support.specs import recipe
 
 from .helpers import FSDP, SEED, Case, rendered, seed, verdict
 

@@ -7,7 +7,7 @@ import pytest
 
 from rlaunch.rules.devices import DEVICES, device, variants
 from rlaunch.skyrl import check_plan
-from tests.skyrl.helpers import recipe, topology
+from tests.support.specs import recipe, topology
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from rlaunch.rules.devices import GIB
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import skyrl_step
 from rlaunch.skyrl.values.config_yaml import parse_config_yaml
-from tests.skyrl.helpers import LLAMA_31_8B, cpu_topology, local, spec, to_yaml
+from tests.support.specs import LLAMA_31_8B, cpu_topology, local, spec, to_yaml
 
 Doc = dict[str, Any]
 

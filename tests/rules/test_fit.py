@@ -6,7 +6,6 @@ change it prints to the spec's topology and recipe and run the whole preflight o
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 from collections.abc import Callable
@@ -30,28 +29,10 @@ from rlaunch.skyrl.values.config_yaml import parse_config_yaml, render_recipe
 from rlaunch.skyrl.views.plan_view import describe_step
 from rlaunch.sources.hub import hf_model_source
 from tests.rules.test_memory import QWEN3_14B, one_node
-from tests.skyrl.helpers import DAY, iris, planned_launch_view, recipe, spec, topology
+from tests.support.specs import DAY, applied, iris, planned_launch_view, recipe, spec, topology
 
 QWEN3_8B = ModelFacts.from_hf_config(example.QWEN3_8B_CONFIG)
 QWEN3_14B_FACTS = ModelFacts.from_hf_config(QWEN3_14B)
-
-
-def applied(topo: SkyRLTopology, written: dict[str, Any], changes: list[str]) -> tuple[SkyRLTopology, dict[str, Any]]:
-    """`topo` and `written` with each printed change (`field=value`) pasted in, as a user would."""
-    plan_changes: dict[str, Any] = {}
-    tree = copy.deepcopy(written)
-    for change in changes:
-        field, _, text = change.partition("=")
-        value: Any = {"true": True, "false": False}.get(text, int(text) if text.lstrip("-").isdigit() else text)
-        section, _, name = field.partition(".")
-        if section == "role_plan":
-            plan_changes[name] = value
-        elif section == "topology":
-            topo = dataclasses.replace(topo, **{name: value})
-        else:
-            assert section == "config_yaml", change
-            set_path(tree, name, value)
-    return dataclasses.replace(topo, role_plan=dataclasses.replace(topo.role_plan, **plan_changes)), tree
 
 
 def nearest(found: list[PreflightError]) -> list[list[str]]:
@@ -101,8 +82,9 @@ def test_a_plan_that_fits_gets_no_suggestion_and_no_search(monkeypatch: pytest.M
     assert called == []
 
 
-def test_the_search_is_bounded_by_its_evaluation_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    tables = []
+def counted_tables(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    """The arguments of every memory table computed from now on, appended as each is."""
+    tables: list[tuple[Any, ...]] = []
     real = memory.table_for
 
     def counting(*args: Any) -> memory.MemoryTable:
@@ -110,6 +92,11 @@ def test_the_search_is_bounded_by_its_evaluation_budget(monkeypatch: pytest.Monk
         return real(*args)
 
     monkeypatch.setattr(memory, "table_for", counting)
+    return tables
+
+
+def test_the_search_is_bounded_by_its_evaluation_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    tables = counted_tables(monkeypatch)
     topo, written = example_plan("long-generation-24gb")
     check_plan(topo, written, "fsdp", seed=17, model=QWEN3_8B)
     # the plan's own table (the rules' and the search's), the budget, and one table per direction shown
@@ -246,14 +233,7 @@ def test_every_nearest_plan_fits_and_passes_the_preflight_the_plan_passes_but_fo
 def test_huge_sizes_keep_the_search_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """A micro batch or generation budget of 2**40 (refused by other rules, still searched) costs no
     more memory tables than the budget: divisors and bisection steps, never a count-down."""
-    tables = []
-    real = memory.table_for
-
-    def counting(*args: Any) -> memory.MemoryTable:
-        tables.append(args)
-        return real(*args)
-
-    monkeypatch.setattr(memory, "table_for", counting)
+    tables = counted_tables(monkeypatch)
     topo, written = example_plan("one-node-24gb")
     huge = dataclasses.replace(
         topo, role_plan=dataclasses.replace(topo.role_plan, micro_train_batch_size_per_gpu=2**40)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from rlaunch.rules import memory
 from rlaunch.rules.model_shape import Architecture
 from rlaunch.skyrl import ModelFacts
-from tests.skyrl.helpers import LLAMA_31_8B
+from tests.support.specs import LLAMA_31_8B
 
 LLAMA = ModelFacts.from_hf_config(LLAMA_31_8B).architecture
 assert isinstance(LLAMA, Architecture)

@@ -1,7 +1,7 @@
 """The memory model against published numbers, and the memory rules through the public API.
 
 Each evidence test names its source. Model configs are the published config.json values (Hugging
-Face model cards) restated in tests/skyrl/helpers.py or here.
+Face model cards) restated in tests/support/specs.py or here.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from rlaunch.rules.model_shape import Architecture, Unsized
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import MemoryReport, ModelFacts, PreflightError, check_plan, memory_report
 from rlaunch.skyrl.values.config_yaml import render_recipe
-from tests.skyrl.helpers import LLAMA_31_8B, LLAMA_31_405B, merge, plan, recipe, replace_plan, topology
+from tests.support.specs import LLAMA_31_8B, LLAMA_31_405B, merge, plan, recipe, replace_plan, topology
 
 QWEN3_14B = {
     "model_type": "qwen3",

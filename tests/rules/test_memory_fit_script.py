@@ -19,7 +19,7 @@ from rlaunch.rules import memory
 from rlaunch.rules.devices import GIB
 from rlaunch.rules.model_shape import Architecture
 from rlaunch.skyrl import ModelFacts
-from tests import file_modules
+from tests.support import file_modules
 
 fit = file_modules.load("benchmarks/memory_fit.py", "memory_fit_script")
 

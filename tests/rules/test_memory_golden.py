@@ -35,7 +35,7 @@ from tests.rules.test_memory_model import (
     QWEN25_VL_7B,
 )
 from tests.rules.test_rollout_knobs import GLM47_FLASH, QWEN3_NEXT_80B, QWEN3_VL_30B_A3B
-from tests.skyrl.helpers import LLAMA_31_8B, cpu_topology, plan, recipe, seed_plan, topology
+from tests.support.specs import LLAMA_31_8B, cpu_topology, plan, recipe, seed_plan, topology
 
 GOLDEN = Path(__file__).with_name("golden") / "memory_tables.json"
 KL = {"algorithm": {"use_kl_loss": True}}
@@ -235,7 +235,7 @@ def _pinned(table: memory.MemoryTable) -> dict[str, Any]:
 def cpu_case() -> dict[str, Any]:
     from rlaunch.runtimes.registry import get_profile
     from rlaunch.skyrl.values.config_yaml import render_recipe
-    from tests.skyrl.helpers import BASE_RECIPE
+    from tests.support.specs import BASE_RECIPE
 
     topo, profile = cpu_topology(), get_profile("trl-cpu")
     composed, _ = profile.compose(render_recipe(BASE_RECIPE, topo.role_plan, profile, 17))

@@ -14,10 +14,8 @@ import pytest
 from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules import memory
 from rlaunch.rules.devices import GIB, device
-from rlaunch.rules.model_shape import Architecture
-from rlaunch.skyrl import ModelFacts
-from tests.rules.test_memory import composed_of
-from tests.skyrl.helpers import recipe, topology
+from tests.rules.test_memory import arch, composed_of
+from tests.support.specs import recipe, topology
 
 # Qwen/Qwen3-30B-A3B config.json: every layer MoE (decoder_sparse_step 1, no mlp_only_layers), yet the
 # config also states the dense intermediate_size 6144 that no layer uses.
@@ -50,12 +48,6 @@ QWEN3_235B_A22B_FP8 = {
     "num_attention_heads": 64,
     "quantization_config": FP8_BLOCK,
 }
-
-
-def arch(config: dict) -> Architecture:
-    found = ModelFacts.from_hf_config(config).architecture
-    assert isinstance(found, Architecture), found
-    return found
 
 
 def table(config: dict, tree: dict | None = None, variant: str = "H100") -> memory.MemoryTable:
@@ -494,7 +486,7 @@ GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False,
     ids=["fp8-block", "fp8-tensor", "ct-fp8-channel", "ct-int8-channel", "awq", "gptq"],
 )
 def test_packed_linear_weights_take_the_schemes_bytes_and_the_rest_the_model_dtype(quantization, per_weight) -> None:
-    from tests.skyrl.helpers import LLAMA_31_8B
+    from tests.support.specs import LLAMA_31_8B
 
     a = arch({**LLAMA_31_8B, "quantization_config": quantization})
     p = a.params
@@ -666,7 +658,7 @@ WEIGHT_CASES = [
 
 
 def _model(name: str) -> dict:
-    from tests.skyrl.helpers import LLAMA_31_8B, LLAMA_31_70B
+    from tests.support.specs import LLAMA_31_8B, LLAMA_31_70B
 
     return {
         "llama": LLAMA_31_8B,
@@ -721,7 +713,7 @@ def test_one_sequences_kv_and_the_longest_that_fits_reproduce_vllms_refusal(
 
 @pytest.mark.parametrize(("source", "name", "tp", "gib", "gpu"), WEIGHT_CASES)
 def test_engine_weights_reproduce_vllms_loaded_weights(source: str, name: str, tp: int, gib: float, gpu: str) -> None:
-    from tests.skyrl.helpers import plan
+    from tests.support.specs import plan
 
     shape = plan(num_inference_engines=8 // tp, inference_engine_tensor_parallel_size=tp)
     topo = topology(shape, gpu_variant=gpu)
@@ -769,7 +761,7 @@ def test_the_profiling_peak_follows_the_model_tp_and_batched_tokens(
 ) -> None:
     """The engine's profiling forward (the MLP's gate/up and activation at max_num_batched_tokens, over
     TP) and its sampler warm-up (fp32 logits of max_num_seqs, not sharded): an estimate, within 35 %."""
-    from tests.skyrl.helpers import LLAMA_31_8B
+    from tests.support.specs import LLAMA_31_8B
 
     peak = memory.profile_peak(arch(LLAMA_31_8B), tp, batched, 256)
     assert close(peak / GIB, logged_gib, 0.35), (source, peak / GIB)
@@ -789,5 +781,8 @@ def test_the_device_table_knows_the_gpus_rl_users_run_on(variant: str, gib: floa
     assert found is not None and round(found.bytes / GIB, 2) == gib
 
 
-def test_amd_instinct_gpus_are_not_sized_skyrls_stack_does_not_run_there() -> None:
-    assert device("MI300X") is None and device("MI325X") is None
+@pytest.mark.parametrize(
+    "variant", ["MI300X", "MI325X", "cpu"], ids=["amd-instinct-skyrls-stack-does-not-run-there", "mi325x", "not-a-gpu"]
+)
+def test_a_device_not_in_the_table_is_not_sized(variant: str) -> None:
+    assert device(variant) is None

@@ -11,7 +11,7 @@ import pytest
 
 from rlaunch.rules import memory
 from rlaunch.rules.model_shape import FAMILIES, Architecture, Unsized, _padded, from_hf_config
-from tests.rules.built_counts import BASE
+from tests.support.built_counts import BASE
 
 LLAMA = {**BASE, "model_type": "llama", "intermediate_size": 512}
 MIXTRAL = {**BASE, "model_type": "mixtral", "intermediate_size": 384, "num_local_experts": 4, "num_experts_per_tok": 2}

@@ -14,7 +14,7 @@ import pytest
 from rlaunch.rules import memory
 from rlaunch.rules.devices import GIB, MIB, device
 from tests.rules.test_memory_model import FP8_BLOCK, QWEN3_30B_A3B, QWEN3_235B_A22B_FP8, arch, engine, table
-from tests.skyrl.helpers import recipe
+from tests.support.specs import recipe
 
 # zai-org/GLM-4.7-Flash config.json (Glm4MoeLiteForCausalLM): DeepSeek-V3's layout at 30B-A3B.
 GLM47_FLASH = {

@@ -19,7 +19,7 @@ from rlaunch import rules
 from rlaunch.rules import MAX_SIZE
 from rlaunch.runtimes.registry import Capabilities
 from rlaunch.skyrl import ModelFacts
-from tests.skyrl.helpers import WANDB_RECIPE, plan, recipe, seed_topology, topology
+from tests.support.specs import WANDB_RECIPE, plan, recipe, seed_topology, topology
 
 from .helpers import FSDP, SEED, Case, colocated, fully_async, rendered, seed, subject, verdict
 

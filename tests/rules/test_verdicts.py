@@ -16,7 +16,7 @@ import yaml
 
 from rlaunch.rules import MAX_SIZE
 from rlaunch.skyrl import ModelFacts, SkyRLCriticPlan, SkyRLTopology
-from tests.skyrl.helpers import (
+from tests.support.specs import (
     WANDB_RECIPE,
     cpu_plan,
     cpu_topology,

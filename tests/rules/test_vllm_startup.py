@@ -20,7 +20,7 @@ from rlaunch.rules.devices import GIB, device
 from rlaunch.rules.memory import rollout
 from tests.rules.test_memory import composed_of
 from tests.rules.test_memory_model import DEEPSEEK_V2_LITE, FP8_CHANNEL, GPT_OSS_20B, GPT_OSS_120B, QWEN2_7B, arch
-from tests.skyrl.helpers import LLAMA_31_8B, LLAMA_31_70B, plan, recipe, topology
+from tests.support.specs import LLAMA_31_8B, LLAMA_31_70B, plan, recipe, topology
 
 # deepseek-ai/DeepSeek-R1-Distill-Qwen-14B config.json (the Qwen2.5-14B layout; no sliding window in use)
 R1_DISTILL_QWEN_14B = {

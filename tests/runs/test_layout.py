@@ -8,7 +8,7 @@ import pytest
 from rlaunch import storage
 from rlaunch.runs import layout
 from rlaunch.runs.layout import RunPaths, temporary_root
-from tests.documents import DAY, NAME, rendered_document, rl_step
+from tests.support.documents import DAY, NAME, rendered_document, rl_step
 
 
 def test_rendered_document_paths(prefix: str) -> None:

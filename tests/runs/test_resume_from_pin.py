@@ -25,9 +25,9 @@ from rlaunch.skyrl import ResumeFrom
 from rlaunch.skyrl.views.gate_checks import plan_rows
 from rlaunch.skyrl.views.plan_view import _resume_line
 from rlaunch.skyrl.views.resume_check import resume_refusal
-from tests.gates.judged import run_refusals
-from tests.gates.test_host_gates import _launch
-from tests.skyrl.helpers import planned_view, spec
+from tests.support.host_launches import launch_edited
+from tests.support.refusals import run_refusals
+from tests.support.specs import planned_view, spec
 
 for _name in ("trl-cpu", "fsdp"):
     sys.path.insert(0, str(get_profile(_name).adapter_dir))
@@ -151,22 +151,22 @@ def test_the_host_refuses_a_pin_whose_digest_differs_and_accepts_the_right_one(p
 
         return edit
 
-    code, result, _ = _launch(prefix, pin(OTHER))
+    code, result, _ = launch_edited(prefix, pin(OTHER))
     assert code == 2 and f"was written by {OLD}" in result["failure"], result
 
     def ignored(doc: dict[str, Any]) -> None:
         pin(OLD)(doc)
         doc["skyrl"]["trainer"]["resume_mode"] = "none"
 
-    code, result, _ = _launch(prefix, ignored)
+    code, result, _ = launch_edited(prefix, ignored)
     assert code == 2 and "trainer.resume_mode is not latest" in result["failure"], result
-    code, result, _ = _launch(prefix, pin(OLD))  # the right pin: accepted across the repin
+    code, result, _ = launch_edited(prefix, pin(OLD))  # the right pin: accepted across the repin
     assert code == 0 and result["state"] == "prepared", result
 
 
 def test_a_pin_is_part_of_the_fingerprint() -> None:
     from rlaunch.skyrl import skyrl_step
-    from tests.skyrl.helpers import iris
+    from tests.support.specs import iris
 
     plain = skyrl_step(spec(), iris()).fingerprint
     pinned = skyrl_step(spec(resume_from=ResumeFrom("/data/old/checkpoints", 2, OLD)), iris()).fingerprint

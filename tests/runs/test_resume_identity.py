@@ -14,8 +14,8 @@ from rlaunch.host.validate import validate_document
 from rlaunch.launch_config import schema
 from rlaunch.runs import layout
 from rlaunch.runs.resume import foreign_checkpoint, refusal, run_fingerprint
-from tests.documents import rendered_document, rl_step
-from tests.skyrl.helpers import launch_of
+from tests.support.documents import rendered_document, rl_step
+from tests.support.specs import launch_of
 
 DIGEST = "d" * 64
 
@@ -96,7 +96,7 @@ def test_both_digests_must_match(prefix: str) -> None:
 def test_the_host_refuses_a_foreign_checkpoint_before_submitting(prefix: str) -> None:
     """The host judges the document it is handed with `judge`, whose resume gate reads the latest
     checkpoint of the run's own root (`launch_evidence.resume_evidence`)."""
-    from tests.gates.judged import run_refusals
+    from tests.support.refusals import run_refusals
 
     document = schema.from_dict(rendered_document(prefix))
     root, digest = document.artifacts.checkpoint_root, document.runtime.source_digest
@@ -113,7 +113,7 @@ def test_the_resume_refusals_declaration_followed_verbatim_lets_the_resume_go(pr
     declaration naming one of them would be refused again."""
     import ast
 
-    from tests.gates.judged import run_refusals
+    from tests.support.refusals import run_refusals
 
     data = rendered_document(prefix)
     document = schema.from_dict(data)

@@ -7,27 +7,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from rlaunch.runtimes.registry import get_profile
-
-ADAPTER_DIR = Path(__file__).resolve().parents[2] / "src" / "rlaunch" / "runtimes" / "adapters" / "trl_cpu"
-
-
-def import_adapter():
-    """The adapter's pure-Python modules, importable here for unit tests (no torch needed)."""
-    if str(ADAPTER_DIR) not in sys.path:
-        sys.path.insert(0, str(ADAPTER_DIR))
-    import rlaunch_trl_cpu.checkpoints
-    import rlaunch_trl_cpu.recipe
-    import rlaunch_trl_cpu.rewards
-    import rlaunch_trl_cpu.storage
-
-    return rlaunch_trl_cpu
 
 
 def set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:

@@ -3,7 +3,7 @@
 Source of truth: transformers (the trl-cpu runtime's pinned version), which builds each model
 on the meta device from a config written here (no download) in the runtime's own venv
 (tests/runtimes/transformers_counts.py); the launcher side never imports transformers. The
-configs and the numbers transformers built from them are the table of tests/rules/built_counts.py,
+configs and the numbers transformers built from them are the table of tests/support/built_counts.py,
 which the fast lane holds `rlaunch.rules.model_shape` to; here every entry is rebuilt, so a table
 that no longer says what transformers builds fails.
 """
@@ -20,7 +20,7 @@ import pytest
 from rlaunch.rules import memory
 from rlaunch.rules.model_shape import FAMILIES, Architecture
 from rlaunch.skyrl import ModelFacts
-from tests.rules.built_counts import BUILT, Built
+from tests.support.built_counts import BUILT, Built
 
 SCRIPT = Path(__file__).with_name("transformers_counts.py")
 IDS = [f"{i}-{b.id}" for i, b in enumerate(BUILT)]

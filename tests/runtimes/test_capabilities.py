@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 from rlaunch.runtimes.registry import Capabilities, get_profile, unsupported_settings
+from tests.support.adapters import ADAPTER_DIR, import_adapter
 
-from .helpers import ADAPTER_DIR, compose, import_adapter
+from .helpers import compose
 
 adapter = import_adapter()
 recipe_mod = adapter.recipe

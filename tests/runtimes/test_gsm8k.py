@@ -14,8 +14,7 @@ import pytest
 
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.sources.data_facts import split_facts
-
-from .helpers import import_adapter
+from tests.support.adapters import import_adapter
 
 SKYRL_ADAPTER = str(get_profile("fsdp").adapter_dir)
 sys.path.insert(0, SKYRL_ADAPTER)

@@ -37,7 +37,7 @@ def measured(request: pytest.FixtureRequest) -> dict[Case, dict]:
 
 
 # Families sized since the grid was last measured (2026-12-07: their counts are held exactly by
-# tests/rules/built_counts.py, their training-step rows not yet against the tracker): each is named
+# tests/support/built_counts.py, their training-step rows not yet against the tracker): each is named
 # here until a grid case measures it, so a family added later without either still fails.
 NOT_YET_TRACKED = frozenset({"glm4_moe", "glm4_moe_lite", "minimax_m2", "qwen3_next", "qwen3_vl", "qwen3_vl_moe"})
 

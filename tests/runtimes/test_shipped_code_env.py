@@ -11,8 +11,7 @@ import pytest
 
 from rlaunch.experiment_code import CODE_PATH_ENV
 from rlaunch.runtimes.environment import RuntimeEnvironment
-
-from .helpers import import_adapter
+from tests.support.adapters import import_adapter
 
 
 def environment() -> RuntimeEnvironment:

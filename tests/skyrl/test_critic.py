@@ -19,7 +19,7 @@ from rlaunch.rules.roles import _critic_batches as critic_batches
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import MemoryReport, ModelFacts, SkyRLCriticPlan, SkyRLRolePlan, memory_report
 from rlaunch.skyrl.values.config_yaml import render_recipe
-from tests.skyrl.helpers import codes, only, plan, recipe, seed_plan, topology, violations
+from tests.support.specs import codes, only, plan, recipe, seed_plan, topology, violations
 
 GAE = recipe(trainer={"algorithm": {"advantage_estimator": "gae", "use_kl_loss": False}})
 
@@ -222,7 +222,7 @@ def test_a_critic_whose_states_exceed_its_gpus_is_refused_with_the_critics_fix()
 def test_the_plan_shows_the_critics_gpus_and_parity_needs_the_same_critic(prefix: str) -> None:
     from rlaunch.judgement.parity import differences, shape_of_document
     from rlaunch.skyrl.views.plan_view import describe_step
-    from tests.skyrl.helpers import planned_launch_view, planned_view, spec, to_yaml
+    from tests.support.specs import planned_launch_view, planned_view, spec, to_yaml
 
     gae, plain = to_yaml(GAE), to_yaml(recipe())
     with_critic = planned_launch_view(spec(topo=topology(colocated_critic()), config_yaml=gae), prefix=prefix)

@@ -26,8 +26,7 @@ from rlaunch.skyrl import ArtifactHfModel, HfModel, PreflightError, skyrl_step
 from rlaunch.skyrl.plan.stored_facts import stored_model
 from rlaunch.sources.inputs import FromBase, FromConfig
 from rlaunch.sources.model_facts import ModelFacts, architecture_differences
-
-from .helpers import (
+from tests.support.specs import (
     DAY,
     LLAMA_31_8B,
     LLAMA_31_70B,

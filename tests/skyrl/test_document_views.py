@@ -22,8 +22,8 @@ from rlaunch.skyrl import skyrl_step
 from rlaunch.skyrl.plan import planning, stored_facts
 from rlaunch.skyrl.views.plan_view import describe_step
 from rlaunch.skyrl.views.readiness import DEFAULT, MISSING, readiness
-
-from .helpers import DAY, iris, launch_of, planned_view, spec
+from tests.support.compositions import counted_compositions
+from tests.support.specs import DAY, iris, launch_of, planned_view, spec
 
 DIRECTORY = "rlaunch.artifacts.artifact.Directory"
 
@@ -60,24 +60,8 @@ def test_a_dry_run_composes_each_rl_steps_launch_once(
     composition, one geometry."""
     from click.testing import CliRunner
 
-    from rlaunch.launch_config.geometry import Geometry
-    from rlaunch.runtimes.registry import RuntimeProfile
-
     monkeypatch.setenv(storage.PREFIX_ENV, prefix)
-    composed: list[str] = []
-    geometries: list[str] = []
-    real_compose, real_geometry = RuntimeProfile.compose, Geometry.from_recipe.__func__  # type: ignore[attr-defined]
-
-    def compose(self: RuntimeProfile, recipe: Any) -> Any:
-        composed.append(self.name)
-        return real_compose(self, recipe)
-
-    def geometry(cls: type[Geometry], recipe: Any) -> Geometry:
-        geometries.append(cls.__name__)
-        return real_geometry(cls, recipe)
-
-    monkeypatch.setattr(RuntimeProfile, "compose", compose)
-    monkeypatch.setattr(Geometry, "from_recipe", classmethod(geometry))
+    composed, geometries = counted_compositions(monkeypatch)
     done = CliRunner().invoke(rl_plan_example.main, ["--version", DAY, "--stage", "evaluation", *how])
     if how == ("--run",):  # its declared smoke has not run: refused by the judgement, after every reading
         assert done.exit_code == 2 and "smoke: the declared smoke" in done.stderr, done.output

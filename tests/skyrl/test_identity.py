@@ -24,8 +24,7 @@ from rlaunch.skyrl import (
     skyrl_step,
 )
 from rlaunch.skyrl.values.config_yaml import PLAN_KEYS
-
-from .helpers import DAY, WANDB_RECIPE, data_step, iris, model_step, recipe, seed_plan, spec
+from tests.support.specs import DAY, WANDB_RECIPE, data_step, iris, model_step, recipe, seed_plan, spec
 
 
 def fingerprint(**spec_overrides: Any) -> str:

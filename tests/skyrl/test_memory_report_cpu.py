@@ -7,8 +7,8 @@ from __future__ import annotations
 from rlaunch.rules.devices import GIB, Device
 from rlaunch.skyrl import ModelFacts
 from rlaunch.skyrl.views.memory_fit import memory_report
-from tests.rules.built_counts import BASE
-from tests.skyrl.helpers import BASE_RECIPE, cpu_topology
+from tests.support.built_counts import BASE
+from tests.support.specs import BASE_RECIPE, cpu_topology
 
 QWEN2 = ModelFacts.from_hf_config({**BASE, "model_type": "qwen2", "intermediate_size": 512})
 

@@ -7,8 +7,7 @@ Megatron world // (TP x PP x CP) (which must divide exactly); per-GPU sizes are 
 from __future__ import annotations
 
 from rlaunch.skyrl import SkyRLTopology
-
-from .helpers import assert_useful, codes, only, plan, recipe, seed_topology, topology, violations
+from tests.support.specs import assert_useful, codes, only, plan, recipe, seed_topology, topology, violations
 
 NO_KL = {"algorithm": {"use_kl_loss": False}}
 

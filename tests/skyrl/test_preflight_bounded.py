@@ -19,8 +19,7 @@ from rlaunch.rules.subject import DIVISOR_SEARCH, MAX_SIZE, divisor_hint, diviso
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import ModelFacts, PreflightError, SkyRLCriticPlan, SkyRLRolePlan, SkyRLTopology, check_plan
 from rlaunch.skyrl.values.config_yaml import render_recipe
-
-from .helpers import codes, only, plan, recipe, seed_topology, topology, violations
+from tests.support.specs import codes, only, plan, recipe, seed_topology, topology, violations
 
 HUGE_PRIME = 2**89 - 1  # a Mersenne prime
 NO_KL = recipe(trainer={"algorithm": {"use_kl_loss": False}})

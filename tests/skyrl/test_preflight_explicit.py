@@ -11,8 +11,7 @@ import pytest
 from rlaunch.artifacts import ArtifactStep, Runner, StepContext
 from rlaunch.skyrl import HfModel, ModelFacts, PreflightError, skyrl_step
 from rlaunch.skyrl.plan.stored_facts import stored_model
-
-from .helpers import (
+from tests.support.specs import (
     BASE_RECIPE,
     DAY,
     REVISION,

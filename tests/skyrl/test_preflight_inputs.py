@@ -11,7 +11,7 @@ from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import check_plan
 from rlaunch.skyrl.preflight import subject_of
 from rlaunch.skyrl.values.config_yaml import render_recipe
-from tests.skyrl.helpers import BASE_RECIPE, codes, seed_topology
+from tests.support.specs import BASE_RECIPE, codes, seed_topology
 
 LACKING = DataFacts("train_data[0]", "data/gsm8k@v1", "", {"train.jsonl": {"rows": 3, "fields": ["prompt"]}})
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import check_plan
 from rlaunch.skyrl.values.config_yaml import render_recipe
-
-from .helpers import (
+from tests.support.specs import (
     BASE_RECIPE,
     WANDB_RECIPE,
     assert_useful,
@@ -58,21 +59,35 @@ def test_fully_async_requires_disaggregated_roles() -> None:
     assert_useful(found[0], "disaggregated", "colocate_all is true")
 
 
-def test_fully_async_generation_workers_window() -> None:
-    # mini 64, staleness 4: workers must lie in [64, 320]; the trainer default 768 does not.
-    tree = recipe(entrypoint="fully_async", trainer={"algorithm": {"policy_loss_type": "rollout_is"}})
-    v = only(violations(seed_topology(train_batch_size=64), tree), "entrypoint.fully_async_workers")
-    assert v.fields == ("config_yaml.trainer.fully_async.num_parallel_generation_workers",)
-    assert_useful(v, "64 <= 768 <= 320")
-    assert "between 64 and 320" in v.fix
-
-
-def test_fully_async_needs_a_rollout_logprob_policy_loss() -> None:
-    tree = recipe(entrypoint="fully_async", trainer={"fully_async": {"num_parallel_generation_workers": 128}})
-    v = only(violations(seed_topology(train_batch_size=64), tree), "entrypoint.fully_async_policy_loss")
-    assert v.fields == ("config_yaml.trainer.algorithm.policy_loss_type",)
-    assert_useful(v, "'regular'")
-    assert "rollout_is" in v.fix
+@pytest.mark.parametrize(
+    ("trainer", "code", "field", "words", "fix"),
+    [
+        # mini 64, staleness 4: workers must lie in [64, 320]; the trainer default 768 does not.
+        (
+            {"algorithm": {"policy_loss_type": "rollout_is"}},
+            "entrypoint.fully_async_workers",
+            "config_yaml.trainer.fully_async.num_parallel_generation_workers",
+            "64 <= 768 <= 320",
+            "between 64 and 320",
+        ),
+        (
+            {"fully_async": {"num_parallel_generation_workers": 128}},
+            "entrypoint.fully_async_policy_loss",
+            "config_yaml.trainer.algorithm.policy_loss_type",
+            "'regular'",
+            "rollout_is",
+        ),
+    ],
+    ids=["generation-workers-window", "a-rollout-logprob-policy-loss"],
+)
+def test_fully_async_needs_its_workers_window_and_a_rollout_logprob_policy_loss(
+    trainer: dict[str, Any], code: str, field: str, words: str, fix: str
+) -> None:
+    tree = recipe(entrypoint="fully_async", trainer=trainer)
+    v = only(violations(seed_topology(train_batch_size=64), tree), code)
+    assert v.fields == (field,)
+    assert_useful(v, words)
+    assert fix in v.fix
 
 
 def test_fully_async_needs_unbatched_generation() -> None:

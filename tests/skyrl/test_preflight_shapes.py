@@ -14,8 +14,7 @@ from rlaunch.artifacts import StepContext
 from rlaunch.launch_config import schema
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import PreflightError, check_plan, skyrl_step
-
-from .helpers import BASE_RECIPE, codes, cpu_topology, iris, plan, planned, recipe, seed_plan, spec, topology
+from tests.support.specs import BASE_RECIPE, codes, cpu_topology, iris, plan, planned, recipe, seed_plan, spec, topology
 
 MEGATRON_TP2_PP2 = {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2}
 

@@ -7,8 +7,7 @@ path(s) and that the message names the numbers and the fix says what to change.
 from __future__ import annotations
 
 from rlaunch.skyrl import SkyRLTopology
-
-from .helpers import assert_useful, codes, only, plan, seed_topology, topology, violations
+from tests.support.specs import assert_useful, codes, only, plan, seed_topology, topology, violations
 
 
 def policy_width(gpus: int) -> SkyRLTopology:

@@ -24,8 +24,7 @@ from rlaunch.runtimes.registry import get_profile
 from rlaunch.skyrl import PreflightError, SkyRLSpec
 from rlaunch.skyrl.plan.planning import plan
 from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
-
-from .helpers import DAY, model_step, recipe, seed_topology, spec, to_yaml
+from tests.support.specs import DAY, model_step, recipe, seed_topology, spec, to_yaml
 
 
 class Refused(AssertionError):

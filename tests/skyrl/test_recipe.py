@@ -8,8 +8,7 @@ import pytest
 from rlaunch.launch_config.composition import get_path
 from rlaunch.skyrl import PreflightError
 from rlaunch.skyrl.values.config_yaml import PLAN_KEYS
-
-from .helpers import (
+from tests.support.specs import (
     BASE_RECIPE,
     assert_useful,
     codes,

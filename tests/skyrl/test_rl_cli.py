@@ -16,9 +16,8 @@ from click.testing import CliRunner
 from rlaunch.artifacts import ArtifactStep
 from rlaunch.cli import rl_build_options
 from rlaunch.skyrl import LocalSkyRLExecution, skyrl_step
-from tests.polling import run_python
-
-from .helpers import DAY, data_step, iris, spec
+from tests.support.polling import run_python
+from tests.support.specs import DAY, data_step, iris, spec
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -55,16 +54,15 @@ def test_a_main_that_builds_no_skyrl_step_is_an_error() -> None:
     assert "skyrl_step(" in result.output
 
 
-def test_multiple_cluster_routes_are_an_error() -> None:
-    result = invoke("--shape", "two-routes")
+@pytest.mark.parametrize(
+    ("shape", "error"),
+    [("two-routes", "multiple cluster routes"), ("two-priorities", "multiple coordinator priorities")],
+    ids=["cluster-routes", "priorities"],
+)
+def test_multiple_cluster_routes_or_priorities_are_an_error(shape: str, error: str) -> None:
+    result = invoke("--shape", shape)
     assert result.exit_code != 0
-    assert "multiple cluster routes" in result.output
-
-
-def test_multiple_priorities_are_an_error() -> None:
-    result = invoke("--shape", "two-priorities")
-    assert result.exit_code != 0
-    assert "multiple coordinator priorities" in result.output
+    assert error in result.output
 
 
 def test_steps_on_one_route_with_other_host_sizes_are_fine() -> None:
@@ -127,7 +125,7 @@ def test_preflight_failure_fails_the_plan_listing_every_violation() -> None:
     @click.command()
     @rl_build_options
     def broken() -> Any:
-        from .helpers import seed_topology
+        from tests.support.specs import seed_topology
 
         return skyrl_step(
             spec(topo=seed_topology(inference_engine_data_parallel_size=1, micro_train_batch_size_per_gpu=3)), iris()

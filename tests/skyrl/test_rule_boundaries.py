@@ -17,8 +17,17 @@ import pytest
 
 from rlaunch.rules import MAX_SIZE
 from rlaunch.skyrl import ModelFacts, SkyRLTopology
-
-from .helpers import codes, cpu_plan, cpu_topology, plan, recipe, seed_plan, seed_topology, topology, violations
+from tests.support.specs import (
+    codes,
+    cpu_plan,
+    cpu_topology,
+    plan,
+    recipe,
+    seed_plan,
+    seed_topology,
+    topology,
+    violations,
+)
 
 
 def fully_async(workers: int | None = None) -> dict[str, Any]:

@@ -18,9 +18,8 @@ from rlaunch.launch_config import schema
 from rlaunch.skyrl import skyrl_step
 from rlaunch.skyrl.plan.launch_document import code_section
 from rlaunch.skyrl.views.plan_view import describe_step
-from tests.shipped_code import REWARDS, experiment_tree
-
-from .helpers import cpu_topology, local, planned_view_of, spec
+from tests.support.shipped_code import REWARDS, experiment_tree
+from tests.support.specs import cpu_topology, local, planned_view_of, spec
 
 
 def shipped() -> ExperimentCode:

@@ -15,8 +15,7 @@ from rlaunch.cli import rl_build_options
 from rlaunch.judgement.judge import Authorisations
 from rlaunch.skyrl import LocalSkyRLExecution, skyrl_step
 from rlaunch.submission.submission import judged_launch
-
-from .helpers import DAY, launch_of, spec
+from tests.support.specs import DAY, launch_of, spec
 
 
 @click.command()

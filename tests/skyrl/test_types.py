@@ -15,8 +15,7 @@ from rlaunch.skyrl import (
     SkyRLRuntime,
     SkyRLTopology,
 )
-
-from .helpers import iris, plan
+from tests.support.specs import iris, plan
 
 INT_FIELDS = [f.name for f in dataclasses.fields(SkyRLRolePlan) if f.name not in ("colocate_all", "critic")]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.live_clusters import cluster_env, jobs_finished_by_the_test, stopped_at_the_end
 from tests.slurm.slurm_cluster import SlurmCluster, SlurmUnavailable, start, stop
+from tests.support.live_clusters import cluster_env, jobs_finished_by_the_test, stopped_at_the_end
 
 
 @pytest.fixture(scope="session")

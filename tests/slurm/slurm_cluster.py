@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlaunch.waiting import WaitTimeout, wait_until
-from tests.live_clusters import free_ports
-from tests.polling import pid_alive
+from tests.support.live_clusters import free_ports
+from tests.support.polling import pid_alive
 
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 DAEMONS = ("slurmctld", "slurmd", "munged", "sbatch")

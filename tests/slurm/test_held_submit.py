@@ -15,7 +15,7 @@ from rlaunch.cluster.gang import engine
 from rlaunch.cluster.protocol import JobSpec
 from rlaunch.cluster.slurm.backend import SlurmBackend
 from rlaunch.cluster.slurm.commands import SlurmError
-from tests.slurm.scripted_slurm import FakeSlurm, scripted
+from tests.support.scripted_slurm import FakeSlurm, scripted
 
 SPEC = JobSpec(name="held", argv=["true"])
 

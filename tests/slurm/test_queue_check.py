@@ -9,7 +9,7 @@ import pytest
 from rlaunch.cluster.protocol import JobSpec, Resources
 from rlaunch.cluster.slurm.queue_check import read_partition, violations
 from rlaunch.placement import SlurmPlacement
-from tests.slurm.scripted_slurm import FakeSlurm, scripted
+from tests.support.scripted_slurm import FakeSlurm, scripted
 
 GPU_NODE = "g1|16|64000|gpu:4(S:0-1)|ib"
 CPU_NODE = "c1|32|128000|(null)|(null)"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from rlaunch.cluster.protocol import CapacityError, JobSpec, JobState, Resources
-from tests.polling import py, wait_for
 from tests.slurm.slurm_cluster import SlurmCluster
+from tests.support.polling import py, wait_for
 
 pytestmark = pytest.mark.slurm
 WAIT = 120.0  # a job's whole life here; every wait below is bounded by it

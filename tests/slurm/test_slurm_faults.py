@@ -22,8 +22,6 @@ from pathlib import Path
 import pytest
 
 from rlaunch.launch_config.failures import NEXT_STEPS
-from tests.launching import MULTINODE_SKIP, Launcher, checkout_launcher
-from tests.polling import wait_for
 from tests.slurm.slurm_cluster import (
     SlurmCluster,
     restart_slurmctld,
@@ -32,6 +30,8 @@ from tests.slurm.slurm_cluster import (
     start_slurmctld,
     steps_left,
 )
+from tests.support.launchers import MULTINODE_SKIP, Launcher, checkout_launcher
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.slurm
 VERSION = "2026.12.07"

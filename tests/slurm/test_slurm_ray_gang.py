@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.launching import MULTINODE_SKIP, Launcher
-from tests.live_clusters import free_port
 from tests.multinode.test_ray_gang import PLUGINS, VERSION, clean_up, node_records, ray_leftovers
 from tests.slurm.slurm_cluster import SlurmCluster
+from tests.support.launchers import MULTINODE_SKIP, Launcher
+from tests.support.live_clusters import free_port
 
 pytestmark = [
     pytest.mark.slurm,

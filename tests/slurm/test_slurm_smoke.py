@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.launching import SMOKE_VERSION, checkout_launcher, cpu_smoke_through
 from tests.slurm.slurm_cluster import SlurmCluster
+from tests.support.launchers import SMOKE_VERSION, checkout_launcher, cpu_smoke_through
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 

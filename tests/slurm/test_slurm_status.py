@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from rlaunch.cluster.protocol import JobSpec, JobState, Resources
-from tests.launching import MULTINODE_SKIP, Launcher
-from tests.polling import py, wait_for
 from tests.slurm.slurm_cluster import CPUS_PER_NODE, SlurmCluster
+from tests.support.launchers import MULTINODE_SKIP, Launcher
+from tests.support.polling import py, wait_for
 
 pytestmark = pytest.mark.slurm
 VERSION = "2026.11.30"

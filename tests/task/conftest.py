@@ -11,7 +11,7 @@ import pytest
 
 from rlaunch.artifacts import records
 from rlaunch.task import bootstrap
-from tests.observe.lab import isolated_runtime_registry
+from tests.support.runtime_registry import isolated_runtime_registry
 
 
 @pytest.fixture(autouse=True)

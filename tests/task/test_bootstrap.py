@@ -32,7 +32,7 @@ from rlaunch.runtimes import environment
 from rlaunch.runtimes.environment import RuntimeEnvironment
 from rlaunch.task import bootstrap
 from rlaunch.task.staging import StagingError
-from tests.documents import rendered_document
+from tests.support.documents import rendered_document
 
 from .conftest import make_artifact
 

@@ -18,7 +18,7 @@ from rlaunch.experiment_code import CODE_PATH_ENV, ExperimentCode, code_uri
 from rlaunch.host.step_job import StepJobLauncher
 from rlaunch.step_jobs import StepExecution, StepJobRequest
 from rlaunch.task import step_entry
-from tests.shipped_code import experiment_tree
+from tests.support.shipped_code import experiment_tree
 
 STEP = """import json, os
 

@@ -13,7 +13,7 @@ language model, which Qwen3-VL states in `text_config`). A checkpoint's
 the bytes its weights take when a rollout engine loads them; parameter counts are the model's,
 whatever the packing (training holds them in its own dtypes). Anything else is `Unsized` with
 the reason: the estimate is never guessed from a family it does not know. Tests hold every count
-exactly to what transformers builds for a small config of each family (tests/rules/built_counts.py,
+exactly to what transformers builds for a small config of each family (tests/support/built_counts.py,
 rebuilt by tests/runtimes/test_architecture_counts.py) and full checkpoints to their published
 totals (tests/rules/test_memory_model.py, tests/rules/test_rollout_knobs.py).
 """

@@ -297,7 +297,7 @@ def build_venv(
 
     `what` names it in progress and errors ("runtime fsdp", "test tier skyrl"); `interpreter`
     creates it (default: the Python `python` (major.minor) that uv finds). Shared by runtime
-    profiles and the test tiers that need another Python (tests/py312_tier.py)."""
+    profiles and the test tiers that need another Python (tests/support/py312_tier.py)."""
     say = progress or _stderr_progress
     root = root if root is not None else cache_root()
     lock_bytes = lock_file.read_bytes()

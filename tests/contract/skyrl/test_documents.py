@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.documents import composed_document, experiment_steps
+from tests.support.documents import composed_document, experiment_steps
 
 pytestmark = pytest.mark.skyrl
 STEPS = experiment_steps()

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.documents import composed_document, experiment_steps
+from tests.support.documents import composed_document, experiment_steps
 
 pytestmark = pytest.mark.skyrl
 STEPS = 2

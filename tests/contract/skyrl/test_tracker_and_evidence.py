@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.documents import composed_document, experiment_steps
+from tests.support.documents import composed_document, experiment_steps
 
 pytestmark = pytest.mark.skyrl
 
