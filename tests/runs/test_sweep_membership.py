@@ -1,0 +1,61 @@
+"""A run's sweep membership: the contract every variant's run record carries at its top level."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rlaunch.runs import run_record
+from rlaunch.runs.sweep import RECORD_KEY, SweepMembership, of_record
+
+MEMBER = SweepMembership("smoke-rl@2026.12.07~sweep-1a2b3c4d", "lr-2e-3", {"trainer.policy.optimizer_config.lr": 2e-3})
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8))
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=20), scalars, max_size=4))
+def test_a_membership_survives_its_dict_form(settings: dict[str, Any]) -> None:
+    member = SweepMembership("s@1~sweep-0", "v", settings)
+    assert SweepMembership.from_dict(member.to_dict()) == member
+    assert member.to_dict() == {"name": "s@1~sweep-0", "variant": "v", "settings": settings}
+
+
+def test_the_record_keeps_it_at_its_top_level_beside_the_attempts(tmp_path: Path) -> None:
+    out = str(tmp_path)
+    run_record.update_attempt(out, "rl", "a1", {"state": "running"})
+    run_record.keep_field(out, "rl", RECORD_KEY, MEMBER.to_dict())
+    record = run_record.read(out)
+    assert record is not None
+    assert record["sweep"] == {
+        "name": "smoke-rl@2026.12.07~sweep-1a2b3c4d",
+        "variant": "lr-2e-3",
+        "settings": {"trainer.policy.optimizer_config.lr": 2e-3},
+    }
+    assert [a["attempt_id"] for a in record["attempts"]] == ["a1"]
+    assert of_record(record) == MEMBER
+
+
+def test_a_record_without_a_sweep_belongs_to_none() -> None:
+    assert of_record({"attempts": []}) is None
+    assert of_record(None) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ({"name": "s", "variant": "v"}, "sweep lacks settings"),
+        ({"name": "s", "variant": "v", "settings": {}, "grid": 1}, "unknown fields grid"),
+        ({"name": "s x", "variant": "v", "settings": {}}, "sweep.name='s x' contains"),
+        ({"name": "s", "variant": "", "settings": {}}, "sweep.variant must be a non-empty string"),
+        ({"name": "s", "variant": "v", "settings": [1]}, "sweep.settings must map"),
+        ("s", "sweep must be an object"),
+    ],
+)
+def test_a_damaged_membership_is_refused_naming_the_field(value: Any, says: str) -> None:
+    with pytest.raises(ValueError, match=None) as caught:
+        SweepMembership.from_dict(value)
+    assert says in str(caught.value)
