@@ -4,7 +4,9 @@ A builder calls `resolve_version(name, None)`; inside an active build context it
 override for `name` or the run-wide default. An explicit version in code always wins. Overrides
 that no builder consulted are reported so typos do not pass silently. The shell's recipe
 overrides (`--set dotted.key=value`) travel the same way: an RL spec built in the context takes
-them (`rlaunch.skyrl.values.overrides`).
+them (`rlaunch.skyrl.values.overrides`). A sweep (`--sweep`) builds the main once per variant, each
+in a context naming its variant: a step that differs from the other variants' takes the variant's
+label as a suffix of its name (`variant_name`), a step that does not is shared.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlaunch.artifacts.identity import validate_version
+from rlaunch.runs.sweep import SweepMembership
 
 
 @dataclass
@@ -46,6 +49,17 @@ class BuildContext:
 
     versions: VersionCodex
     recipe_overrides: Mapping[str, Any] = field(default_factory=dict)
+    variant: SweepMembership | None = None  # the sweep variant this graph is built for (`--sweep`)
+
+    def variant_name(self, name: str) -> str:
+        """`name` as this variant's step holds it: the variant's label as a suffix (`smoke/rl.lr-1e-3`)."""
+        if self.variant is None or name.endswith(f".{self.variant.variant}"):
+            return name
+        return f"{name}.{self.variant.variant}"
+
+    def is_variants(self, name: str) -> bool:
+        """Whether the step named `name` is this variant's own (its name carries the label)."""
+        return self.variant is not None and name.endswith(f".{self.variant.variant}")
 
 
 _current: contextvars.ContextVar[BuildContext | None] = contextvars.ContextVar("rlaunch_build_context", default=None)
@@ -62,6 +76,16 @@ def build_context(ctx: BuildContext) -> Iterator[BuildContext]:
 
 def current_build_context() -> BuildContext | None:
     return _current.get()
+
+
+def variant_name(name: str, deps: tuple[Any, ...]) -> str:
+    """A step's name in the active sweep variant: suffixed with the variant's label when one of its
+    `deps` is the variant's own (it differs from the other variants' steps), so its output path,
+    records and checkpoints are its own; unchanged outside a sweep or when every dep is shared."""
+    ctx = current_build_context()
+    if ctx is None or ctx.variant is None or not any(ctx.is_variants(getattr(dep, "name", "")) for dep in deps):
+        return name
+    return ctx.variant_name(name)
 
 
 def resolve_version(name: str, version: str | None) -> str:

@@ -19,6 +19,7 @@ from rlaunch.names import MAX_LABEL, check_name
 
 RECORD_KEY = "sweep"  # the run record's top-level field
 LABEL = "rlaunch.sweep"  # the coordinator job's label: the sweep's name
+MARK = "~sweep-"  # what a sweep's name holds and an artifact's identity never does
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class SweepMembership:
     settings: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        check_name(self.name, field="sweep.name", max_length=MAX_LABEL)
+        check_name(self.name, field="sweep.name", max_length=MAX_LABEL, segments=True)
         check_name(self.variant, field="sweep.variant", max_length=MAX_LABEL)
         if not isinstance(self.settings, Mapping) or not all(isinstance(k, str) and k for k in self.settings):
             raise TypeError(f"sweep.settings must map dotted recipe keys to values, got {self.settings!r}")
@@ -62,3 +63,74 @@ def of_record(record: Mapping[str, Any] | None) -> SweepMembership | None:
     """The sweep a run record belongs to (None: not a sweep's, or no record)."""
     value = (record or {}).get(RECORD_KEY)
     return None if value is None else SweepMembership.from_dict(value)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One swept key and its values, each kept with the text it was given (`1e-3`): the text names
+    the variant, the value (a YAML scalar) is what the recipe gets."""
+
+    key: str
+    values: tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Grid:
+    """`--sweep KEY=V1,V2,...`, repeatable: every combination of the axes is one variant."""
+
+    axes: tuple[Axis, ...]
+
+    def __post_init__(self) -> None:
+        keys = [axis.key for axis in self.axes]
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} is swept twice; give each key one --sweep KEY=V1,V2,...")
+        for axis in self.axes:
+            texts = [text for text, _ in axis.values]
+            if len(axis.values) < 2 or len(set(texts)) != len(texts):
+                raise ValueError(
+                    f"--sweep {axis.key}={','.join(texts)} needs at least two distinct values; "
+                    f"set one value with --set {axis.key}=VALUE"
+                )
+
+    def digest(self) -> str:
+        """Eight hex digits naming the grid (keys and value texts, in order)."""
+        import hashlib
+        import json
+
+        grid = [[axis.key, [text for text, _ in axis.values]] for axis in self.axes]
+        return hashlib.sha256(json.dumps(grid).encode()).hexdigest()[:8]
+
+    def variants(self, sweep_name: str) -> tuple[SweepMembership, ...]:
+        """Every combination, in the order the values were given; each labelled by what it sets."""
+        import itertools
+
+        out = []
+        for combination in itertools.product(*(axis.values for axis in self.axes)):
+            label = ".".join(
+                f"{axis.key.rsplit('.', 1)[-1]}-{_label_text(text)}"
+                for axis, (text, _) in zip(self.axes, combination, strict=True)
+            )
+            settings = {axis.key: value for axis, (_, value) in zip(self.axes, combination, strict=True)}
+            out.append(SweepMembership(sweep_name, label, settings))
+        labels = [v.variant for v in out]
+        clashing = sorted({label for label in labels if labels.count(label) > 1})
+        if clashing:
+            raise ValueError(
+                f"two variants would both be labelled {clashing[0]!r} (values differ only in characters a "
+                "name cannot hold); write the values so they differ in letters, digits, '.', '_' or '-'"
+            )
+        return tuple(out)
+
+
+def sweep_name(terminal: str, version: str, grid: Grid) -> str:
+    """The sweep's name: the terminal step's name and version, and the grid's digest, e.g.
+    `smoke/rl@2026.12.07~sweep-1a2b3c4d` (the same for every variant, for each submission of one grid)."""
+    return f"{terminal}@{version}{MARK}{grid.digest()}"
+
+
+def _label_text(text: str) -> str:
+    """`text` as a name holds it: letters, digits, `.`, `_` and `-` kept, anything else `_`."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]", "_", text)

@@ -25,6 +25,7 @@ from rlaunch.errors import UserError
 from rlaunch.judgement.gates import recorded_attempts
 from rlaunch.judgement.judge import WAIVED, Authorisations, Finding, judge, judge_step_job
 from rlaunch.names import sanitize_job_name
+from rlaunch.runs.sweep import LABEL as SWEEP_LABEL
 from rlaunch.step_jobs import StepExecution
 from rlaunch.submission.authorised import Given
 from rlaunch.submission.invocation import Invocation
@@ -265,8 +266,23 @@ def coordinator_spec(
             "rlaunch.kind": "coordinator",
             "rlaunch.artifact": terminal.identity,
             "rlaunch.module": invocation.module or "",
+            **({SWEEP_LABEL: invocation.sweep.name} if invocation.sweep is not None else {}),
         },
     )
+
+
+def variants_at_once(steps: list[SkyRLArtifactStep]) -> int | None:
+    """How many of a sweep's RL gangs its coordinator builds at once: on the local backend, as many
+    of the largest as fit the machine's declaration beside the coordinator (the rest queue in the
+    coordinator's runner); None on a cluster, whose scheduler queues what does not fit."""
+    if not steps or steps[0].execution.backend != "local":
+        return None
+    from rlaunch.cluster.local.capacity import Machine, at_once
+
+    execution = steps[0].execution
+    coordinator = Resources(cpu=float(execution.coordinator_cpu), memory_bytes=parse_size(execution.coordinator_memory))
+    machine = Machine.declared()
+    return min(at_once(child_gang(step), machine, coordinator) for step in steps)
 
 
 def passthrough_patterns(steps: list[SkyRLArtifactStep]) -> tuple[str, ...]:
