@@ -244,9 +244,11 @@ def rl_step(
     recipe: str = RECIPE,
     roles: SkyRLRolePlan | None = None,
     seed: int = 0,
+    is_smoke: bool = False,
 ) -> SkyRLArtifactStep:
     """The RL step; `experiments.cpu_scaled` reuses it for a larger run of the same shape and
-    `experiments.learning` with its own recipe (`%(steps)d` in it) and role plan."""
+    `experiments.learning` with its own recipe (`%(steps)d` in it) and role plan; `is_smoke`
+    declares it another launch's smoke."""
     spec = SkyRLSpec(
         name=name,
         version=resolve_version(name, None),
@@ -261,7 +263,7 @@ def rl_step(
         retention=SkyRLRetentionPolicy(resume_checkpoint_count=2, temporary_storage_ttl_days=7),
         seed=seed,
     )
-    return skyrl_step(spec, execution(backend, slots), export_hf=True, smoke=smoke)
+    return skyrl_step(spec, execution(backend, slots), export_hf=True, smoke=smoke, is_smoke=is_smoke)
 
 
 # The evaluation's step job: one CPU in the trl-cpu runtime, on the coordinator's backend.

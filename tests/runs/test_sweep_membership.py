@@ -6,17 +6,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlaunch.runs import run_record
-from rlaunch.runs.sweep import RECORD_KEY, SweepMembership, of_record
+from rlaunch.runs.sweep import RECORD_KEY, Axis, Grid, SweepMembership, of_record, sweep_name
 
 MEMBER = SweepMembership("smoke-rl@2026.12.07~sweep-1a2b3c4d", "lr-2e-3", {"trainer.policy.optimizer_config.lr": 2e-3})
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8))
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.text(min_size=1, max_size=20), scalars, max_size=4))
 def test_a_membership_survives_its_dict_form(settings: dict[str, Any]) -> None:
     member = SweepMembership("s@1~sweep-0", "v", settings)
@@ -58,4 +59,49 @@ def test_a_record_without_a_sweep_belongs_to_none() -> None:
 def test_a_damaged_membership_is_refused_naming_the_field(value: Any, says: str) -> None:
     with pytest.raises(ValueError, match=None) as caught:
         SweepMembership.from_dict(value)
+    assert says in str(caught.value)
+
+
+LR = "trainer.policy.optimizer_config.lr"
+KL = "trainer.algorithm.kl_loss_coef"
+
+
+def test_a_grid_labels_each_combination_by_the_text_given_in_order() -> None:
+    grid = Grid((Axis(LR, (("1e-3", 1e-3), ("2e-3", 2e-3))), Axis(KL, (("0", 0), ("0.1", 0.1)))))
+    variants = grid.variants("s")
+    assert [v.variant for v in variants] == [
+        "lr-1e-3.kl_loss_coef-0",
+        "lr-1e-3.kl_loss_coef-0.1",
+        "lr-2e-3.kl_loss_coef-0",
+        "lr-2e-3.kl_loss_coef-0.1",
+    ]
+    assert variants[2].settings == {LR: 2e-3, KL: 0}
+
+
+def test_a_label_holds_only_what_a_name_may() -> None:
+    grid = Grid((Axis("trainer.project_name", (("a/b c", "a/b c"), ("-1", -1))),))
+    assert [v.variant for v in grid.variants("s")] == ["project_name-a_b_c", "project_name--1"]
+
+
+def test_the_name_is_the_terminal_its_version_and_the_grids_digest() -> None:
+    grid = Grid((Axis(LR, (("1e-3", 1e-3), ("2e-3", 2e-3))),))
+    reordered = Grid((Axis(LR, (("2e-3", 2e-3), ("1e-3", 1e-3))),))
+    name = sweep_name("smoke/rl", "2026.12.07", grid)
+    assert name == f"smoke/rl@2026.12.07~sweep-{grid.digest()}" and len(grid.digest()) == 8
+    assert grid.digest() != reordered.digest()
+    SweepMembership(name, "lr-1e-3")  # a name the record and the coordinator's label both take
+
+
+@pytest.mark.parametrize(
+    ("axes", "says"),
+    [
+        ((Axis(LR, (("1e-3", 1e-3),)),), "needs at least two distinct values"),
+        ((Axis(LR, (("1e-3", 1e-3), ("1e-3", 1e-3))),), "needs at least two distinct values"),
+        ((Axis(LR, (("1", 1), ("2", 2))), Axis(LR, (("3", 3), ("4", 4)))), f"{LR} is swept twice"),
+        ((Axis("a.b", (("x y", "x y"), ("x?y", "x?y"))),), "two variants would both be labelled 'b-x_y'"),
+    ],
+)
+def test_a_grid_that_cannot_name_its_variants_apart_is_refused(axes: tuple[Axis, ...], says: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        Grid(axes)
     assert says in str(caught.value)

@@ -92,6 +92,13 @@ class Grid:
                     f"--sweep {axis.key}={','.join(texts)} needs at least two distinct values; "
                     f"set one value with --set {axis.key}=VALUE"
                 )
+        labels = self._labels(self._combinations())
+        clashing = sorted({label for label in labels if labels.count(label) > 1})
+        if clashing:
+            raise ValueError(
+                f"two variants would both be labelled {clashing[0]!r} (values differ only in characters a "
+                "name cannot hold); write the values so they differ in letters, digits, '.', '_' or '-'"
+            )
 
     def digest(self) -> str:
         """Eight hex digits naming the grid (keys and value texts, in order)."""
@@ -103,24 +110,28 @@ class Grid:
 
     def variants(self, sweep_name: str) -> tuple[SweepMembership, ...]:
         """Every combination, in the order the values were given; each labelled by what it sets."""
+        combinations = self._combinations()
+        return tuple(
+            SweepMembership(
+                sweep_name, label, {axis.key: value for axis, (_, value) in zip(self.axes, combo, strict=True)}
+            )
+            for label, combo in zip(self._labels(combinations), combinations, strict=True)
+        )
+
+    def _combinations(self) -> list[tuple[tuple[str, Any], ...]]:
         import itertools
 
-        out = []
-        for combination in itertools.product(*(axis.values for axis in self.axes)):
-            label = ".".join(
+        return list(itertools.product(*(axis.values for axis in self.axes)))
+
+    def _labels(self, combinations: list[tuple[tuple[str, Any], ...]]) -> list[str]:
+        """`lr-1e-3.kl_loss_coef-0.1`: each key's last part and the value's text, in the grid's order."""
+        return [
+            ".".join(
                 f"{axis.key.rsplit('.', 1)[-1]}-{_label_text(text)}"
-                for axis, (text, _) in zip(self.axes, combination, strict=True)
+                for axis, (text, _) in zip(self.axes, combo, strict=True)
             )
-            settings = {axis.key: value for axis, (_, value) in zip(self.axes, combination, strict=True)}
-            out.append(SweepMembership(sweep_name, label, settings))
-        labels = [v.variant for v in out]
-        clashing = sorted({label for label in labels if labels.count(label) > 1})
-        if clashing:
-            raise ValueError(
-                f"two variants would both be labelled {clashing[0]!r} (values differ only in characters a "
-                "name cannot hold); write the values so they differ in letters, digits, '.', '_' or '-'"
-            )
-        return tuple(out)
+            for combo in combinations
+        ]
 
 
 def sweep_name(terminal: str, version: str, grid: Grid) -> str:
