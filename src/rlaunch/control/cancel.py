@@ -23,7 +23,7 @@ the command exits 1, never "nothing to cancel".
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rlaunch import storage
@@ -34,7 +34,7 @@ from rlaunch.processes import actor
 from rlaunch.runs import run_record
 from rlaunch.runs.layout import cancel_record
 from rlaunch.runs.sweep import LABEL as SWEEP_LABEL
-from rlaunch.runs.sweep import of_record
+from rlaunch.runs.sweep import SweepMembership, of_record
 from rlaunch.storage import utc_now
 
 
@@ -67,10 +67,18 @@ class RunJobs:
         return None
 
 
-def run_jobs_of(ref: RunRef) -> RunJobs:
+def run_jobs_of(ref: RunRef, whole_sweep: bool = False) -> RunJobs:
     """The selected attempt and its jobs. Before the host named them (nothing recorded yet, or the
     attempt the coordinator recorded first), the coordinator is the one the reference named or the
-    running one labelled with the run."""
+    running one labelled with the run. A sweep's variant alone (not `whole_sweep`) leaves out the
+    coordinator, which builds the other variants too: a cancel stops only the variant's child."""
+    found = _run_jobs_of(ref)
+    if whole_sweep or _sweep_of(ref) is None:
+        return found
+    return replace(found, live=[j for j in found.live if j.role != "coordinator"])
+
+
+def _run_jobs_of(ref: RunRef) -> RunJobs:
     attempt = ref.attempt() or {}
     if attempt.get("coordinator_job_id") or attempt.get("child_job_id"):
         backends, coordinator, child = run_jobs.run_jobs(attempt, ref.prefix)
@@ -162,6 +170,13 @@ class SweepCancel:
     coordinators: list[str]
 
 
+def _sweep_of(ref: RunRef) -> SweepMembership | None:
+    try:
+        return of_record(ref.record)
+    except ValueError:
+        return None  # a damaged membership names no sweep: the run is cancelled on its own
+
+
 def sweep_runs(name: str, prefix: str) -> list[RunRef]:
     """The runs under `prefix` whose records say they are variants of the sweep `name`."""
     refs = []
@@ -169,7 +184,7 @@ def sweep_runs(name: str, prefix: str) -> list[RunRef]:
         try:
             member = of_record(record)
         except ValueError:
-            continue  # a damaged membership: `rlaunch runs` reports it; it names no sweep to cancel
+            continue  # a damaged membership names no sweep: the run is cancelled on its own
         if member is not None and member.name == name:
             refs.append(at_path(output_path, prefix=prefix))
     return refs
@@ -179,7 +194,7 @@ def cancel_sweep(name: str, prefix: str, reason: str | None = None) -> SweepCanc
     """Cancel every running variant of the sweep `name` and its coordinator. Every variant's jobs are
     found before any is stopped (the coordinator's cancel cascades to all of them), so each running
     variant's record gets its own cancel; a coordinator labelled with the sweep is stopped too."""
-    found = [(ref, run_jobs_of(ref)) for ref in sweep_runs(name, prefix)]
+    found = [(ref, run_jobs_of(ref, whole_sweep=True)) for ref in sweep_runs(name, prefix)]
     variants = [(ref.artifact or ref.output_path, cancel_run(ref, reason, jobs)) for ref, jobs in found if jobs.live]
     who = actor()
     because = f"rlaunch cancel by {who['user']}@{who['host']}" + (f": {reason}" if reason else "")

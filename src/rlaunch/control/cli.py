@@ -87,7 +87,7 @@ def _cancel_sweep(name: str, prefix: str | None, yes: bool, reason: str | None) 
     from rlaunch.observe.resolve import default_prefix
 
     base = default_prefix(prefix)
-    running = [ref.artifact or ref.output_path for ref in sweep_runs(name, base) if run_jobs_of(ref).live]
+    running = [r.artifact or r.output_path for r in sweep_runs(name, base) if run_jobs_of(r, whole_sweep=True).live]
     if not yes:
         click.confirm(
             f"Cancel sweep {name}: its coordinator and {len(running)} running variant(s) {running}?", abort=True
