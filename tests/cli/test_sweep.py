@@ -194,3 +194,27 @@ def test_a_main_without_an_rl_step_refuses_a_sweep(prefix: str) -> None:
     done = CliRunner().invoke(no_rl_main, ["--version", DAY, "--sweep", f"{LR}=1e-3,2e-3"])
     assert done.exit_code == 2, done.output
     assert f"{LR}=0.001: no RL step reads it" in done.output
+
+
+# --- --retry on a sweep -------------------------------------------------------------------------
+
+
+def test_retry_on_a_sweep_relaunches_the_failed_variants_only(prefix: str) -> None:
+    from rlaunch.artifacts import records
+    from rlaunch.runs.run_record import update_attempt
+
+    done, failed = (f"{prefix}/smoke/rl.{label}/{DAY}" for label in ("lr-1e-3", "lr-2e-3"))
+    records.write_record(done, {"name": "smoke/rl.lr-1e-3", "version": DAY})
+    records.write_status(done, "succeeded")
+    update_attempt(failed, "smoke-rl", "earlier", {"state": "failed", "failure": "trainer exited 1"})
+    grid = ("--stage", "rl", "--sweep", f"{LR}=1e-3,2e-3,3e-3")
+
+    refused = _plan(smoke.main, *grid)
+    assert [r["verdict"] for r in refused["sweep"]["variants"]] == ["served from storage", "refused", "may launch"]
+    (finding,) = refused["judgement"][f"smoke/rl.lr-2e-3@{DAY}"]["findings"]
+    assert finding["gate"] == "retry" and "relaunching it is a retry" in finding["message"]
+
+    retried = _plan(smoke.main, *grid, "--retry", "the trainer was killed")
+    assert [r["verdict"] for r in retried["sweep"]["variants"]] == ["served from storage", "may launch", "may launch"]
+    actions = {s["identity"]: s["action"] for s in retried["steps"]}
+    assert actions[f"smoke/rl.lr-1e-3@{DAY}"] == "serve" and actions[f"smoke/rl.lr-2e-3@{DAY}"] == "run"
