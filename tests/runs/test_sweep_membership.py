@@ -105,3 +105,19 @@ def test_a_grid_that_cannot_name_its_variants_apart_is_refused(axes: tuple[Axis,
     with pytest.raises(ValueError) as caught:
         Grid(axes)
     assert says in str(caught.value)
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.text(min_size=1, max_size=12), min_size=2, max_size=4, unique=True))
+def test_any_grid_either_is_refused_or_names_every_variant_apart_as_an_artifact(texts: list[str]) -> None:
+    from rlaunch.artifacts.identity import validate_name
+
+    try:
+        grid = Grid((Axis("trainer.project_name", tuple((t, t) for t in texts)),))
+    except ValueError as exc:
+        assert "would both be labelled" in str(exc)
+        return
+    labels = [v.variant for v in grid.variants("s")]
+    assert len(set(labels)) == len(texts)
+    for label in labels:
+        assert validate_name(f"smoke/rl.{label}") == f"smoke/rl.{label}"
