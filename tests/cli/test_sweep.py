@@ -153,6 +153,10 @@ def test_a_generation_length_needs_each_variant_its_own_smoke(prefix: str) -> No
             ("--set", f"{LR}=1e-3", "--sweep", f"{LR}=1e-3,2e-3"),
             f"{LR} is both set (--set) and swept (--sweep); keep one",
         ),
+        (  # the other order: the refusal does not depend on which option click parses first
+            ("--sweep", f"{LR}=1e-3,2e-3", "--set", f"{LR}=1e-3"),
+            f"{LR} is both set (--set) and swept (--sweep); keep one",
+        ),
         (("--sweep", f"{LR}=1e-3"), f"--sweep {LR}=1e-3 needs at least two distinct values"),
         (("--sweep", f"{LR}=1e-3,1e-3"), "needs at least two distinct values"),
         (("--sweep", f"{LR}=1e-3", "--sweep", f"{LR}=2e-3,3e-3"), f"{LR} is swept twice"),

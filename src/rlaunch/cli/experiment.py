@@ -150,7 +150,7 @@ def parse_recipe_overrides(ctx: click.Context, param: click.Parameter, values: t
 
 def parse_sweep(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> Grid | None:
     """`--sweep KEY=V1,V2,...`, repeatable: each value read like a `--set` value (a YAML scalar), every
-    combination one variant. A key both set and swept is refused: which value would a variant get?"""
+    combination one variant (a key both set and swept is refused by `_refuse_set_and_swept`)."""
     axes = []
     for raw in values:
         _refuse_credential(raw, "--sweep")
@@ -168,10 +168,6 @@ def parse_sweep(ctx: click.Context, param: click.Parameter, values: tuple[str, .
                 parsed[0].key, tuple((text.strip(), o.value) for text, o in zip(texts.split(","), parsed, strict=True))
             )
         )
-    set_keys = ctx.params.get("recipe_overrides") or {}
-    both = [axis.key for axis in axes if axis.key in set_keys]
-    if both:
-        raise click.BadParameter(f"{both[0]} is both set (--set) and swept (--sweep); keep one of them")
     try:
         return Grid(tuple(axes)) if axes else None
     except ValueError as exc:
@@ -333,6 +329,7 @@ def _plan_or_run(
 ) -> None:
     """Build the graph, check it, then print the plan or hand the handles to the executor."""
     executor_options = {k: kwargs.pop(k) for k in executor.option_names if k in kwargs}
+    _refuse_set_and_swept(options)
     codex = VersionCodex(options.default_version, options.overrides)
     try:
         with build_context(BuildContext(codex, options.recipe_overrides)), recorded_env_reads() as env_reads:
@@ -379,6 +376,15 @@ def _plan_or_run(
         click.echo(render(planned, invocation.prefix, terminal, handles, planning, findings, notes, sweep))
         return
     sys.exit(executor.run(handles, invocation, planning))
+
+
+def _refuse_set_and_swept(options: BuildOptions) -> None:
+    """A key both set and swept: which value would a variant get? Refused, in whichever order given."""
+    both = [axis.key for axis in options.sweep.axes if axis.key in options.recipe_overrides] if options.sweep else []
+    if both:
+        raise click.BadParameter(
+            f"{both[0]} is both set (--set) and swept (--sweep); keep one of them", param_hint="'--sweep'"
+        )
 
 
 def build_sweep(

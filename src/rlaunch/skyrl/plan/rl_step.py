@@ -149,9 +149,10 @@ def skyrl_step(
 def in_variant(spec: SkyRLSpec, is_smoke: bool) -> SkyRLSpec:
     """`spec` as the active sweep variant's step (unchanged outside a sweep). A launch takes the
     variant's settings and its label (its own name, so its own paths and records) and says which
-    sweep it belongs to. A smoke takes only the settings that change what parity compares (a
-    generation length, not a learning rate): without any, it is the same smoke for every variant,
-    shared; with one, it is that variant's own."""
+    sweep it belongs to. A smoke takes the variant's settings only when they change what parity
+    compares (a generation length, not a learning rate): otherwise it is the smoke as declared, the
+    same for every variant, shared; else it is that variant's own (it carries no membership: it is
+    no variant of the sweep, it rehearses one)."""
     import dataclasses
 
     from rlaunch.artifacts.versions import current_build_context
