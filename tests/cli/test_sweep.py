@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from experiments import smoke
-from rlaunch.artifacts import ArtifactStep
+from rlaunch.artifacts import ArtifactStep, variants
 from rlaunch.cli import build_options, rl_build_options
 
 DAY = "2026.12.07"
@@ -222,3 +222,36 @@ def test_retry_on_a_sweep_relaunches_the_failed_variants_only(prefix: str) -> No
     assert [r["verdict"] for r in retried["sweep"]["variants"]] == ["served from storage", "may launch", "may launch"]
     actions = {s["identity"]: s["action"] for s in retried["steps"]}
     assert actions[f"smoke/rl.lr-1e-3@{DAY}"] == "serve" and actions[f"smoke/rl.lr-2e-3@{DAY}"] == "run"
+
+
+# --- a sweep declared in Python -----------------------------------------------------------------
+
+
+@click.command()
+@rl_build_options
+def batches_main() -> list[ArtifactStep[Any]]:
+    """A grid over the role plan, which recipe values cannot say: one RL step per train batch."""
+    model, data = smoke.model_step(smoke.tokenizer_step()), smoke.dataset_step()
+    return [
+        smoke.rl_step(model, data, 1, 1, train_batch=batch)
+        for batch in variants("train_batch", {"batch-4": 4, "batch-8": 8})
+    ]
+
+
+def test_a_sweep_declared_in_python_is_one_table_each_variant_its_own(prefix: str) -> None:
+    plan = _plan(batches_main)
+    sweep = plan["sweep"]
+    assert sweep["name"].startswith(f"train_batch@{DAY}~sweep-")
+    assert [(r["variant"], r["settings"], r["steps"]) for r in sweep["variants"]] == [
+        ("batch-4", {"train_batch": "batch-4"}, [f"smoke/rl.batch-4@{DAY}"]),
+        ("batch-8", {"train_batch": "batch-8"}, [f"smoke/rl.batch-8@{DAY}"]),
+    ]
+    identities = [s["identity"] for s in plan["steps"]]
+    assert identities[:3] == [f"smoke/tokenizer@{DAY}", f"smoke/model@{DAY}", f"smoke/arithmetic@{DAY}"]
+    assert plan["facts"][f"smoke/rl.batch-8@{DAY}"]["recipe_overrides"] == {}  # a choice sets no recipe key
+
+
+def test_a_sweep_in_code_and_on_the_command_line_is_refused(prefix: str) -> None:
+    done = CliRunner().invoke(batches_main, ["--version", DAY, "--sweep", f"{LR}=1e-3,2e-3"])
+    assert done.exit_code == 2, done.output
+    assert "declares the sweep train_batch@" in done.output and "drop --sweep, or sweep in code" in done.output

@@ -27,7 +27,7 @@ from rlaunch.boundary import error_boundary
 from rlaunch.cli import plan_text
 from rlaunch.cli.step_checks import preflight_step_jobs
 from rlaunch.errors import UserError
-from rlaunch.runs.sweep import Axis, Grid, sweep_name
+from rlaunch.runs.sweep import Axis, Grid, SweepMembership, sweep_name
 from rlaunch.secrets import SecretArgumentError, refuse_secret_arguments
 from rlaunch.skyrl.values import overrides as recipe_overrides
 from rlaunch.submission.invocation import Invocation, Sweep
@@ -332,11 +332,12 @@ def _plan_or_run(
     _refuse_set_and_swept(options)
     codex = VersionCodex(options.default_version, options.overrides)
     try:
-        with build_context(BuildContext(codex, options.recipe_overrides)), recorded_env_reads() as env_reads:
+        context = BuildContext(codex, options.recipe_overrides)
+        with build_context(context), recorded_env_reads() as env_reads:
             handles = normalise_handles(fn(*args, **kwargs))
             swept = {axis.key: axis.values[0][1] for axis in options.sweep.axes} if options.sweep else {}
             _refuse_unread_recipe_overrides(handles, {**options.recipe_overrides, **swept})
-            sweep = None
+            sweep = declared_sweep(context.declared, handles, options)
             if options.sweep is not None:
                 sweep = build_sweep(lambda: normalise_handles(fn(*args, **kwargs)), handles, options, codex)
                 handles = [h for _, built_for in sweep.variants for h in built_for]
@@ -385,6 +386,31 @@ def _refuse_set_and_swept(options: BuildOptions) -> None:
         raise click.BadParameter(
             f"{both[0]} is both set (--set) and swept (--sweep); keep one of them", param_hint="'--sweep'"
         )
+
+
+def declared_sweep(
+    declared: list[SweepMembership], handles: list[ArtifactStep[Any]], options: BuildOptions
+) -> Sweep | None:
+    """The sweep the main declared in Python (`rlaunch.artifacts.variants`; None: none), each variant
+    with the terminal steps that carry its label."""
+    if not declared:
+        return None
+    if options.sweep is not None:
+        raise click.BadParameter(
+            f"this main declares the sweep {declared[0].name} in code (variants(...)); a sweep is one grid: "
+            "drop --sweep, or sweep in code",
+            param_hint="'--sweep'",
+        )
+    variants = []
+    for member in declared:
+        terminals = tuple(h for h in handles if h.name.endswith(f".{member.variant}"))
+        if not terminals:
+            raise click.ClickException(
+                f"variant {member.variant} of {member.name} ends in no step the main returns; return the steps "
+                "built inside each variants(...) choice"
+            )
+        variants.append((member, terminals))
+    return Sweep(declared[0].name, tuple(variants))
 
 
 def build_sweep(

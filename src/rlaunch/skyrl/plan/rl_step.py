@@ -163,6 +163,8 @@ def in_variant(spec: SkyRLSpec, is_smoke: bool) -> SkyRLSpec:
     variant = None if ctx is None else ctx.variant
     if ctx is None or variant is None:
         return spec
+    if ctx.in_code:  # a choice declared in Python changes the spec itself: every RL step is the variant's
+        return dataclasses.replace(spec, name=ctx.variant_name(spec.name), sweep=None if is_smoke else variant)
     swept = {RecipeOverride(k, v) for k, v in variant.settings.items()}
     if is_smoke:
         unswept = dataclasses.replace(spec, recipe_overrides=tuple(o for o in spec.recipe_overrides if o not in swept))
