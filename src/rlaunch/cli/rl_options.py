@@ -130,12 +130,11 @@ def within_capacity(invocation: Invocation, handles: list[ArtifactStep[Any]]) ->
     backend side by side (`variants_at_once`): the rest queue, the backend is never oversubscribed."""
     import dataclasses
 
-    fit = variants_at_once(skyrl_steps(handles)) if invocation.sweep is not None else None
-    if fit is None or fit >= invocation.max_concurrent:
+    sweep = invocation.sweep
+    fit = None if sweep is None else variants_at_once(skyrl_steps(handles))
+    if sweep is None or fit is None or fit >= invocation.max_concurrent:
         return invocation
-    click.echo(
-        f"sweep {invocation.sweep.name if invocation.sweep else ''}: {fit} variant gang(s) fit at once; the rest queue"
-    )
+    click.echo(f"sweep {sweep.name}: {fit} variant gang(s) fit at once; the rest queue")
     return dataclasses.replace(invocation, max_concurrent=fit)
 
 

@@ -13,7 +13,8 @@ from rlaunch.runs.sweep import SweepMembership
 
 @dataclass(frozen=True)
 class Sweep:
-    """A sweep as built: its name, and each variant with the terminal steps built for it (`--sweep`)."""
+    """A sweep as built: its name, and each variant with the terminal steps built for it (`--sweep`,
+    or `rlaunch.artifacts.variants` in the main)."""
 
     name: str
     variants: tuple[tuple[SweepMembership, tuple[ArtifactStep[Any], ...]], ...]
