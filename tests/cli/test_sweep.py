@@ -85,10 +85,13 @@ def test_the_sweep_is_one_table_judged_as_a_whole(prefix: str) -> None:
 
 
 def test_the_sweep_name_is_the_same_for_one_grid_and_another_for_another(prefix: str) -> None:
-    one = _plan(smoke.main, "--stage", "rl", "--sweep", f"{LR}=1e-3,2e-3")["sweep"]["name"]
-    again = _plan(smoke.main, "--stage", "rl", "--sweep", f"{LR}=1e-3,2e-3")["sweep"]["name"]
-    other = _plan(smoke.main, "--stage", "rl", "--sweep", f"{LR}=1e-3,3e-3")["sweep"]["name"]
-    assert one == again != other
+    one = _plan(smoke.main, "--stage", "rl", "--sweep", f"{LR}=1e-3,2e-3")["sweep"]
+    again = _plan(smoke.main, "--stage", "rl", "--sweep", f"{LR}=1e-3,2e-3")["sweep"]
+    other = _plan(smoke.main, "--stage", "rl", "--sweep", f"{LR}=1e-3,3e-3")["sweep"]
+    assert one["name"] == again["name"] != other["name"]
+    # the sweep is not part of a variant's identity: lr-1e-3 is the same artifact in both grids
+    assert one["variants"][0]["fingerprint"] == other["variants"][0]["fingerprint"]
+    assert one["variants"][1]["fingerprint"] != other["variants"][1]["fingerprint"]
 
 
 def test_a_downstream_step_of_a_variant_is_the_variants_own(prefix: str) -> None:
