@@ -50,6 +50,7 @@ def test_a_sweep_cancels_as_a_whole_and_a_variant_alone(launcher: Launcher) -> N
     backend = launcher.backend()
     (coordinator,) = [j for j in backend.list_jobs() if j.labels.get("rlaunch.kind") == "coordinator"]
     assert coordinator.labels["rlaunch.sweep"] == sweep
+    assert coordinator.name.startswith(f"marker-rl-{VERSION}-sweep-")  # it builds the sweep, not one variant
 
     alone = launcher.run("-m", "rlaunch", "cancel", f"marker/rl.{first}@{VERSION}", "--yes", "--reason", "one", env=ENV)
     assert alone.returncode == 0 and ": cancelled (" in alone.stdout, alone.stdout + alone.stderr

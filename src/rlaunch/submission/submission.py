@@ -249,7 +249,7 @@ def coordinator_spec(
     terminal = graph_handles(handles)[-1]
     credentials = tuple(dict.fromkeys(n for s in steps for n in needed_credentials(planning.launch(s))))
     return JobSpec(
-        name=sanitize_job_name(f"{terminal.name}-{terminal.version}-coordinator-{uuid.uuid4().hex[:8]}"),
+        name=sanitize_job_name(f"{_submitted_as(invocation, terminal)}-coordinator-{uuid.uuid4().hex[:8]}"),
         argv=invocation.replayed_argv(sys.executable),
         env=job_environment(credentials)
         | passed_through(passthrough_patterns(steps))
@@ -269,6 +269,11 @@ def coordinator_spec(
             **({SWEEP_LABEL: invocation.sweep.name} if invocation.sweep is not None else {}),
         },
     )
+
+
+def _submitted_as(invocation: Invocation, terminal: ArtifactStep[Any]) -> str:
+    """What the coordinator's job name says it builds: the sweep (all its variants), else the terminal step."""
+    return invocation.sweep.name if invocation.sweep is not None else f"{terminal.name}-{terminal.version}"
 
 
 def variants_at_once(steps: list[SkyRLArtifactStep]) -> int | None:
