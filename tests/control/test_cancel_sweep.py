@@ -31,12 +31,8 @@ def _job(prefix: str, slurm: FakeSlurm, job_id: str, **labels: str) -> None:
 
 
 def _coordinator(prefix: str, slurm: FakeSlurm, job_id: str, sweep: str = SWEEP) -> None:
-    _job(
-        prefix,
-        slurm,
-        job_id,
-        **{"rlaunch.kind": "coordinator", "rlaunch.artifact": "marker/rl.x@1", "rlaunch.sweep": sweep},
-    )
+    """A sweep's coordinator, labelled as `--run` labels it: with the sweep, with no variant's identity."""
+    _job(prefix, slurm, job_id, **{"rlaunch.kind": "coordinator", "rlaunch.sweep": sweep})
 
 
 def _variant(prefix: str, slurm: FakeSlurm, label: str, child: str | None, sweep: str = SWEEP) -> str:
@@ -84,6 +80,13 @@ def test_a_coordinator_no_variant_recorded_yet_is_found_by_its_label(prefix: str
     assert done.exit_code == 0, done.output
     assert f"sweep {SWEEP}: coordinator 77 cancelled" in done.stdout
     assert slurm.queue["76"][0] == "RUNNING"
+
+
+def test_a_variant_not_recorded_yet_is_no_run_to_cancel_alone(prefix: str, slurm: FakeSlurm) -> None:
+    _coordinator(prefix, slurm, "77")
+    done = CliRunner().invoke(cancel_command, [f"marker/rl.{VARIANTS[0]}@1", "--yes"])
+    assert f"no RL run marker/rl.{VARIANTS[0]}@1 under" in str(done.exception), done.output
+    assert slurm.queue["77"][0] == "RUNNING"  # the sweep goes on
 
 
 def test_nothing_of_the_sweep_running_is_said(prefix: str, slurm: FakeSlurm) -> None:

@@ -49,7 +49,7 @@ def test_a_sweep_cancels_as_a_whole_and_a_variant_alone(launcher: Launcher) -> N
     first, second = wait_for(lambda: _running(launcher) if len(_running(launcher)) == 2 else None, 240, "two variants")
     backend = launcher.backend()
     (coordinator,) = [j for j in backend.list_jobs() if j.labels.get("rlaunch.kind") == "coordinator"]
-    assert coordinator.labels["rlaunch.sweep"] == sweep
+    assert coordinator.labels["rlaunch.sweep"] == sweep and "rlaunch.artifact" not in coordinator.labels
     assert coordinator.name.startswith(f"marker-rl-{VERSION}-sweep-")  # it builds the sweep, not one variant
 
     alone = launcher.run("-m", "rlaunch", "cancel", f"marker/rl.{first}@{VERSION}", "--yes", "--reason", "one", env=ENV)

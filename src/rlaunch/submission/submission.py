@@ -264,9 +264,10 @@ def coordinator_spec(
         timeout_seconds=max(e.coordinator_timeout_hours for e in executions) * 3600,
         labels={
             "rlaunch.kind": "coordinator",
-            "rlaunch.artifact": terminal.identity,
             "rlaunch.module": invocation.module or "",
-            **({SWEEP_LABEL: invocation.sweep.name} if invocation.sweep is not None else {}),
+            # a sweep's coordinator builds every variant: labelled with the sweep, never with one
+            # variant's identity (a cancel of that variant before it recorded would stop them all)
+            **({SWEEP_LABEL: invocation.sweep.name} if invocation.sweep else {"rlaunch.artifact": terminal.identity}),
         },
     )
 
