@@ -272,10 +272,12 @@ def rl_step(
     seed: int = 0,
     code: ExperimentCode | None = None,
     reward: str | None = None,
+    is_smoke: bool = False,
 ) -> SkyRLArtifactStep:
     """The RL step; `experiments.cpu_scaled` reuses it for a larger run of the same shape,
     `experiments.learning` with its own recipe (`%(steps)d` in it) and role plan, and
-    `experiments.custom_reward` with its own reward function (`reward`, shipped as `code`)."""
+    `experiments.custom_reward` with its own reward function (`reward`, shipped as `code`);
+    `is_smoke` declares it another launch's smoke."""
     spec = SkyRLSpec(
         name=name,
         version=resolve_version(name, None),
@@ -292,7 +294,7 @@ def rl_step(
         code=code,
         reward=reward,
     )
-    return skyrl_step(spec, execution(backend, slots), export_hf=True, smoke=smoke)
+    return skyrl_step(spec, execution(backend, slots), export_hf=True, smoke=smoke, is_smoke=is_smoke)
 
 
 # The evaluation's step job: one CPU in the trl-cpu runtime, on the coordinator's backend.

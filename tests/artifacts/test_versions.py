@@ -110,3 +110,48 @@ def test_without_a_context_the_error_says_how_to_give_a_version():
         "no version given for 'models/tiny' and no active build context; pass version=... or build "
         "the graph inside a main decorated with @build_options / @rl_build_options"
     )
+
+
+# --- a sweep declared in Python (`variants`) ------------------------------------------------------
+
+
+def test_each_choice_is_built_as_its_variant_and_the_context_is_restored() -> None:
+    from rlaunch.artifacts.versions import variants
+
+    outer = BuildContext(VersionCodex("2026.12.07"))
+    seen = []
+    with build_context(outer):
+        for choice in variants("roles", {"tp-1": 1, "tp-2": 2}):
+            ctx = current_build_context()
+            assert ctx is not None and ctx.variant is not None and ctx.in_code
+            seen.append((choice, ctx.variant.variant, dict(ctx.variant.settings), ctx.variant_name("x/rl")))
+        assert current_build_context() is outer
+    assert seen == [(1, "tp-1", {"roles": "tp-1"}, "x/rl.tp-1"), (2, "tp-2", {"roles": "tp-2"}, "x/rl.tp-2")]
+    assert [m.variant for m in outer.declared] == ["tp-1", "tp-2"]
+    assert outer.declared[0].name.startswith("roles@2026.12.07~sweep-")
+
+
+@pytest.mark.parametrize(
+    ("choices", "says"),
+    [
+        ({"only": 1}, "needs at least two choices"),
+        ({"a b": 1, "c": 2}, "label 'a b'"),
+    ],
+)
+def test_a_grid_in_code_that_cannot_name_its_variants_is_refused(choices: dict[str, int], says: str) -> None:
+    from rlaunch.artifacts.versions import variants
+
+    with build_context(BuildContext(VersionCodex("2026.12.07"))), pytest.raises(ValueError, match=None) as caught:
+        list(variants("roles", choices))
+    assert says in str(caught.value)
+
+
+def test_variants_do_not_nest_and_need_a_main() -> None:
+    from rlaunch.artifacts.versions import variants
+
+    with pytest.raises(ValueError, match="inside a main decorated with @rl_build_options"):
+        list(variants("roles", {"a": 1, "b": 2}))
+    with build_context(BuildContext(VersionCodex("2026.12.07"))):
+        with pytest.raises(ValueError, match="a sweep is one grid"):
+            for _ in variants("roles", {"a": 1, "b": 2}):
+                list(variants("batch", {"c": 1, "d": 2}))

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from rlaunch.cluster.local.backend import LocalBackend
+from rlaunch.cluster.local.capacity import Machine, at_once
 from rlaunch.cluster.protocol import CapacityError, JobSpec, Resources
 
 
@@ -61,3 +62,28 @@ def test_bad_declarations_are_clear_errors(root: Path, monkeypatch: pytest.Monke
         LocalBackend(root)
     with pytest.raises(ValueError, match="cpus must be positive"):
         LocalBackend(root, cpus=0, memory="1GB")
+
+
+# --- how many of one gang fit side by side (a sweep's variants queue beyond it) -----------------
+
+COORDINATOR = Resources(cpu=1, memory_bytes=2 * 10**9)
+
+
+@pytest.mark.parametrize(
+    ("cpus", "accelerators", "memory", "gang", "replicas", "fit"),
+    [
+        (3, 0, "64GB", Resources(cpu=1), 1, 2),  # two beside the coordinator
+        (2.99, 0, "64GB", Resources(cpu=1), 1, 1),  # a CPU short of two
+        (2, 0, "64GB", Resources(cpu=1), 1, 1),  # the CPU smoke on a 2-CPU machine: one at a time
+        (9, 0, "64GB", Resources(cpu=1), 2, 4),  # two replicas each
+        (64, 16, "1TB", Resources(cpu=1, accelerators=8), 1, 2),  # the accelerators bound it
+        (64, 0, "10GB", Resources(cpu=1, memory_bytes=4 * 10**9), 1, 2),  # 8 GB left beside 2 GB: two of 4 GB
+        (64, 0, "9999999999", Resources(cpu=1, memory_bytes=4 * 10**9), 1, 1),  # one byte short of two
+        (1, 0, "64GB", Resources(cpu=1), 1, 1),  # none fits beside it: still one (the check refuses what never fits)
+    ],
+)
+def test_at_once_counts_the_gangs_that_fit_beside_the_coordinator(
+    cpus: float, accelerators: int, memory: str, gang: Resources, replicas: int, fit: int
+) -> None:
+    machine = Machine.declared(cpus=cpus, accelerators=accelerators, memory=memory, env={})
+    assert at_once(spec(gang, replicas), machine, COORDINATOR) == fit

@@ -162,7 +162,7 @@ def test_a_malformed_record_is_told_beside_the_table(sweep: dict[str, Any], docu
     done = rlaunch("compare", "--sweep", "lr-sweep")
     assert done.exit_code == 0 and done.stdout.startswith("sweep lr-sweep: 3 variant(s)\n")
     assert done.stderr == (
-        f"warning: {broken / 'run_record.json'}: sweep.settings must map dotted recipe keys to values; got None; "
+        f"warning: {broken / 'run_record.json'}: sweep lacks settings: {{'name': 'lr-sweep', 'variant': 'd'}}; "
         "it is written by the sweep's launch: relaunch the variant, or remove the field to list the run alone\n"
     )
 

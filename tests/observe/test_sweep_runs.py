@@ -16,7 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rlaunch.cli.admin import main
-from rlaunch.observe.sweeps import MalformedSweepError, SweepGroup, SweepMembership, grouped, sweep_of
+from rlaunch.observe.sweeps import MalformedSweepError, SweepGroup, grouped, sweep_of
+from rlaunch.runs.sweep import SweepMembership
 from tests.observe.sweep_records import LR, VERSION, join_sweep, rl_run, variant
 
 HEADER = ["ARTIFACT", "STATE", "ATTEMPT", "SUBMITTED", "COORDINATOR", "CHILD"]
@@ -95,12 +96,12 @@ def test_without_any_sweep_the_list_is_as_before(prefix: str, document: dict[str
 @pytest.mark.parametrize(
     ("value", "told"),
     [
-        ("lr-sweep", "field sweep='lr-sweep' is not an object with name, variant and settings"),
-        ({"name": "lr-sweep", "settings": {}}, "sweep.variant must be a non-empty string; got None"),
+        ("lr-sweep", "sweep must be an object with name, variant and settings, got 'lr-sweep'"),
+        ({"name": "lr-sweep", "settings": {}}, "sweep lacks variant: {'name': 'lr-sweep', 'settings': {}}"),
         ({"name": "lr sweep", "variant": "a", "settings": {}}, "sweep.name='lr sweep' contains whitespace"),
         (
             {"name": "lr-sweep", "variant": "a", "settings": [LR]},
-            f"sweep.settings must map dotted recipe keys to values; got ['{LR}']",
+            f"sweep.settings must map dotted recipe keys to values, got ['{LR}']",
         ),
         ({"name": "lr-sweep", "variant": "a", "settings": {"": 1}}, "sweep.settings must map dotted recipe keys"),
     ],
@@ -128,7 +129,9 @@ def test_a_record_without_the_field_is_no_sweeps_and_an_empty_settings_is_shown_
     assert sweep_of({"attempts": []}, "r") is None and sweep_of(None, "r") is None
     member = sweep_of({"attempts": [], "sweep": {"name": "s", "variant": "v", "settings": {}}}, "r")
     assert member == SweepMembership("s", "v", {})
-    with pytest.raises(MalformedSweepError, match=r"^r: field sweep=\[\] is not an object"):
+    with pytest.raises(
+        MalformedSweepError, match=r"^r: sweep must be an object with name, variant and settings, got \[\]"
+    ):
         sweep_of({"sweep": []}, "r")
 
 

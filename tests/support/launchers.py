@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 MARKER_PLUGIN = "tests.plugins.marker_runtime"
@@ -155,3 +156,33 @@ def _rl_fingerprint(plan: subprocess.CompletedProcess[str]) -> str:
     (step,) = [s for s in json.loads(plan.stdout)["steps"] if s["identity"] == f"marker/rl@{SMOKE_VERSION}"]
     fingerprint: str = step["fingerprint"]
     return fingerprint
+
+
+def marker_sweep_through(launcher: Launcher, backend: str) -> tuple[str, dict[str, dict[str, Any]]]:
+    """A two-value sweep of the marker experiment on `backend` as one submission: one coordinator,
+    each variant its own artifact whose run record carries the sweep and a succeeded attempt of that
+    coordinator. Returns the sweep's name and each variant's latest attempt."""
+    grid = ("--sweep", "trainer.policy.optimizer_config.lr=1e-3,2e-3")
+    args = ("-m", "tests.experiments.marker", "--version", SMOKE_VERSION, "--backend", backend, *grid)
+    plan = launcher.run(*args, "--plan-format", "json", timeout=300)
+    assert plan.returncode == 0, plan.stdout[-2000:] + plan.stderr[-2000:]
+    sweep = json.loads(plan.stdout)["sweep"]["name"]
+    done = launcher.run(*args, "--run", timeout=1200)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert done.stdout.count("submitted RL coordinator") == 1, done.stdout[-4000:]
+    attempts = {}
+    for label, rate in (("lr-1e-3", 1e-3), ("lr-2e-3", 2e-3)):
+        record = json.loads(
+            (launcher.prefix / "marker" / f"rl.{label}" / SMOKE_VERSION / "run_record.json").read_text()
+        )
+        assert record["sweep"] == {
+            "name": sweep,
+            "variant": label,
+            "settings": {"trainer.policy.optimizer_config.lr": rate},
+        }
+        (attempt,) = record["attempts"]
+        assert attempt["backend"] == backend and attempt["state"] == "succeeded", attempt
+        attempts[label] = attempt
+    assert len({a["coordinator_job_id"] for a in attempts.values()}) == 1  # one submission
+    assert len({a["child_job_id"] for a in attempts.values()}) == 2  # a gang each
+    return sweep, attempts

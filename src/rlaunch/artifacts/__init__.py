@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
         build_context,
         current_build_context,
         resolve_version,
+        variants,
     )
     from rlaunch.names import is_mutable
 
@@ -61,6 +62,7 @@ __all__ = [
     "resolve_version",
     "validate_name",
     "validate_version",
+    "variants",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -73,6 +75,13 @@ __getattr__, __dir__ = lazy_exports(
         "plan": ["PlannedStep", "plan_graph"],
         "runner": ["FingerprintDriftError", "RunFailedError", "Runner", "StepOutcome"],
         "step": ["ArtifactStep", "FingerprintMismatchError", "GraphError", "graph_handles"],
-        "versions": ["BuildContext", "VersionCodex", "build_context", "current_build_context", "resolve_version"],
+        "versions": [
+            "BuildContext",
+            "VersionCodex",
+            "build_context",
+            "current_build_context",
+            "resolve_version",
+            "variants",
+        ],
     },
 )

@@ -51,6 +51,9 @@ class ArtifactStep(Generic[A]):
     submitted_by: ClassVar[str | None] = None  # the only path that may launch it (None: any runner)
 
     def __post_init__(self) -> None:
+        from rlaunch.artifacts.versions import variant_name
+
+        object.__setattr__(self, "name", variant_name(self.name, tuple(self.deps)))  # a sweep variant's own
         validate_name(self.name)
         validate_version(self.version, field=f"version of {self.name}")
         if not (isinstance(self.artifact_type, type) and issubclass(self.artifact_type, Artifact)):

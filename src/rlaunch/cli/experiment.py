@@ -8,6 +8,7 @@ The decorated main builds the graph inside a build context (so `--version`, `--o
 from __future__ import annotations
 
 import functools
+import itertools
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -26,9 +27,10 @@ from rlaunch.boundary import error_boundary
 from rlaunch.cli import plan_text
 from rlaunch.cli.step_checks import preflight_step_jobs
 from rlaunch.errors import UserError
+from rlaunch.runs.sweep import Axis, Grid, SweepMembership, sweep_name
 from rlaunch.secrets import SecretArgumentError, refuse_secret_arguments
 from rlaunch.skyrl.values import overrides as recipe_overrides
-from rlaunch.submission.invocation import Invocation
+from rlaunch.submission.invocation import Invocation, Sweep
 
 if TYPE_CHECKING:
     from rlaunch.judgement.judge import Finding
@@ -146,6 +148,32 @@ def parse_recipe_overrides(ctx: click.Context, param: click.Parameter, values: t
     return found
 
 
+def parse_sweep(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> Grid | None:
+    """`--sweep KEY=V1,V2,...`, repeatable: each value read like a `--set` value (a YAML scalar), every
+    combination one variant (a key both set and swept is refused by `_refuse_set_and_swept`)."""
+    axes = []
+    for raw in values:
+        _refuse_credential(raw, "--sweep")
+        key, sep, texts = raw.partition("=")
+        if not sep:
+            raise click.BadParameter(
+                f"{raw!r} is not KEY=V1,V2,... (e.g. --sweep trainer.policy.optimizer_config.lr=1e-3,2e-3)"
+            )
+        try:
+            parsed = [recipe_overrides.parse(f"{key}={text}") for text in texts.split(",")]
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+        axes.append(
+            Axis(
+                parsed[0].key, tuple((text.strip(), o.value) for text, o in zip(texts.split(","), parsed, strict=True))
+            )
+        )
+    try:
+        return Grid(tuple(axes)) if axes else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 def _option_values(params: Mapping[str, Any]) -> list[str]:
     """Every string option value as `--name=value` (what a command line carried, however it was spelled)."""
     out = []
@@ -247,6 +275,17 @@ def make_build_options(executor: Executor) -> Callable[[Callable[..., Any]], Cal
                 "(parallelism, placement, batch sizes) and keys rlaunch sets (paths, seed) are refused. "
                 "Kept in the fingerprint, the plan and the run record.",
             ),
+            click.option(
+                "--sweep",
+                "sweep",
+                multiple=True,
+                callback=parse_sweep,
+                metavar="KEY=V1,V2,...",
+                help="Sweep a recipe key of the RL steps over values, as one submission: every combination of the "
+                "--sweep keys is a variant, its own artifact (its label ends the names of the steps it changes, e.g. "
+                "smoke/rl.lr-1e-3), with the steps no variant changes shared. Values are read like --set values and "
+                "refused like them; --set applies to every variant; a key both set and swept is refused. Repeatable.",
+            ),
             click.option("--run", "do_run", is_flag=True, help="Execute the graph instead of printing the plan."),
             click.option(
                 "--max-concurrent",
@@ -279,6 +318,7 @@ class BuildOptions:
     default_version: str
     overrides: dict[str, str]
     recipe_overrides: dict[str, Any]  # `--set`: recipe key -> value, laid over every RL spec's recipe
+    sweep: Grid | None  # `--sweep`: the grid of variants (None: one run)
     do_run: bool
     max_concurrent: int
     plan_format: str
@@ -289,11 +329,18 @@ def _plan_or_run(
 ) -> None:
     """Build the graph, check it, then print the plan or hand the handles to the executor."""
     executor_options = {k: kwargs.pop(k) for k in executor.option_names if k in kwargs}
+    _refuse_set_and_swept(options)
     codex = VersionCodex(options.default_version, options.overrides)
     try:
-        with build_context(BuildContext(codex, options.recipe_overrides)), recorded_env_reads() as env_reads:
+        context = BuildContext(codex, options.recipe_overrides)
+        with build_context(context), recorded_env_reads() as env_reads:
             handles = normalise_handles(fn(*args, **kwargs))
-            _refuse_unread_recipe_overrides(handles, options.recipe_overrides)
+            swept = {axis.key: axis.values[0][1] for axis in options.sweep.axes} if options.sweep else {}
+            _refuse_unread_recipe_overrides(handles, {**options.recipe_overrides, **swept})
+            sweep = declared_sweep(context.declared, handles, options)
+            if options.sweep is not None:
+                sweep = build_sweep(lambda: normalise_handles(fn(*args, **kwargs)), handles, options, codex)
+                handles = [h for _, built_for in sweep.variants for h in built_for]
             built = judged(handles, env_reads)  # a coordinator replaying this main must build the same
         unused = codex.unused_overrides()
         if unused:
@@ -310,6 +357,7 @@ def _plan_or_run(
             prefix=storage.default_prefix(),
             options=executor_options,
             judged=built,
+            sweep=sweep,
         )
         planning = plan_rl_steps(handles, invocation.prefix)
         preflight_step_jobs(handles)
@@ -325,9 +373,70 @@ def _plan_or_run(
         findings = executor.judgement(planned, invocation, planning)
         terminal = [h.identity for h in handles]
         render = plan_text.plan_json if options.plan_format == "json" else plan_text.plan_text
-        click.echo(render(planned, invocation.prefix, terminal, handles, planning, findings, default_stage_notes()))
+        notes = default_stage_notes()
+        click.echo(render(planned, invocation.prefix, terminal, handles, planning, findings, notes, sweep))
         return
     sys.exit(executor.run(handles, invocation, planning))
+
+
+def _refuse_set_and_swept(options: BuildOptions) -> None:
+    """A key both set and swept: which value would a variant get? Refused, in whichever order given."""
+    both = [axis.key for axis in options.sweep.axes if axis.key in options.recipe_overrides] if options.sweep else []
+    if both:
+        raise click.BadParameter(
+            f"{both[0]} is both set (--set) and swept (--sweep); keep one of them", param_hint="'--sweep'"
+        )
+
+
+def declared_sweep(
+    declared: list[SweepMembership], handles: list[ArtifactStep[Any]], options: BuildOptions
+) -> Sweep | None:
+    """The sweep the main declared in Python (`rlaunch.artifacts.variants`; None: none), each variant
+    with the terminal steps that carry its label."""
+    if not declared:
+        return None
+    if options.sweep is not None:
+        raise click.BadParameter(
+            f"this main declares the sweep {declared[0].name} in code (variants(...)); a sweep is one grid: "
+            "drop --sweep, or sweep in code",
+            param_hint="'--sweep'",
+        )
+    variants = []
+    for member in declared:
+        terminals = tuple(h for h in handles if h.name.endswith(f".{member.variant}"))
+        if not terminals:
+            raise click.ClickException(
+                f"variant {member.variant} of {member.name} ends in no step the main returns; return the steps "
+                "built inside each variants(...) choice"
+            )
+        variants.append((member, terminals))
+    return Sweep(declared[0].name, tuple(variants))
+
+
+def build_sweep(
+    build: Callable[[], list[ArtifactStep[Any]]],
+    plain: list[ArtifactStep[Any]],
+    options: BuildOptions,
+    codex: VersionCodex,
+) -> Sweep:
+    """The main built once per variant of the grid, each in a build context naming its variant (a
+    step it changes takes the variant's label; one it does not is shared). The sweep is named after
+    the first terminal step built without it (`plain`), its version and the grid."""
+    assert options.sweep is not None
+    name = sweep_name(plain[0].name, plain[0].version, options.sweep)
+    variants = []
+    for variant in options.sweep.variants(name):
+        with build_context(BuildContext(codex, options.recipe_overrides, variant)):
+            variants.append((variant, tuple(build())))
+    for (variant, built_for), (other, theirs) in itertools.combinations(variants, 2):
+        shared = sorted({h.identity for h in built_for} & {h.identity for h in theirs})
+        if shared:
+            raise click.BadParameter(
+                f"variants {variant.variant} and {other.variant} both end in {shared[0]}: the sweep changes nothing "
+                "it builds; sweep a key its RL steps read",
+                param_hint="'--sweep'",
+            )
+    return Sweep(name, tuple(variants))
 
 
 def _refuse_unread_recipe_overrides(handles: list[ArtifactStep[Any]], given: Mapping[str, Any]) -> None:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from rlaunch.judgement.judge import Finding
     from rlaunch.skyrl.plan.planning import Planning
     from rlaunch.skyrl.plan.rl_step import SkyRLArtifactStep
+    from rlaunch.submission.invocation import Sweep
 
 Judged = dict[str, "tuple[Finding, ...] | None"]  # identity -> the judgement's findings (None: served)
 
@@ -137,6 +138,66 @@ def placement_lines(planned: list[PlannedStep], handles: list[ArtifactStep[Any]]
     return lines
 
 
+def sweep_rows(sweep: Sweep, planned: list[PlannedStep], judged: Judged) -> list[dict[str, Any]]:
+    """One row per variant: its terminal steps' fingerprints, the GPUs its launches ask for, the
+    GPU-hours it may allocate, the judgement of its steps and which smoke gates each RL launch."""
+    from rlaunch.submission.submission import skyrl_steps
+
+    runs = {p.step.identity for p in planned if p.action in ("run", "rebuild")}
+    rows = []
+    for variant, terminals in sweep.variants:
+        steps = graph_handles(list(terminals))
+        found = [judged.get(s.identity) for s in steps if s.identity in judged]
+        launches = [s for s in skyrl_steps(list(terminals)) if s.identity in runs]
+        if any(f.refuses for findings in found for f in findings or ()):
+            verdict = "refused"
+        elif any(findings is not None for findings in found):
+            verdict = "may launch"
+        else:
+            verdict = "served from storage"
+        rows.append({
+            "variant": variant.variant,
+            "settings": dict(variant.settings),
+            "steps": [t.identity for t in terminals],
+            "fingerprint": [t.fingerprint for t in terminals],
+            "gpus": sum(s.spec.topology.num_nodes * s.spec.topology.gpus_per_node for s in launches),
+            "gpu_hours": sum(stage_gpu_hours(planned, t) for t in terminals),
+            "verdict": verdict,
+            "smoke": {
+                s.identity: None if s.smoke is None else s.smoke.identity for s in skyrl_steps(list(terminals))
+            },
+        })  # fmt: skip
+    return rows
+
+
+def sweep_lines(sweep: Sweep, planned: list[PlannedStep], judged: Judged) -> list[str]:
+    """The sweep's table: one line per variant (the dry run judges the sweep as a whole)."""
+    rows = sweep_rows(sweep, planned, judged)
+    table = [("variant", "fingerprint", "GPUs", "GPU-hours", "verdict", "gated by smoke")]
+    for row in rows:
+        smokes = sorted({smoke or "none declared" for smoke in row["smoke"].values()})
+        fingerprints = " ".join(short(f) for f in row["fingerprint"])
+        table.append(
+            (row["variant"], fingerprints, str(row["gpus"]), f"{row['gpu_hours']:g}", row["verdict"], ", ".join(smokes))
+        )
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    return [
+        f"Sweep {sweep.name} ({len(rows)} variants, one submission; {_queueing(sweep)}):",
+        *(("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))).rstrip() for r in table),
+        "",
+    ]
+
+
+def _queueing(sweep: Sweep) -> str:
+    """How the sweep stays within the backend's capacity."""
+    from rlaunch.submission.submission import skyrl_steps, variants_at_once
+
+    fit = variants_at_once(skyrl_steps([h for _, terminals in sweep.variants for h in terminals]))
+    if fit is None:
+        return "the cluster's scheduler queues the gangs that do not fit"
+    return f"at most {fit} variant gang(s) at once on this machine's declaration, the rest queue"
+
+
 def plan_text(
     planned: list[PlannedStep],
     prefix: str,
@@ -145,8 +206,9 @@ def plan_text(
     planning: Planning | None = None,
     judged: Judged | None = None,
     notes: list[str] | None = None,
+    sweep: Sweep | None = None,
 ) -> str:
-    lines: list[str] = []
+    lines: list[str] = sweep_lines(sweep, planned, judged or {}) if sweep is not None else []
     for identity, detail in _details(planned, planning).items():
         lines.append(f"== {identity} ==")
         lines.extend(detail)
@@ -178,6 +240,7 @@ def plan_json(
     planning: Planning | None = None,
     judged: Judged | None = None,
     notes: list[str] | None = None,
+    sweep: Sweep | None = None,
 ) -> str:
     payload: dict[str, Any] = {
         "prefix": prefix,
@@ -193,4 +256,6 @@ def plan_json(
             "stages": {h.identity: stage_gpu_hours(planned, h) for h in handles or []},
         },
     }
+    if sweep is not None:
+        payload["sweep"] = {"name": sweep.name, "variants": sweep_rows(sweep, planned, judged or {})}
     return json.dumps(payload, indent=2)

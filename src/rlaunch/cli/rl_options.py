@@ -22,7 +22,7 @@ from rlaunch.launch_config.schema import WAIVABLE
 from rlaunch.processes import interrupt_exit, interruptible
 from rlaunch.submission.authorised import Given
 from rlaunch.submission.invocation import Invocation
-from rlaunch.submission.submission import skyrl_steps, step_job_steps
+from rlaunch.submission.submission import skyrl_steps, step_job_steps, variants_at_once
 
 if TYPE_CHECKING:
     from rlaunch.artifacts.plan import PlannedStep
@@ -117,11 +117,25 @@ class CoordinatorExecutor:
                 return 2
             mark("graph_planned")  # built and validated again here, in the coordinator
             placement = skyrl_steps(handles)[0].execution.placement()  # one route for every RL step (`check`)
+            invocation = within_capacity(invocation, handles)
             return LocalRunExecutor(submitter=SUBMITTER, retry=_authorised_retry(), placement=placement).run(
                 handles, invocation
             )
         assert planning is not None, "check() refused a graph without an RL step"
         return submit_coordinator(handles, invocation, planning)
+
+
+def within_capacity(invocation: Invocation, handles: list[ArtifactStep[Any]]) -> Invocation:
+    """A sweep's coordinator builds at most as many steps at once as its variants' gangs fit the
+    backend side by side (`variants_at_once`): the rest queue, the backend is never oversubscribed."""
+    import dataclasses
+
+    sweep = invocation.sweep
+    fit = None if sweep is None else variants_at_once(skyrl_steps(handles))
+    if sweep is None or fit is None or fit >= invocation.max_concurrent:
+        return invocation
+    click.echo(f"sweep {sweep.name}: {fit} variant gang(s) fit at once; the rest queue")
+    return dataclasses.replace(invocation, max_concurrent=fit)
 
 
 def given(invocation: Invocation) -> Given:

@@ -9,6 +9,10 @@ record, written once the jobs have stopped (so after the interrupted host record
 over the entry as it then stands: an attempt that succeeded meanwhile stays succeeded, and a
 second cancel (of jobs the first did not stop) keeps the earliest request's who, when and why.
 
+`rlaunch cancel <sweep name>` (`cancel_sweep`) cancels a whole sweep: each running variant as above,
+each recorded in its own run record, and the sweep's coordinator; one variant is cancelled by its
+own identity (`smoke/rl.lr-1e-3@VERSION`), like any run.
+
 A cancel works at every moment of an attempt: before the host named the attempt's jobs (nothing
 recorded yet, or only the coordinator's first entry), it stops the coordinator the reference named
 or the running one labelled with the run (found, and stopped, on the backends a job without a
@@ -19,16 +23,18 @@ the command exits 1, never "nothing to cancel".
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rlaunch import storage
 from rlaunch.cluster.protocol import Backend
 from rlaunch.observe import run_jobs
-from rlaunch.observe.resolve import RunRef, pending_coordinator
+from rlaunch.observe.resolve import RunRef, at_path, pending_coordinator, run_records
 from rlaunch.processes import actor
 from rlaunch.runs import run_record
 from rlaunch.runs.layout import cancel_record
+from rlaunch.runs.sweep import LABEL as SWEEP_LABEL
+from rlaunch.runs.sweep import SweepMembership, of_record
 from rlaunch.storage import utc_now
 
 
@@ -61,10 +67,18 @@ class RunJobs:
         return None
 
 
-def run_jobs_of(ref: RunRef) -> RunJobs:
+def run_jobs_of(ref: RunRef, whole_sweep: bool = False) -> RunJobs:
     """The selected attempt and its jobs. Before the host named them (nothing recorded yet, or the
     attempt the coordinator recorded first), the coordinator is the one the reference named or the
-    running one labelled with the run."""
+    running one labelled with the run. A sweep's variant alone (not `whole_sweep`) leaves out the
+    coordinator, which builds the other variants too: a cancel stops only the variant's child."""
+    found = _run_jobs_of(ref)
+    if whole_sweep or _sweep_of(ref) is None:
+        return found
+    return replace(found, live=[j for j in found.live if j.role != "coordinator"])
+
+
+def _run_jobs_of(ref: RunRef) -> RunJobs:
     attempt = ref.attempt() or {}
     if attempt.get("coordinator_job_id") or attempt.get("child_job_id"):
         backends, coordinator, child = run_jobs.run_jobs(attempt, ref.prefix)
@@ -103,8 +117,10 @@ def _cancelled(entry: dict[str, Any], request: dict[str, Any], states_after: dic
     return fields
 
 
-def cancel_run(ref: RunRef, reason: str | None = None) -> CancelOutcome:
-    found = run_jobs_of(ref)
+def cancel_run(ref: RunRef, reason: str | None = None, found: RunJobs | None = None) -> CancelOutcome:
+    """Stop the jobs of `ref`'s latest attempt (`found`: as seen before another cancel stopped
+    them, a sweep's) and record who, when and why."""
+    found = found if found is not None else run_jobs_of(ref)
     attempt, live = found.attempt, found.live
     outcome = CancelOutcome(attempt_id=attempt.get("attempt_id"))
     if not live:
@@ -143,3 +159,49 @@ def cancel_run(ref: RunRef, reason: str | None = None) -> CancelOutcome:
             lambda entry: _cancelled(entry, request, outcome.states),
         )
     return outcome
+
+
+@dataclass(frozen=True)
+class SweepCancel:
+    """What `rlaunch cancel <sweep>` did: each running variant's cancel, and the coordinators stopped
+    that no variant's record named yet (building shared steps, or with every variant queued)."""
+
+    variants: list[tuple[str, CancelOutcome]]
+    coordinators: list[str]
+
+
+def _sweep_of(ref: RunRef) -> SweepMembership | None:
+    try:
+        return of_record(ref.record)
+    except ValueError:
+        return None  # a damaged membership names no sweep: the run is cancelled on its own
+
+
+def sweep_runs(name: str, prefix: str) -> list[RunRef]:
+    """The runs under `prefix` whose records say they are variants of the sweep `name`."""
+    refs = []
+    for output_path, record in run_records(prefix):
+        try:
+            member = of_record(record)
+        except ValueError:
+            continue  # a damaged membership names no sweep: the run is cancelled on its own
+        if member is not None and member.name == name:
+            refs.append(at_path(output_path, prefix=prefix))
+    return refs
+
+
+def cancel_sweep(name: str, prefix: str, reason: str | None = None) -> SweepCancel:
+    """Cancel every running variant of the sweep `name` and its coordinator. Every variant's jobs are
+    found before any is stopped (the coordinator's cancel cascades to all of them), so each running
+    variant's record gets its own cancel; a coordinator labelled with the sweep is stopped too."""
+    found = [(ref, run_jobs_of(ref, whole_sweep=True)) for ref in sweep_runs(name, prefix)]
+    variants = [(ref.artifact or ref.output_path, cancel_run(ref, reason, jobs)) for ref, jobs in found if jobs.live]
+    who = actor()
+    because = f"rlaunch cancel by {who['user']}@{who['host']}" + (f": {reason}" if reason else "")
+    stopped = []
+    for backend in run_jobs.unrecorded_backends(prefix):
+        for job in backend.list_jobs():
+            if job.labels.get(SWEEP_LABEL) == name and not job.state.terminal:
+                backend.cancel(job.job_id, reason=because)
+                stopped.append(job.job_id)
+    return SweepCancel(variants, stopped)

@@ -12,6 +12,7 @@ import click
 
 from rlaunch.observe.cli import attempt_option, json_option, prefix_option, resolve_run, run_argument
 from rlaunch.processes import interrupt_exit, interruptible
+from rlaunch.runs.sweep import MARK
 from rlaunch.waiting import wait_until
 
 
@@ -80,6 +81,27 @@ def status(run: str, prefix: str | None, attempt_id: str | None, as_json: bool, 
         sys.exit(1)
 
 
+def _cancel_sweep(name: str, prefix: str | None, yes: bool, reason: str | None) -> None:
+    """`rlaunch cancel <sweep name>`: every running variant and the sweep's coordinator."""
+    from rlaunch.control.cancel import cancel_sweep, run_jobs_of, sweep_runs
+    from rlaunch.observe.resolve import default_prefix
+
+    base = default_prefix(prefix)
+    running = [r.artifact or r.output_path for r in sweep_runs(name, base) if run_jobs_of(r, whole_sweep=True).live]
+    if not yes:
+        click.confirm(
+            f"Cancel sweep {name}: its coordinator and {len(running)} running variant(s) {running}?", abort=True
+        )
+    done = cancel_sweep(name, base, reason)
+    for artifact, outcome in done.variants:
+        states = ", ".join(f"{job} {state}" for job, state in outcome.states.items()) or "-"
+        click.echo(f"{artifact} attempt {outcome.attempt_id or '(none recorded yet)'}: cancelled ({states})")
+    for job_id in done.coordinators:
+        click.echo(f"sweep {name}: coordinator {job_id} cancelled")
+    if not done.variants and not done.coordinators:
+        click.echo(f"sweep {name}: nothing to cancel (no variant or coordinator of it running under {base})")
+
+
 @click.command()
 @run_argument
 @prefix_option
@@ -91,10 +113,14 @@ def cancel(run: str, prefix: str | None, yes: bool, reason: str | None) -> None:
     Cancels the latest attempt's coordinator and child jobs (asking first unless --yes) and
     records who cancelled, when and why beside the run.
 
-    RUN is name@version, the RL artifact's path, or a coordinator or child job id.
+    RUN is name@version, the RL artifact's path, a coordinator or child job id, or a sweep's name
+    (NAME@VERSION~sweep-DIGEST: every running variant is cancelled, each recorded in its own run record).
     """
     from rlaunch.control.cancel import cancel_run, run_jobs_of
 
+    if MARK in run:
+        _cancel_sweep(run.strip(), prefix, yes, reason)
+        return
     ref = resolve_run(run, prefix)
     found = run_jobs_of(ref)
     attempt, live = found.attempt, found.live

@@ -39,7 +39,8 @@ from rlaunch.rules.memory import MemoryTable
 from rlaunch.runs.layout import GANG_OUTCOME, RESOLVED_DOCUMENT, WANDB_RUN, attempt_dir
 from rlaunch.runs.rehearsal_report import REHEARSED, read_report, render
 from rlaunch.runs.resume import fall_back, verified_resume
-from rlaunch.runs.run_record import task_phases, update_attempt
+from rlaunch.runs.run_record import keep_field, task_phases, update_attempt
+from rlaunch.runs.sweep import RECORD_KEY
 from rlaunch.runtimes.registry import get_profile
 from rlaunch.secrets import refuse_secrets_in
 from rlaunch.statefiles import CorruptStateError
@@ -349,6 +350,8 @@ def _record(
 ) -> None:
     """The attempt's run-record entry; `backend_settings` say where its jobs can be found again."""
     alloc = doc.cluster.allocation
+    if doc.run.sweep is not None:  # what `rlaunch runs` groups by: the run's, beside its attempts
+        keep_field(doc.artifacts.output_path, doc.run.id, RECORD_KEY, dict(doc.run.sweep))
     update_attempt(doc.artifacts.output_path, doc.run.id, doc.run.attempt_id, {
         "state": state,
         "coordinator_job_id": result.coordinator_job_id,

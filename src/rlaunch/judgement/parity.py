@@ -95,54 +95,79 @@ class RunShape:
     def of(cls, document: SkyRLLaunchConfig, composed: Mapping[str, Any], geo: Geometry, identity: str) -> RunShape:
         """The shape of `document`, whose recipe composed to `composed` with geometry `geo`."""
         runtime, inputs = document.runtime, document.inputs
-        canonical = get_profile(runtime.profile).canonical_strategy(geo.strategy)
-        interval = get_path(composed, TRAINER.CKPT_INTERVAL)
-        hf_interval = get_path(composed, TRAINER.HF_SAVE_INTERVAL)
+        recipe = recipe_shape(composed, geo, runtime.profile)
         return cls(
             identity=identity,
             runtime={"profile": runtime.profile, "source_digest": runtime.source_digest},
             model=_model(inputs.model),
             accelerator={"accelerator type": _accelerator(document.cluster.allocation.gpu_variant)},
-            strategy={
-                TRAINER.STRATEGY: canonical,
-                "policy model parallel": geo.megatron_policy if canonical == "megatron" else (geo.policy_sp,),
-            },
             entrypoint=runtime.entrypoint,
-            algorithm={
-                "advantage estimator": get_path(composed, ALGORITHM.ADVANTAGE_ESTIMATOR, None),
-                "KL loss": bool(get_path(composed, ALGORITHM.USE_KL_LOSS, False)),
-                "KL in reward": bool(get_path(composed, ALGORITHM.USE_KL_IN_REWARD, False)),
-                "policy loss": get_path(composed, ALGORITHM.POLICY_LOSS_TYPE, None),
-            },
-            lengths={
-                "max prompt length": get_path(composed, TRAINER.MAX_PROMPT_LENGTH, None),
-                "max generate length": get_path(composed, SAMPLING.MAX_GENERATE_LENGTH, None),
-            },
             handoffs={
                 "graph": tuple(inputs.graph),
                 "model": inputs.model.artifact_type,
                 "train data": tuple((d.artifact_type, d.relative_path) for d in inputs.train_data),
                 "validation data": tuple((d.artifact_type, d.relative_path) for d in inputs.validation_data),
             },
-            geometry={
-                "placement": "colocated" if geo.colocate_all else "disaggregated",
-                "engine TP": geo.tp,
-                "engine PP": geo.pp,
-                "engine EP": geo.ep,
-                "engine DP": geo.dp,
-                "reference model": geo.use_reference,
-                "critic": None if not geo.use_critic else "colocated" if geo.colocate_all else "dedicated",
-            },
-            checkpoint={
-                "checkpoints written": isinstance(interval, int) and interval > 0,
-                "resume_mode": get_path(composed, TRAINER.RESUME_MODE),
-            },
-            export={
-                "export_hf": bool(document.run.export_hf),
-                "periodic HF export": isinstance(hf_interval, int) and hf_interval > 0,
-            },
-            memory=_memory_switches(composed),
+            export={"export_hf": bool(document.run.export_hf), **recipe.pop("export")},
+            **recipe,
         )
+
+
+def recipe_shape(composed: Mapping[str, Any], geo: Geometry, profile: str) -> dict[str, dict[str, Any]]:
+    """What parity compares that the recipe alone decides (strategy, algorithm, lengths, geometry,
+    checkpoint, periodic export, memory), kind by kind: `RunShape.of` reads it, and a sweep asks it
+    whether a swept value changes what a smoke must rehearse (`recipe_differences`)."""
+    canonical = get_profile(profile).canonical_strategy(geo.strategy)
+    interval = get_path(composed, TRAINER.CKPT_INTERVAL)
+    hf_interval = get_path(composed, TRAINER.HF_SAVE_INTERVAL)
+    return {
+        "strategy": {
+            TRAINER.STRATEGY: canonical,
+            "policy model parallel": geo.megatron_policy if canonical == "megatron" else (geo.policy_sp,),
+        },
+        "algorithm": {
+            "advantage estimator": get_path(composed, ALGORITHM.ADVANTAGE_ESTIMATOR, None),
+            "KL loss": bool(get_path(composed, ALGORITHM.USE_KL_LOSS, False)),
+            "KL in reward": bool(get_path(composed, ALGORITHM.USE_KL_IN_REWARD, False)),
+            "policy loss": get_path(composed, ALGORITHM.POLICY_LOSS_TYPE, None),
+        },
+        "lengths": {
+            "max prompt length": get_path(composed, TRAINER.MAX_PROMPT_LENGTH, None),
+            "max generate length": get_path(composed, SAMPLING.MAX_GENERATE_LENGTH, None),
+        },
+        "geometry": {
+            "placement": "colocated" if geo.colocate_all else "disaggregated",
+            "engine TP": geo.tp,
+            "engine PP": geo.pp,
+            "engine EP": geo.ep,
+            "engine DP": geo.dp,
+            "reference model": geo.use_reference,
+            "critic": None if not geo.use_critic else "colocated" if geo.colocate_all else "dedicated",
+        },
+        "checkpoint": {
+            "checkpoints written": isinstance(interval, int) and interval > 0,
+            "resume_mode": get_path(composed, TRAINER.RESUME_MODE),
+        },
+        "export": {"periodic HF export": isinstance(hf_interval, int) and hf_interval > 0},
+        "memory": _memory_switches(composed),
+    }
+
+
+def recipe_differences(profile: str, recipe: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
+    """`kind.field` of everything parity compares that differs between two rendered recipes of the
+    runtime `profile` (empty: one smoke rehearses both)."""
+    runtime = get_profile(profile)
+    shapes = []
+    for each in (recipe, other):
+        composed, _ = runtime.compose(dict(each))
+        shapes.append(recipe_shape(composed, Geometry.from_recipe(composed), profile))
+    mine, theirs = shapes
+    return [
+        f"{kind}.{name}"
+        for kind in mine
+        for name in sorted(set(mine[kind]) | set(theirs[kind]))
+        if mine[kind].get(name) != theirs[kind].get(name)
+    ]
 
 
 def _model(model: ModelInput) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from rlaunch.launch_config.typed import DocumentError, decode, encode
 from rlaunch.names import MAX_LABEL, InvalidNameError, job_name, name_refusal
 from rlaunch.paths import location_problem, relative_path_problem
 from rlaunch.runs.layout import RunPaths
+from rlaunch.runs.sweep import SweepMembership
 from rlaunch.secrets import credential_name_problem
 from rlaunch.units import parse_size
 
@@ -43,6 +44,9 @@ class RunSection:
     # The recipe keys set from the shell (`--set`, dotted key -> value): provenance, for the plan and
     # the run record; their values are in `skyrl` already (which the trainer reads).
     recipe_overrides: Mapping[str, Any] = field(default_factory=dict)
+    # The sweep this run is a variant of (`rlaunch.runs.sweep.SweepMembership.to_dict`; None: not a
+    # sweep's): the host keeps it at the run record's top level, where `rlaunch runs` groups by it.
+    sweep: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -348,6 +352,11 @@ def from_dict(data: Any) -> SkyRLLaunchConfig:
         if problem:
             problems.append(f"run.credentials[{index}]: {problem}")
     problems += provenance_problems(config)
+    if config.run.sweep is not None:
+        try:
+            SweepMembership.from_dict(config.run.sweep)
+        except ValueError as exc:
+            problems.append(f"run.{exc}")
     if problems:
         raise DocumentError(problems, what="SkyRLLaunchConfig")
     return config

@@ -12,25 +12,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from rlaunch.names import MAX_LABEL, name_refusal
-
-RECORD_KEY = "sweep"  # the run record's top-level field
-
-
-@dataclass(frozen=True)
-class SweepMembership:
-    """What a variant's run record says of its sweep: `settings` maps a dotted recipe key to the
-    value this variant sets, in the order the sweep declared the keys."""
-
-    name: str
-    variant: str
-    settings: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "variant": self.variant, "settings": dict(self.settings)}
+from rlaunch.runs.sweep import RECORD_KEY, SweepMembership
 
 
 def settings_text(settings: Mapping[str, Any]) -> str:
@@ -52,27 +37,18 @@ class MalformedSweepError(ValueError):
 def sweep_of(record: Mapping[str, Any] | None, source: str) -> SweepMembership | None:
     """The sweep the run record read from `source` belongs to; None when it has no `sweep` field.
 
-    MalformedSweepError, naming the field, the value and the fix, when the field is there but is not
-    an object with a name, a variant label (both obeying the name rule) and settings by dotted key."""
+    MalformedSweepError, naming the record, the field's problem and the fix, when the field is there
+    but is not a membership (`rlaunch.runs.sweep.SweepMembership.from_dict` says what is wrong)."""
     value = (record or {}).get(RECORD_KEY)
     if value is None:
         return None
-    fix = "it is written by the sweep's launch: relaunch the variant, or remove the field to list the run alone"
-    if not isinstance(value, Mapping):
+    try:
+        return SweepMembership.from_dict(value)
+    except ValueError as exc:
         raise MalformedSweepError(
-            f"{source}: field sweep={value!r} is not an object with name, variant and settings; {fix}"
-        )
-    problems = [
-        problem
-        for key in ("name", "variant")
-        if (problem := name_refusal(value.get(key), field=f"sweep.{key}", max_length=MAX_LABEL)) is not None
-    ]
-    settings = value.get("settings")
-    if not isinstance(settings, Mapping) or not all(isinstance(key, str) and key for key in settings):
-        problems.append(f"sweep.settings must map dotted recipe keys to values; got {settings!r}")
-    if problems or not isinstance(settings, Mapping):
-        raise MalformedSweepError(f"{source}: {'; '.join(problems)}; {fix}")
-    return SweepMembership(name=value["name"], variant=value["variant"], settings=dict(settings))
+            f"{source}: {exc}; it is written by the sweep's launch: relaunch the variant, or remove the field "
+            "to list the run alone"
+        ) from None
 
 
 @dataclass(frozen=True)

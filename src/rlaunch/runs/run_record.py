@@ -184,6 +184,17 @@ def add_entry(output_path: str, run_id: str, key: str, entry: dict[str, Any]) ->
         storage.write_json_atomic(url, scrub_tree(record))
 
 
+def keep_field(output_path: str, run_id: str, key: str, value: Any) -> None:
+    """Set the run's top-level `key` to `value` (what holds for every attempt: the sweep it belongs to)."""
+    from rlaunch.secrets import scrub_tree
+
+    url = run_record(output_path)
+    with record_lock(url):
+        record = _read_for_update(url, run_id)
+        record[key] = value
+        storage.write_json_atomic(url, scrub_tree(record))
+
+
 def read(output_path: str) -> dict[str, Any] | None:
     """The run record (None before the first attempt); CorruptStateError when it is damaged."""
     record = storage.read_json(run_record(output_path))

@@ -7,6 +7,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlaunch.artifacts.judged import Judged
+from rlaunch.artifacts.step import ArtifactStep
+from rlaunch.runs.sweep import SweepMembership
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A sweep as built: its name, and each variant with the terminal steps built for it (`--sweep`,
+    or `rlaunch.artifacts.variants` in the main)."""
+
+    name: str
+    variants: tuple[tuple[SweepMembership, tuple[ArtifactStep[Any], ...]], ...]
 
 
 @dataclass(frozen=True)
@@ -20,6 +31,7 @@ class Invocation:
     prefix: str
     options: Mapping[str, Any] = field(default_factory=dict)
     judged: Judged = field(default_factory=Judged)  # the graph as built here, and what its building read
+    sweep: Sweep | None = None  # the variants this one submission builds (None: not a sweep)
 
     def replayed_argv(self, python: str) -> tuple[str, ...]:
         """The coordinator's command: the same module and options, at the same concurrency."""

@@ -25,6 +25,7 @@ from rlaunch.errors import UserError
 from rlaunch.judgement.gates import recorded_attempts
 from rlaunch.judgement.judge import WAIVED, Authorisations, Finding, judge, judge_step_job
 from rlaunch.names import sanitize_job_name
+from rlaunch.runs.sweep import LABEL as SWEEP_LABEL
 from rlaunch.step_jobs import StepExecution
 from rlaunch.submission.authorised import Given
 from rlaunch.submission.invocation import Invocation
@@ -248,7 +249,7 @@ def coordinator_spec(
     terminal = graph_handles(handles)[-1]
     credentials = tuple(dict.fromkeys(n for s in steps for n in needed_credentials(planning.launch(s))))
     return JobSpec(
-        name=sanitize_job_name(f"{terminal.name}-{terminal.version}-coordinator-{uuid.uuid4().hex[:8]}"),
+        name=sanitize_job_name(f"{_submitted_as(invocation, terminal)}-coordinator-{uuid.uuid4().hex[:8]}"),
         argv=invocation.replayed_argv(sys.executable),
         env=job_environment(credentials)
         | passed_through(passthrough_patterns(steps))
@@ -263,10 +264,31 @@ def coordinator_spec(
         timeout_seconds=max(e.coordinator_timeout_hours for e in executions) * 3600,
         labels={
             "rlaunch.kind": "coordinator",
-            "rlaunch.artifact": terminal.identity,
             "rlaunch.module": invocation.module or "",
+            # a sweep's coordinator builds every variant: labelled with the sweep, never with one
+            # variant's identity (a cancel of that variant before it recorded would stop them all)
+            **({SWEEP_LABEL: invocation.sweep.name} if invocation.sweep else {"rlaunch.artifact": terminal.identity}),
         },
     )
+
+
+def _submitted_as(invocation: Invocation, terminal: ArtifactStep[Any]) -> str:
+    """What the coordinator's job name says it builds: the sweep (all its variants), else the terminal step."""
+    return invocation.sweep.name if invocation.sweep is not None else f"{terminal.name}-{terminal.version}"
+
+
+def variants_at_once(steps: list[SkyRLArtifactStep]) -> int | None:
+    """How many of a sweep's RL gangs its coordinator builds at once: on the local backend, as many
+    of the largest as fit the machine's declaration beside the coordinator (the rest queue in the
+    coordinator's runner); None on a cluster, whose scheduler queues what does not fit."""
+    if not steps or steps[0].execution.backend != "local":
+        return None
+    from rlaunch.cluster.local.capacity import Machine, at_once
+
+    execution = steps[0].execution
+    coordinator = Resources(cpu=float(execution.coordinator_cpu), memory_bytes=parse_size(execution.coordinator_memory))
+    machine = Machine.declared()
+    return min(at_once(child_gang(step), machine, coordinator) for step in steps)
 
 
 def passthrough_patterns(steps: list[SkyRLArtifactStep]) -> tuple[str, ...]:

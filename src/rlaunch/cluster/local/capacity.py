@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rlaunch.cluster.protocol import CapacityError, JobSpec
+from rlaunch.cluster.protocol import CapacityError, JobSpec, Resources
 from rlaunch.units import format_size, parse_size
 
 CPUS_ENV = "RLAUNCH_LOCAL_CPUS"
@@ -99,3 +99,18 @@ def check_fits(spec: JobSpec, machine: Machine) -> None:
         )
     if problems:
         raise CapacityError(f"job {spec.name!r} does not fit the local machine:\n  " + "\n  ".join(problems))
+
+
+def at_once(spec: JobSpec, machine: Machine, beside: Resources | None = None) -> int:
+    """How many copies of `spec` fit this machine side by side (`beside` a job already running, a
+    coordinator): what a sweep's coordinator may run at once, so its variants queue rather than
+    oversubscribe the declaration; at least 1 (a job that fits alone was judged by `check_fits`)."""
+    res, n = spec.resources, spec.replicas
+    free_cpus = machine.cpus - (beside.cpu if beside else 0.0)
+    counts = [int(free_cpus // (res.cpu * n))]
+    if res.accelerators:
+        counts.append(machine.accelerators // (res.accelerators * n))
+    if res.memory_bytes:
+        free_memory = machine.memory_bytes - ((beside.memory_bytes or 0) if beside else 0)
+        counts.append(free_memory // (res.memory_bytes * n))
+    return max(1, min(counts))

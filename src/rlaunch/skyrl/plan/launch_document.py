@@ -170,6 +170,7 @@ def render_document(
                 export_hf_default=export_hf is None,
                 credentials=spec.credentials,
                 recipe_overrides={o.key: o.value for o in spec.recipe_overrides},
+                sweep=None if spec.sweep is None else spec.sweep.to_dict(),
             )
         ),
         "runtime": encode(
@@ -256,9 +257,11 @@ def _drop_derived(sections: dict[str, Any]) -> None:
     it names, retention), and the inputs' artifact types and graph (their identities carry them);
     and whether export_hf was stated (its value is in); and the declared credentials (what the run
     needs from where it runs, not what it computes); and the recipe overrides' provenance (their
-    values are in `skyrl`: a value set from the shell is the same run as one written in config_yaml)."""
+    values are in `skyrl`: a value set from the shell is the same run as one written in config_yaml);
+    and the sweep it belongs to (a variant trains what the same `--set` trains, in whichever grid)."""
     del sections["run"]["credentials"]
     del sections["run"]["recipe_overrides"]
+    del sections["run"]["sweep"]
     del sections["artifacts"]["temporary_storage_ttl_days"]
     del sections["run"]["export_hf_default"]
     inputs = sections["inputs"]

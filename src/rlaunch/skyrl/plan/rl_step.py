@@ -17,7 +17,8 @@ from rlaunch.launch_config import schema
 from rlaunch.launch_config.failures import classify
 from rlaunch.launch_config.schema import WAIVABLE
 from rlaunch.runs.layout import HANDED_DOCUMENT, attempt_dir
-from rlaunch.runs.run_record import marked, update_attempt
+from rlaunch.runs.run_record import keep_field, marked, update_attempt
+from rlaunch.runs.sweep import RECORD_KEY
 from rlaunch.secrets import refuse_secrets_in
 from rlaunch.skyrl.plan import launcher, planning
 from rlaunch.skyrl.plan.launch_document import gates_section, render_document
@@ -99,6 +100,7 @@ def skyrl_step(
         raise ValueError(
             f"{spec.name}@{spec.version}: a smoke (is_smoke=True) rehearses a launch; it declares no smoke"
         )
+    spec = in_variant(spec, is_smoke)
 
     def build_config(ctx: StepContext) -> dict[str, Any]:
         placement: SkyRLExecution | None = None
@@ -145,6 +147,36 @@ def skyrl_step(
     )
 
 
+def in_variant(spec: SkyRLSpec, is_smoke: bool) -> SkyRLSpec:
+    """`spec` as the active sweep variant's step (unchanged outside a sweep). A launch takes the
+    variant's settings and its label (its own name, so its own paths and records) and says which
+    sweep it belongs to. A smoke takes the variant's settings only when they change what parity
+    compares (a generation length, not a learning rate): otherwise it is the smoke as declared, the
+    same for every variant, shared; else it is that variant's own (it carries no membership: it is
+    no variant of the sweep, it rehearses one)."""
+    import dataclasses
+
+    from rlaunch.artifacts.versions import current_build_context
+    from rlaunch.judgement.parity import recipe_differences
+    from rlaunch.skyrl.values.overrides import RecipeOverride
+
+    ctx = current_build_context()
+    variant = None if ctx is None else ctx.variant
+    if ctx is None or variant is None:
+        return spec
+    if ctx.in_code:  # a choice declared in Python changes the spec itself: every RL step is the variant's
+        return dataclasses.replace(spec, name=ctx.variant_name(spec.name), sweep=None if is_smoke else variant)
+    swept = {RecipeOverride(k, v) for k, v in variant.settings.items()}
+    if is_smoke:
+        unswept = dataclasses.replace(spec, recipe_overrides=tuple(o for o in spec.recipe_overrides if o not in swept))
+        compared = recipe_differences(spec.runtime.profile, unswept.rendered_recipe(), spec.rendered_recipe())
+        spec = spec if compared else unswept
+    own = any(o in swept for o in spec.recipe_overrides) or any(ctx.is_variants(d.name) for d in spec.deps())
+    if not own:
+        return spec
+    return dataclasses.replace(spec, name=ctx.variant_name(spec.name), sweep=None if is_smoke else variant)
+
+
 def run_skyrl(config: dict[str, Any]) -> SkyRLRun:
     """Record the request, write the launch document beside the attempt and hand it to the host."""
     from rlaunch.cluster.protocol import JOB_ID_ENV  # the coordinator job this runs in, named from the first write
@@ -173,6 +205,8 @@ def run_skyrl(config: dict[str, Any]) -> SkyRLRun:
         **authorisations(document.gates),
         "phases": marked(),
     })  # fmt: skip
+    if run.sweep is not None:  # grouped with its sweep from its first attempt on (the host writes it too)
+        keep_field(art.output_path, run.id, RECORD_KEY, dict(run.sweep))
     try:
         result = launcher.launch(url)
     except launcher.LaunchFailedError as exc:

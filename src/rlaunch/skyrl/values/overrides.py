@@ -46,11 +46,15 @@ def scalar_text(value: Any) -> str:
 
 
 def from_build_context() -> tuple[RecipeOverride, ...]:
-    """The active build context's overrides (none outside one): a spec's default."""
+    """The active build context's overrides, a `--sweep` variant's settings after them (none outside
+    one; a variant declared in Python sets no recipe key): a spec's default."""
     from rlaunch.artifacts.versions import current_build_context
 
     ctx = current_build_context()
-    return () if ctx is None else tuple(RecipeOverride(k, v) for k, v in ctx.recipe_overrides.items())
+    if ctx is None:
+        return ()
+    swept = ctx.variant.settings if ctx.variant is not None and not ctx.in_code else {}
+    return tuple(RecipeOverride(k, v) for k, v in {**ctx.recipe_overrides, **swept}.items())
 
 
 def rendered_keys() -> dict[str, str]:

@@ -20,6 +20,7 @@ from rlaunch.launch_config.composition import get_path
 from rlaunch.launch_config.recipe_keys import TRAINER
 from rlaunch.launch_config.schema import ResumeFrom as ResumeFrom  # exported by rlaunch.skyrl
 from rlaunch.launch_config.schema import resume_from_problems
+from rlaunch.runs.sweep import SweepMembership
 from rlaunch.secrets import credential_name_problem
 from rlaunch.skyrl.values.config_yaml import entrypoint_of, parse_config_yaml, render_recipe
 from rlaunch.skyrl.values.overrides import RecipeOverride, RecipeOverrideError, from_build_context, refusals
@@ -75,6 +76,7 @@ class SkyRLSpec:
     recipe_overrides: tuple[RecipeOverride, ...] = field(default_factory=from_build_context)
     code: ExperimentCode | None = None
     reward: str | None = None
+    sweep: SweepMembership | None = None  # the sweep variant it is (`skyrl_step` sets it): provenance
 
     def __post_init__(self) -> None:
         validate_name(self.name, field="SkyRLSpec.name")
@@ -108,6 +110,8 @@ class SkyRLSpec:
         for override in self.recipe_overrides:
             if not isinstance(override, RecipeOverride):
                 raise TypeError(f"SkyRLSpec.recipe_overrides must hold RecipeOverride values, got {override!r}")
+        if self.sweep is not None and not isinstance(self.sweep, SweepMembership):
+            raise TypeError(f"SkyRLSpec.sweep must be a SweepMembership or None, got {self.sweep!r}")
         refused = refusals(self.recipe_overrides, self.runtime.runtime_profile)
         if refused:
             raise RecipeOverrideError("; ".join(refused))
