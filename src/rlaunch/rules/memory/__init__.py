@@ -84,7 +84,7 @@ from rlaunch.rules.memory.rollout import (
     sampler_peak,
 )
 from rlaunch.rules.memory.rows import TIGHT_MARGIN, Keys, Row, gib, max_model_len
-from rlaunch.rules.memory.table import CODES, MemoryTable, estimate, memory_rules, table_for, violations
+from rlaunch.rules.memory.table import CODES, MemoryTable, estimate, memory_rules, sft_table, table_for, violations
 from rlaunch.rules.memory.training import ADAM_STEP_BYTES, FSDP_CERTAIN_BYTES, FSDP_STATE_BYTES
 
 __all__ = [
@@ -128,6 +128,7 @@ __all__ = [
     "profile_peak",
     "rollout_rows",
     "sampler_peak",
+    "sft_table",
     "table_for",
     "violations",
 ]
