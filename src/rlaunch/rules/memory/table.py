@@ -148,9 +148,10 @@ def estimate(
 
 
 def sft_table(arch: Architecture, dev: Device, *, gpus: int, micro_batch: int, max_length: int) -> MemoryTable:
-    """An SFT step's rows on `dev`, sized as the policy's training role: FSDP over its `gpus` (a full
-    fp32 replica on the CPU, `gpus=0`), one micro batch of `micro_batch x max_length` tokens, gradient
-    checkpointing on, SkyRL's SFT defaults. No engine, no reference: SFT trains the policy alone."""
+    """An SFT step's rows on `dev`, sized as the policy's training role: FSDP over its `gpus`, one micro
+    batch of `micro_batch x max_length` tokens, SkyRL's SFT defaults (gradient checkpointing, packed micro
+    batches); on the CPU (`gpus=0`) the CPU twin's full fp32 replica, padded, without checkpointing. No
+    engine, no reference: SFT trains the policy alone."""
     cpu = gpus == 0
     geo = Geometry(
         strategy="fsdp", colocate_all=False, policy_nodes=1, policy_gpus_per_node=max(1, gpus), ref_nodes=0,
@@ -160,6 +161,9 @@ def sft_table(arch: Architecture, dev: Device, *, gpus: int, micro_batch: int, m
     )  # fmt: skip
     recipe: dict[str, Any] = {}
     set_path(recipe, TRAINER.MICRO_TRAIN_BATCH_SIZE_PER_GPU, micro_batch)
+    if cpu:  # the CPU twin pads its micro batches and keeps every layer's activations
+        set_path(recipe, TRAINER.REMOVE_MICROBATCH_PADDING, False)
+        set_path(recipe, TRAINER.GRADIENT_CHECKPOINTING, False)
     train = training_rows(arch, geo, Keys(recipe), max_length, dev, "policy", cpu=cpu)
     return MemoryTable(dev, tuple(replace(row, role="sft") for row in (train.states, train.step)))
 
