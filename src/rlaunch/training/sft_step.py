@@ -186,6 +186,15 @@ def conversations(text: str, response: str, where: str) -> list[dict[str, Any]]:
     return out
 
 
+def staged_conversations(rows: list[dict[str, Any]], data_dir: str) -> str:
+    """Write the conversations as the one JSON-lines file of `data_dir` (the directory's `train` split)."""
+    os.makedirs(data_dir, exist_ok=True)
+    path = os.path.join(data_dir, CONVERSATIONS)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(row) + "\n" for row in rows)
+    return path
+
+
 def skyrl_sft_overrides(
     settings: SftSettings, *, model: str, data_dir: str, export_dir: str, gpus: int
 ) -> dict[str, Any]:
@@ -235,10 +244,7 @@ def train(config: dict[str, Any]) -> HfModel:
         fs, root = storage.filesystem(config["model_path"])
         fs.get(root, base, recursive=True)
         rows = conversations(storage.read_text(config["data_uri"]), config["response"], config["data_uri"])
-        os.makedirs(data_dir)
-        data = os.path.join(data_dir, CONVERSATIONS)
-        with open(data, "w", encoding="utf-8") as handle:
-            handle.writelines(json.dumps(row) + "\n" for row in rows)
+        data = staged_conversations(rows, data_dir)
         if config["tool"] == "skyrl":
             overrides = skyrl_sft_overrides(
                 settings, model=base, data_dir=data_dir, export_dir=os.path.join(tmp, "exports"), gpus=config["gpus"]
