@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import types
 
 import pytest
@@ -101,3 +102,25 @@ def test_the_adapter_moves_the_last_steps_export(tmp_path) -> None:
         (tmp_path / f"global_step_{step}" / "policy").mkdir(parents=True)
         (tmp_path / f"global_step_{step}" / "policy" / "config.json").write_text("{}")
     assert final_export(str(tmp_path)) == str(tmp_path / "global_step_10" / "policy")  # 10 after 2, not before
+
+
+def test_skyrl_trains_on_the_response_only_of_the_staged_conversations(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from skyrl.train.sft_trainer import tokenize_chat_example
+    from transformers import AutoTokenizer
+
+    from rlaunch.runtimes.registry import get_profile
+
+    tiny = get_profile("trl-cpu").adapter_dir
+    subprocess.run(  # the smoke's ChatML tokenizer, built here (transformers and tokenizers only)
+        [sys.executable, "-m", "rlaunch_trl_cpu.tiny", "tokenizer", "--out", str(tmp_path / "tok"), "--seed", "0"],
+        env={**os.environ, "PYTHONPATH": tiny}, check=True, capture_output=True,
+    )  # fmt: skip
+    tokenizer = AutoTokenizer.from_pretrained(str(tmp_path / "tok"), padding_side="left")
+    row = json.dumps({"prompt": [{"role": "user", "content": "What is 6 + 6?"}], "answer": "12"})
+    (example,) = conversations(row, "answer", "rows")
+    tokens = tokenize_chat_example(example, tokenizer, max_length=64, messages_key="messages")
+    trained = tokens["input_ids"][-tokens["num_actions"] :]
+    assert tokenizer.decode(trained) == "12<|im_end|>\n" and all(tokens["loss_mask"])
