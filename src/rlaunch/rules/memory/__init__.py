@@ -48,7 +48,8 @@ What is counted, per device (SkyRL 0.4.0 keys, `skyrl_040_keys.md`):
   policy is offloaded).
 
 One entrance, `table_for` (a plan as the rules judge it, whether from a launch document or from
-`rlaunch fit`'s spec), split by what it sizes: `training` (the policy, critic and reference), `rollout`
+`rlaunch fit`'s spec), and `sft_table` for an SFT step job (the policy's training rows alone, on
+its StepExecution's device), split by what it sizes: `training` (the policy, critic and reference), `rollout`
 (the vLLM engine), `table` (what fits: the plan's table and its certain failures); `rows` holds
 what they share.
 """
