@@ -8,7 +8,7 @@ there beforehand), it builds a tokenizer (byte-level BPE trained on arithmetic t
 template) and a randomly initialised Qwen3 (`--hidden-size` 256, `--layers` 4: about 1M parameters
 besides the embeddings) with `rlaunch_trl_cpu.tiny`, which needs only transformers and tokenizers,
 and 256 arithmetic prompt rows. It prints the SFT step's memory rows on the device as the dry run
-does (`sft_memory`'s table), then runs the library step's own function (`rlaunch.training.sft_step.train`,
+does (`sft_memory`'s table), then runs the library step's own function (`rlaunch.training.warm_start.train`,
 what the step job runs: the rows turned into conversations, `skyrl_sft_overrides` rendered, then
 `python -m rlaunch_skyrl.sft` in the runtime, SFT over `--gpus` GPUs of this node) and prints every
 step's loss, the exported files with their sha256 and `PASS` when the last loss is below the first,
@@ -36,7 +36,7 @@ from rlaunch.rules.memory import gib, sft_table  # noqa: E402
 from rlaunch.rules.model_shape import Architecture, from_hf_config  # noqa: E402
 from rlaunch.runtimes.environment import ensure_environment  # noqa: E402
 from rlaunch.runtimes.registry import get_profile  # noqa: E402
-from rlaunch.training.sft_step import SftSettings, train  # noqa: E402
+from rlaunch.training.warm_start import SftSettings, train  # noqa: E402
 
 TINY = REPO / "src" / "rlaunch" / "runtimes" / "adapters" / "trl_cpu"  # rlaunch_trl_cpu.tiny: pure transformers
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rlaunch.training.sft_step import conversations
+from rlaunch.training.warm_start import conversations
 
 from .helpers import run_group, run_module
 

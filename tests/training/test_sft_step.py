@@ -24,7 +24,7 @@ from rlaunch.skyrl import FromConfig, HfModel
 from rlaunch.sources.inputs import declared_architecture
 from rlaunch.step_jobs import StepExecution
 from rlaunch.training import SftSettings, sft_step
-from rlaunch.training.sft_step import (
+from rlaunch.training.warm_start import (
     EXPORT_AT_END,
     conversations,
     sft_memory,
@@ -261,3 +261,21 @@ def test_the_cpu_twin_is_sized_against_its_jobs_memory() -> None:
     table = sft_memory(step, None)
     assert table.device is not None and table.device.bytes == 2 * 10**9
     assert "one full replica per slot" in table.rows[0].detail and "padded" in table.rows[1].detail
+
+
+def test_a_dry_run_of_an_sft_graph_imports_nothing_heavy(tmp_path) -> None:
+    from tests.test_imports import HEAVY, REPO, heavy_imported
+
+    stubs = tmp_path / "stubs"
+    for name in HEAVY:
+        (stubs / name).mkdir(parents=True)
+        (stubs / name / "__init__.py").write_text("# stand-in: importing this is what the test catches\n")
+    code = (
+        f"import sys\nsys.path.insert(1, {str(REPO / 'src')!r})\n"  # this checkout's rlaunch, behind the stand-ins
+        "from tests.experiments.sft_warm import main\n"
+        f"main(['--version', '{VERSION}', '--placement', 'cpu'], standalone_mode=False)\n"
+        f"main(['--version', '{VERSION}', '--placement', 'cpu', '--plan-format', 'json'], standalone_mode=False)\n"
+        "import rlaunch.training.warm_start, rlaunch.cli.plan_text\n"
+        "assert rlaunch.training.warm_start.__file__.startswith(sys.path[1])\n"
+    )
+    assert heavy_imported(code, stubs, tmp_path) == []

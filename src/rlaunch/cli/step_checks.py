@@ -5,7 +5,7 @@ is registered and runs on the devices it asks for, and no node is asked for more
 a kind than a node of that kind holds. The node width is what the graph's RL steps declare for
 that device (`SkyRLTopology.gpus_per_node`); a device no RL step declares is left to the
 backend's capacity check, which `--run` applies to every step job before the coordinator is
-submitted. An SFT step is sized as a training role is (`rlaunch.training.sft_step.sft_memory`):
+submitted. An SFT step is sized as a training role is (`rlaunch.training.warm_start.sft_memory`):
 its model states alone beyond its device are refused (`memory.model_states`).
 """
 
@@ -43,9 +43,9 @@ def node_widths(steps: list[ArtifactStep[Any]]) -> dict[str, int]:
 
 def sft_tables(steps: list[ArtifactStep[Any]], prefix: str | None) -> dict[str, MemoryTable]:
     """The memory table of each SFT step of the graph, by identity (none imported when it has none)."""
-    if "rlaunch.training.sft_step" not in sys.modules:
+    if "rlaunch.training.warm_start" not in sys.modules:
         return {}
-    from rlaunch.training.sft_step import SftArtifactStep, sft_memory
+    from rlaunch.training.warm_start import SftArtifactStep, sft_memory
 
     return {step.identity: sft_memory(step, prefix) for step in steps if isinstance(step, SftArtifactStep)}
 
@@ -83,7 +83,7 @@ def step_job_problems(handles: list[ArtifactStep[Any]], prefix: str | None = Non
                 )
     tables = sft_tables(steps, prefix)
     if tables:
-        from rlaunch.training.sft_step import SftArtifactStep, sft_memory_problem
+        from rlaunch.training.warm_start import SftArtifactStep, sft_memory_problem
 
         for step in steps:
             refusal = sft_memory_problem(step, tables[step.identity]) if isinstance(step, SftArtifactStep) else None

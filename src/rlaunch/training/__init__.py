@@ -3,6 +3,6 @@
 from rlaunch.training import SftSettings, sft_step
 """
 
-from rlaunch.training.sft_step import SftArtifactStep, SftSettings, sft_step
+from rlaunch.training.warm_start import SftArtifactStep, SftSettings, sft_step
 
 __all__ = ["SftArtifactStep", "SftSettings", "sft_step"]

@@ -13,7 +13,7 @@ import types
 
 import pytest
 
-from rlaunch.training.sft_step import (
+from rlaunch.training.warm_start import (
     EXPORT_AT_END,
     SftSettings,
     conversations,
