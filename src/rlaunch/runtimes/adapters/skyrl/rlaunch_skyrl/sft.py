@@ -73,7 +73,10 @@ def train(cfg: Any, skyrl_cfg: Any) -> list[float]:
         return losses.losses
 
     initialize_ray(skyrl_cfg)
-    result: list[float] = ray.get(run.remote(cfg, skyrl_cfg))
+    try:
+        result: list[float] = ray.get(run.remote(cfg, skyrl_cfg))
+    finally:
+        ray.shutdown()  # before the JSON line: nothing of Ray's may print after it
     return result
 
 
