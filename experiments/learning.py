@@ -5,9 +5,9 @@
 
 The CPU smoke trains a random model for four steps: its reward barely moves and its evaluation
 scores 0, so a sign error in rewards or advantages would pass it. Here the same tiny Qwen3 first
-learns the task's answer format in a short supervised step (`learning/sft`, an artifact step that
-runs `rlaunch_trl_cpu.sft` in the trl-cpu runtime), which leaves it answering with a number that
-is right only part of the time. The RL step (TRL GRPO through the trl-cpu runtime, rewarded by
+learns the task's answer format in a short supervised step (`learning/sft`: the library's
+`rlaunch.training.sft_step`, a step job in the trl-cpu runtime, loss on the answer only), which
+leaves it answering with a number that is right only part of the time. The RL step (TRL GRPO through the trl-cpu runtime, rewarded by
 the arithmetic verifier) starts from that model. Two evaluation step jobs score the warm model and
 the RL export on the same validation rows, sampling as the policy samples in training (temperature
 1, eight completions per prompt: the success rate RL maximises), and `learning/verdict` compares
@@ -19,9 +19,6 @@ Numbers: benchmarks/README.md.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,14 +31,14 @@ from rlaunch.cli import rl_build_options
 from rlaunch.evaluation import EvalReport, Sampling
 from rlaunch.observe.scores import compared, score_of
 from rlaunch.runs.layout import EVALUATION_REPORT
-from rlaunch.runtimes.environment import runtime_tool
-from rlaunch.skyrl import FromBase, HfModel, PromptData, SkyRLRolePlan
+from rlaunch.skyrl import HfModel, PromptData, SkyRLRolePlan
+from rlaunch.training import SftSettings, sft_step
 
 # Sums of two operands up to 4: 25 problems, so a short warm start gets the format right and some
 # answers, and every GRPO group of eight holds right and wrong completions (a learning signal).
 MAX_OPERAND = 4
 SPLITS = {"train": 512, "validation": 200}
-WARM_START = {"steps": 150, "batch_size": 16, "lr": 3e-3}
+WARM_START: dict[str, Any] = {"steps": 150, "batch_size": 16, "lr": 3e-3}
 RL_STEPS = 40
 # The evaluations sample as the policy samples in training: temperature 1, eight completions per prompt.
 SAMPLING = Sampling(max_new_tokens=8, temperature=1.0, samples=8)
@@ -95,47 +92,10 @@ class LearningVerdict(Artifact):
     learned: bool = False
 
 
-def warm_start(config: dict[str, Any]) -> HfModel:
-    """Supervised steps on the training split's answers, in the trl-cpu runtime."""
-    with tempfile.TemporaryDirectory() as tmp:
-        base, data, out = os.path.join(tmp, "base"), os.path.join(tmp, "train.jsonl"), os.path.join(tmp, "model")
-        fs, root = storage.filesystem(config["model_path"])
-        fs.get(root, base, recursive=True)
-        data_fs, data_path = storage.filesystem(config["data_uri"])
-        data_fs.get_file(data_path, data)
-        info = runtime_tool(
-            smoke.RUNTIME, "rlaunch_trl_cpu.sft", "--model", base, "--data", data, "--out", out,
-            "--steps", str(config["steps"]), "--seed", str(config["seed"]),
-            "--batch-size", str(config["batch_size"]), "--lr", str(config["lr"]),
-        )  # fmt: skip
-        with open(os.path.join(out, "config.json"), encoding="utf-8") as handle:
-            hf_config = json.load(handle)
-        smoke.publish(out, config["output_path"])
-    return HfModel(
-        path=config["output_path"],
-        num_attention_heads=hf_config["num_attention_heads"],
-        context_length=hf_config["max_position_embeddings"],
-        files=info["files"],
-        hf_config=hf_config,
-    )
-
-
 def warm_start_step(model: ArtifactStep[HfModel], data: ArtifactStep[PromptData], seed: int) -> ArtifactStep[HfModel]:
-    return ArtifactStep(
-        name="learning/sft",
-        version=resolve_version("learning/sft", None),
-        artifact_type=HfModel,
-        run=warm_start,
-        build_config=lambda ctx: {
-            "output_path": ctx.output_path,
-            "model_path": ctx.artifact_path(model),
-            "data_uri": storage.join(ctx.artifact_path(data), "train.jsonl"),
-            "seed": seed,
-            **WARM_START,
-            **FromBase(model).declaration(ctx),  # supervised steps keep the base's architecture
-        },
-        deps=(model, data),
-    )
+    """Supervised steps on the training split's answers: the library's SFT step on the CPU twin."""
+    settings = SftSettings(**WARM_START, micro_batch=WARM_START["batch_size"], max_length=512, seed=seed)
+    return sft_step(model, data, name="learning/sft", settings=settings, execution=smoke.EVALUATION)
 
 
 def judge(config: dict[str, Any]) -> LearningVerdict:

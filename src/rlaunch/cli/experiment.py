@@ -360,7 +360,7 @@ def _plan_or_run(
             sweep=sweep,
         )
         planning = plan_rl_steps(handles, invocation.prefix)
-        preflight_step_jobs(handles)
+        preflight_step_jobs(handles, invocation.prefix)
         planned = plan_graph(handles, invocation.prefix)
         executor.check(handles, invocation)
     except recipe_overrides.RecipeOverrideError as exc:  # an RL spec's runtime refused a `--set`

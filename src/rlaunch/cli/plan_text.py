@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from rlaunch.artifacts.fingerprint import short
 from rlaunch.artifacts.plan import PlannedStep
 from rlaunch.artifacts.step import ArtifactStep, graph_handles
+from rlaunch.cli.step_checks import sft_tables
+from rlaunch.rules.memory.rows import gib
 from rlaunch.step_jobs import StepExecution
 
 if TYPE_CHECKING:
@@ -125,14 +127,26 @@ def stage_gpu_hours(planned: list[PlannedStep], terminal: ArtifactStep[Any]) -> 
     return sum(step_gpu_hours(s) for s in graph_handles([terminal]) if s.identity in runs)
 
 
-def placement_lines(planned: list[PlannedStep], handles: list[ArtifactStep[Any]]) -> list[str]:
-    """Where each step runs, and what each terminal stage costs in GPU-hours at most."""
+def placement_lines(
+    planned: list[PlannedStep], handles: list[ArtifactStep[Any]], prefix: str | None = None
+) -> list[str]:
+    """Where each step runs, what an SFT step needs of its device's memory, and what each terminal
+    stage costs in GPU-hours at most."""
     lines = ["Placement:"]
     width = max(len(p.step.identity) for p in planned)
+    memory = sft_tables([p.step for p in planned], prefix)
     for p in planned:
         hours = step_gpu_hours(p.step)
         where = step_placement(p.step) + (f"  ({hours:g} GPU-hours at most)" if hours else "")
         lines.append(f"  {p.step.identity:<{width}}  {where}")
+        table = memory.get(p.step.identity)
+        if table is not None:
+            lines += [f"  {'':<{width}}  memory: {reason}" for reason in table.unsized]
+            lines += [
+                f"  {'':<{width}}  memory: {r.role} {r.phase} ~{gib(r.estimate)} of {gib(r.capacity)} GiB per device "
+                f"[{r.status}] ({r.detail})"
+                for r in table.rows
+            ]
     for handle in handles:
         lines.append(f"Stage {handle.identity}: {stage_gpu_hours(planned, handle):g} GPU-hours at most")
     return lines
@@ -214,7 +228,7 @@ def plan_text(
         lines.extend(detail)
         lines.append("")
     if handles:
-        lines.extend(placement_lines(planned, handles))
+        lines.extend(placement_lines(planned, handles, prefix))
         lines.append("")
     lines.append(f"Terminal step(s): {', '.join(terminal)}")
     lines.append(f"Plan ({len(planned)} steps, prefix {prefix}):")
@@ -251,6 +265,7 @@ def plan_json(
         "judgement": judgement_json(judged or {}),
         "notes": notes or [],
         "resolved_versions": [p.step.identity for p in planned],
+        "step_memory": {k: t.as_dict() for k, t in sft_tables([p.step for p in planned], prefix).items()},
         "gpu_hours": {
             "steps": {p.step.identity: step_gpu_hours(p.step) for p in planned},
             "stages": {h.identity: stage_gpu_hours(planned, h) for h in handles or []},

@@ -5,17 +5,21 @@ is registered and runs on the devices it asks for, and no node is asked for more
 a kind than a node of that kind holds. The node width is what the graph's RL steps declare for
 that device (`SkyRLTopology.gpus_per_node`); a device no RL step declares is left to the
 backend's capacity check, which `--run` applies to every step job before the coordinator is
-submitted.
+submitted. An SFT step is sized as a training role is (`rlaunch.training.warm_start.sft_memory`):
+its model states alone beyond its device are refused (`memory.model_states`).
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.artifacts.step import ArtifactStep, graph_handles
 from rlaunch.errors import UserError
 from rlaunch.step_jobs import StepExecution
+
+if TYPE_CHECKING:
+    from rlaunch.rules.memory import MemoryTable
 
 
 class StepJobPlacementError(UserError, ValueError):
@@ -37,7 +41,16 @@ def node_widths(steps: list[ArtifactStep[Any]]) -> dict[str, int]:
     return widths
 
 
-def step_job_problems(handles: list[ArtifactStep[Any]]) -> list[str]:
+def sft_tables(steps: list[ArtifactStep[Any]], prefix: str | None) -> dict[str, MemoryTable]:
+    """The memory table of each SFT step of the graph, by identity (none imported when it has none)."""
+    if "rlaunch.training.warm_start" not in sys.modules:
+        return {}
+    from rlaunch.training.warm_start import SftArtifactStep, sft_memory
+
+    return {step.identity: sft_memory(step, prefix) for step in steps if isinstance(step, SftArtifactStep)}
+
+
+def step_job_problems(handles: list[ArtifactStep[Any]], prefix: str | None = None) -> list[str]:
     steps = graph_handles(handles)
     jobs = [s for s in steps if isinstance(s.execution, StepExecution)]
     if not jobs:
@@ -68,11 +81,18 @@ def step_job_problems(handles: list[ArtifactStep[Any]]) -> list[str]:
                     f"{execution.accelerator_type} per node, but a node holds {width} (the RL step's "
                     f"gpus_per_node); ask for at most {width} per node and more nodes"
                 )
+    tables = sft_tables(steps, prefix)
+    if tables:
+        from rlaunch.training.warm_start import SftArtifactStep, sft_memory_problem
+
+        for step in steps:
+            refusal = sft_memory_problem(step, tables[step.identity]) if isinstance(step, SftArtifactStep) else None
+            problems += [refusal] if refusal else []
     return problems
 
 
-def preflight_step_jobs(handles: list[ArtifactStep[Any]]) -> None:
-    problems = step_job_problems(handles)
+def preflight_step_jobs(handles: list[ArtifactStep[Any]], prefix: str | None = None) -> None:
+    problems = step_job_problems(handles, prefix)
     if problems:
         raise StepJobPlacementError(
             "step job placement refused before anything is allocated:\n" + "\n".join(f"  - {p}" for p in problems)

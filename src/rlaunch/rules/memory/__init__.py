@@ -48,7 +48,8 @@ What is counted, per device (SkyRL 0.4.0 keys, `skyrl_040_keys.md`):
   policy is offloaded).
 
 One entrance, `table_for` (a plan as the rules judge it, whether from a launch document or from
-`rlaunch fit`'s spec), split by what it sizes: `training` (the policy, critic and reference), `rollout`
+`rlaunch fit`'s spec), and `sft_table` for an SFT step job (the policy's training rows alone, on
+its StepExecution's device), split by what it sizes: `training` (the policy, critic and reference), `rollout`
 (the vLLM engine), `table` (what fits: the plan's table and its certain failures); `rows` holds
 what they share.
 """
@@ -84,7 +85,7 @@ from rlaunch.rules.memory.rollout import (
     sampler_peak,
 )
 from rlaunch.rules.memory.rows import TIGHT_MARGIN, Keys, Row, gib, max_model_len
-from rlaunch.rules.memory.table import CODES, MemoryTable, estimate, memory_rules, table_for, violations
+from rlaunch.rules.memory.table import CODES, MemoryTable, estimate, memory_rules, sft_table, table_for, violations
 from rlaunch.rules.memory.training import ADAM_STEP_BYTES, FSDP_CERTAIN_BYTES, FSDP_STATE_BYTES
 
 __all__ = [
@@ -128,6 +129,7 @@ __all__ = [
     "profile_peak",
     "rollout_rows",
     "sampler_peak",
+    "sft_table",
     "table_for",
     "violations",
 ]

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from rlaunch.dotted import set_path
 from rlaunch.launch_config.geometry import Geometry
+from rlaunch.launch_config.recipe_keys import TRAINER
 from rlaunch.rules.devices import Device, device, host_slot
 from rlaunch.rules.memory.rollout import KvCapacity, engine_kv, kv_tokens, rollout_rows
 from rlaunch.rules.memory.rows import Keys, Row, gib, max_model_len
@@ -143,6 +145,27 @@ def estimate(
     if critic is not None:  # its own step: colocated, SkyRL offloads the policy while the critic trains
         rows += [critic.states, critic.step]
     return MemoryTable(dev, tuple(rows), kv, unsized=(kv.unsized,) if kv.unsized else ())
+
+
+def sft_table(arch: Architecture, dev: Device, *, gpus: int, micro_batch: int, max_length: int) -> MemoryTable:
+    """An SFT step's rows on `dev`, sized as the policy's training role: FSDP over its `gpus`, one micro
+    batch of `micro_batch x max_length` tokens, SkyRL's SFT defaults (gradient checkpointing, packed micro
+    batches); on the CPU (`gpus=0`) the CPU twin's full fp32 replica, padded, without checkpointing. No
+    engine, no reference: SFT trains the policy alone."""
+    cpu = gpus == 0
+    geo = Geometry(
+        strategy="fsdp", colocate_all=False, policy_nodes=1, policy_gpus_per_node=max(1, gpus), ref_nodes=0,
+        ref_gpus_per_node=0, engines=0, tp=1, pp=1, dp=1, ep=1, train_batch=micro_batch, mini_batch=micro_batch,
+        micro_batch=micro_batch, n_samples=1, use_reference=False, policy_sp=1, ref_sp=1,
+        megatron_policy=(1, 1, 1), megatron_ref=(1, 1, 1),
+    )  # fmt: skip
+    recipe: dict[str, Any] = {}
+    set_path(recipe, TRAINER.MICRO_TRAIN_BATCH_SIZE_PER_GPU, micro_batch)
+    if cpu:  # the CPU twin pads its micro batches and keeps every layer's activations
+        set_path(recipe, TRAINER.REMOVE_MICROBATCH_PADDING, False)
+        set_path(recipe, TRAINER.GRADIENT_CHECKPOINTING, False)
+    train = training_rows(arch, geo, Keys(recipe), max_length, dev, "policy", cpu=cpu)
+    return MemoryTable(dev, tuple(replace(row, role="sft") for row in (train.states, train.step)))
 
 
 def table_for(s: Subject, geo: Geometry, composed: Mapping[str, Any]) -> MemoryTable:

@@ -81,7 +81,7 @@ def stored_model(model: ArtifactHfModel, prefix: str | None = None) -> StoredMod
     none is said so (`unsized_reason`), for the memory table and the judgement."""
     result = _result(model.step, prefix)
     recorded = result.get("revision")
-    config = _architecture(model.step, prefix)
+    config = model_architecture(model.step, prefix)
     facts = ModelFacts(
         result.get("num_attention_heads"),
         result.get("context_length"),
@@ -94,11 +94,11 @@ def stored_model(model: ArtifactHfModel, prefix: str | None = None) -> StoredMod
     return StoredModel(facts, recorded, config, result.get("hf_model_uri"), unsized)
 
 
-def _architecture(step: ArtifactStep[Any], prefix: str | None) -> dict[str, Any] | None:
+def model_architecture(step: ArtifactStep[Any], prefix: str | None) -> dict[str, Any] | None:
     """The config.json `step` recorded, else the one it declares, else its declared base's."""
     base = declared_base(step)
     recorded = _result(step, prefix).get("hf_config")
-    return recorded or declared_config(step) or (_architecture(base, prefix) if base is not None else None)
+    return recorded or declared_config(step) or (model_architecture(base, prefix) if base is not None else None)
 
 
 def _data_facts(role: str, source: ArtifactDataSource, prefix: str) -> DataFacts | None:
