@@ -49,7 +49,13 @@ def default_prefix() -> str:
 
 
 def checked_prefix(prefix: str, *, field: str) -> str:
-    """`prefix`, unless it is a filesystem or bucket root: outputs, `.jobs` and `.tmp` need a directory of their own."""
+    """`prefix`, unless it is a filesystem or bucket root (outputs, `.jobs` and `.tmp` need a directory of
+    their own) or holds a NUL byte (no filesystem can name it)."""
+    if "\x00" in prefix:
+        raise StorageError(
+            f"{field}={prefix!r} holds a NUL byte (\\x00), which no path or bucket key can contain; "
+            "give the directory your runs are written under (e.g. /data/rlaunch-artifacts)"
+        )
     rest = prefix.split("://", 1)[1] if "://" in prefix else prefix
     if not rest.strip("/"):
         raise StorageError(

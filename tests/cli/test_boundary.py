@@ -51,6 +51,8 @@ def rlaunch(env: dict[str, str], *args: str) -> tuple[int, str]:
         (["runs", "--prefix", "/proc"], "a system directory (/proc) is not a storage prefix"),
         (["runs", "--prefix", "/usr/"], "a system directory (/usr) is not a storage prefix"),
         (["status", "x@2026.11.30", "--prefix", "/"], "is a filesystem root"),
+        (["status", "nosuch-job-abc", "--prefix", "/tmp/a\x00b"], "holds a NUL byte"),
+        (["runs", "--prefix", "s3://bucket/a\x00"], "holds a NUL byte"),
         (["runs", "--prefix", "nosuch://x"], "no fsspec filesystem can open it"),
         (["status", "x@2026.11.30", "--prefix", "nosuch://x"], "no fsspec filesystem can open it"),
         (["plot", "x@2026.11.30", "-o", "/nonexistent/x.png"], "/nonexistent does not exist"),
