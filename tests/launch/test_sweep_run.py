@@ -49,3 +49,17 @@ def test_a_three_value_sweep_of_the_smoke_runs_as_one_submission_within_capacity
     assert all(ended <= started for (_, ended), (started, _) in zip(spans, spans[1:], strict=False)), spans
     (model,) = [p for p in (launcher.prefix / "smoke").iterdir() if p.name == "model"]  # built once, shared
     assert (model / VERSION / ".artifact.json").exists()
+
+    listed = launcher.run("-m", "rlaunch", "runs", "--sweep", sweep, env=CHECKOUT)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[1] == f"sweep {sweep}  3 variants: 3 succeeded", listed.stdout
+    assert [line.split()[0] for line in lines[2:5]] == [f"smoke/rl.{label}@{VERSION}" for label in RATES]
+    plot = launcher.prefix.parent / "rewards.png"
+    compared = launcher.run("-m", "rlaunch", "compare", "--sweep", sweep, "--plot", str(plot), env=CHECKOUT)
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+    assert compared.stdout.startswith(f"sweep {sweep}: 3 variant(s)\n"), compared.stdout
+    for label in RATES:
+        (row,) = [line for line in compared.stdout.splitlines() if line.startswith(label + " ") and " 1/1 " in line]
+        assert " succeeded " in row, compared.stdout
+    assert plot.stat().st_size > 0

@@ -190,13 +190,17 @@ def test_every_row_keeps_its_prompt_and_ends_with_its_response(pairs: list[tuple
 # ------------------------------------------------------------------ architecture and memory
 
 
-def declared(config: dict[str, Any]) -> ArtifactStep[HfModel]:
+def declared(config: dict[str, Any] | None) -> ArtifactStep[HfModel]:
+    """A base model step declaring `config` as its config.json (None: declaring nothing)."""
     return ArtifactStep(
         name="s/base",
         version=resolve_version("s/base", None),
         artifact_type=HfModel,
         run=smoke.build_model,
-        build_config=lambda ctx: {"output_path": ctx.output_path, **FromConfig(config).declaration(ctx)},
+        build_config=lambda ctx: {
+            "output_path": ctx.output_path,
+            **(FromConfig(config).declaration(ctx) if config is not None else {}),
+        },
     )
 
 
@@ -248,10 +252,11 @@ def test_a_model_too_big_for_the_steps_device_is_refused_with_the_memory_finding
 
 
 def test_a_base_whose_architecture_is_not_known_is_shown_unsized_not_refused(tmp_path) -> None:
-    step = steps(lambda m, d: sft_step(m, d, name="s/sft", settings=SETTINGS, execution=CPU))  # smoke/model: not built
+    with build_context(BuildContext(VersionCodex(VERSION, {}))):  # s/base: not built, declares nothing
+        step = sft_step(declared(None), smoke.dataset_step(), name="s/sft", settings=SETTINGS, execution=CPU)
     table = sft_memory(step, str(tmp_path))
     assert table.rows == () and table.unsized == (
-        f"cannot size the model: smoke/model@{VERSION} records and declares no config.json",
+        f"cannot size the model: s/base@{VERSION} records and declares no config.json",
     )
     assert step_job_problems([step], str(tmp_path)) == []
 
