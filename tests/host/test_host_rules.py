@@ -365,6 +365,36 @@ def test_the_host_refuses_a_document_with_the_preflight_code(
     nothing_submitted(module_prefix, doc, result)
 
 
+@pytest.mark.parametrize(("shape", "refused"), [("fsdp", True), ("cpu", False)])
+def test_a_shipped_reward_on_a_runtime_that_calls_none_is_refused_by_the_host(
+    module_prefix: str, bases: dict[str, Doc], shape: str, refused: bool
+) -> None:
+    """`SkyRLSpec` refuses `reward=` on a SkyRL runtime when it is built; a hand-written document
+    naming `code.reward` for one is refused by the host in the same words (its trainer would ignore
+    it and score with `environment.env_class`), and accepted for trl-cpu, whose trainer calls it."""
+    doc = copy.deepcopy(bases[shape])
+    doc["code"] = {
+        "uri": f"{module_prefix}/.code/{'0' * 64}",
+        "digest": "0" * 64,
+        "modules": ["exp"],
+        "reward": "exp:score",
+    }
+    try:
+        validate_document(schema.from_dict(doc))
+    except DocumentRefused as exc:
+        found = [v for v in exc.violations if v.fields == ("code.reward",)]
+    else:
+        found = []
+    assert bool(found) is refused, found
+    if refused:
+        (v,) = found
+        assert v.code == "runtime.capability"
+        assert v.message == (
+            "code.reward='exp:score': runtime 'fsdp' does not call a reward function of the shipped code "
+            "(capabilities.shipped_reward); its trainer would score with environment.env_class"
+        )
+
+
 def test_the_run_record_keeps_the_memory_table_of_a_refused_document(module_prefix: str, bases: dict[str, Doc]) -> None:
     doc = copy.deepcopy(bases["fsdp"])
     CASES["memory.model_states"][1](doc)

@@ -42,6 +42,7 @@ def document_subject(doc: SkyRLLaunchConfig, profile: RuntimeProfile, composed: 
         host_memory_bytes=_host_memory(alloc.memory),
         seed_source="run.seed",
         plan_in_recipe=True,
+        reward=doc.code.reward if doc.code is not None else None,
     )
 
 

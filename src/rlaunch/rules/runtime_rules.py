@@ -185,6 +185,18 @@ def runtime_rules(s: Subject, composed: Mapping[str, Any]) -> list[Violation]:
                 colocate_all=True,
             )
         )
+    if s.reward is not None and not caps.shipped_reward:  # SkyRLSpec refuses it when built; a document here
+        out.append(
+            violation(
+                "runtime.capability",
+                ["code.reward"],
+                f"code.reward={s.reward!r}: runtime {prof.name!r} does not call a reward function of the shipped "
+                "code (capabilities.shipped_reward); its trainer would score with environment.env_class",
+                "register an environment with the runtime and name it in environment.env_class, or train on a "
+                "runtime that does (trl-cpu)",
+                reward=s.reward,
+            )
+        )
     limits = (
         ("inference_engine_tensor_parallel_size", caps.max_inference_tensor_parallel, "TP"),
         ("inference_engine_pipeline_parallel_size", caps.max_inference_pipeline_parallel, "PP"),

@@ -76,6 +76,7 @@ class Subject:
     seed_source: str = "SkyRLSpec.seed"
     plan_in_recipe: bool = False
     data: tuple[Any, ...] = ()  # `rlaunch.rules.data_rules.DataFacts` of each data source, when recorded
+    reward: str | None = None  # the shipped reward function (`module:function`) the trainer is to score with
 
 
 def violation(code: str, fields: list[str], message: str, fix: str, **values: Any) -> Violation:
