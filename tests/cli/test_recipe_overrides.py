@@ -171,9 +171,10 @@ def test_a_key_set_twice_is_refused(prefix: str) -> None:
     assert f"{LR} is set twice; keep one --set {LR}=..." in done.output
 
 
-def test_a_credential_in_a_value_is_refused_and_never_echoed(prefix: str) -> None:
+@pytest.mark.parametrize(("option", "value"), [("--set", "{token}"), ("--sweep", "x,{token}")], ids=["set", "sweep"])
+def test_a_credential_in_a_value_is_refused_and_never_echoed(prefix: str, option: str, value: str) -> None:
     token = "hf_" + "Ab1" * 12
-    done = _smoke("--set", f"trainer.project_name={token}")
+    done = _smoke(option, "trainer.project_name=" + value.format(token=token))
     assert done.exit_code == 2, done.output
     assert "a Hugging Face token" in done.output and token not in done.output
 
@@ -184,10 +185,13 @@ def no_rl_main() -> ArtifactStep[Any]:
     return smoke.tokenizer_step()
 
 
-def test_a_main_without_an_rl_step_refuses_set(prefix: str) -> None:
-    done = CliRunner().invoke(no_rl_main, ["--version", DAY, "--set", f"{LR}=2e-6"])
+@pytest.mark.parametrize(
+    ("option", "value", "told"), [("--set", "2e-6", "2e-06"), ("--sweep", "1e-3,2e-3", "0.001")], ids=["set", "sweep"]
+)
+def test_a_main_without_an_rl_step_refuses_set_and_sweep(prefix: str, option: str, value: str, told: str) -> None:
+    done = CliRunner().invoke(no_rl_main, ["--version", DAY, option, f"{LR}={value}"])
     assert done.exit_code == 2, done.output
-    assert f"{LR}=2e-06: no RL step reads it" in done.output
+    assert f"{LR}={told}: no RL step reads it" in done.output
     assert written(Path(prefix)) == []
 
 
