@@ -39,14 +39,14 @@ from rlaunch.training import SftSettings, sft_step
 MAX_OPERAND = 4
 SPLITS = {"train": 512, "validation": 200}
 WARM_START: dict[str, Any] = {"steps": 150, "batch_size": 16, "lr": 3e-3}
-RL_STEPS = 40
+RL_STEPS = 60
 # The evaluations sample as the policy samples in training: temperature 1, eight completions per prompt.
 SAMPLING = Sampling(max_new_tokens=8, temperature=1.0, samples=8)
 RECIPE = """
 trainer:
   algorithm: {advantage_estimator: grpo, use_kl_loss: false}
   policy:
-    optimizer_config: {lr: 2.0e-3}
+    optimizer_config: {lr: 1.0e-3}
   max_training_steps: %(steps)d
   max_prompt_length: 64
   ckpt_interval: %(steps)d
