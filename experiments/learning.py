@@ -14,7 +14,16 @@ the RL export on the same validation rows, sampling as the policy samples in tra
 them as `rlaunch compare learning/eval-before@V learning/eval-after@V` does: RL learned when the
 accuracy after is above the accuracy before by more than the 95% interval of the difference
 (paired by prompt, clustered by prompt: the eight completions of a prompt are not independent).
-Numbers: benchmarks/README.md.
+
+Tuned on seeds 3 and 4 only (the two on which the earlier recipe, GRPO at lr 2e-3 for 40 steps, got
+worse), and measured on seeds 10-19, which nobody tuned on. Only the RL learning rate and step
+count changed: lr 2e-3 -> 1e-3 and 40 -> 60 steps. Why: the tiny model's answer depends only
+weakly on the prompt, so each step's eight prompts pull the answers of all 25 sums towards their
+own; at 2e-3 one step moved the answers far enough to undo what the step before taught (seed 3:
+after RL, sampled accuracy per sum went to ~0.9 on some sums and to ~0.03 on others, and for a few
+steps the policy wrote digits without stopping), so where it ended was a coin flip. A step half as
+long, for 1.5x the steps, keeps each step's drift small next to the signal that adds up across steps.
+The warm start, KL (off), group size and batch are as before. Numbers: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -39,14 +48,14 @@ from rlaunch.training import SftSettings, sft_step
 MAX_OPERAND = 4
 SPLITS = {"train": 512, "validation": 200}
 WARM_START: dict[str, Any] = {"steps": 150, "batch_size": 16, "lr": 3e-3}
-RL_STEPS = 40
+RL_STEPS = 60
 # The evaluations sample as the policy samples in training: temperature 1, eight completions per prompt.
 SAMPLING = Sampling(max_new_tokens=8, temperature=1.0, samples=8)
 RECIPE = """
 trainer:
   algorithm: {advantage_estimator: grpo, use_kl_loss: false}
   policy:
-    optimizer_config: {lr: 2.0e-3}
+    optimizer_config: {lr: 1.0e-3}
   max_training_steps: %(steps)d
   max_prompt_length: 64
   ckpt_interval: %(steps)d

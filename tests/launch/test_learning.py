@@ -7,12 +7,15 @@ A sign error in rewards or advantages drives the accuracy down, and the verdict 
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 
 import pytest
 
 from experiments.learning import judge
 from rlaunch.intervals import clustered_accuracy
+from tests.support import file_modules
 from tests.support.launchers import Launcher
 
 pytestmark = pytest.mark.launch
@@ -75,3 +78,21 @@ def test_rl_lifts_the_warm_started_models_accuracy_by_more_than_the_interval(lau
         compare.returncode == 0
         and ": exceeds the interval  (95 %, clustered by prompt; paired by prompt)" in compare.stdout
     )
+
+
+benchmark = file_modules.load("benchmarks/learning.py", "learning_benchmark")
+
+
+@pytest.mark.parametrize(
+    ("token", "seeds"),
+    [("3", [3]), ("10-19", list(range(10, 20))), ("4-4", [4])],
+    ids=["one", "range", "range-of-one"],
+)
+def test_the_benchmark_takes_a_seed_or_an_inclusive_range(token: str, seeds: list[int]) -> None:
+    assert benchmark.seeds_of(token) == seeds
+
+
+@pytest.mark.parametrize("token", ["19-10", "10-", "-3", "10..19", "a"])
+def test_the_benchmark_refuses_a_token_that_is_not_a_seed_or_an_increasing_range(token: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=f"--seeds '{re.escape(token)}': give a seed"):
+        benchmark.seeds_of(token)
