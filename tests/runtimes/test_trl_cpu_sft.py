@@ -37,7 +37,7 @@ def test_the_warm_start_learns_the_answers_and_is_the_same_for_a_seed(trl_env, t
     other = sft(env, tiny_assets, chats, tmp_path / "c", seed=1)
     assert other["files"]["model.safetensors"] != first["files"]["model.safetensors"]
     # micro batches weighted by their share of the batch's response tokens: the same step, to rounding
-    micro = sft(env, tiny_assets, chats, tmp_path / "d", "--micro-batch", "3")
+    micro = sft(env, tiny_assets, chats, tmp_path / "d", "--micro-batch", "3", "--steps", "1")  # the last --steps wins
     assert micro["micro_batch"] == 3
     assert micro["first_loss"] == pytest.approx(first["first_loss"], rel=1e-5)
 
