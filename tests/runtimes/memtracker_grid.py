@@ -3,14 +3,17 @@
 Each case is a real model config (published widths, truncated in layers so a step under
 `FakeTensorMode` takes seconds), a number of FSDP ranks, a micro batch, a sequence length and
 gradient checkpointing on or off. `measure` runs tests/runtimes/tracked_step.py in a Python that
-has torch and transformers (the trl-cpu runtime's venv); `rows` are rlaunch's rows for the same
+has torch and transformers (the trl-cpu runtime's venv), `measure_once` keeps what it measured for
+those inputs (the tier's 37 cases take minutes of CPU); `rows` are rlaunch's rows for the same
 plan: the policy's training step (the colocated training bar: the step alone) and the reference
 forward. Used by tests/runtimes/test_memtracker.py and benchmarks/memory_tracker.py.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +23,7 @@ from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules import memory
 from rlaunch.rules.devices import GIB, Device
 from rlaunch.rules.model_shape import Architecture, from_hf_config
+from rlaunch.runtimes.environment import cache_root
 
 SCRIPT = Path(__file__).with_name("tracked_step.py")
 TOLERANCE = 0.10  # every row within 10 % of the tracker's peak
@@ -337,6 +341,31 @@ def measure(python: str, cases: tuple[Case, ...] = GRID) -> dict[Case, dict[str,
             raise RuntimeError(f"tracked_step.py failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
         out.update(zip(batch, json.loads(proc.stdout)))
     return out
+
+
+def measure_once(python: str, venv: str, cases: tuple[Case, ...] = GRID) -> dict[Case, dict[str, Any]]:
+    """`measure`, kept under the runtime cache for the inputs that decide it: the tracker under
+    `FakeTensorMode` allocates nothing and draws nothing at random, so its peaks are a function of
+    tracked_step.py, the case and the venv (torch and transformers, named by the lock's digest in
+    the venv's directory name). A change to any of them measures again; rlaunch's own rows, the
+    subject of the tier, are computed afresh on every run. benchmarks/memory_tracker.py always
+    measures."""
+    script = hashlib.sha256(SCRIPT.read_bytes()).hexdigest()
+    root = cache_root() / "memtracker" / Path(venv).name
+
+    def path(case: Case) -> Path:
+        key = json.dumps({"script": script, "python": python, "case": case.as_json()}, sort_keys=True)
+        return root / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+
+    kept = {c: json.loads(path(c).read_text()) for c in cases if path(c).is_file()}
+    missing = tuple(c for c in cases if c not in kept)
+    fresh = measure(python, missing) if missing else {}
+    root.mkdir(parents=True, exist_ok=True)
+    for case, peaks in fresh.items():
+        partial = path(case).with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(peaks))
+        os.replace(partial, path(case))  # whole or absent: a reader never sees half a measurement
+    return {**kept, **fresh}
 
 
 def rows(case: Case) -> tuple[memory.Row, memory.Row]:

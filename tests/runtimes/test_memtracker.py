@@ -7,7 +7,9 @@ mixed precision, foreach AdamW, gradient checkpointing on and off, packed micro 
 flash-attn's in-place cross entropy. It runs in the trl-cpu runtime's venv (torch 2.13 CPU and
 transformers, built once and cached like every runtime; the launcher never imports them). The grid
 (tests/runtimes/memtracker_grid.py) covers every supported family at published widths, truncated
-in layers: benchmarks/memory_tracker.py prints it with the errors.
+in layers: benchmarks/memory_tracker.py prints it with the errors. The tracker's peaks are kept
+under the runtime cache for the script, case and venv that produced them (`measure_once`); rlaunch's
+rows are computed on every run.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pytest
 
 from rlaunch.rules.model_shape import FAMILIES
 from rlaunch.runtimes.environment import RuntimeEnvironmentError
-from tests.runtimes.memtracker_grid import GRID, REFERENCE_GAPS, TOLERANCE, Case, error, measure, rows
+from tests.runtimes.memtracker_grid import GRID, REFERENCE_GAPS, TOLERANCE, Case, error, measure_once, rows
 
 pytestmark = pytest.mark.memtracker
 
@@ -33,7 +35,7 @@ def measured(request: pytest.FixtureRequest) -> dict[Case, dict]:
         pytest.skip(
             f"memtracker tier skipped: the trl-cpu venv (torch, transformers) cannot be built: {str(exc).splitlines()[0]}"
         )
-    return measure(env.python)
+    return measure_once(env.python, env.venv_dir or env.python)
 
 
 # Families sized since the grid was last measured (2026-12-07: their counts are held exactly by
