@@ -480,8 +480,8 @@ PROMISES = (
                 "    if foreign:\n",
                 "    if False:\n",
                 "any runner may build an RL step",
-                "tests/submission/test_submission_path.py::test_a_build_options_main_refuses_an_rl_step_before_building_anything",
-                "tests/submission/test_submission_path.py::test_the_artifact_runner_refuses_an_rl_step_it_would_build",
+                # the dry run's case: without the guard the `--run` case and the runner's train the smoke (90 s)
+                "tests/submission/test_submission_path.py::test_a_build_options_main_refuses_an_rl_step_before_building_anything[plan]",
             ),
         ),
     ),
