@@ -102,6 +102,9 @@ def test_removing_a_guard_fails_its_tests(item: tuple[str, Guard], tmp_path: Pat
     copy = weakened_checkout(guard, tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RLAUNCH_")}
     env["PYTHONPATH"] = f"{copy / 'src'}{os.pathsep}{copy}"  # the copy, not this checkout's editable install
+    # no plugins by entry point (xdist, Hypothesis's, anyio's): two seconds of start-up per guard, and
+    # a guard's tests need none of them (Hypothesis's `@given` runs without its pytest plugin)
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rf", *guard.tests],
         cwd=copy, env=env, capture_output=True, text=True, timeout=900,
