@@ -11,9 +11,7 @@ forward. Used by tests/runtimes/test_memtracker.py and benchmarks/memory_tracker
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +21,7 @@ from rlaunch.launch_config.geometry import Geometry
 from rlaunch.rules import memory
 from rlaunch.rules.devices import GIB, Device
 from rlaunch.rules.model_shape import Architecture, from_hf_config
-from rlaunch.runtimes.environment import cache_root
+from tests.support.kept_measurements import keep, kept
 
 SCRIPT = Path(__file__).with_name("tracked_step.py")
 TOLERANCE = 0.10  # every row within 10 % of the tracker's peak
@@ -343,29 +341,15 @@ def measure(python: str, cases: tuple[Case, ...] = GRID) -> dict[Case, dict[str,
     return out
 
 
-def measure_once(python: str, venv: str, cases: tuple[Case, ...] = GRID) -> dict[Case, dict[str, Any]]:
-    """`measure`, kept under the runtime cache for the inputs that decide it: the tracker under
-    `FakeTensorMode` allocates nothing and draws nothing at random, so its peaks are a function of
-    tracked_step.py, the case and the venv (torch and transformers, named by the lock's digest in
-    the venv's directory name). A change to any of them measures again; rlaunch's own rows, the
-    subject of the tier, are computed afresh on every run. benchmarks/memory_tracker.py always
-    measures."""
-    script = hashlib.sha256(SCRIPT.read_bytes()).hexdigest()
-    root = cache_root() / "memtracker" / Path(venv).name
-
-    def path(case: Case) -> Path:
-        key = json.dumps({"script": script, "python": python, "case": case.as_json()}, sort_keys=True)
-        return root / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
-
-    kept = {c: json.loads(path(c).read_text()) for c in cases if path(c).is_file()}
-    missing = tuple(c for c in cases if c not in kept)
-    fresh = measure(python, missing) if missing else {}
-    root.mkdir(parents=True, exist_ok=True)
+def measure_once(python: str, cases: tuple[Case, ...] = GRID) -> dict[Case, dict[str, Any]]:
+    """`measure`, each case's peaks kept for the script and venv that measured them
+    (tests/support/kept_measurements.py): only the cases not measured before run.
+    benchmarks/memory_tracker.py always measures."""
+    found = {c: kept(SCRIPT, python, c.as_json()) for c in cases}
+    fresh = measure(python, tuple(c for c, peaks in found.items() if peaks is None))
     for case, peaks in fresh.items():
-        partial = path(case).with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(json.dumps(peaks))
-        os.replace(partial, path(case))  # whole or absent: a reader never sees half a measurement
-    return {**kept, **fresh}
+        keep(SCRIPT, python, case.as_json(), peaks)
+    return {c: peaks if peaks is not None else fresh[c] for c, peaks in found.items()}
 
 
 def rows(case: Case) -> tuple[memory.Row, memory.Row]:

@@ -4,8 +4,9 @@ Source of truth: transformers (the trl-cpu runtime's pinned version), which buil
 on the meta device from a config written here (no download) in the runtime's own venv
 (tests/runtimes/transformers_counts.py); the launcher side never imports transformers. The
 configs and the numbers transformers built from them are the table of tests/support/built_counts.py,
-which the fast lane holds `rlaunch.rules.model_shape` to; here every entry is rebuilt, so a table
-that no longer says what transformers builds fails.
+which the fast lane holds `rlaunch.rules.model_shape` to; here every entry is rebuilt (once per
+script, configs and venv: tests/support/kept_measurements.py), so a table that no longer says what
+transformers builds fails.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rlaunch.rules import memory
 from rlaunch.rules.model_shape import FAMILIES, Architecture
 from rlaunch.skyrl import ModelFacts
 from tests.support.built_counts import BUILT, Built
+from tests.support.kept_measurements import keep, kept
 
 SCRIPT = Path(__file__).with_name("transformers_counts.py")
 IDS = [f"{i}-{b.id}" for i, b in enumerate(BUILT)]
@@ -29,15 +31,20 @@ IDS = [f"{i}-{b.id}" for i, b in enumerate(BUILT)]
 @pytest.fixture(scope="module")
 def built(trl_env) -> list[dict]:
     env, _ = trl_env
-    out = subprocess.run(
-        [env.python, str(SCRIPT)],
-        input=json.dumps([b.config for b in BUILT]),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
-    return json.loads(out.stdout)
+    question = [b.config for b in BUILT]
+    answer = kept(SCRIPT, env.python, question)  # what transformers built for these configs before
+    if answer is None:
+        out = subprocess.run(
+            [env.python, str(SCRIPT)],
+            input=json.dumps(question),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+        )
+        answer = json.loads(out.stdout)
+        keep(SCRIPT, env.python, question, answer)
+    return answer
 
 
 def test_every_supported_family_is_covered() -> None:

@@ -8,7 +8,7 @@ flash-attn's in-place cross entropy. It runs in the trl-cpu runtime's venv (torc
 transformers, built once and cached like every runtime; the launcher never imports them). The grid
 (tests/runtimes/memtracker_grid.py) covers every supported family at published widths, truncated
 in layers: benchmarks/memory_tracker.py prints it with the errors. The tracker's peaks are kept
-under the runtime cache for the script, case and venv that produced them (`measure_once`); rlaunch's
+for the script, case and venv that measured them (tests/support/kept_measurements.py); rlaunch's
 rows are computed on every run.
 """
 
@@ -35,7 +35,7 @@ def measured(request: pytest.FixtureRequest) -> dict[Case, dict]:
         pytest.skip(
             f"memtracker tier skipped: the trl-cpu venv (torch, transformers) cannot be built: {str(exc).splitlines()[0]}"
         )
-    return measure_once(env.python, env.venv_dir or env.python)
+    return measure_once(env.python)
 
 
 # Families sized since the grid was last measured (2026-12-07: their counts are held exactly by
