@@ -8,6 +8,8 @@ The runs are laid out by hand the way a launch records them (tests/observe/sweep
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -17,6 +19,7 @@ from hypothesis import strategies as st
 
 from rlaunch.cli.admin import main
 from rlaunch.observe.sweeps import MalformedSweepError, SweepGroup, grouped, sweep_of
+from rlaunch.runs import run_record
 from rlaunch.runs.sweep import SweepMembership
 from tests.observe.sweep_records import LR, VERSION, join_sweep, rl_run, variant
 
@@ -163,3 +166,41 @@ def test_grouping_keeps_every_row_once_and_each_sweep_in_one_group(found: list[d
         first = next(i for i, r in enumerate(found) if r["sweep"] and r["sweep"]["name"] == g.name)
         before = [item for item in shown[: shown.index(g)] if not isinstance(item, SweepGroup)]
         assert before == [r for r in found[:first] if not r["sweep"]]  # where its newest variant stood
+
+
+SWEEP = f"sweeps/rl@{VERSION}~sweep-0badcafe"
+
+
+def test_status_of_a_sweep_shows_each_variant_and_watch_ends_only_when_all_have(
+    prefix: str, document: dict[str, Any]
+) -> None:
+    variant(document, SWEEP, "lr-a", 1e-6, state="succeeded", submitted_at=at(1))
+    running = variant(document, SWEEP, "lr-b", 2e-6, state="running", finished_at=None, submitted_at=at(2))
+    variant(document, f"{SWEEP[:-4]}f00d", "lr-c", 3e-6, submitted_at=at(3))  # another sweep: the whole name decides
+
+    shown = rlaunch("status", SWEEP)
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    assert lines[1] == f"sweep {SWEEP}  2 variants: 1 running, 1 succeeded", lines
+    assert [line.split()[:2] for line in lines[2:]] == [
+        [f"sweeps/rl-lr-a@{VERSION}", "succeeded"],
+        [f"sweeps/rl-lr-b@{VERSION}", "running"],
+    ]
+    data = json.loads(rlaunch("status", SWEEP, "--json").stdout)
+    assert data["sweep"] == SWEEP and data["is_terminal"] is False
+    assert [row["sweep"]["variant"] for row in data["variants"]] == ["lr-b", "lr-a"]  # newest first, as `runs`
+
+    # the running variant's attempt ends: now every variant has, and --watch returns at once
+    run_record.close_attempt(str(running), "a1", {"state": "failed", "finished_at": at(9)})
+    watched = subprocess.run(
+        [sys.executable, "-m", "rlaunch", "status", SWEEP, "--watch", "--interval", "0.2", "--json"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert watched.returncode == 0 and json.loads(watched.stdout)["is_terminal"] is True, watched.stderr
+
+
+def test_status_of_a_sweep_with_no_variant_recorded_or_an_attempt_is_refused(prefix: str) -> None:
+    missing = CliRunner().invoke(main, ["status", SWEEP])
+    assert missing.exit_code == 2 and f"no variant of sweep {SWEEP} has a run record" in missing.output, missing.output
+    attempt = CliRunner().invoke(main, ["status", SWEEP, "--attempt", "a1"])
+    assert attempt.exit_code == 2 and "--attempt a1" in attempt.output and "name@version" in attempt.output

@@ -38,8 +38,13 @@ def status(run: str, prefix: str | None, attempt_id: str | None, as_json: bool, 
     and the ETA of the final step), checkpoints, the export, the W&B run's page and the terminal
     manifest.
 
-    RUN is name@version, the RL artifact's path, or a coordinator or child job id.
+    RUN is name@version, the RL artifact's path, a coordinator or child job id, or a sweep's name
+    (NAME@VERSION~sweep-DIGEST: each variant's state, as `rlaunch runs --sweep` lists them; with
+    --watch until every variant has ended).
     """
+    if MARK in run:
+        _sweep_status(run.strip(), prefix, attempt_id, as_json, watch, interval)
+        return
     from rlaunch.control.finalise import finalise_snapshot
     from rlaunch.observe.collect import collect
     from rlaunch.observe.render import dumps, status_text
@@ -78,6 +83,62 @@ def status(run: str, prefix: str | None, attempt_id: str | None, as_json: bool, 
         sys.exit(interrupt_exit(interrupt))
     if damage:
         click.echo(f"error: {damage[0]}", err=True)
+        sys.exit(1)
+
+
+def _sweep_status(
+    name: str, prefix: str | None, attempt_id: str | None, as_json: bool, watch: bool, interval: float
+) -> None:
+    """`rlaunch status <sweep name>`: the sweep's line and its variants, each with its state."""
+    from rlaunch.observe.render import dumps, runs_rows
+    from rlaunch.observe.resolve import RunNotFoundError, default_prefix
+    from rlaunch.observe.run_list import list_runs
+    from rlaunch.observe.run_status import TERMINAL_STATES
+    from rlaunch.statefiles import CorruptStateError
+
+    if attempt_id is not None:
+        raise click.UsageError(
+            f"--attempt {attempt_id}: each variant of sweep {name} has its own attempts; "
+            "give the variant's name@version instead of the sweep's name"
+        )
+    base = default_prefix(prefix)
+    damaged: list[CorruptStateError] = []
+
+    def show() -> bool:
+        damaged.clear()
+        rows = list_runs(base, None, damaged, sweep=name)
+        if not rows:
+            raise RunNotFoundError(
+                f"no variant of sweep {name} has a run record under {base} "
+                "(a sweep's coordinator records each variant as it starts it: `rlaunch jobs list` shows the coordinator)"
+            )
+        ended = all(row["state"] in TERMINAL_STATES for row in rows)
+        if as_json:
+            data = dumps({"sweep": name, "is_terminal": ended, "variants": rows})
+            click.echo(data.replace("\n", " ") if watch else data)
+        else:
+            if watch and sys.stdout.isatty():
+                click.clear()
+            click.echo(runs_rows(rows))
+        return ended or bool(damaged)  # a damaged record ends --watch: it will not heal
+
+    def shown_ended() -> bool:
+        ended = show()
+        if not ended and not as_json:
+            click.echo(f"\n(refreshing every {interval:g}s until every variant has ended; Ctrl-C stops watching)")
+        return ended
+
+    try:
+        with interruptible():
+            if watch:
+                wait_until(shown_ended, None, "the sweep to end", interval)
+            else:
+                show()
+    except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM stops watching, never the sweep
+        sys.exit(interrupt_exit(interrupt))
+    for problem in damaged:  # the others are shown; each damaged record is named with its fix
+        click.echo(f"error: {problem}", err=True)
+    if damaged:
         sys.exit(1)
 
 
