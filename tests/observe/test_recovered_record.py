@@ -17,6 +17,7 @@ import yaml
 from rlaunch.launch_config import schema
 from rlaunch.observe.recover import recovered_record
 from rlaunch.observe.resolve import RunNotFoundError, at_path
+from rlaunch.observe.run_list import list_runs
 
 ARTIFACT = "checkpoints/gsm8k-grpo@2026.11.30"
 FINAL, EARLY, BARE = "ccc333", "aaa111", "bbb222"
@@ -81,6 +82,21 @@ def test_every_attempt_is_rebuilt_oldest_first_with_the_terminal_manifests_last(
     assert "failure" not in final  # None in the result: left out, not recorded as None
     assert "launch_document_uri" not in final and final["placement"] == {"root": "/jobs/final"}
     assert final["artifact"] == ARTIFACT
+
+
+def test_a_sweeps_variant_keeps_its_membership_from_its_documents(run: dict[str, Any]) -> None:
+    record = recovered_record(str(run["out"]), ARTIFACT, None)
+    assert record is not None and "sweep" not in record  # a run of no sweep: none invented
+    member = {"name": f"{ARTIFACT}~sweep-0badcafe", "variant": "lr-1e-3", "settings": {"a.lr": 0.001}}
+    terminal = json.loads((run["out"] / "terminal.json").read_text())
+    terminal["config"]["run"]["sweep"] = member
+    write(run["out"] / "terminal.json", terminal)
+    record = recovered_record(str(run["out"]), ARTIFACT, None)
+    assert record is not None and record["sweep"] == member
+    prefix = str(Path(run["doc"].artifacts.output_path).parents[2])
+    damaged: list[Any] = []
+    rows = list_runs(prefix, damaged=damaged, sweep=member["name"])  # `rlaunch runs --sweep`, `status <sweep>`
+    assert [(r["state"], r["sweep"]) for r in rows] == [("damaged", member)] and len(damaged) == 1
 
 
 def test_the_terminal_manifests_document_alone_says_where_the_attempts_are(run: dict[str, Any]) -> None:

@@ -3,7 +3,7 @@
 The run record is the attempt history, but not the only trace a run leaves: the terminal manifest
 (state, step, export, the resolved document), the attempt manifests the host writes when an
 attempt ends (its jobs, state and failure), and the launch documents handed to the host (which
-say where the attempts and checkpoints live). `rlaunch status` and `rlaunch runs` show the damage
+say where the attempts and checkpoints live, and the sweep a variant belongs to). `rlaunch status` and `rlaunch runs` show the damage
 and, beside it, the attempt rebuilt from these. Read only: the damaged record is left exactly as
 it is (the next `--run` keeps it aside by itself).
 """
@@ -92,4 +92,8 @@ def recovered_record(output_path: str, artifact: str | None, prefix: str | None)
         attempts.values(), key=lambda a: (a["attempt_id"] == final.get("attempt_id"), a["submitted_at"] or "")
     )
     run_id = documents[0].run.id if documents else final.get("run_id")
-    return {"run_id": run_id, "attempts": ordered, "recovered": True}
+    rebuilt: dict[str, Any] = {"run_id": run_id, "attempts": ordered, "recovered": True}
+    sweep = next((doc.run.sweep for doc in documents if doc.run.sweep is not None), None)
+    if sweep is not None:  # a variant stays listed, shown and cancelled with its sweep
+        rebuilt["sweep"] = dict(sweep)
+    return rebuilt
