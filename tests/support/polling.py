@@ -17,15 +17,20 @@ T = TypeVar("T")
 def wait_for(
     probe: Callable[[], T | None], timeout: float = 15.0, what: str = "condition", interval: float = 0.05
 ) -> T:
-    """Poll `probe` until it returns something truthy (no fixed sleeps in tests)."""
+    """Poll `probe` until it returns something truthy (no fixed sleeps in tests).
+
+    A probe that costs more than `interval` (one that starts `rlaunch status` in a process, say) is
+    paused for as long as it took, so polling holds at most half a core from the run it waits on."""
     deadline = time.monotonic() + timeout
     while True:
+        started = time.monotonic()
         value = probe()
         if value:
             return value
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+        time.sleep(max(interval, now - started))
 
 
 def run_python(
