@@ -16,6 +16,15 @@ inside the launcher: it must not import `rlaunch`. Modules:
 * `evaluate`  - generate with a saved model and score with a registered reward.
 """
 
+import os
+
 __all__ = ["ADAPTER_NAME"]
+
+# One device slot is one core: every process of this runtime computes on one thread, as torchrun
+# already gives each of its processes. With torch's default (a thread per core) two processes on
+# busy cores (a sweep's gangs side by side, a step job beside a trainer) wait on each other's
+# OpenMP barriers: a trainer beside three busy processes took 3x the wall time. Set before any
+# module of the package imports torch; an OMP_NUM_THREADS the process was given is kept.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 ADAPTER_NAME = "trl-cpu"
