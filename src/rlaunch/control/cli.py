@@ -7,6 +7,7 @@ without an outcome (`finalise`); `cancel` stops a run's jobs and records who can
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import click
 
@@ -67,23 +68,30 @@ def status(run: str, prefix: str | None, attempt_id: str | None, as_json: bool, 
             click.echo(status_text(snapshot))
         return snapshot.is_terminal or bool(snapshot.damage)  # a damaged record ends --watch: it will not heal
 
+    _shown(show, watch, interval, "the run ends", quiet=as_json)
+    if damage:
+        click.echo(f"error: {damage[0]}", err=True)
+        sys.exit(1)
+
+
+def _shown(show: Callable[[], bool], watch: bool, interval: float, until: str, *, quiet: bool) -> None:
+    """`show()` once, or with --watch again every `interval` until it says the end was shown.
+    Ctrl-C or SIGTERM stops watching, never what is watched."""
+
     def shown_ended() -> bool:
         ended = show()
-        if not ended and not as_json:
-            click.echo(f"\n(refreshing every {interval:g}s until the run ends; Ctrl-C stops watching)")
+        if not ended and not quiet:
+            click.echo(f"\n(refreshing every {interval:g}s until {until}; Ctrl-C stops watching)")
         return ended
 
     try:
         with interruptible():
             if watch:
-                wait_until(shown_ended, None, "the run to end", interval)
+                wait_until(shown_ended, None, until, interval)
             else:
                 show()
-    except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM stops watching, never the run
+    except KeyboardInterrupt as interrupt:
         sys.exit(interrupt_exit(interrupt))
-    if damage:
-        click.echo(f"error: {damage[0]}", err=True)
-        sys.exit(1)
 
 
 def _sweep_status(
@@ -122,20 +130,7 @@ def _sweep_status(
             click.echo(runs_rows(rows))
         return ended or bool(damaged)  # a damaged record ends --watch: it will not heal
 
-    def shown_ended() -> bool:
-        ended = show()
-        if not ended and not as_json:
-            click.echo(f"\n(refreshing every {interval:g}s until every variant has ended; Ctrl-C stops watching)")
-        return ended
-
-    try:
-        with interruptible():
-            if watch:
-                wait_until(shown_ended, None, "the sweep to end", interval)
-            else:
-                show()
-    except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM stops watching, never the sweep
-        sys.exit(interrupt_exit(interrupt))
+    _shown(show, watch, interval, "every variant has ended", quiet=as_json)
     for problem in damaged:  # the others are shown; each damaged record is named with its fix
         click.echo(f"error: {problem}", err=True)
     if damaged:
