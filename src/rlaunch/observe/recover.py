@@ -3,9 +3,9 @@
 The run record is the attempt history, but not the only trace a run leaves: the terminal manifest
 (state, step, export, the resolved document), the attempt manifests the host writes when an
 attempt ends (its jobs, state and failure), and the launch documents handed to the host (which
-say where the attempts and checkpoints live, and the sweep a variant belongs to). `rlaunch status` and `rlaunch runs` show the damage
-and, beside it, the attempt rebuilt from these. Read only: the damaged record is left exactly as
-it is (the next `--run` keeps it aside by itself).
+say where the attempts and checkpoints live, and the sweep a variant belongs to). `rlaunch status`
+and `rlaunch runs` show the damage and, beside it, the attempt rebuilt from these. Read only: the
+damaged record is left exactly as it is (the next `--run` keeps it aside by itself).
 """
 
 from __future__ import annotations
